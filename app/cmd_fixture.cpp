@@ -1,0 +1,69 @@
+// `tapdiff fixture`: write a deterministic tiny GGUF model.
+#include <fmt/format.h>
+#include <map>
+#include <stdexcept>
+
+#include "app/commands.hpp"
+#include "fixtures/tiny_model.hpp"
+
+namespace tapdiff {
+namespace {
+
+GgmlType parse_type(const std::string& name, const std::string& option) {
+  if (auto t = ggml_type_from_name(name)) return *t;
+  std::string known;
+  for (const auto& t : kGgmlTypes) known += (known.empty() ? "" : ", ") + std::string(t.name);
+  throw std::invalid_argument(
+      fmt::format("{}: unknown tensor type \"{}\" (expected one of {})", option, name, known));
+}
+
+}  // namespace
+
+void add_fixture_command(CLI::App& app, SetExit set_exit) {
+  auto* cmd = app.add_subcommand("fixture", "Generate a tiny deterministic GGUF model");
+  struct Options {
+    FixtureSpec spec;
+    std::string arch = "llama";
+    std::string type = "F32";
+    std::vector<std::string> overrides;
+    std::string output;
+  };
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("--arch", opt->arch, "Architecture")->check(CLI::IsMember({"llama", "qwen2"}))
+      ->capture_default_str();
+  cmd->add_option("--n-layer", opt->spec.n_layer, "Layers")->capture_default_str();
+  cmd->add_option("--n-embd", opt->spec.n_embd, "Embedding width")->capture_default_str();
+  cmd->add_option("--n-head", opt->spec.n_head, "Query heads")->capture_default_str();
+  cmd->add_option("--n-head-kv", opt->spec.n_head_kv, "Key/value heads")->capture_default_str();
+  cmd->add_option("--n-ff", opt->spec.n_ff, "Feed-forward width")->capture_default_str();
+  cmd->add_option("--n-vocab", opt->spec.n_vocab, "Vocabulary size")->capture_default_str();
+  cmd->add_option("--n-ctx", opt->spec.n_ctx_train, "Training context length")
+      ->capture_default_str();
+  cmd->add_option("--rope-base", opt->spec.rope_freq_base,
+                  "RoPE frequency base (default: llama 1e4, qwen2 1e6)");
+  cmd->add_flag("--tied", opt->spec.tied_output, "No output.weight: tie the head to token_embd");
+  cmd->add_option("--seed", opt->spec.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--type", opt->type, "Type of every 2-D weight (F32, F16, BF16, Q8_0, ...)")
+      ->capture_default_str();
+  cmd->add_option("--tensor-type", opt->overrides,
+                  "Per-tensor type, GLOB=TYPE, e.g. 'blk.*.ffn_down.weight=Q4_0' (repeatable)");
+  cmd->add_option("-o,--output", opt->output, "Output .gguf path")->required();
+
+  cmd->callback([opt, set_exit] {
+    FixtureSpec spec = opt->spec;
+    spec.arch = opt->arch == "qwen2" ? Arch::qwen2 : Arch::llama;
+    spec.weight_type = parse_type(opt->type, "--type");
+    for (const auto& o : opt->overrides) {
+      const auto eq = o.rfind('=');
+      if (eq == std::string::npos || eq == 0)
+        throw std::invalid_argument(
+            fmt::format("--tensor-type: expected GLOB=TYPE, got \"{}\"", o));
+      spec.type_overrides.emplace_back(o.substr(0, eq), parse_type(o.substr(eq + 1), "--tensor-type"));
+    }
+    write_fixture(spec, opt->output);
+    fmt::print("wrote {}\n", opt->output);
+    set_exit(0);
+  });
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,38 @@
+// tapdiff: differential debugging of LLM inference engines. Thin: parse, call, exit code.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <fmt/format.h>
+
+#include "app/commands.hpp"
+#include "app/exit_codes.hpp"
+#include "model/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace tapdiff;
+  CLI::App app{"tapdiff: find where an inference engine first stops computing what the model "
+               "says, and why"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(TAPDIFF_VERSION " (" TAPDIFF_GIT_COMMIT ")"));
+  int exit_code = kExitPass;
+  const SetExit set_exit = [&](int code) { exit_code = code; };
+  add_fixture_command(app, set_exit);
+  add_inspect_command(app, set_exit);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, version or the usage error
+    return code == 0 ? kExitPass : kExitInputError;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "tapdiff: error: {}\n", e.what());
+    return kExitInputError;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "tapdiff: error: {}\n", e.what());
+    return kExitInputError;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tapdiff: internal error: {}\n", e.what());
+    return kExitCannotTest;
+  }
+  return exit_code;
+}

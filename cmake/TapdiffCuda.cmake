@@ -1,0 +1,25 @@
+# CUDA is optional: AUTO builds the CUDA executor when nvcc is found (on PATH or in
+# /usr/local/cuda), ON requires it, OFF skips it. Sets TAPDIFF_WITH_CUDA.
+set(TAPDIFF_WITH_CUDA OFF)
+if(NOT TAPDIFF_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Ampere and Hopper by default: small enough to keep CI builds quick.
+    # Override with -DCMAKE_CUDA_ARCHITECTURES="75;80;86;89;90".
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(TAPDIFF_WITH_CUDA ON)
+  elseif(TAPDIFF_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TAPDIFF_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "tapdiff: CUDA executor ${TAPDIFF_WITH_CUDA}")

@@ -1,0 +1,10 @@
+# tapdiff_warnings(target): the project's warning set; errors when TAPDIFF_WERROR is on (CI).
+function(tapdiff_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wpedantic>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX,C>,$<BOOL:${TAPDIFF_WERROR}>>:-Werror>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${TAPDIFF_WERROR}>>:-Werror=all-warnings>)
+endfunction()
+
+# Sanitizer flags for the ASan+UBSan variants of the parser tests.
+set(TAPDIFF_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)

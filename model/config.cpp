@@ -1,0 +1,139 @@
+#include "model/config.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "model/error.hpp"
+
+namespace tapdiff {
+namespace {
+
+int positive_int(const GgufFile& f, const std::string& key, std::uint64_t v) {
+  if (v < 1 || v > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw InputError(f.path(), key, fmt::format("expected a positive 32-bit count, got {}", v));
+  return static_cast<int>(v);
+}
+
+int required_int(const GgufFile& f, const std::string& key) {
+  return positive_int(f, key, f.get_uint(key));
+}
+
+int optional_int(const GgufFile& f, const std::string& key, int fallback) {
+  const auto v = f.get_uint_opt(key);
+  return v ? positive_int(f, key, *v) : fallback;
+}
+
+void require(bool ok, const GgufFile& f, const std::string& key, const std::string& problem) {
+  if (!ok) throw InputError(f.path(), key, problem);
+}
+
+}  // namespace
+
+std::string arch_name(Arch arch) { return arch == Arch::llama ? "llama" : "qwen2"; }
+
+std::string rope_pairing_name(RopePairing pairing) {
+  return pairing == RopePairing::norm ? "norm (adjacent pairs)" : "neox (half-split pairs)";
+}
+
+ModelConfig load_model_config(const GgufFile& f) {
+  ModelConfig c;
+  const std::string arch = f.get_string("general.architecture");
+  if (arch == "llama") {
+    c.arch = Arch::llama;
+    c.rope_pairing = RopePairing::norm;
+  } else if (arch == "qwen2") {
+    c.arch = Arch::qwen2;
+    c.rope_pairing = RopePairing::neox;
+  } else {
+    throw InputError(f.path(), "general.architecture",
+                     fmt::format("expected \"llama\" or \"qwen2\", got \"{}\"", arch));
+  }
+  const std::string p = arch + ".";
+
+  c.n_layer = required_int(f, p + "block_count");
+  c.n_embd = required_int(f, p + "embedding_length");
+  c.n_head = required_int(f, p + "attention.head_count");
+  c.n_head_kv = optional_int(f, p + "attention.head_count_kv", c.n_head);
+  c.n_ff = required_int(f, p + "feed_forward_length");
+  c.n_ctx_train = required_int(f, p + "context_length");
+  require(c.n_head % c.n_head_kv == 0, f, p + "attention.head_count_kv",
+          fmt::format("expected a divisor of head_count {}, got {}", c.n_head, c.n_head_kv));
+
+  const bool has_key_length = f.find(p + "attention.key_length") != nullptr;
+  if (!has_key_length)
+    require(c.n_embd % c.n_head == 0, f, p + "attention.head_count",
+            fmt::format("expected a divisor of embedding_length {}, got {}", c.n_embd, c.n_head));
+  c.head_dim = optional_int(f, p + "attention.key_length", c.n_embd / c.n_head);
+  const int value_length = optional_int(f, p + "attention.value_length", c.head_dim);
+  require(value_length == c.head_dim, f, p + "attention.value_length",
+          fmt::format("expected key_length {} (separate value widths are not supported), got {}",
+                      c.head_dim, value_length));
+
+  c.n_rot = optional_int(f, p + "rope.dimension_count", c.head_dim);
+  require(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f, p + "rope.dimension_count",
+          fmt::format("expected an even count <= head_dim {}, got {}", c.head_dim, c.n_rot));
+  // llama.cpp's default when the key is absent (stories260K has none).
+  const double base = f.get_float_opt(p + "rope.freq_base").value_or(10000.0);
+  require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",
+          fmt::format("expected a finite base > 1, got {}", base));
+  c.rope_freq_base = static_cast<float>(base);
+
+  const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
+  require(std::isfinite(eps) && eps > 0 && eps < 1, f, p + "attention.layer_norm_rms_epsilon",
+          fmt::format("expected a small positive epsilon, got {}", eps));
+  c.rms_eps = static_cast<float>(eps);
+
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd)
+    throw InputError(f.path(), "tensor \"token_embd.weight\"", "required tensor is missing");
+  require(embd->ne.size() == 2 && embd->ne[0] == c.n_embd, f, "tensor \"token_embd.weight\"",
+          fmt::format("expected shape [{}, n_vocab], got {}", c.n_embd, embd->shape_string()));
+  c.n_vocab = static_cast<int>(embd->ne[1]);
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) {
+    require(tokens->type() == GgufValueType::ARRAY && tokens->array_type() == GgufValueType::STRING,
+            f, "tokenizer.ggml.tokens", "expected an array of strings");
+    require(tokens->as_array().size() == static_cast<std::size_t>(c.n_vocab), f,
+            "tokenizer.ggml.tokens",
+            fmt::format("expected {} tokens (token_embd.weight rows), got {}", c.n_vocab,
+                        tokens->as_array().size()));
+  }
+
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  validate_weights(f, c);
+  return c;
+}
+
+std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
+  const std::int64_t embd = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
+  std::vector<WeightSpec> w;
+  w.push_back({"token_embd.weight", {embd, c.n_vocab}});
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    // ne = {in, out}: GGUF's [out, in] row-major matrices, ne[0] fastest.
+    w.push_back({b + "attn_norm.weight", {embd}});
+    w.push_back({b + "attn_q.weight", {embd, q}});
+    w.push_back({b + "attn_k.weight", {embd, kv}});
+    w.push_back({b + "attn_v.weight", {embd, kv}});
+    if (c.qkv_bias) {
+      w.push_back({b + "attn_q.bias", {q}});
+      w.push_back({b + "attn_k.bias", {kv}});
+      w.push_back({b + "attn_v.bias", {kv}});
+    }
+    w.push_back({b + "attn_output.weight", {q, embd}});
+    w.push_back({b + "ffn_norm.weight", {embd}});
+    w.push_back({b + "ffn_gate.weight", {embd, ff}});
+    w.push_back({b + "ffn_up.weight", {embd, ff}});
+    w.push_back({b + "ffn_down.weight", {ff, embd}});
+  }
+  w.push_back({"output_norm.weight", {embd}});
+  if (!c.tied_output) w.push_back({"output.weight", {embd, c.n_vocab}});
+  return w;
+}
+
+void validate_weights(const GgufFile& file, const ModelConfig& config) {
+  for (const auto& spec : expected_weights(config)) file.tensor(spec.name, spec.ne);
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,62 @@
+// ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
+// `llama` and `qwen2` architectures, and the weight names with the shapes each must have.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gguf.hpp"
+
+namespace tapdiff {
+
+enum class Arch { llama, qwen2 };
+
+// How RoPE pairs the dimensions of a head it rotates together.
+//   norm: adjacent pairs (x[2i], x[2i+1])        — GGML_ROPE_TYPE_NORMAL
+//   neox: half-split pairs (x[i], x[i + n_rot/2]) — GGML_ROPE_TYPE_NEOX
+// llama GGUFs use norm because llama.cpp's converter permutes the HF Q/K weight rows so that
+// HF's rotate_half (half-split) becomes adjacent pairs; qwen2's converter does not permute,
+// so qwen2 keeps HF's half-split pairing and must be rotated with neox.
+enum class RopePairing { norm, neox };
+
+struct ModelConfig {
+  Arch arch = Arch::llama;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;   // n_embd / n_head unless `{arch}.attention.key_length` says otherwise
+  int n_ff = 0;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_rot = 0;      // dimensions of each head that RoPE rotates
+  float rope_freq_base = 10000.0f;
+  RopePairing rope_pairing = RopePairing::norm;
+  float rms_eps = 1e-5f;
+  bool tied_output = false;  // no output.weight: the head reuses token_embd.weight
+  bool qkv_bias = false;     // blk.*.attn_{q,k,v}.bias present (qwen2)
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
+};
+
+std::string arch_name(Arch arch);
+std::string rope_pairing_name(RopePairing pairing);
+
+// Reads and validates the config. Missing keys, wrong types and inconsistent values
+// (n_head not divisible by n_head_kv, ...) throw InputError naming the file and the key.
+ModelConfig load_model_config(const GgufFile& file);
+
+struct WeightSpec {
+  std::string name;                // GGUF tensor name, e.g. "blk.3.attn_q.weight"
+  std::vector<std::int64_t> ne;    // expected dims, ggml order
+};
+
+// Every tensor the forward pass reads, with the shape it must have.
+std::vector<WeightSpec> expected_weights(const ModelConfig& config);
+// Checks every expected weight exists with its shape (InputError naming the tensor otherwise).
+void validate_weights(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace tapdiff

@@ -1,0 +1,142 @@
+#include "model/describe.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "model/config.hpp"
+#include "model/error.hpp"
+
+namespace tapdiff {
+namespace {
+
+constexpr std::size_t kArrayPreview = 8;
+
+nlohmann::json value_json(const GgufValue& v) {
+  if (v.is_unsigned()) return v.as_uint();
+  if (v.is_signed()) return v.as_int();
+  if (v.is_float()) return v.as_float();
+  switch (v.type()) {
+    case GgufValueType::BOOL: return v.as_bool();
+    case GgufValueType::STRING: return v.as_string();
+    case GgufValueType::ARRAY: {
+      const auto& items = v.as_array();
+      nlohmann::json head = nlohmann::json::array();
+      for (std::size_t i = 0; i < std::min(items.size(), kArrayPreview); ++i)
+        head.push_back(value_json(items[i]));
+      return {{"type", std::string(gguf_value_type_name(v.array_type()))},
+              {"count", items.size()},
+              {"head", head}};
+    }
+    default: return nullptr;
+  }
+}
+
+std::string value_text(const GgufValue& v) {
+  if (v.type() != GgufValueType::ARRAY) return v.describe();
+  const auto& items = v.as_array();
+  std::string s = v.describe() + " [";
+  for (std::size_t i = 0; i < std::min(items.size(), kArrayPreview); ++i) {
+    if (i) s += ", ";
+    const GgufValue& item = items[i];
+    s += item.type() == GgufValueType::STRING ? fmt::format("\"{}\"", item.as_string())
+         : item.type() == GgufValueType::ARRAY ? item.describe()
+                                                : item.describe().substr(item.describe().find(' ') + 1);
+  }
+  if (items.size() > kArrayPreview) s += ", …";
+  return s + "]";
+}
+
+nlohmann::json config_json(const ModelConfig& c) {
+  return {{"arch", arch_name(c.arch)},
+          {"n_layer", c.n_layer},
+          {"n_embd", c.n_embd},
+          {"n_head", c.n_head},
+          {"n_head_kv", c.n_head_kv},
+          {"head_dim", c.head_dim},
+          {"n_ff", c.n_ff},
+          {"n_vocab", c.n_vocab},
+          {"n_ctx_train", c.n_ctx_train},
+          {"n_rot", c.n_rot},
+          {"rope_freq_base", c.rope_freq_base},
+          {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
+          {"rms_eps", c.rms_eps},
+          {"tied_output", c.tied_output},
+          {"qkv_bias", c.qkv_bias}};
+}
+
+}  // namespace
+
+nlohmann::json describe_gguf_json(const GgufFile& file) {
+  nlohmann::json j;
+  j["path"] = file.path();
+  j["gguf_version"] = file.version();
+  j["alignment"] = file.alignment();
+  j["data_offset"] = file.data_offset();
+  j["file_size"] = file.file_size();
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [key, value] : file.metadata()) meta[key] = value_json(value);
+  j["metadata"] = meta;
+  nlohmann::json tensors = nlohmann::json::array();
+  std::uint64_t n_params = 0;
+  for (const auto& t : file.tensors()) {
+    tensors.push_back({{"name", t.name},
+                       {"type", std::string(ggml_type_name(t.type))},
+                       {"ne", t.ne},
+                       {"offset", t.offset},
+                       {"bytes", t.n_bytes}});
+    n_params += t.n_elements;
+  }
+  j["tensors"] = tensors;
+  j["n_parameters"] = n_params;
+  try {
+    j["config"] = config_json(load_model_config(file));
+  } catch (const InputError& e) {
+    j["config"] = nullptr;
+    j["config_error"] = e.what();
+  }
+  return j;
+}
+
+std::string describe_gguf_text(const GgufFile& file) {
+  std::string out = fmt::format("{}\n  GGUF v{}, {} bytes, alignment {}, data at offset {}\n\n",
+                                file.path(), file.version(), file.file_size(), file.alignment(),
+                                file.data_offset());
+  out += fmt::format("metadata ({} keys)\n", file.metadata().size());
+  std::size_t key_width = 0;
+  for (const auto& kv : file.metadata()) key_width = std::max(key_width, kv.first.size());
+  for (const auto& [key, value] : file.metadata())
+    out += fmt::format("  {:<{}}  {}\n", key, key_width, value_text(value));
+
+  std::size_t name_width = 4;
+  std::uint64_t n_params = 0, n_bytes = 0;
+  for (const auto& t : file.tensors()) {
+    name_width = std::max(name_width, t.name.size());
+    n_params += t.n_elements;
+    n_bytes += t.n_bytes;
+  }
+  out += fmt::format("\ntensors ({}, {} parameters, {} bytes)\n", file.tensors().size(), n_params,
+                     n_bytes);
+  out += fmt::format("  {:<{}}  {:<5}  {:<18}  {:>12}  {:>12}\n", "name", name_width, "type",
+                     "shape (ne)", "offset", "bytes");
+  for (const auto& t : file.tensors())
+    out += fmt::format("  {:<{}}  {:<5}  {:<18}  {:>12}  {:>12}\n", t.name, name_width,
+                       ggml_type_name(t.type), t.shape_string(), t.offset, t.n_bytes);
+
+  out += "\nconfig\n";
+  try {
+    const ModelConfig c = load_model_config(file);
+    out += fmt::format(
+        "  arch {}, {} layers, n_embd {}, n_head {} (kv {}, head_dim {}), n_ff {}, n_vocab {}\n"
+        "  rope: {} of {} dims per head, base {}; rms_eps {}; n_ctx_train {}\n"
+        "  output head {}; q/k/v bias {}\n",
+        arch_name(c.arch), c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
+        c.n_vocab, rope_pairing_name(c.rope_pairing), c.n_rot, c.rope_freq_base, c.rms_eps,
+        c.n_ctx_train, c.tied_output ? "tied to token_embd.weight" : "output.weight",
+        c.qkv_bias ? "yes" : "no");
+  } catch (const InputError& e) {
+    out += fmt::format("  not a supported model: {}\n", e.what());
+  }
+  return out;
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what tapdiff needs and is missing: Debian packages (apt-get) and the test Python
+# (a venv under build/venv filled from PyPI). Idempotent and quiet when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  cmake make g++ pkg-config git
+  libhdf5-dev hdf5-tools
+  libcli11-dev libfmt-dev nlohmann-json3-dev
+  libopenblas-dev
+  libgtest-dev libgmock-dev
+  python3 python3-venv
+)
+VENV=build/venv
+PYTHON_REQUIREMENTS=scripts/requirements-test.txt
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "bootstrap: need root to run: $*" >&2; exit 1; fi
+}
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The venv's stamp records the requirements it was filled from; refill when they change.
+stamp="$VENV/.requirements"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating the test Python in $VENV"
+  mkdir -p build
+  python3 -m venv "$VENV" 2>/dev/null || /usr/bin/python3 -m venv "$VENV"
+fi
+if ! cmp -s "$PYTHON_REQUIREMENTS" "$stamp"; then
+  echo "bootstrap: installing Python test packages from $PYTHON_REQUIREMENTS"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$PYTHON_REQUIREMENTS"
+  cp "$PYTHON_REQUIREMENTS" "$stamp"
+fi

@@ -1,0 +1,175 @@
+// ModelConfig from GGUF metadata: both architectures, defaults, and errors that name the key.
+#include <algorithm>
+#include <filesystem>
+#include <gtest/gtest.h>
+
+#include "fixtures/tiny_model.hpp"
+#include "model/config.hpp"
+#include "model/error.hpp"
+
+namespace tapdiff {
+namespace {
+
+GgufFile parse(const GgufWriter& w) { return GgufFile::from_bytes("cfg.gguf", w.to_bytes()); }
+
+std::string config_error(const GgufWriter& w) {
+  try {
+    load_model_config(parse(w));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(ModelConfig, LlamaFixture) {
+  FixtureSpec spec;
+  spec.n_layer = 3;
+  spec.n_embd = 64;
+  spec.n_head = 8;
+  spec.n_head_kv = 2;
+  spec.n_ff = 96;
+  spec.n_vocab = 300;
+  const ModelConfig c = load_model_config(parse(build_fixture(spec)));
+  EXPECT_EQ(c.arch, Arch::llama);
+  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.gqa_group(), 4);
+  EXPECT_EQ(c.kv_dim(), 16);
+  EXPECT_EQ(c.n_ff, 96);
+  EXPECT_EQ(c.n_vocab, 300);
+  EXPECT_EQ(c.n_rot, 8);
+  EXPECT_EQ(c.rope_pairing, RopePairing::norm);
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-5f);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_FALSE(c.qkv_bias);
+}
+
+TEST(ModelConfig, Qwen2FixtureUsesNeoxAndBiases) {
+  FixtureSpec spec;
+  spec.arch = Arch::qwen2;
+  spec.tied_output = true;
+  const ModelConfig c = load_model_config(parse(build_fixture(spec)));
+  EXPECT_EQ(c.arch, Arch::qwen2);
+  EXPECT_EQ(c.rope_pairing, RopePairing::neox);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-6f);
+}
+
+// A copy of `base` without the metadata keys in `drop`.
+GgufWriter without_keys(const GgufFile& base, const std::vector<std::string>& drop) {
+  GgufWriter w;
+  for (const auto& [k, v] : base.metadata())
+    if (std::find(drop.begin(), drop.end(), k) == drop.end()) w.set(k, v);
+  for (const auto& t : base.tensors())
+    w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  return w;
+}
+
+TEST(ModelConfig, OptionalKeysTakeLlamaCppDefaults) {
+  const GgufFile base = parse(build_fixture(FixtureSpec{}));
+  const ModelConfig c = load_model_config(
+      parse(without_keys(base, {"llama.rope.freq_base", "llama.rope.dimension_count"})));
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_EQ(c.n_rot, c.head_dim);
+}
+
+TEST(ModelConfig, HeadCountKvDefaultsToHeadCount) {
+  // Without head_count_kv the model is plain multi-head, so k/v weights must be n_embd wide:
+  // the fixture's GQA weights are then reported with both shapes.
+  const GgufFile base = parse(build_fixture(FixtureSpec{}));
+  EXPECT_EQ(config_error(without_keys(base, {"llama.attention.head_count_kv"})),
+            "cfg.gguf: tensor \"blk.0.attn_k.weight\": expected shape [64, 64], got [64, 32]");
+}
+
+struct BadConfigCase {
+  const char* what;
+  const char* key;
+  GgufValue value;  // replaces the key's value; an empty key removes nothing
+  bool remove;
+  const char* expected;
+};
+
+TEST(ModelConfig, BadMetadataNamesTheKey) {
+  const BadConfigCase cases[] = {
+      {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
+       "cfg.gguf: general.architecture: expected \"llama\" or \"qwen2\", got \"mamba\""},
+      {"architecture missing", "general.architecture", {}, true,
+       "cfg.gguf: general.architecture: required metadata key is missing"},
+      {"block_count missing", "llama.block_count", {}, true,
+       "cfg.gguf: llama.block_count: required metadata key is missing"},
+      {"block_count a string", "llama.block_count", GgufValue::string("2"), false,
+       "cfg.gguf: llama.block_count: expected a non-negative integer, got string \"2\""},
+      {"zero heads", "llama.attention.head_count", GgufValue::u32(0), false,
+       "cfg.gguf: llama.attention.head_count: expected a positive 32-bit count, got 0"},
+      {"kv heads do not divide heads", "llama.attention.head_count_kv", GgufValue::u32(3), false,
+       "cfg.gguf: llama.attention.head_count_kv: expected a divisor of head_count 4, got 3"},
+      {"eps missing", "llama.attention.layer_norm_rms_epsilon", {}, true,
+       "cfg.gguf: llama.attention.layer_norm_rms_epsilon: required metadata key is missing"},
+      {"eps a string", "llama.attention.layer_norm_rms_epsilon", GgufValue::string("1e-5"), false,
+       "cfg.gguf: llama.attention.layer_norm_rms_epsilon: expected a number, got string"},
+      {"rope dims odd", "llama.rope.dimension_count", GgufValue::u32(7), false,
+       "cfg.gguf: llama.rope.dimension_count: expected an even count <= head_dim 16, got 7"},
+      {"vocab size disagrees", "tokenizer.ggml.tokens", GgufValue::strings({"a", "b"}), false,
+       "cfg.gguf: tokenizer.ggml.tokens: expected 320 tokens (token_embd.weight rows), got 2"},
+  };
+  const GgufFile base = parse(build_fixture(FixtureSpec{}));
+  for (const auto& c : cases) {
+    GgufWriter w;
+    for (const auto& [k, v] : base.metadata()) {
+      if (k != c.key) w.set(k, v);
+      else if (!c.remove) w.set(k, c.value);
+    }
+    for (const auto& t : base.tensors())
+      w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+    const std::string message = config_error(w);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.what << "\n  expected: " << c.expected << "\n  got:      " << message;
+  }
+}
+
+TEST(ModelConfig, MissingWeightNamesTheTensorAndShape) {
+  const GgufFile base = parse(build_fixture(FixtureSpec{}));
+  GgufWriter w;
+  for (const auto& [k, v] : base.metadata()) w.set(k, v);
+  for (const auto& t : base.tensors())
+    if (t.name != "blk.1.ffn_up.weight")
+      w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  EXPECT_EQ(config_error(w),
+            "cfg.gguf: tensor \"blk.1.ffn_up.weight\": required tensor is missing (expected "
+            "shape [64, 128])");
+}
+
+// The real model in ../shared, when present: its metadata as SOURCES.md describes it.
+TEST(ModelConfig, Stories260K) {
+  const std::filesystem::path model =
+      std::filesystem::path(TAPDIFF_SOURCE_DIR) / ".." / "shared" / "models" / "stories260K.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model << " (shared models absent)";
+  const GgufFile f = GgufFile::open(model.string());
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.tensors().size(), 48u);
+  const ModelConfig c = load_model_config(f);
+  EXPECT_EQ(c.arch, Arch::llama);
+  EXPECT_EQ(c.n_layer, 5);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_head_kv, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.n_ff, 172);
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.n_ctx_train, 2048);
+  EXPECT_EQ(c.n_rot, 8);
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_EQ(c.rope_pairing, RopePairing::norm);
+  EXPECT_FLOAT_EQ(c.rms_eps, 9.999999747378752e-06f);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_FALSE(c.qkv_bias);
+}
+
+}  // namespace
+}  // namespace tapdiff
