@@ -59,6 +59,10 @@ struct RoundTripCase {
   std::uint32_t alignment;
 };
 
+std::string round_trip_case_name(const ::testing::TestParamInfo<RoundTripCase>& c) {
+  return "v" + std::to_string(c.param.version) + "_align" + std::to_string(c.param.alignment);
+}
+
 class GgufRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(GgufRoundTrip, ReaderSeesWhatWriterWrote) {
@@ -107,10 +111,7 @@ TEST_P(GgufRoundTrip, ReaderSeesWhatWriterWrote) {
 INSTANTIATE_TEST_SUITE_P(Versions, GgufRoundTrip,
                          ::testing::Values(RoundTripCase{3, 32}, RoundTripCase{2, 32},
                                            RoundTripCase{3, 64}, RoundTripCase{3, 8}),
-                         [](const auto& info) {
-                           return "v" + std::to_string(info.param.version) + "_align" +
-                                  std::to_string(info.param.alignment);
-                         });
+                         round_trip_case_name);
 
 TEST(GgufFileIo, WriteThenMapFromDisk) {
   const std::string path = ::testing::TempDir() + "tapdiff_roundtrip_" + std::to_string(getpid()) + ".gguf";
