@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "model/error.hpp"
+#include "tapdiff/trace_error.hpp"
 
 int main(int argc, char** argv) {
   using namespace tapdiff;
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   const SetExit set_exit = [&](int code) { exit_code = code; };
   add_fixture_command(app, set_exit);
   add_inspect_command(app, set_exit);
+  add_run_command(app, set_exit);
 
   try {
     app.parse(argc, argv);
@@ -25,6 +27,9 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, version or the usage error
     return code == 0 ? kExitPass : kExitInputError;
   } catch (const InputError& e) {
+    fmt::print(stderr, "tapdiff: error: {}\n", e.what());
+    return kExitInputError;
+  } catch (const TraceError& e) {
     fmt::print(stderr, "tapdiff: error: {}\n", e.what());
     return kExitInputError;
   } catch (const std::invalid_argument& e) {

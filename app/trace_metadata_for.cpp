@@ -1,0 +1,48 @@
+#include "app/trace_metadata_for.hpp"
+
+#include "model/sha256.hpp"
+
+namespace tapdiff {
+
+TraceMetadata trace_metadata_for(const std::string& model_path, const ModelConfig& c,
+                                 Producer producer, const std::string& precision,
+                                 const std::string& fault, const std::vector<int>& prompt,
+                                 int n_predict) {
+  TraceMetadata m;
+  m.producer = producer;
+  m.producer_version = TAPDIFF_VERSION;
+  m.git_commit = TAPDIFF_GIT_COMMIT;
+  m.model_path = model_path;
+  m.model_sha256 = sha256_file(model_path);
+  m.hparams = {{"arch", arch_name(c.arch)},
+               {"n_layer", std::int64_t(c.n_layer)},
+               {"n_embd", std::int64_t(c.n_embd)},
+               {"n_head", std::int64_t(c.n_head)},
+               {"n_head_kv", std::int64_t(c.n_head_kv)},
+               {"head_dim", std::int64_t(c.head_dim)},
+               {"n_ff", std::int64_t(c.n_ff)},
+               {"n_vocab", std::int64_t(c.n_vocab)},
+               {"n_rot", std::int64_t(c.n_rot)},
+               {"rope_freq_base", double(c.rope_freq_base)},
+               {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
+               {"rms_eps", double(c.rms_eps)},
+               {"tied_output", std::int64_t(c.tied_output)},
+               {"qkv_bias", std::int64_t(c.qkv_bias)}};
+  m.precision = precision;
+  m.fault = fault.empty() ? "none" : fault;
+  m.prompt_length = static_cast<std::int64_t>(prompt.size());
+  m.tokens.assign(prompt.begin(), prompt.end());
+  TapDims dims;
+  dims.n_layer = c.n_layer;
+  dims.n_embd = c.n_embd;
+  dims.n_head = c.n_head;
+  dims.n_head_kv = c.n_head_kv;
+  dims.head_dim = c.head_dim;
+  dims.n_ff = c.n_ff;
+  dims.n_vocab = c.n_vocab;
+  dims.n_ctx = static_cast<std::int64_t>(prompt.size()) + n_predict;
+  m.dims = dims;
+  return m;
+}
+
+}  // namespace tapdiff

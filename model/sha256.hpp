@@ -1,0 +1,14 @@
+// SHA-256 (FIPS 180-4) of a byte range or a file: traces record the model's hash so a diff
+// can refuse to compare runs of different models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tapdiff {
+
+std::string sha256_hex(const std::uint8_t* data, std::size_t size);
+std::string sha256_file(const std::string& path);  // throws InputError naming the path
+
+}  // namespace tapdiff

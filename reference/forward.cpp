@@ -1,0 +1,150 @@
+#include "reference/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "tapdiff/trace_writer.hpp"
+
+namespace tapdiff::ref {
+namespace {
+
+Pairing pairing_of(const ModelConfig& c) {
+  return c.rope_pairing == RopePairing::norm ? Pairing::norm : Pairing::neox;
+}
+
+template <typename T>
+void copy_row(const float* src, int n, T* dst) {
+  for (int i = 0; i < n; ++i) dst[i] = T(src[i]);
+}
+
+}  // namespace
+
+template <typename T>
+Forward<T>::Forward(const Weights& weights, int n_ctx, TraceWriter* trace)
+    : w_(weights), c_(weights.config), n_ctx_(n_ctx), trace_(trace) {
+  const auto layers = static_cast<std::size_t>(c_.n_layer);
+  const auto kv_row = static_cast<std::size_t>(c_.kv_dim());
+  k_cache_.assign(layers * static_cast<std::size_t>(n_ctx) * kv_row, T(0));
+  v_cache_.assign(k_cache_.size(), T(0));
+  x_.resize(static_cast<std::size_t>(c_.n_embd));
+  norm_.resize(x_.size());
+  proj_.resize(x_.size());
+  q_.resize(static_cast<std::size_t>(c_.q_dim()));
+  attn_out_.resize(q_.size());
+  k_.resize(kv_row);
+  v_.resize(kv_row);
+  probs_.resize(static_cast<std::size_t>(c_.n_head) * static_cast<std::size_t>(n_ctx));
+  gate_.resize(static_cast<std::size_t>(c_.n_ff));
+  up_.resize(gate_.size());
+  act_.resize(gate_.size());
+  logits_.resize(static_cast<std::size_t>(c_.n_vocab));
+}
+
+template <typename T>
+bool Forward<T>::tapped(const char* name, int layer, int position) const {
+  return trace_ && trace_->enabled(name, layer, position);
+}
+
+template <typename T>
+void Forward<T>::record(const char* name, int layer, int position, const T* data,
+                        const RowShape& shape) {
+  if (!tapped(name, layer, position)) return;
+  const auto n = static_cast<std::size_t>(shape.elements());
+  tap_buffer_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) tap_buffer_[i] = float(data[i]);
+  trace_->record(name, layer, position, 1, shape, tap_buffer_.data());
+}
+
+template <typename T>
+const std::vector<T>& Forward<T>::step(int token, int position, bool record_logits) {
+  if (token < 0 || token >= c_.n_vocab)
+    throw std::out_of_range(fmt::format("token id {} outside the vocabulary 0..{}", token, c_.n_vocab - 1));
+  if (position < 0 || position >= n_ctx_)
+    throw std::out_of_range(fmt::format("position {} outside the context 0..{}", position, n_ctx_ - 1));
+  const int E = c_.n_embd;
+  copy_row(w_.token_embd.data() + std::int64_t(token) * E, E, x_.data());
+  record("token_embd", -1, position, x_.data(), {E});
+
+  for (int l = 0; l < c_.n_layer; ++l) {
+    attention_block(l, position);
+    ffn_block(l, position);
+  }
+
+  rmsnorm(x_.data(), w_.output_norm.data(), E, c_.rms_eps, norm_.data());
+  record("output_norm", -1, position, norm_.data(), {E});
+  // logits = W_out [n_vocab][n_embd] · x
+  matvec(w_.lm_head().data(), norm_.data(), E, c_.n_vocab, logits_.data());
+  if (record_logits) record("output", -1, position, logits_.data(), {c_.n_vocab});
+  return logits_;
+}
+
+template <typename T>
+void Forward<T>::attention_block(int l, int p) {
+  const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
+  const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), H = c_.n_head, D = c_.head_dim;
+
+  rmsnorm(x_.data(), L.attn_norm.data(), E, c_.rms_eps, norm_.data());
+  record("attn_norm", l, p, norm_.data(), {E});
+
+  matvec(L.wq.data(), norm_.data(), E, Q, q_.data());
+  matvec(L.wk.data(), norm_.data(), E, KV, k_.data());
+  matvec(L.wv.data(), norm_.data(), E, KV, v_.data());
+  if (c_.qkv_bias) {
+    add_bias(q_.data(), L.bq.data(), Q);
+    add_bias(k_.data(), L.bk.data(), KV);
+    add_bias(v_.data(), L.bv.data(), KV);
+  }
+  record("attn_q", l, p, q_.data(), {Q});
+  record("attn_k", l, p, k_.data(), {KV});
+  record("attn_v", l, p, v_.data(), {KV});
+
+  rope(q_.data(), H, D, c_.n_rot, p, c_.rope_freq_base, pairing_of(c_));
+  rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_freq_base, pairing_of(c_));
+  record("attn_q.rope", l, p, q_.data(), {Q});
+  record("attn_k.rope", l, p, k_.data(), {KV});
+
+  const std::int64_t layer_base = std::int64_t(l) * n_ctx_ * KV;
+  T* k_layer = k_cache_.data() + layer_base;
+  T* v_layer = v_cache_.data() + layer_base;
+  std::copy(k_.begin(), k_.end(), k_layer + std::int64_t(p) * KV);
+  std::copy(v_.begin(), v_.end(), v_layer + std::int64_t(p) * KV);
+  record("kv.k", l, p, k_layer + std::int64_t(p) * KV, {KV});
+  record("kv.v", l, p, v_layer + std::int64_t(p) * KV, {KV});
+
+  std::fill(probs_.begin(), probs_.end(), T(0));
+  const float scale = 1.0f / std::sqrt(float(D));
+  attention(q_.data(), k_layer, v_layer, 0, std::int64_t(p) + 1, AttentionShape{H, c_.n_head_kv, D},
+            scale, GqaMap::grouped, attn_out_.data(), probs_.data(), n_ctx_);
+  record("attn.probs", l, p, probs_.data(), {H, n_ctx_});
+  record("attn.out", l, p, attn_out_.data(), {Q});
+
+  matvec(L.wo.data(), attn_out_.data(), Q, E, proj_.data());
+  record("attn_output", l, p, proj_.data(), {E});
+  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
+  record("resid.attn", l, p, x_.data(), {E});
+}
+
+template <typename T>
+void Forward<T>::ffn_block(int l, int p) {
+  const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
+  const int E = c_.n_embd, F = c_.n_ff;
+
+  rmsnorm(x_.data(), L.ffn_norm.data(), E, c_.rms_eps, norm_.data());
+  record("ffn_norm", l, p, norm_.data(), {E});
+  matvec(L.w_gate.data(), norm_.data(), E, F, gate_.data());
+  matvec(L.w_up.data(), norm_.data(), E, F, up_.data());
+  record("ffn_gate", l, p, gate_.data(), {F});
+  record("ffn_up", l, p, up_.data(), {F});
+  swiglu(gate_.data(), up_.data(), F, act_.data());
+  record("ffn.act", l, p, act_.data(), {F});
+  matvec(L.w_down.data(), act_.data(), F, E, proj_.data());
+  record("ffn_down", l, p, proj_.data(), {E});
+  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
+  record("resid.ffn", l, p, x_.data(), {E});
+}
+
+template class Forward<float>;
+template class Forward<double>;
+
+}  // namespace tapdiff::ref

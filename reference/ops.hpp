@@ -1,0 +1,140 @@
+// The reference's operations: pure functions of explicit parameters, float32 or float64
+// (T = activation type; weights are always float, dequantized once by model/). Obviously
+// correct over fast: plain loops, one formula each. diff's hypothesis replay calls the same
+// functions with variant parameters (W transposed, wrong pairing, other positions, no mask,
+// 1/d scale, other GQA mapping), so every variant is a parameter, never a copy.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace tapdiff::ref {
+
+// RoPE pairing (see model/config.hpp): norm rotates (x[2i], x[2i+1]), neox (x[i], x[i+n_rot/2]).
+enum class Pairing { norm, neox };
+
+// Which kv head serves query head h.
+//   grouped: h / (n_head / n_head_kv) — consecutive query heads share a kv head (llama.cpp, HF)
+//   modulo:  h % n_head_kv            — the classic GQA bug
+enum class GqaMap { grouped, modulo };
+
+inline int kv_head_for(int h, int n_head, int n_head_kv, GqaMap map) {
+  return map == GqaMap::grouped ? h / (n_head / n_head_kv) : h % n_head_kv;
+}
+
+// out[i] = x[i] / sqrt(mean(x²) + eps) * w[i]; w == nullptr leaves the weight out.
+template <typename T>
+void rmsnorm(const T* x, const float* w, int n, float eps, T* out) {
+  T ss = 0;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const T inv = T(1) / std::sqrt(ss / T(n) + T(eps));
+  for (int i = 0; i < n; ++i) out[i] = x[i] * inv * (w ? T(w[i]) : T(1));
+}
+
+// y = W x for GGUF's row-major W [n_out, n_in] (ne = {n_in, n_out}):
+//   y[o] = Σ_i W[o, i] x[i]
+// transposed: W read as [n_in, n_out] instead, y[o] = Σ_i W[i, o] x[i] (the layout bug).
+template <typename T>
+void matvec(const float* W, const T* x, int n_in, int n_out, T* y, bool transposed = false) {
+#pragma omp parallel for schedule(static) if (std::int64_t(n_in) * n_out > (1 << 16))
+  for (int o = 0; o < n_out; ++o) {
+    T acc = 0;
+    if (!transposed) {
+      const float* row = W + std::int64_t(o) * n_in;
+#pragma omp simd reduction(+ : acc)
+      for (int i = 0; i < n_in; ++i) acc += T(row[i]) * x[i];
+    } else {
+      for (int i = 0; i < n_in; ++i) acc += T(W[std::int64_t(i) * n_out + o]) * x[i];
+    }
+    y[o] = acc;
+  }
+}
+
+template <typename T>
+void add_bias(T* x, const float* b, int n) {
+  for (int i = 0; i < n; ++i) x[i] += T(b[i]);
+}
+
+// Rotates the first n_rot dims of each of n_heads heads (head_dim apart) by position p:
+//   θ_i = p · base^(-2i / n_rot),  i < n_rot/2
+//   (a, b) ← (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
+template <typename T>
+void rope(T* x, int n_heads, int head_dim, int n_rot, std::int64_t position, float base,
+          Pairing pairing) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const double theta = double(position) * std::pow(double(base), -2.0 * i / n_rot);
+    const T c = T(std::cos(theta)), s = T(std::sin(theta));
+    const int ia = pairing == Pairing::norm ? 2 * i : i;
+    const int ib = pairing == Pairing::norm ? 2 * i + 1 : i + half;
+    for (int h = 0; h < n_heads; ++h) {
+      T* head = x + std::int64_t(h) * head_dim;
+      const T a = head[ia], b = head[ib];
+      head[ia] = a * c - b * s;
+      head[ib] = a * s + b * c;
+    }
+  }
+}
+
+// In place: x[i] = exp(x[i] − max) / Σ exp(x[j] − max).
+template <typename T>
+void softmax(T* x, int n) {
+  if (n <= 0) return;
+  T max = x[0];
+  for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  T sum = 0;
+  for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - max));
+  for (int i = 0; i < n; ++i) x[i] /= sum;
+}
+
+template <typename T>
+T silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+
+// out[i] = silu(gate[i]) · up[i]
+template <typename T>
+void swiglu(const T* gate, const T* up, int n, T* out) {
+  for (int i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+struct AttentionShape {
+  int n_head;
+  int n_head_kv;
+  int head_dim;
+};
+
+// One query position against keys/values rows [key_begin, key_end) of K, V ([n_rows][kv_dim],
+// kv_dim = n_head_kv · head_dim):
+//   s_t = scale · q_h · K[t, g(h)],  p = softmax(s),  out_h = Σ_t p_t V[t, g(h)]
+// probs (optional) receives p for head h at probs[h · probs_stride + t] for t in the range.
+// Causality is the caller's choice of key_end: the honest value is position + 1.
+template <typename T>
+void attention(const T* q, const T* K, const T* V, std::int64_t key_begin, std::int64_t key_end,
+               AttentionShape shape, float scale, GqaMap map, T* out, T* probs = nullptr,
+               std::int64_t probs_stride = 0) {
+  const int kv_dim = shape.n_head_kv * shape.head_dim;
+  const std::int64_t n = key_end - key_begin;
+  std::vector<T> scores(static_cast<std::size_t>(n > 0 ? n : 0));
+  for (int h = 0; h < shape.n_head; ++h) {
+    const int g = kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+    const T* qh = q + std::int64_t(h) * shape.head_dim;
+    for (std::int64_t t = 0; t < n; ++t) {
+      const T* k = K + (key_begin + t) * kv_dim + std::int64_t(g) * shape.head_dim;
+      T dot = 0;
+      for (int d = 0; d < shape.head_dim; ++d) dot += qh[d] * k[d];
+      scores[t] = T(scale) * dot;
+    }
+    softmax(scores.data(), static_cast<int>(n));
+    T* oh = out + std::int64_t(h) * shape.head_dim;
+    for (int d = 0; d < shape.head_dim; ++d) oh[d] = 0;
+    for (std::int64_t t = 0; t < n; ++t) {
+      const T* v = V + (key_begin + t) * kv_dim + std::int64_t(g) * shape.head_dim;
+      for (int d = 0; d < shape.head_dim; ++d) oh[d] += scores[t] * v[d];
+      if (probs) probs[std::int64_t(h) * probs_stride + key_begin + t] = scores[t];
+    }
+  }
+}
+
+}  // namespace tapdiff::ref

@@ -1,0 +1,35 @@
+// The reference's weights: every tensor dequantized to float32 once at load through model/,
+// row-major as GGUF stores them ([out][in] for matrices).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/gguf.hpp"
+
+namespace tapdiff::ref {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;                 // [n_embd]
+  std::vector<float> wq, wk, wv;                // [q_dim][n_embd], [kv_dim][n_embd] ×2
+  std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim] ×2; empty without biases
+  std::vector<float> wo;                        // [n_embd][q_dim]
+  std::vector<float> ffn_norm;                  // [n_embd]
+  std::vector<float> w_gate, w_up;              // [n_ff][n_embd]
+  std::vector<float> w_down;                    // [n_embd][n_ff]
+};
+
+struct Weights {
+  ModelConfig config;
+  std::vector<float> token_embd;   // [n_vocab][n_embd]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;  // [n_embd]
+  std::vector<float> output;       // [n_vocab][n_embd]; empty when tied to token_embd
+
+  const std::vector<float>& lm_head() const { return output.empty() ? token_embd : output; }
+};
+
+Weights load_weights(const GgufFile& file);
+
+}  // namespace tapdiff::ref

@@ -1,0 +1,49 @@
+// SHA-256 against FIPS 180-4 test vectors and the sha256 SOURCES.md pins for stories260K.
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <string>
+
+#include "model/sha256.hpp"
+
+namespace tapdiff {
+namespace {
+
+std::string hash(const std::string& s) {
+  return sha256_hex(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+}
+
+TEST(Sha256, StandardVectors) {
+  EXPECT_EQ(hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hash("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hash(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, PaddingBoundaries) {
+  // Lengths around the 56-byte boundary where the length field spills into a second block;
+  // checked against Python's hashlib.sha256(b"x" * n).
+  const struct {
+    std::size_t n;
+    const char* digest;
+  } cases[] = {
+      {55, "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072"},
+      {56, "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e"},
+      {63, "75220b47218278e656f2013bb8f0c455a25eaf01e86c64924e9d48d89776d6f2"},
+      {64, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c"},
+      {119, "000b48d4edf0fa7bee3c6236ecd2785baa5db4eeb8bb54341b029e0d9fa5fb0c"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(hash(std::string(c.n, 'x')), c.digest) << c.n;
+}
+
+TEST(Sha256, Stories260KMatchesItsPin) {
+  const std::filesystem::path model =
+      std::filesystem::path(TAPDIFF_SOURCE_DIR) / ".." / "shared" / "models" / "stories260K.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model << " (shared models absent)";
+  EXPECT_EQ(sha256_file(model.string()),
+            "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d");
+}
+
+}  // namespace
+}  // namespace tapdiff

@@ -1,0 +1,78 @@
+"""The reference's trace against an independent numpy forward pass, every tap.
+
+Both programs see the same GGUF (the numpy side reads it with gguf-py) and the same tokens;
+every tap the reference recorded must agree with numpy's float64 value to 1e-5 relative
+(relative to the tap's largest magnitude), and the greedy tokens must be the ones numpy's
+logits pick.
+"""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from numpy_forward import Model  # noqa: E402
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+REL_TOL = 1e-5
+
+FIXTURES = {
+    "llama-f32": ["--arch", "llama", "--n-layer", "2", "--n-head", "8", "--n-head-kv", "2"],
+    "llama-q8": ["--arch", "llama", "--type", "Q8_0", "--n-ff", "96"],
+    "qwen2-tied": ["--arch", "qwen2", "--tied", "--n-head", "4", "--n-head-kv", "1"],
+    "qwen2-q4k": ["--arch", "qwen2", "--n-embd", "256", "--n-ff", "512", "--n-head", "4",
+                  "--n-head-kv", "2", "--n-layer", "1", "--type", "Q4_K"],
+}
+
+
+def read_trace(path):
+    """{(name, layer, position): row} from a tapdiff trace, using h5py only."""
+    rows = {}
+    with h5py.File(path, "r") as f:
+        assert f.attrs["complete"] == 1
+        tokens = f["tokens"][()].tolist()
+        for group in f["taps"].values():
+            name, layer = group.attrs["name"], int(group.attrs["layer"])
+            name = name.decode() if isinstance(name, bytes) else name
+            data, runs = group["data"][()], group["runs"][()]
+            bounds = list(runs[1:, 0]) + [data.shape[0]]
+            for (first_row, first_pos), end in zip(runs, bounds):
+                for r in range(first_row, end):
+                    rows[(name, layer, int(first_pos + r - first_row))] = data[r].ravel()
+    return tokens, rows
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES))
+def test_every_tap_matches_numpy(tmp_path, fixture):
+    model = tmp_path / f"{fixture}.gguf"
+    trace = tmp_path / f"{fixture}.h5"
+    subprocess.run([TAPDIFF, "fixture", "--seed", "11", *FIXTURES[fixture], "-o", model],
+                   check=True, capture_output=True)
+    prompt = [1, 70, 200, 33, 5]
+    p = subprocess.run([TAPDIFF, "run", "--backend", "reference", "-m", model, "--tokens",
+                        ",".join(map(str, prompt)), "-n", "6", "-o", trace],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    tokens, rows = read_trace(trace)
+    assert tokens[:len(prompt)] == prompt and len(tokens) == len(prompt) + 6
+
+    expected = Model(str(model)).run(tokens[:-1], n_ctx=len(tokens))
+    compared = 0
+    for key, want in expected.items():
+        name, layer, pos = key
+        if name == "output" and pos < len(prompt) - 1:
+            assert key not in rows, "logits are recorded only where a token is chosen"
+            continue
+        assert key in rows, f"reference did not record {key}"
+        got = rows[key]
+        scale = max(np.abs(want).max(), 1e-30)
+        err = np.abs(got.astype(np.float64) - want).max() / scale
+        assert err <= REL_TOL, f"{key}: relative error {err:.3g} > {REL_TOL}"
+        compared += 1
+    assert compared == len(rows), "the trace holds taps numpy does not know"
+    # Greedy: each generated token is the argmax of numpy's logits at the position before it.
+    for pos in range(len(prompt) - 1, len(tokens) - 1):
+        assert tokens[pos + 1] == int(np.argmax(expected[("output", -1, pos)])), pos
