@@ -6,6 +6,7 @@
 #include "app/progress.hpp"
 #include "app/token_list.hpp"
 #include "app/trace_metadata_for.hpp"
+#include "engine/generate.hpp"
 #include "model/gguf.hpp"
 #include "reference/generate.hpp"
 #include "tapdiff/trace_writer.hpp"
@@ -73,6 +74,36 @@ std::vector<int> run_reference(const RunOptions& o, const GgufFile& file, const 
   return tokens;
 }
 
+std::vector<int> run_engine(const RunOptions& o, const GgufFile& file, const std::vector<int>& prompt,
+                            engine::Backend backend, TraceWriter* trace) {
+  engine::EngineOptions e;
+  e.backend = backend;
+  const auto precision = engine::parse_precision(o.precision);
+  if (!precision)
+    throw std::invalid_argument(fmt::format("--precision: the engine runs f32, f16 or bf16, got {}", o.precision));
+  e.precision = *precision;
+  e.fault = o.inject;
+  e.n_predict = o.n_predict;
+  if (o.sampling.temperature > 0)
+    throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
+  Progress progress(std::string("engine-") + std::string(engine::backend_name(backend)));
+  e.on_step = [&](int, int token, int done, int total) {
+    progress.update(done, total, fmt::format("last token {}", token));
+  };
+  const auto tokens = engine::generate(file, prompt, e, trace);
+  progress.finish();
+  return tokens;
+}
+
+// cuda when a device exists; otherwise says so once and runs the host executor.
+engine::Backend usable_backend(const std::string& requested) {
+  if (requested != "cuda") return engine::Backend::host;
+  std::string reason;
+  if (engine::cuda_device_available(&reason)) return engine::Backend::cuda;
+  fmt::print(stderr, "tapdiff: no CUDA device ({}); running the host executor instead\n", reason);
+  return engine::Backend::host;
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, SetExit set_exit) {
@@ -102,11 +133,15 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
     const ModelConfig config = load_model_config(file);
     const std::vector<int> prompt = prompt_tokens(*o);
     check_vocab(prompt, config, o->model);
-    const Producer producer = o->backend == "reference" ? Producer::reference
-                              : o->backend == "cuda"    ? Producer::engine_cuda
-                                                        : Producer::engine_host;
+    const bool reference = o->backend == "reference";
+    const engine::Backend backend = usable_backend(o->backend);
+    const Producer producer = reference                           ? Producer::reference
+                              : backend == engine::Backend::cuda ? Producer::engine_cuda
+                                                                 : Producer::engine_host;
     auto trace = open_trace(*o, config, producer, prompt);
-    const std::vector<int> tokens = run_reference(*o, file, prompt, trace ? &*trace : nullptr);
+    TraceWriter* writer = trace ? &*trace : nullptr;
+    const std::vector<int> tokens = reference ? run_reference(*o, file, prompt, writer)
+                                              : run_engine(*o, file, prompt, backend, writer);
     if (trace) trace->close();
     fmt::print("tokens: {}\n", fmt::join(tokens, ","));
     if (trace) fmt::print("trace: {}\n", o->output);

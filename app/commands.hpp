@@ -12,5 +12,6 @@ using SetExit = std::function<void(int)>;
 void add_fixture_command(CLI::App& app, SetExit set_exit);
 void add_inspect_command(CLI::App& app, SetExit set_exit);
 void add_run_command(CLI::App& app, SetExit set_exit);
+void add_diff_command(CLI::App& app, SetExit set_exit);
 
 }  // namespace tapdiff

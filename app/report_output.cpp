@@ -1,0 +1,72 @@
+#include "app/report_output.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <unistd.h>
+
+#include "app/exit_codes.hpp"
+#include "model/error.hpp"
+#include "reports/render.hpp"
+
+namespace tapdiff {
+namespace {
+
+reports::Format format_for_file(const std::string& path) {
+  const auto dot = path.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+  if (ext == "html" || ext == "htm") return reports::Format::html;
+  if (ext == "md") return reports::Format::markdown;
+  if (ext == "json") return reports::Format::json;
+  if (ext == "xml") return reports::Format::junit;
+  if (ext == "txt") return reports::Format::text;
+  throw std::invalid_argument(fmt::format(
+      "--report {}: expected a file ending in .html, .md, .json, .xml (JUnit) or .txt", path));
+}
+
+}  // namespace
+
+void add_report_options(CLI::App& cmd, ReportOutput& out) {
+  cmd.add_option("--format", out.format, "Report on stdout: text, md, json, junit, html")
+      ->check(CLI::IsMember({"text", "md", "markdown", "json", "junit", "html"}))
+      ->capture_default_str();
+  cmd.add_option("--report", out.files,
+                 "Also write a report file; the extension picks the format (.html .md .json .xml .txt); repeatable");
+}
+
+void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
+  // Check every path's extension before writing anything.
+  std::vector<reports::Format> formats;
+  for (const auto& f : out.files) formats.push_back(format_for_file(f));
+  reports::RenderOptions screen;
+  screen.color = out.format == "text" && isatty(STDOUT_FILENO) == 1;
+  fmt::print("{}", reports::render(result, *reports::parse_format(out.format), screen));
+  for (std::size_t i = 0; i < out.files.size(); ++i) {
+    const std::string tmp = out.files[i] + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f << reports::render(result, formats[i]);
+      if (!f.flush()) throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
+    }
+    if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0)
+      throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
+    fmt::print(stderr, "report: {}\n", out.files[i]);
+  }
+}
+
+diff::ToleranceProfile load_profile_option(const std::string& value) {
+  if (value.size() > 5 && value.substr(value.size() - 5) == ".json") return diff::load_profile(value);
+  return diff::builtin_profile(value);
+}
+
+int exit_code_for(const diff::DiffResult& result) {
+  switch (result.verdict) {
+    case diff::Verdict::pass: return kExitPass;
+    case diff::Verdict::diverged: return kExitDiverged;
+    case diff::Verdict::incompatible: return kExitInputError;
+  }
+  return kExitInputError;
+}
+
+}  // namespace tapdiff

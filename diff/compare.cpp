@@ -1,0 +1,214 @@
+#include "diff/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+#include "diff/diagnose.hpp"
+#include "diff/metrics.hpp"
+#include "diff/tap_graph.hpp"
+#include "tapdiff/row_shape.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+constexpr int kTopTokens = 5;
+
+TraceSide side(const TraceReader& r) { return {r.path(), r.metadata(), r.complete()}; }
+
+// The number of leading positions whose tokens agree.
+std::int64_t common_token_prefix(const TraceMetadata& a, const TraceMetadata& b) {
+  const std::size_t n = std::min(a.tokens.size(), b.tokens.size());
+  for (std::size_t i = 0; i < n; ++i)
+    if (a.tokens[i] != b.tokens[i]) return static_cast<std::int64_t>(i);
+  return static_cast<std::int64_t>(n);
+}
+
+void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r) {
+  const auto& ma = a.metadata();
+  const auto& mb = b.metadata();
+  if (!ma.model_sha256.empty() && !mb.model_sha256.empty() && ma.model_sha256 != mb.model_sha256) {
+    r.findings.push_back({"metadata", "",
+                          fmt::format("different models: expected {} (sha256 {}), actual {} (sha256 {})",
+                                      ma.model_path, ma.model_sha256, mb.model_path, mb.model_sha256)});
+    r.verdict = Verdict::incompatible;
+  }
+  for (const auto& [key, value] : ma.hparams) {
+    auto it = mb.hparams.find(key);
+    if (it != mb.hparams.end() && it->second != value)
+      r.findings.push_back({"metadata", "", fmt::format("hyperparameter {} differs", key)});
+  }
+}
+
+void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, const TapInfo& tb,
+                 std::int64_t last_position, const ToleranceProfile& profile, DiffResult& r) {
+  TapComparison c;
+  c.name = ta.name;
+  c.layer = ta.layer;
+  c.full_name = ta.full_name;
+  c.tap_class = std::string(tap_class(ta.name));
+  c.row_shape = ta.row_shape;
+  c.threshold_nmse = profile.threshold(c.tap_class);
+  c.jump_factor = profile.jump_factor;
+  if (ta.row_shape != tb.row_shape) {
+    r.findings.push_back({"shape", ta.full_name,
+                          fmt::format("row shape {} in the expected trace, {} in the actual trace",
+                                      shape_string(ta.row_shape), shape_string(tb.row_shape))});
+    return;
+  }
+  if (last_position < 0) return;
+  const TapRows ra = a.read(ta, 0, last_position);
+  const TapRows rb = b.read(tb, 0, last_position);
+  std::size_t i = 0, j = 0;
+  while (i < ra.size() && j < rb.size()) {
+    if (ra.positions[i] < rb.positions[j]) {
+      ++i;
+    } else if (rb.positions[j] < ra.positions[i]) {
+      ++j;
+    } else {
+      RowMetrics m = row_metrics(ra.row(i), rb.row(j), ra.row_size);
+      m.position = ra.positions[i];
+      c.rows.push_back(m);
+      if (ta.name == "output") {
+        LogitsSummary::Position p;
+        p.position = m.position;
+        p.kl = kl_divergence(ra.row(i), rb.row(j), ra.row_size);
+        p.top_expected = top_k(ra.row(i), ra.row_size, kTopTokens);
+        p.top_actual = top_k(rb.row(j), rb.row_size, kTopTokens);
+        p.same_top1 = p.top_expected.front().first == p.top_actual.front().first;
+        p.top5_overlap = 0;
+        for (const auto& x : p.top_expected)
+          for (const auto& y : p.top_actual) p.top5_overlap += x.first == y.first;
+        if (!r.logits) r.logits.emplace();
+        r.logits->positions.push_back(std::move(p));
+      }
+      ++i;
+      ++j;
+    }
+  }
+  r.taps.push_back(std::move(c));
+}
+
+// The jump test, now that every tap's errors are known.
+void mark_divergences(DiffResult& r, int n_layer) {
+  std::map<std::pair<std::string, int>, const TapComparison*> by_name;
+  for (const auto& t : r.taps) by_name[{t.name, t.layer}] = &t;
+  auto nmse_at = [&](const ResolvedInput& in, std::int64_t p) {
+    auto it = by_name.find({in.name, in.layer});
+    double worst = 0;
+    if (it == by_name.end()) return worst;
+    for (const auto& row : it->second->rows) {
+      if (row.position > p) break;
+      if (row.position == p || in.all_earlier_positions) worst = std::max(worst, row.nmse);
+    }
+    return worst;
+  };
+  for (auto& t : r.taps) {
+    const auto inputs = tap_inputs(t.name, t.layer, n_layer);
+    for (auto& row : t.rows) {
+      row.input_nmse = 0;
+      for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position));
+      const bool new_nonfinite = row.nonfinite > row.nonfinite_expected && std::isfinite(row.input_nmse);
+      row.diverged = new_nonfinite || (std::isfinite(row.nmse) && row.nmse > t.threshold_nmse &&
+                                       row.nmse > t.jump_factor * row.input_nmse);
+    }
+    t.min_passing_nmse = 0;
+    for (const auto& row : t.rows) t.min_passing_nmse = std::max(t.min_passing_nmse, row.nmse);
+  }
+}
+
+PositionPattern pattern_of(const TapComparison& t, std::vector<std::int64_t>& diverged) {
+  diverged.clear();
+  for (const auto& row : t.rows)
+    if (row.diverged) diverged.push_back(row.position);
+  if (diverged.empty()) return PositionPattern::none;
+  if (diverged.size() == t.rows.size()) return PositionPattern::all;
+  std::size_t tail = 0;
+  for (const auto& row : t.rows) tail += row.position >= diverged.front();
+  return tail == diverged.size() ? PositionPattern::from : PositionPattern::some;
+}
+
+void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReader& b) {
+  for (const auto& t : r.taps) {
+    const RowMetrics* row = t.first_diverged();
+    if (!row) continue;
+    FirstDivergence f;
+    f.tap = t.full_name;
+    f.name = t.name;
+    f.layer = t.layer;
+    f.position = row->position;
+    f.metrics = *row;
+    f.pattern = pattern_of(t, f.diverged_positions);
+    r.first = f;
+    return;
+  }
+  // No numeric divergence before the tokens part: the token sequence itself is the finding.
+  const auto& ta = a.metadata().tokens;
+  const auto& tb = b.metadata().tokens;
+  if (r.compared_positions < static_cast<std::int64_t>(std::min(ta.size(), tb.size()))) {
+    FirstDivergence f;
+    f.tap = "tokens";
+    f.name = "tokens";
+    f.position = r.compared_positions;
+    f.pattern = PositionPattern::from;
+    f.diverged_positions = {r.compared_positions};
+    r.first = f;
+  }
+}
+
+}  // namespace
+
+DiffResult diff_traces(const std::string& expected_path, const std::string& actual_path,
+                       const DiffOptions& options) {
+  const TraceReader a(expected_path);
+  const TraceReader b(actual_path);
+  DiffResult r;
+  r.expected = side(a);
+  r.actual = side(b);
+  const ToleranceProfile profile = options.profile ? *options.profile
+                                                   : profile_for_precision(b.metadata().precision);
+  r.profile = profile.name;
+  check_compatible(a, b, r);
+  if (r.verdict == Verdict::incompatible) return r;
+
+  r.compared_positions = common_token_prefix(a.metadata(), b.metadata());
+  const auto& ta = a.metadata().tokens;
+  const auto& tb = b.metadata().tokens;
+  if (r.compared_positions < static_cast<std::int64_t>(std::min(ta.size(), tb.size())))
+    r.findings.push_back({"token-sequence", "tokens",
+                          fmt::format("position {}: expected token {}, actual token {}; positions from "
+                                      "{} on are not compared",
+                                      r.compared_positions, ta[std::size_t(r.compared_positions)],
+                                      tb[std::size_t(r.compared_positions)], r.compared_positions)});
+  else if (ta.size() != tb.size())
+    r.findings.push_back({"token-sequence", "tokens",
+                          fmt::format("the expected trace holds {} tokens, the actual {}", ta.size(), tb.size())});
+
+  for (const TapInfo& info : a.taps()) {
+    const TapInfo* other = b.find(info.name, info.layer);
+    if (!other) {
+      r.findings.push_back({"missing-in-actual", info.full_name, "recorded in the expected trace only"});
+      continue;
+    }
+    compare_tap(a, b, info, *other, r.compared_positions - 1, profile, r);
+  }
+  for (const TapInfo& info : b.taps())
+    if (!a.find(info.name, info.layer))
+      r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});
+
+  int n_layer = 0;
+  for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
+  mark_divergences(r, n_layer);
+  if (r.logits) summarize_logits(*r.logits);
+  find_first_divergence(r, a, b);
+
+  bool structural = false;
+  for (const auto& f : r.findings) structural = structural || f.kind == "shape" || f.kind == "missing-in-actual";
+  r.verdict = (r.first || structural) ? Verdict::diverged : Verdict::pass;
+  if (r.first && options.diagnose) r.diagnosis = diagnose(r, a, b, options.model_path);
+  return r;
+}
+
+}  // namespace tapdiff::diff

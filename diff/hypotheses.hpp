@@ -1,0 +1,36 @@
+// Hypothesis replay: for the tap at the first divergence, the candidate computations that
+// could have produced the actual trace's values: the correct one (the baseline) and named
+// variants of it (W vs Wᵀ, bias absent, other RoPE pairing/position/base, other key ranges,
+// scale, GQA mapping, ...). Each replays the op from the *actual* trace's own inputs through
+// reference/ops, so an upstream error cannot masquerade as this op's bug.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "diff/replay_model.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff::diff {
+
+struct Candidate {
+  std::string variant;    // "W^T x (weights transposed)"
+  std::string bug_class;  // the class it indicates; "" for the baseline
+  bool baseline = false;  // the correct computation
+  // The replayed row at `position` (row_size floats), or empty when it cannot be replayed.
+  std::function<std::vector<float>(std::int64_t position)> replay;
+};
+
+struct ReplayInputs {
+  const TraceReader& actual;
+  ReplayModel& model;
+  std::int64_t prompt_length;
+  std::int64_t n_ctx;  // width of attn.probs rows
+};
+
+// Candidates for tap `name` at `layer`; empty when the tap has no replay.
+std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in);
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,121 @@
+#include "diff/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tapdiff::diff {
+
+RowMetrics row_metrics(const float* a, const float* b, std::int64_t n) {
+  RowMetrics m;
+  double max_a = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::isfinite(a[i])) max_a = std::max(max_a, std::abs(double(a[i])));
+  const double rel_floor = std::max(1e-6 * max_a, 1e-30);
+  double err2 = 0, ref2 = 0, dot = 0, act2 = 0;
+  double worst = -1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = a[i], y = b[i];
+    if (!std::isfinite(x)) ++m.nonfinite_expected;
+    if (!std::isfinite(y)) {
+      ++m.nonfinite;
+      if (worst < INFINITY) {
+        worst = INFINITY;
+        m.worst_index = i;
+      }
+      continue;
+    }
+    if (!std::isfinite(x)) continue;
+    const double d = std::abs(y - x);
+    err2 += d * d;
+    ref2 += x * x;
+    dot += x * y;
+    act2 += y * y;
+    m.max_abs = std::max(m.max_abs, d);
+    m.max_rel = std::max(m.max_rel, d / std::max(std::abs(x), rel_floor));
+    if (d > worst) {
+      worst = d;
+      m.worst_index = i;
+    }
+  }
+  if (m.nonfinite > m.nonfinite_expected) {
+    m.nmse = INFINITY;
+    m.cosine = NAN;
+  } else {
+    m.nmse = ref2 > 0 ? err2 / ref2 : err2;
+    m.cosine = (ref2 > 0 && act2 > 0) ? dot / std::sqrt(ref2 * act2) : (ref2 == act2 ? 1.0 : 0.0);
+  }
+  if (m.worst_index >= 0) {
+    m.worst_expected = a[m.worst_index];
+    m.worst_actual = b[m.worst_index];
+  }
+  return m;
+}
+
+namespace {
+
+std::vector<double> log_softmax(const float* x, std::int64_t n) {
+  double max = -INFINITY;
+  for (std::int64_t i = 0; i < n; ++i) max = std::max(max, double(x[i]));
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - max);
+  const double log_z = max + std::log(sum);
+  std::vector<double> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out[std::size_t(i)] = double(x[i]) - log_z;
+  return out;
+}
+
+}  // namespace
+
+double kl_divergence(const float* a, const float* b, std::int64_t n) {
+  const auto la = log_softmax(a, n), lb = log_softmax(b, n);
+  double kl = 0;
+  for (std::size_t i = 0; i < la.size(); ++i) kl += std::exp(la[i]) * (la[i] - lb[i]);
+  return std::max(kl, 0.0);
+}
+
+std::vector<std::pair<int, float>> top_k(const float* logits, std::int64_t n, int k) {
+  std::vector<int> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[std::size_t(i)] = int(i);
+  const auto better = [&](int x, int y) {
+    const bool fx = !std::isnan(logits[x]), fy = !std::isnan(logits[y]);
+    if (fx != fy) return fx;
+    return logits[x] > logits[y] || (logits[x] == logits[y] && x < y);
+  };
+  const auto kk = std::min<std::int64_t>(k, n);
+  std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), better);
+  std::vector<std::pair<int, float>> out;
+  for (std::int64_t i = 0; i < kk; ++i) out.emplace_back(idx[std::size_t(i)], logits[idx[std::size_t(i)]]);
+  return out;
+}
+
+void summarize_logits(LogitsSummary& s) {
+  s.n_positions = static_cast<std::int64_t>(s.positions.size());
+  if (s.positions.empty()) return;
+  std::vector<double> kls;
+  double sum = 0, sum2 = 0, same = 0, overlap = 0;
+  for (const auto& p : s.positions) {
+    kls.push_back(p.kl);
+    sum += p.kl;
+    sum2 += p.kl * p.kl;
+    same += p.same_top1;
+    overlap += p.top5_overlap;
+    if (!p.same_top1 && !s.first_greedy_difference) s.first_greedy_difference = p.position;
+  }
+  const double n = double(kls.size());
+  s.kl_mean = sum / n;
+  s.kl_stderr = n > 1 ? std::sqrt(std::max(0.0, (sum2 / n - s.kl_mean * s.kl_mean) / (n - 1))) : 0;
+  std::sort(kls.begin(), kls.end());
+  s.kl_max = kls.back();
+  s.kl_percentiles.clear();
+  for (double q : {99.9, 99.0, 95.0, 90.0, 50.0, 10.0, 1.0}) {
+    // Linear interpolation between closest ranks.
+    const double rank = q / 100.0 * (n - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(rank));
+    const auto hi = std::min(lo + 1, kls.size() - 1);
+    s.kl_percentiles.emplace_back(q, kls[lo] + (kls[hi] - kls[lo]) * (rank - double(lo)));
+  }
+  s.same_top1_rate = same / n;
+  s.mean_top5_overlap = overlap / n;
+}
+
+}  // namespace tapdiff::diff

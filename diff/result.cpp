@@ -1,0 +1,41 @@
+#include "diff/result.hpp"
+
+#include <fmt/format.h>
+
+namespace tapdiff::diff {
+
+std::string position_pattern_text(PositionPattern pattern, std::int64_t first) {
+  switch (pattern) {
+    case PositionPattern::none: return "no position";
+    case PositionPattern::all: return "every position";
+    case PositionPattern::from: return fmt::format("every position from {} on", first);
+    case PositionPattern::some: return "some positions only";
+  }
+  return "";
+}
+
+std::string verdict_text(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::pass: return "PASS";
+    case Verdict::diverged: return "DIVERGED";
+    case Verdict::incompatible: return "INCOMPATIBLE";
+  }
+  return "";
+}
+
+bool TapComparison::diverged() const { return first_diverged() != nullptr; }
+
+const RowMetrics* TapComparison::first_diverged() const {
+  for (const auto& r : rows)
+    if (r.diverged) return &r;
+  return nullptr;
+}
+
+const RowMetrics* TapComparison::worst() const {
+  const RowMetrics* w = nullptr;
+  for (const auto& r : rows)
+    if (!w || r.nmse > w->nmse || (r.nonfinite > 0 && w->nonfinite == 0)) w = &r;
+  return w;
+}
+
+}  // namespace tapdiff::diff

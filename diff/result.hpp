@@ -1,0 +1,125 @@
+// What a diff of two traces found: the data model every report renders (reports/ depends on
+// this header only). A = expected (usually the reference), B = actual (usually an engine).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tapdiff/trace_metadata.hpp"
+
+namespace tapdiff::diff {
+
+// Errors of B against A over one row (one tap at one position).
+struct RowMetrics {
+  std::int64_t position = 0;
+  double max_abs = 0;        // max |b - a|
+  double max_rel = 0;        // max |b - a| / max(|a|, floor), floor = 1e-6 · max|a| of the row
+  double nmse = 0;           // Σ(b - a)² / Σa² (Σ(b-a)² when a is all zero)
+  double cosine = 1;         // a·b / (|a| |b|); 1 when both are zero
+  std::int64_t nonfinite = 0;         // elements of b that are NaN or ±inf
+  std::int64_t nonfinite_expected = 0;  // the same in a
+  std::int64_t worst_index = -1;      // flat index of the largest |b - a|
+  float worst_expected = 0;
+  float worst_actual = 0;
+  double input_nmse = 0;     // the largest nmse of this tap's inputs (jump test)
+  bool diverged = false;
+};
+
+enum class PositionPattern { none, all, from, some };  // which positions diverge
+std::string position_pattern_text(PositionPattern pattern, std::int64_t first);
+
+// One tap (name, layer) compared over the positions both traces hold.
+struct TapComparison {
+  std::string name;       // short name, "attn_q"
+  int layer = -1;         // -1 for global taps
+  std::string full_name;  // "blk.3.attn_q"
+  std::string tap_class;  // tolerance class, e.g. "projection" (see tolerance.hpp)
+  std::vector<std::int64_t> row_shape;
+  std::vector<RowMetrics> rows;  // by position
+  double threshold_nmse = 0;     // the profile's threshold for this tap class
+  double jump_factor = 0;        // the profile's jump test factor
+  // The smallest nmse threshold at which no row would have diverged: evidence for tuning.
+  double min_passing_nmse = 0;
+  bool diverged() const;
+  const RowMetrics* first_diverged() const;
+  const RowMetrics* worst() const;  // largest nmse
+};
+
+// A structural difference, reported rather than crashed on.
+struct StructuralFinding {
+  std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence", "metadata"
+  std::string tap;     // full name, or "" for trace-level findings
+  std::string detail;  // one sentence with both values
+};
+
+// llama.cpp perplexity --kl-divergence style summary over the compared positions.
+struct LogitsSummary {
+  std::int64_t n_positions = 0;
+  double kl_mean = 0, kl_stderr = 0, kl_max = 0;
+  // percentiles 99.9, 99, 95, 90, 50, 10, 1 of KL(A||B)
+  std::vector<std::pair<double, double>> kl_percentiles;
+  double same_top1_rate = 1;
+  double mean_top5_overlap = 5;
+  std::optional<std::int64_t> first_greedy_difference;  // first position whose argmax differs
+  struct Position {
+    std::int64_t position = 0;
+    double kl = 0;
+    bool same_top1 = true;
+    int top5_overlap = 5;
+    std::vector<std::pair<int, float>> top_expected;  // (token, logit), best first
+    std::vector<std::pair<int, float>> top_actual;
+  };
+  std::vector<Position> positions;
+};
+
+struct Hypothesis {
+  std::string variant;      // "W^T x + b (weights transposed)"
+  double residual = 0;      // nmse of B against the replayed value
+};
+
+struct Diagnosis {
+  std::string bug_class;    // "kv-cache", "rope", "bias", "matmul-layout", "attention-mask",
+                            // "attention-scale", "gqa-mapping", "dequantization",
+                            // "normalization", "token-sequence", "non-finite", "unexplained"
+  std::string variant;      // the hypothesis that reproduces B, "" when none does
+  double residual = 0;      // its nmse against B
+  double baseline_residual = 0;  // the correct computation's nmse against B
+  std::vector<Hypothesis> runners_up;  // next best hypotheses, best first
+  std::vector<std::string> signatures; // "position 0 intact", "constant offset per row", ...
+  std::string explanation;  // one paragraph, names the code area to inspect
+};
+
+struct FirstDivergence {
+  std::string tap;       // full name
+  std::string name;      // short name
+  int layer = -1;
+  std::int64_t position = 0;       // earliest diverging position at that tap
+  PositionPattern pattern = PositionPattern::none;
+  std::vector<std::int64_t> diverged_positions;
+  RowMetrics metrics;    // at `position`
+};
+
+enum class Verdict { pass, diverged, incompatible };
+std::string verdict_text(Verdict verdict);  // "PASS", "DIVERGED", "INCOMPATIBLE"
+
+struct TraceSide {
+  std::string path;
+  TraceMetadata metadata;
+  bool complete = true;
+};
+
+struct DiffResult {
+  TraceSide expected, actual;
+  std::string profile;   // tolerance profile name, e.g. "f16"
+  Verdict verdict = Verdict::pass;
+  std::vector<StructuralFinding> findings;
+  std::vector<TapComparison> taps;  // execution order
+  std::optional<FirstDivergence> first;
+  std::optional<Diagnosis> diagnosis;
+  std::optional<LogitsSummary> logits;
+  std::int64_t compared_positions = 0;  // common token prefix length
+};
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,103 @@
+#include "diff/tolerance.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "diff/tap_graph.hpp"
+#include "model/error.hpp"
+
+namespace tapdiff::diff {
+
+double ToleranceProfile::threshold(std::string_view tap_class) const {
+  auto it = nmse.find(tap_class);
+  return it == nmse.end() ? default_nmse : it->second;
+}
+
+ToleranceProfile builtin_profile(std::string_view name) {
+  // NMSE thresholds; see docs/tolerance.md for the measurements behind them.
+  ToleranceProfile p;
+  p.name = std::string(name);
+  if (name == "f32") {
+    p.default_nmse = 1e-8;
+    p.jump_factor = 10;
+  } else if (name == "f16") {
+    p.default_nmse = 1e-4;
+    p.jump_factor = 10;
+  } else if (name == "bf16") {
+    p.default_nmse = 3e-3;
+    p.jump_factor = 10;
+  } else {
+    throw std::invalid_argument(
+        fmt::format("--profile: unknown tolerance profile \"{}\" (expected f32, f16, bf16 or a "
+                    ".json file)",
+                    name));
+  }
+  return p;
+}
+
+ToleranceProfile profile_for_precision(std::string_view precision) {
+  if (precision == "f16" || precision == "bf16") return builtin_profile(precision);
+  return builtin_profile("f32");
+}
+
+ToleranceProfile parse_profile(std::string_view text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(source, "profile", fmt::format("expected JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw InputError(source, "profile", "expected a JSON object");
+  auto number = [&](const nlohmann::json& v, const std::string& field) {
+    if (!v.is_number()) throw InputError(source, field, fmt::format("expected a number, got {}", v.dump()));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x <= 0)
+      throw InputError(source, field, fmt::format("expected a positive number, got {}", v.dump()));
+    return x;
+  };
+  if (!j.contains("base") || !j["base"].is_string())
+    throw InputError(source, "base", "expected a string naming the profile to start from: f32, f16 or bf16");
+  ToleranceProfile p;
+  try {
+    p = builtin_profile(j["base"].get<std::string>());
+  } catch (const std::invalid_argument&) {
+    throw InputError(source, "base", fmt::format("expected f32, f16 or bf16, got {}", j["base"].dump()));
+  }
+  p.name = fmt::format("{} ({})", source, p.name);
+  for (const auto& [key, value] : j.items()) {
+    if (key == "base") continue;
+    if (key == "jump_factor") {
+      p.jump_factor = number(value, key);
+    } else if (key == "default_nmse") {
+      p.default_nmse = number(value, key);
+    } else if (key == "nmse") {
+      if (!value.is_object()) throw InputError(source, key, "expected an object of tap class → threshold");
+      for (const auto& [cls, threshold] : value.items()) {
+        const auto classes = tap_classes();
+        bool known = false;
+        for (auto c : classes) known = known || c == cls;
+        if (!known)
+          throw InputError(source, "nmse." + cls,
+                           fmt::format("unknown tap class (expected one of {})", fmt::join(classes, ", ")));
+        p.nmse[cls] = number(threshold, "nmse." + cls);
+      }
+    } else {
+      throw InputError(source, key, "unknown key (expected base, jump_factor, default_nmse, nmse)");
+    }
+  }
+  return p;
+}
+
+ToleranceProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "profile", "cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_profile(text.str(), path);
+}
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,35 @@
+// Tolerance profiles: per tap class, the NMSE above which a row may be a divergence, and the
+// jump factor: a row diverges only when its NMSE also exceeds jump_factor × the largest NMSE
+// of its inputs, so rounding noise that grows layer after layer (f16 over 30 layers) is not a
+// bug while an error that appears at one op (a dropped bias at layer 17) still is.
+// Built-in profiles f32, f16, bf16 (docs/tolerance.md says how they were calibrated); users
+// override them with a JSON file.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace tapdiff::diff {
+
+struct ToleranceProfile {
+  std::string name;
+  std::map<std::string, double, std::less<>> nmse;  // tap class → threshold
+  double default_nmse = 0;                          // classes not listed
+  double jump_factor = 10;
+
+  double threshold(std::string_view tap_class) const;
+};
+
+// "f32", "f16" or "bf16"; throws std::invalid_argument for other names.
+ToleranceProfile builtin_profile(std::string_view name);
+// The built-in profile for a trace's precision ("f64" and unknown precisions use f32).
+ToleranceProfile profile_for_precision(std::string_view precision);
+
+// A JSON file: {"base": "f16", "jump_factor": 10, "nmse": {"projection": 1e-4, ...},
+// "default_nmse": 1e-4}; every key optional but base. Errors throw InputError naming the
+// file, the key and what was expected.
+ToleranceProfile load_profile(const std::string& path);
+ToleranceProfile parse_profile(std::string_view json_text, const std::string& source);
+
+}  // namespace tapdiff::diff
