@@ -23,9 +23,7 @@ test: build
 	@ctest --preset $(PRESET) -j $(JOBS)
 
 demo: build
-	@mkdir -p $(BUILD)/demo
-	@$(TAPDIFF) fixture --arch llama --seed 7 -o $(BUILD)/demo/tiny-llama.gguf
-	@$(TAPDIFF) inspect $(BUILD)/demo/tiny-llama.gguf
+	@$(TAPDIFF) demo --out $(BUILD)/demo
 
 clean:
 	rm -rf $(BUILD)

@@ -4,14 +4,28 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace tapdiff {
 
 using SetExit = std::function<void(int)>;
 
+// --tokens / --prompt, shared by run, check and demo.
+struct PromptOptions {
+  std::string tokens;
+  std::string text;
+};
+void add_prompt_options(CLI::App& cmd, PromptOptions& prompt);
+std::vector<int> prompt_tokens(const PromptOptions& prompt);
+
 void add_fixture_command(CLI::App& app, SetExit set_exit);
 void add_inspect_command(CLI::App& app, SetExit set_exit);
 void add_run_command(CLI::App& app, SetExit set_exit);
 void add_diff_command(CLI::App& app, SetExit set_exit);
+void add_check_command(CLI::App& app, SetExit set_exit);
+void add_demo_command(CLI::App& app, SetExit set_exit);
+void add_faults_command(CLI::App& app, SetExit set_exit);
+void add_selftest_command(CLI::App& app, SetExit set_exit);
 
 }  // namespace tapdiff

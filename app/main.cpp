@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   add_inspect_command(app, set_exit);
   add_run_command(app, set_exit);
   add_diff_command(app, set_exit);
+  add_check_command(app, set_exit);
+  add_demo_command(app, set_exit);
+  add_faults_command(app, set_exit);
+  add_selftest_command(app, set_exit);
 
   try {
     app.parse(argc, argv);

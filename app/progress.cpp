@@ -6,8 +6,8 @@
 
 namespace tapdiff {
 
-Progress::Progress(std::string label)
-    : label_(std::move(label)), enabled_(isatty(STDERR_FILENO) == 1),
+Progress::Progress(std::string label, bool enabled)
+    : label_(std::move(label)), enabled_(enabled && isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void Progress::update(int done, int total, const std::string& detail) {

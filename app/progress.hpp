@@ -8,7 +8,8 @@ namespace tapdiff {
 
 class Progress {
 public:
-  explicit Progress(std::string label);
+  // enabled: false silences it even on a terminal.
+  explicit Progress(std::string label, bool enabled = true);
   // Redraws at most every 100 ms (and always on the last step).
   void update(int done, int total, const std::string& detail = {});
   void finish();  // clears the line

@@ -1,6 +1,7 @@
 #include "app/report_output.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -51,6 +52,7 @@ void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
     }
     if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0)
       throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
+    std::fflush(stdout);
     fmt::print(stderr, "report: {}\n", out.files[i]);
   }
 }

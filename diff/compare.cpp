@@ -204,9 +204,10 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
 
-  bool structural = false;
-  for (const auto& f : r.findings) structural = structural || f.kind == "shape" || f.kind == "missing-in-actual";
-  r.verdict = (r.first || structural) ? Verdict::diverged : Verdict::pass;
+  // A tap in one trace only is listed (producers may filter taps); a shape mismatch is a bug.
+  bool shape_mismatch = false;
+  for (const auto& f : r.findings) shape_mismatch = shape_mismatch || f.kind == "shape";
+  r.verdict = (r.first || shape_mismatch) ? Verdict::diverged : Verdict::pass;
   if (r.first && options.diagnose) r.diagnosis = diagnose(r, a, b, options.model_path);
   return r;
 }

@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   libopenblas-dev
   libgtest-dev libgmock-dev
   python3 python3-venv
+  chromium
 )
 VENV=build/venv
 PYTHON_REQUIREMENTS=scripts/requirements-test.txt

@@ -1,0 +1,77 @@
+// `tapdiff check`: the regression check. Runs the engine and the reference (or reads a golden
+// trace) on the same model and tokens, diffs, reports; exit 0 pass, 1 diverged, 2 bad input.
+#include <filesystem>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "app/commands.hpp"
+#include "app/harness.hpp"
+#include "app/report_output.hpp"
+#include "diff/compare.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff {
+
+void add_check_command(CLI::App& app, SetExit set_exit) {
+  auto* cmd = app.add_subcommand("check", "Run the engine against the reference (or a golden trace) and diff");
+  struct Options {
+    RunSpec engine;
+    PromptOptions prompt;
+    std::string golden, profile, keep;
+    ReportOutput report;
+  };
+  auto o = std::make_shared<Options>();
+  o->engine.backend = "host";
+  RunSpec& e = o->engine;
+  cmd->add_option("-m,--model", e.model, "GGUF model (default with --golden: the golden trace's model)");
+  add_prompt_options(*cmd, o->prompt);
+  cmd->add_option("-n,--n-predict", e.n_predict, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--backend", e.backend, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--precision", e.precision, "Engine precision: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--inject", e.fault, "Engine fault to inject (see `tapdiff faults`)");
+  cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference");
+  cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16 or a JSON file");
+  cmd->add_option("--keep-traces", o->keep, "Keep the traces in this directory");
+  add_report_options(*cmd, o->report);
+
+  cmd->callback([o, set_exit] {
+    namespace fs = std::filesystem;
+    const fs::path dir = o->keep.empty() ? fs::temp_directory_path() / fmt::format("tapdiff-check-{}", getpid())
+                                         : fs::path(o->keep);
+    fs::create_directories(dir);
+    RunSpec engine = o->engine;
+    std::string expected;
+    if (!o->golden.empty()) {
+      // The golden trace says which model and tokens it was recorded with.
+      const TraceReader golden(o->golden);
+      const auto& m = golden.metadata();
+      if (engine.model.empty()) engine.model = m.model_path;
+      engine.prompt.assign(m.tokens.begin(), m.tokens.begin() + m.prompt_length);
+      engine.n_predict = int(std::int64_t(m.tokens.size()) - m.prompt_length);
+      expected = o->golden;
+    } else {
+      if (engine.model.empty()) throw std::invalid_argument("--model: required without --golden");
+      engine.prompt = prompt_tokens(o->prompt);
+      RunSpec reference;
+      reference.model = engine.model;
+      reference.prompt = engine.prompt;
+      reference.n_predict = engine.n_predict;
+      reference.trace = (dir / "reference.h5").string();
+      run_model(reference);
+      expected = reference.trace;
+    }
+    engine.trace = (dir / "engine.h5").string();
+    run_model(engine);
+    diff::DiffOptions options;
+    if (!o->profile.empty()) options.profile = load_profile_option(o->profile);
+    options.model_path = engine.model;
+    const diff::DiffResult result = diff::diff_traces(expected, engine.trace, options);
+    write_reports(result, o->report);
+    if (o->keep.empty()) fs::remove_all(dir);
+    else fmt::print(stderr, "traces: {} {}\n", expected, engine.trace);
+    set_exit(exit_code_for(result));
+  });
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,120 @@
+#include "app/selftest.hpp"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "app/harness.hpp"
+#include "diff/compare.hpp"
+#include "engine/faults.hpp"
+#include "fixtures/fault_expectations.hpp"
+#include "model/config.hpp"
+
+namespace tapdiff {
+namespace {
+
+const std::vector<int> kPrompt = {1, 20, 40, 60, 80};  // P = 5
+constexpr int kPredict = 4;
+
+std::string finding_text(const std::string& tap, std::int64_t position, const std::string& cls) {
+  return fmt::format("{} @ {} · {}", tap, position, cls);
+}
+
+std::string tap_full_name(std::string_view tap, int layer) {
+  return layer >= 0 ? fmt::format("blk.{}.{}", layer, tap) : std::string(tap);
+}
+
+}  // namespace
+
+std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
+  namespace fs = std::filesystem;
+  fs::create_directories(o.work_dir);
+  std::vector<std::string> models = o.models;
+  if (models.empty())
+    for (const auto& m : selftest_models()) models.push_back(write_selftest_model(m, o.work_dir));
+  std::vector<std::string> faults = o.faults;
+  if (faults.empty())
+    for (const auto& f : engine::fault_catalogue()) faults.emplace_back(f.name);
+
+  // Plan first so progress knows the total: (model, precision, fault) triples that apply.
+  struct Job {
+    std::string model, precision, fault;
+  };
+  std::vector<Job> jobs;
+  for (const auto& model : models) {
+    const GgufFile file = GgufFile::open(model);
+    const ModelConfig config = load_model_config(file);
+    for (const auto& precision : o.precisions) {
+      jobs.push_back({model, precision, ""});
+      for (const auto& f : faults)
+        if (!engine::fault_not_applicable(engine::parse_fault(f), file, config, int(kPrompt.size()), kPredict))
+          jobs.push_back({model, precision, f});
+    }
+  }
+
+  std::vector<SelftestRow> rows;
+  std::string reference_for;
+  const std::string ref_trace = o.work_dir + "/reference.h5";
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const Job& job = jobs[i];
+    if (reference_for != job.model) {
+      RunSpec ref;
+      ref.model = job.model;
+      ref.prompt = kPrompt;
+      ref.n_predict = kPredict;
+      ref.trace = ref_trace;
+      ref.progress = false;
+      run_model(ref);
+      reference_for = job.model;
+    }
+    RunSpec eng;
+    eng.backend = o.backend;
+    eng.model = job.model;
+    eng.prompt = kPrompt;
+    eng.n_predict = kPredict;
+    eng.precision = job.precision;
+    eng.fault = job.fault;
+    eng.trace = o.work_dir + "/engine.h5";
+    eng.progress = false;
+    run_model(eng);
+    const diff::DiffResult d = diff::diff_traces(ref_trace, eng.trace);
+
+    SelftestRow row;
+    row.fault = job.fault.empty() ? "none" : job.fault;
+    row.model = fs::path(job.model).filename().string();
+    row.precision = job.precision;
+    const std::string cls = d.diagnosis ? d.diagnosis->bug_class : "";
+    row.found = d.first ? finding_text(d.first->tap, d.first->position, cls) : "PASS";
+    row.variant = d.diagnosis ? d.diagnosis->variant : "";
+    if (job.fault.empty()) {
+      row.expected = "PASS";
+      row.ok = d.verdict == diff::Verdict::pass;
+    } else {
+      const FaultExpectation* e = find_fault_expectation(job.fault);
+      if (!e) {
+        row.expected = "(no expectation in fixtures/fault_expectations.cpp)";
+      } else {
+        const auto position = resolve_position(e->position, std::int64_t(kPrompt.size()));
+        row.expected = finding_text(tap_full_name(e->tap, e->layer), position, std::string(e->bug_class));
+        row.ok = row.found == row.expected;
+      }
+    }
+    rows.push_back(std::move(row));
+    if (o.on_progress) o.on_progress(int(i + 1), int(jobs.size()));
+  }
+  return rows;
+}
+
+std::string selftest_table(const std::vector<SelftestRow>& rows) {
+  std::string out = "| fault | model | precision | expected | found | diagnosis variant | verdict |\n"
+                    "|---|---|---|---|---|---|---|\n";
+  int passed = 0;
+  for (const auto& r : rows) {
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.fault, r.model, r.precision, r.expected,
+                       r.found, r.variant, r.ok ? "ok" : "MISS");
+    passed += r.ok;
+  }
+  out += fmt::format("\nselftest: {} passed, {} failed\n", passed, int(rows.size()) - passed);
+  return out;
+}
+
+}  // namespace tapdiff

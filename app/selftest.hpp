@@ -1,0 +1,36 @@
+// The self-test: every catalogue fault on every self-test model where it applies, in f32 and
+// f16; the engine with the fault against the reference, diffed, and the finding checked
+// against fixtures/fault_expectations. Clean runs must pass (no false positive).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tapdiff {
+
+struct SelftestOptions {
+  std::string work_dir;                 // models and traces go here
+  std::vector<std::string> models;      // GGUF paths; empty: the generated self-test models
+  std::vector<std::string> precisions = {"f32", "f16"};
+  std::vector<std::string> faults;      // empty: the whole catalogue
+  std::string backend = "host";
+  std::function<void(int done, int total)> on_progress;
+};
+
+struct SelftestRow {
+  std::string fault;  // "none" for the clean run
+  std::string model;
+  std::string precision;
+  std::string expected;  // "blk.0.attn.probs @ P=5 · kv-cache"
+  std::string found;     // same form, or "PASS"
+  std::string variant;   // the diagnosis variant
+  bool ok = false;
+};
+
+std::vector<SelftestRow> run_selftest(const SelftestOptions& options);
+// A Markdown table of the rows and a closing "N passed, M failed" line.
+std::string selftest_table(const std::vector<SelftestRow>& rows);
+
+}  // namespace tapdiff

@@ -1,0 +1,31 @@
+#include "engine/activations.hpp"
+
+#include <cstdint>
+
+#include "engine/executor.hpp"
+
+namespace tapdiff::engine {
+
+Activations::Activations(Executor& ex, const ModelConfig& c, int rows, int n_ctx) : max_rows(rows) {
+  const auto R = std::size_t(rows);
+  auto floats = [&](std::size_t n) { return ex.allocate(n * sizeof(float)); };
+  auto ints = [&](std::size_t n) { return ex.allocate(n * sizeof(std::int32_t)); };
+  tokens = ints(R);
+  positions = ints(R);
+  rope_positions = ints(R);
+  x = floats(R * std::size_t(c.n_embd));
+  norm = floats(R * std::size_t(c.n_embd));
+  q = floats(R * std::size_t(c.q_dim()));
+  k = floats(R * std::size_t(c.kv_dim()));
+  v = floats(R * std::size_t(c.kv_dim()));
+  probs = floats(R * std::size_t(c.n_head) * std::size_t(n_ctx));
+  attn_out = floats(R * std::size_t(c.q_dim()));
+  proj = floats(R * std::size_t(c.n_embd));
+  gate = floats(R * std::size_t(c.n_ff));
+  up = floats(R * std::size_t(c.n_ff));
+  act = floats(R * std::size_t(c.n_ff));
+  logits = floats(std::size_t(c.n_vocab));
+  next_token = ints(1);
+}
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,90 @@
+// The backend switch. An Executor owns memory and runs ops; the host executor runs each op's
+// body in OpenMP loops and GEMMs through OpenBLAS, the CUDA executor launches the same bodies
+// as grid-stride kernels and GEMMs through cuBLAS. Orchestration (forward.cpp) only talks to
+// this interface, so one code path drives both.
+//
+// Each op has three layers (ggml-cuda style): the body (kernels/<op>.hpp), a launcher per
+// executor (<op>_host.cpp, <op>.cu), and the checked entry here, which validates the
+// arguments before launching.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "engine/device/buffer.hpp"
+#include "engine/device/elem_type.hpp"
+#include "engine/gemm/gemm.hpp"
+#include "engine/kernels/add.hpp"
+#include "engine/kernels/argmax.hpp"
+#include "engine/kernels/attention.hpp"
+#include "engine/kernels/bias.hpp"
+#include "engine/kernels/convert.hpp"
+#include "engine/kernels/dequant.hpp"
+#include "engine/kernels/embed.hpp"
+#include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/rmsnorm.hpp"
+#include "engine/kernels/rope.hpp"
+#include "engine/kernels/round.hpp"
+#include "engine/kernels/silu_mul.hpp"
+#include "engine/options.hpp"
+
+namespace tapdiff::engine {
+
+class Executor {
+public:
+  virtual ~Executor() = default;
+
+  virtual Backend backend() const = 0;
+  virtual std::string describe() const = 0;  // for logs and bench reports
+  // True when buffers are ordinary host memory (taps then read them in place).
+  virtual bool host_visible() const = 0;
+  // How weight matrices (and the embedding table) are stored under a precision: the CUDA
+  // executor keeps 16-bit weights in 16 bits for cublasGemmEx; OpenBLAS needs float32, so the
+  // host executor keeps the 16-bit values in float32.
+  virtual ElemType weight_storage(ElemType precision) const = 0;
+
+  // Memory. Buffers come zero-filled. upload/download copy bytes between host memory and a
+  // buffer of this executor; download returns once the data is on the host.
+  virtual Buffer allocate(std::size_t bytes) = 0;
+  virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Checked entries.
+  void dequantize(const DequantArgs& a) { validate(a); launch(a); }
+  void convert(const ConvertArgs& a) { validate(a); launch(a); }
+  void round(const RoundArgs& a) { validate(a); launch(a); }
+  void embed(const EmbedArgs& a) { validate(a); launch(a); }
+  void rmsnorm(const RmsNormArgs& a) { validate(a); launch(a); }
+  void add_bias(const BiasArgs& a) { validate(a); launch(a); }
+  void rope(const RopeArgs& a) { validate(a); launch(a); }
+  void kv_append(const KvAppendArgs& a) { validate(a); launch(a); }
+  void attention(const AttentionArgs& a) { validate(a); launch(a); }
+  void silu_mul(const SiluMulArgs& a) { validate(a); launch(a); }
+  void add(const AddArgs& a) { validate(a); launch(a); }
+  void argmax(const ArgmaxArgs& a) { validate(a); launch(a); }
+  void gemm(const GemmArgs& a) { validate(a); launch(a); }
+
+protected:
+  // Launchers: one per op, same signature on both executors.
+  virtual void launch(const DequantArgs& a) = 0;
+  virtual void launch(const ConvertArgs& a) = 0;
+  virtual void launch(const RoundArgs& a) = 0;
+  virtual void launch(const EmbedArgs& a) = 0;
+  virtual void launch(const RmsNormArgs& a) = 0;
+  virtual void launch(const BiasArgs& a) = 0;
+  virtual void launch(const RopeArgs& a) = 0;
+  virtual void launch(const KvAppendArgs& a) = 0;
+  virtual void launch(const AttentionArgs& a) = 0;
+  virtual void launch(const SiluMulArgs& a) = 0;
+  virtual void launch(const AddArgs& a) = 0;
+  virtual void launch(const ArgmaxArgs& a) = 0;
+  virtual void launch(const GemmArgs& a) = 0;
+};
+
+std::unique_ptr<Executor> make_host_executor();
+// Throws NoDeviceError (with the reason) for cuda when no device can be used.
+std::unique_ptr<Executor> make_executor(Backend backend);
+
+}  // namespace tapdiff::engine

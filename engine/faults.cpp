@@ -1,0 +1,154 @@
+#include "engine/faults.hpp"
+
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace tapdiff::engine {
+namespace {
+
+const std::vector<FaultSpec> kFaults = {
+    {Fault::kv_stuck_length, "kv-stuck-length",
+     "cache length never advances: decode writes slot 0 and attends to the current token only",
+     "a KV cache whose length update was lost in a refactor; prefill still looks right",
+     "kv-cache", "engine/kv_cache.cpp: KvCache::advance", "n_predict >= 2 (a decode step)"},
+    {Fault::kv_append_offset, "kv-append-offset",
+     "append offset counts 1 element per cached row instead of one row (n_head_kv*head_dim)",
+     "a cache write cursor kept in elements but advanced in rows",
+     "kv-cache", "engine/kv_cache.cpp: KvCache::append_offset", "n_predict >= 2 (a decode step)"},
+    {Fault::kv_unsliced, "kv-unsliced",
+     "decode attention reads the whole cache capacity, not the valid length",
+     "an attention call passed the cache's capacity where the sequence length belonged",
+     "kv-cache", "engine/kv_cache.cpp: KvCache::visible_keys", "n_predict >= 2 (a decode step)"},
+    {Fault::first_token_twice, "first-token-twice",
+     "generation loop puts the first generated token into the sequence (and feeds it) twice",
+     "a loop that appends the prefill's token again when entering the decode loop",
+     "token-sequence", "engine/generate.cpp: the generation loop", "n_predict >= 2"},
+    {Fault::prefill_rope_same_position, "prefill-rope-same-position",
+     "batched prefill rotates every prompt token at the start position",
+     "a RoPE call given the batch's start position instead of a per-token positions array",
+     "rope", "engine/forward.cpp: the RoPE call", "a prompt of >= 2 tokens"},
+    {Fault::rope_wrong_pairing, "rope-wrong-pairing",
+     "RoPE pairs dimensions the other way: adjacent (NORM) for NEOX models and vice versa",
+     "llama-style rotation applied to a qwen2/neox model (or the reverse) after a port",
+     "rope", "engine/forward.cpp: the RoPE call", "n_rot >= 4"},
+    {Fault::rope_wrong_base, "rope-wrong-base",
+     "RoPE frequency base fixed at 10000 instead of the model's rope.freq_base",
+     "a hard-coded llama-2 base used for a model trained with another (qwen2 1e6, llama-3 5e5)",
+     "rope", "engine/forward.cpp: the RoPE call", "a model whose rope.freq_base is not 10000"},
+    {Fault::weights_transposed, "weights-transposed",
+     "the square attn_output projection multiplied with W transposed (CUBLAS_OP_N, same ld)",
+     "a GEMM op flag flipped on a square weight, where the shapes still line up",
+     "matmul-layout", "engine/forward.cpp: the attn_output GEMM call",
+     "a square attn_output (n_head*head_dim == n_embd)"},
+    {Fault::lm_head_op_n, "lm-head-op-n",
+     "output projection with CUBLAS_OP_N and lda = n_vocab instead of OP_T with lda = n_embd",
+     "the output head's GEMM written for a column-major weight the GGUF does not have",
+     "matmul-layout", "engine/forward.cpp: the output head GEMM call", ""},
+    {Fault::bias_dropped, "bias-dropped", "q/k/v projection biases not added",
+     "a llama code path reused for qwen2, which has q/k/v biases", "bias",
+     "engine/forward.cpp: after the q/k/v GEMMs", "a model with q/k/v biases (qwen2)"},
+    {Fault::bias_misread, "bias-misread",
+     "q/k/v bias staged as bf16 and decoded as f16 (the bytes read as the wrong type)",
+     "a bf16/fp16 mix-up in the loader's 16-bit staging of 1-D tensors", "bias",
+     "engine/weights.cpp: load_bias", "a model with q/k/v biases (qwen2)"},
+    {Fault::dequant_q8_scale, "dequant-q8-scale",
+     "Q8_0 block scale (fp16) decoded as bf16",
+     "a dequantization kernel reading the block scale through the wrong 16-bit float type",
+     "dequantization", "engine/kernels/dequant.hpp: q8_0", "a Q8_0 weight"},
+    {Fault::attn_scale, "attn-scale", "attention scores scaled by 1/head_dim instead of 1/sqrt(head_dim)",
+     "a softmax scale computed as 1/d", "attention-scale",
+     "engine/forward.cpp: the attention call", "head_dim > 1"},
+    {Fault::causal_mask_off, "causal-mask-off",
+     "batched prefill attends to later prompt positions (no causal mask)",
+     "a prefill attention call with the causal flag off", "attention-mask",
+     "engine/forward.cpp: the attention call", "a prompt of >= 2 tokens"},
+    {Fault::gqa_head_map, "gqa-head-map",
+     "query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
+     "a GQA head mapping written for interleaved heads", "gqa-mapping",
+     "engine/kernels/attention.hpp: kv head of a query head", "1 < n_head_kv < n_head"},
+    {Fault::norm_weight_dropped, "norm-weight-dropped", "RMSNorm weight not applied (all norms)",
+     "a norm kernel called with a null weight after a loader change", "normalization",
+     "engine/forward.cpp: Forward::norm", ""},
+};
+
+bool has_q8_0_weight(const GgufFile& model) {
+  for (const GgufTensorInfo& t : model.tensors())
+    if (t.type == GgmlType::Q8_0 && t.ne.size() == 2) return true;
+  return false;
+}
+
+}  // namespace
+
+const std::vector<FaultSpec>& fault_catalogue() { return kFaults; }
+
+const FaultSpec* find_fault(std::string_view name) {
+  for (const FaultSpec& spec : kFaults)
+    if (spec.name == name) return &spec;
+  return nullptr;
+}
+
+const FaultSpec& fault_spec(Fault fault) {
+  for (const FaultSpec& spec : kFaults)
+    if (spec.fault == fault) return spec;
+  throw std::invalid_argument("fault_spec: Fault::none has no catalogue entry");
+}
+
+Fault parse_fault(std::string_view name) {
+  if (name.empty() || name == "none") return Fault::none;
+  if (const FaultSpec* spec = find_fault(name)) return spec->fault;
+  std::string names;
+  for (const FaultSpec& spec : kFaults) names += fmt::format("{}{}", names.empty() ? "" : ", ", spec.name);
+  throw std::invalid_argument(fmt::format("inject: unknown fault \"{}\"; expected one of: {}", name, names));
+}
+
+std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& model,
+                                                const ModelConfig& c, int n_prompt,
+                                                int n_predict) {
+  auto no = [&](std::string why) -> std::optional<std::string> {
+    return fmt::format("fault {} does not apply: {}", fault_spec(fault).name, why);
+  };
+  switch (fault) {
+    case Fault::none: break;
+    case Fault::kv_stuck_length:
+    case Fault::kv_append_offset:
+    case Fault::kv_unsliced:
+      if (n_predict < 2) return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      break;
+    case Fault::first_token_twice:
+      if (n_predict < 2) return no(fmt::format("n-predict {}: needs >= 2 generated tokens", n_predict));
+      break;
+    case Fault::prefill_rope_same_position:
+    case Fault::causal_mask_off:
+      if (n_prompt < 2) return no(fmt::format("the prompt has {} token (needs >= 2)", n_prompt));
+      break;
+    case Fault::rope_wrong_pairing:
+      if (c.n_rot < 4) return no(fmt::format("n_rot {}: both pairings coincide below 4", c.n_rot));
+      break;
+    case Fault::rope_wrong_base:
+      if (c.rope_freq_base == 10000.0f) return no("the model's rope.freq_base is already 10000");
+      break;
+    case Fault::weights_transposed:
+      if (c.q_dim() != c.n_embd)
+        return no(fmt::format("attn_output is {} x {}, not square", c.n_embd, c.q_dim()));
+      break;
+    case Fault::lm_head_op_n: break;
+    case Fault::bias_dropped:
+    case Fault::bias_misread:
+      if (!c.qkv_bias) return no(fmt::format("the {} model has no q/k/v biases", arch_name(c.arch)));
+      break;
+    case Fault::dequant_q8_scale:
+      if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
+      break;
+    case Fault::attn_scale:
+      if (c.head_dim <= 1) return no("head_dim 1: 1/d equals 1/sqrt(d)");
+      break;
+    case Fault::gqa_head_map:
+      if (c.n_head_kv <= 1 || c.n_head_kv >= c.n_head)
+        return no(fmt::format("n_head {} n_head_kv {}: both mappings coincide", c.n_head, c.n_head_kv));
+      break;
+    case Fault::norm_weight_dropped: break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tapdiff::engine

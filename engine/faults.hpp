@@ -1,0 +1,80 @@
+// Fault injection: each fault reproduces a real engine bug from the field as a small named
+// branch at the place that bug lives (KV cache bookkeeping, the RoPE call, a GEMM call site,
+// the loader or a dequantization kernel, the generation loop). It never perturbs outputs
+// after the fact, and without a fault no fault branch is taken. docs/faults.md gives each
+// fault's expected first divergence and the reasoning.
+//
+// Adding a fault: a Fault value, a row in the table (faults.cpp), an applicability rule if
+// it needs one, and its branch guarded by FaultSwitch::is().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/gguf.hpp"
+
+namespace tapdiff::engine {
+
+enum class Fault : std::uint8_t {
+  none,
+  kv_stuck_length,
+  kv_append_offset,
+  kv_unsliced,
+  first_token_twice,
+  prefill_rope_same_position,
+  rope_wrong_pairing,
+  rope_wrong_base,
+  weights_transposed,
+  lm_head_op_n,
+  bias_dropped,
+  bias_misread,
+  dequant_q8_scale,
+  attn_scale,
+  causal_mask_off,
+  gqa_head_map,
+  norm_weight_dropped,
+  // The lockstep issue adds: dequant-missing, tensor-bytes-truncated, weight-not-wired,
+  // rope-position-ignored, kv-not-written-decode, ffn-dim-wrong, token-id-bookkeeping.
+};
+
+struct FaultSpec {
+  Fault fault;
+  std::string_view name;         // --inject NAME
+  std::string_view description;  // one line: what the engine does wrong
+  std::string_view seed_bug;     // the real bug it reproduces
+  std::string_view fault_class;  // the diagnosis class the diff must report
+  std::string_view where;        // the code the branch sits in
+  std::string_view needs;        // what a run needs for the fault to show ("" = any run)
+};
+
+// The catalogue, in DESIGN.md's order.
+const std::vector<FaultSpec>& fault_catalogue();
+const FaultSpec* find_fault(std::string_view name);   // nullptr when unknown
+const FaultSpec& fault_spec(Fault fault);
+
+// "" or "none" is Fault::none; an unknown name throws std::invalid_argument listing the names.
+Fault parse_fault(std::string_view name);
+
+// Why `fault` cannot show on this run (the model lacks what it breaks, or the run is too
+// short), or nullopt when it applies. Fault::none always applies.
+std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& model,
+                                                const ModelConfig& config, int n_prompt,
+                                                int n_predict);
+
+// The active fault, passed to every place that has a fault branch.
+class FaultSwitch {
+public:
+  FaultSwitch() = default;
+  explicit FaultSwitch(Fault active) : active_(active) {}
+  bool is(Fault fault) const { return active_ == fault; }
+  Fault active() const { return active_; }
+
+private:
+  Fault active_ = Fault::none;
+};
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,226 @@
+#include "engine/forward.hpp"
+
+#include <fmt/format.h>
+#include <math.h>
+
+#include "engine/device/error.hpp"
+#include "engine/executor.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+constexpr GemmOp OP_N = GemmOp::N;
+constexpr GemmOp OP_T = GemmOp::T;
+
+const std::uint8_t* element_ptr(const void* base, std::int64_t offset, ElemType type) {
+  return static_cast<const std::uint8_t*>(base) + offset * std::int64_t(elem_size(type));
+}
+
+}  // namespace
+
+Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
+                 int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace)
+    : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
+      cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
+      act_(ex, config, max_rows, n_ctx), taps_(trace, ex) {}
+
+void Forward::upload_ints(Buffer& dst, const std::vector<std::int32_t>& values) {
+  ex_.upload(dst.data(), values.data(), values.size() * sizeof(std::int32_t));
+}
+
+void Forward::round(float* x, std::int64_t count) {
+  if (precision_ != ElemType::f32) ex_.round(RoundArgs{x, count, precision_});
+}
+
+void Forward::norm(const Buffer& weight, int n) {
+  RmsNormArgs a{act_.x.as<float>(), weight.as<float>(), act_.norm.as<float>(), n, c_.n_embd, c_.rms_eps};
+  // Fault norm-weight-dropped: the norm kernel gets no weight.
+  if (faults_.is(Fault::norm_weight_dropped)) a.weight = nullptr;
+  ex_.rmsnorm(a);
+  round(act_.norm.as<float>(), std::int64_t(n) * c_.n_embd);  // a GEMM input
+}
+
+void Forward::gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda,
+                   const float* b, int ldb, float* c, int ldc) {
+  ex_.gemm(GemmArgs{op_a, op_b, m, n, k, 1.0f, a.data(), w_.matrix_type, lda, b,
+                    ElemType::f32, ldb, 0.0f, c, ldc});
+}
+
+int Forward::step(const int* tokens, int n, int p0) {
+  if (n < 1 || n > act_.max_rows || p0 < 0 || p0 + n > n_ctx_)
+    throw EngineError(fmt::format("forward step: {} positions from {}: expected 1..{} within the {} positions",
+                                  n, p0, act_.max_rows, n_ctx_));
+  cache_.check_room(n);
+  host_ints_.assign(tokens, tokens + n);
+  upload_ints(act_.tokens, host_ints_);
+  for (int i = 0; i < n; ++i) host_ints_[std::size_t(i)] = p0 + i;
+  upload_ints(act_.positions, host_ints_);
+  // The positions RoPE rotates by. Fault prefill-rope-same-position: the batch's start
+  // position for every token.
+  if (faults_.is(Fault::prefill_rope_same_position)) host_ints_.assign(std::size_t(n), p0);
+  upload_ints(act_.rope_positions, host_ints_);
+
+  const int E = c_.n_embd;
+  ex_.embed(EmbedArgs{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
+                      act_.x.as<float>(), n, E, c_.n_vocab});
+  taps_.record("token_embd", -1, p0, n, {E}, act_.x.as<float>());
+
+  for (int l = 0; l < c_.n_layer; ++l) {
+    attention_block(l, p0, n);
+    ffn_block(l, p0, n);
+  }
+  cache_.advance(n);
+  return output_head(p0, n);
+}
+
+void Forward::attention_block(int l, int p0, int n) {
+  const LayerWeights& L = w_.layers[std::size_t(l)];
+  const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
+  const int H = c_.n_head, HKV = c_.n_head_kv, D = c_.head_dim;
+  float* norm_out = act_.norm.as<float>();
+  float* q = act_.q.as<float>();
+  float* k = act_.k.as<float>();
+  float* v = act_.v.as<float>();
+
+  norm(L.attn_norm, n);
+  taps_.record("attn_norm", l, p0, n, {E}, norm_out);
+
+  // q [n, Q] = norm [n, E] · Wqᵀ. Column-major: Wq is [E, Q] (ld E), norm is [E, n] (ld E),
+  // q is [Q, n] (ld Q), so q = Wqᵀ · norm: op(A) = T, op(B) = N. Same for k and v.
+  gemm(OP_T, OP_N, Q, n, E, L.wq, E, norm_out, E, q, Q);
+  gemm(OP_T, OP_N, KV, n, E, L.wk, E, norm_out, E, k, KV);
+  gemm(OP_T, OP_N, KV, n, E, L.wv, E, norm_out, E, v, KV);
+  // Fault bias-dropped: the q/k/v biases are skipped.
+  if (c_.qkv_bias && !faults_.is(Fault::bias_dropped)) {
+    ex_.add_bias(BiasArgs{q, L.bq.as<float>(), n, Q});
+    ex_.add_bias(BiasArgs{k, L.bk.as<float>(), n, KV});
+    ex_.add_bias(BiasArgs{v, L.bv.as<float>(), n, KV});
+  }
+  taps_.record("attn_q", l, p0, n, {Q}, q);
+  taps_.record("attn_k", l, p0, n, {KV}, k);
+  taps_.record("attn_v", l, p0, n, {KV}, v);
+
+  RopeArgs rope{q, act_.rope_positions.as<std::int32_t>(), n, H, D, c_.n_rot, c_.rope_freq_base, c_.rope_pairing};
+  // Fault rope-wrong-pairing: the other pairing. Fault rope-wrong-base: llama-2's base.
+  if (faults_.is(Fault::rope_wrong_pairing))
+    rope.pairing = rope.pairing == RopePairing::norm ? RopePairing::neox : RopePairing::norm;
+  if (faults_.is(Fault::rope_wrong_base)) rope.base = 10000.0f;
+  ex_.rope(rope);
+  rope.x = k;
+  rope.n_heads = HKV;
+  ex_.rope(rope);
+  round(q, std::int64_t(n) * Q);  // attention's q input
+  taps_.record("attn_q.rope", l, p0, n, {Q}, q);
+  taps_.record("attn_k.rope", l, p0, n, {KV}, k);
+
+  const std::int64_t offset = cache_.append_offset();
+  ex_.kv_append(KvAppendArgs{k, cache_.k(l), cache_.type(), offset, n, KV, cache_.capacity()});
+  ex_.kv_append(KvAppendArgs{v, cache_.v(l), cache_.type(), offset, n, KV, cache_.capacity()});
+  // The rows just written, read back from cache memory.
+  taps_.record("kv.k", l, p0, n, {KV}, element_ptr(cache_.k(l), offset, cache_.type()), cache_.type());
+  taps_.record("kv.v", l, p0, n, {KV}, element_ptr(cache_.v(l), offset, cache_.type()), cache_.type());
+
+  AttentionArgs at;
+  at.q = q;
+  at.k_cache = cache_.k(l);
+  at.v_cache = cache_.v(l);
+  at.cache_type = cache_.type();
+  at.positions = act_.positions.as<std::int32_t>();
+  at.probs = act_.probs.as<float>();
+  at.out = act_.attn_out.as<float>();
+  at.n_rows = n;
+  at.n_head = H;
+  at.n_head_kv = HKV;
+  at.head_dim = D;
+  at.n_keys = cache_.visible_keys(n);
+  at.probs_stride = cache_.capacity();
+  at.scale = 1.0f / sqrtf(float(D));
+  // A decode step's single query sees the whole valid length; only a batch needs the mask.
+  at.causal = n > 1;
+  // Fault attn-scale: 1/d. Fault causal-mask-off: no mask in prefill. Fault gqa-head-map:
+  // kv head h % n_head_kv.
+  if (faults_.is(Fault::attn_scale)) at.scale = 1.0f / float(D);
+  if (faults_.is(Fault::causal_mask_off)) at.causal = false;
+  if (faults_.is(Fault::gqa_head_map)) at.kv_head_map = KvHeadMap::modulo;
+  ex_.attention(at);
+  round(at.out, std::int64_t(n) * Q);  // a GEMM input
+  taps_.record("attn.probs", l, p0, n, {H, n_ctx_}, at.probs);
+  taps_.record("attn.out", l, p0, n, {Q}, at.out);
+
+  // attn_output [n, E] = attn.out [n, Q] · Woᵀ. Column-major: Wo is [Q, E] (ld Q), attn.out
+  // is [Q, n] (ld Q), the result [E, n] (ld E): Woᵀ · attn.out, op(A) = T.
+  float* proj = act_.proj.as<float>();
+  if (faults_.is(Fault::weights_transposed))
+    // Fault weights-transposed: op(A) = N with the same ld reads Wo as [E, Q]: Wo · attn.out
+    // (in bounds only because Wo is square).
+    gemm(OP_N, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
+  else
+    gemm(OP_T, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
+  taps_.record("attn_output", l, p0, n, {E}, proj);
+
+  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
+  taps_.record("resid.attn", l, p0, n, {E}, act_.x.as<float>());
+}
+
+void Forward::ffn_block(int l, int p0, int n) {
+  const LayerWeights& L = w_.layers[std::size_t(l)];
+  const int E = c_.n_embd, F = c_.n_ff;
+  float* norm_out = act_.norm.as<float>();
+  float* gate = act_.gate.as<float>();
+  float* up = act_.up.as<float>();
+  float* act = act_.act.as<float>();
+  float* proj = act_.proj.as<float>();
+
+  norm(L.ffn_norm, n);
+  taps_.record("ffn_norm", l, p0, n, {E}, norm_out);
+
+  // gate, up [n, F] = norm [n, E] · Wᵀ. Column-major: W is [E, F] (ld E), norm [E, n] (ld E),
+  // the result [F, n] (ld F): Wᵀ · norm.
+  gemm(OP_T, OP_N, F, n, E, L.w_gate, E, norm_out, E, gate, F);
+  gemm(OP_T, OP_N, F, n, E, L.w_up, E, norm_out, E, up, F);
+  taps_.record("ffn_gate", l, p0, n, {F}, gate);
+  taps_.record("ffn_up", l, p0, n, {F}, up);
+
+  ex_.silu_mul(SiluMulArgs{gate, up, act, std::int64_t(n) * F});
+  round(act, std::int64_t(n) * F);  // a GEMM input
+  taps_.record("ffn.act", l, p0, n, {F}, act);
+
+  // ffn_down [n, E] = act [n, F] · Wdᵀ. Column-major: Wd is [F, E] (ld F), act [F, n] (ld F),
+  // the result [E, n] (ld E): Wdᵀ · act.
+  gemm(OP_T, OP_N, E, n, F, L.w_down, F, act, F, proj, E);
+  taps_.record("ffn_down", l, p0, n, {E}, proj);
+
+  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
+  taps_.record("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
+}
+
+int Forward::output_head(int p0, int n) {
+  const int E = c_.n_embd, V = c_.n_vocab;
+  norm(w_.output_norm, n);
+  taps_.record("output_norm", -1, p0, n, {E}, act_.norm.as<float>());
+
+  // Logits for the step's last position only (prefill needs no others).
+  // logits [1, V] = last [1, E] · Wᵀ. Column-major: W is [E, V] (ld E), last is [E, 1] (ld E),
+  // logits [V, 1] (ld V): Wᵀ · last, op(A) = T.
+  const float* last = act_.norm.as<float>() + std::int64_t(n - 1) * E;
+  float* logits = act_.logits.as<float>();
+  if (faults_.is(Fault::lm_head_op_n))
+    // Fault lm-head-op-n: op(A) = N with lda = V reads W as a column-major [V, E] matrix.
+    gemm(OP_N, OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
+  else
+    gemm(OP_T, OP_N, V, 1, E, w_.lm_head(), E, last, E, logits, V);
+  taps_.record("output", -1, p0 + n - 1, 1, {V}, logits);
+
+  ex_.argmax(ArgmaxArgs{logits, act_.next_token.as<std::int32_t>(), 1, V});
+  std::int32_t next = 0;
+  ex_.download(&next, act_.next_token.data(), sizeof next);
+  return next;
+}
+
+std::vector<float> Forward::logits() const {
+  std::vector<float> out(static_cast<std::size_t>(c_.n_vocab));
+  ex_.download(out.data(), act_.logits.data(), out.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,63 @@
+// The forward pass, shared by both executors: which op runs on which buffer, every GEMM's op
+// flags and leading dimensions, the bias adds, the RoPE and attention calls, KV cache
+// bookkeeping, precision rounding and taps. One step runs n consecutive positions as one
+// batch (the whole prompt for prefill, 1 for decode).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/activations.hpp"
+#include "engine/device/elem_type.hpp"
+#include "engine/faults.hpp"
+#include "engine/gemm/gemm.hpp"
+#include "engine/kv_cache.hpp"
+#include "engine/taps.hpp"
+#include "engine/weights.hpp"
+#include "model/config.hpp"
+
+namespace tapdiff {
+class TraceWriter;
+}
+
+namespace tapdiff::engine {
+
+class Executor;
+
+class Forward {
+public:
+  // n_ctx: positions the run declares (prompt + generated), the KV cache's capacity and the
+  // width of attn.probs rows. max_rows: the largest batch step() takes. trace may be null.
+  Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
+          int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace);
+
+  // Runs tokens[0..n) at positions p0..p0+n-1 in one batch, records the step's taps and
+  // returns the greedy next token after position p0+n-1.
+  int step(const int* tokens, int n, int p0);
+
+  std::vector<float> logits() const;  // (n_vocab,) of the last step's last position
+  const KvCache& cache() const { return cache_; }
+
+private:
+  void attention_block(int layer, int p0, int n);
+  void ffn_block(int layer, int p0, int n);
+  int output_head(int p0, int n);
+  void norm(const Buffer& weight, int n);                // act_.norm = RMSNorm(act_.x), rounded
+  void round(float* x, std::int64_t count);              // to the precision; nothing in f32
+  void gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda,
+            const float* b, int ldb, float* c, int ldc);  // C = op(A) op(B), A a weight
+  void upload_ints(Buffer& dst, const std::vector<std::int32_t>& values);
+
+  Executor& ex_;
+  const EngineWeights& w_;
+  const ModelConfig& c_;
+  int n_ctx_;
+  ElemType precision_;
+  FaultSwitch faults_;
+  KvCache cache_;
+  Activations act_;
+  TapRecorder taps_;
+  std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
+};
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,34 @@
+// Argument rules shared by both executors' GEMM.
+#include <fmt/format.h>
+#include <stdexcept>
+#include <string>
+
+#include "engine/gemm/gemm.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("gemm: " + what);
+}
+
+}  // namespace
+
+void validate(const GemmArgs& g) {
+  require(g.m >= 0 && g.n >= 0 && g.k >= 0, fmt::format("m {} n {} k {}", g.m, g.n, g.k));
+  const int a_rows = g.op_a == GemmOp::N ? g.m : g.k;
+  const int b_rows = g.op_b == GemmOp::N ? g.k : g.n;
+  require(g.lda >= (a_rows > 1 ? a_rows : 1), fmt::format("lda {} < {}", g.lda, a_rows));
+  require(g.ldb >= (b_rows > 1 ? b_rows : 1), fmt::format("ldb {} < {}", g.ldb, b_rows));
+  require(g.ldc >= (g.m > 1 ? g.m : 1), fmt::format("ldc {} < m {}", g.ldc, g.m));
+  if (g.m > 0 && g.n > 0)
+    require(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)), "null operand");
+}
+
+std::int64_t gemm_b_extent(const GemmArgs& g) {
+  const std::int64_t rows = g.op_b == GemmOp::N ? g.k : g.n;
+  const std::int64_t cols = g.op_b == GemmOp::N ? g.n : g.k;
+  return cols == 0 ? 0 : std::int64_t(g.ldb) * (cols - 1) + rows;
+}
+
+}  // namespace tapdiff::engine

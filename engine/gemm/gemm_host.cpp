@@ -1,0 +1,58 @@
+// The host executor's GEMM: OpenBLAS sgemm on row slices of C, one slice per OpenMP thread.
+// OpenBLAS itself runs single-threaded (HostExecutor sets it): its pthread pool and the
+// OpenMP pool would otherwise busy-wait against each other between calls, which measured 5-6x
+// slower on 2 cores (docs/engine.md). Each C element is still one OpenBLAS dot product over
+// k, and the slices depend only on the thread count, so results are deterministic.
+#include <algorithm>
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+#include <stdexcept>
+
+#include "engine/gemm/gemm.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+CBLAS_TRANSPOSE cblas_op(GemmOp op) { return op == GemmOp::T ? CblasTrans : CblasNoTrans; }
+
+constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 20;
+constexpr int kSliceAlign = 16;  // rows per slice a multiple of the micro-kernel height
+
+}  // namespace
+
+void gemm_host(const GemmArgs& g) {
+  if (g.a_type != ElemType::f32 || g.b_type != ElemType::f32)
+    throw std::invalid_argument(fmt::format("gemm: the host executor takes f32 operands, got {} and {}",
+                                            elem_type_name(g.a_type), elem_type_name(g.b_type)));
+  if (g.m == 0 || g.n == 0) return;
+  const auto* a = static_cast<const float*>(g.a);
+  const auto* b = static_cast<const float*>(g.b);
+  const std::int64_t flops = 2 * std::int64_t(g.m) * g.n * g.k;
+  const int max_parts = (g.m + kSliceAlign - 1) / kSliceAlign;
+  const int parts = flops >= kMinParallelFlops ? std::min(omp_get_max_threads(), max_parts) : 1;
+  const int rows = (g.m + parts - 1) / parts;
+  const int slice = (rows + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+  for (int p = 0; p < parts; ++p) {
+    const int i0 = std::min(g.m, p * slice), i1 = std::min(g.m, i0 + slice);
+    if (i0 >= i1) continue;
+    // Rows i0..i1 of op(A): rows of A under N, columns of A (ld apart) under T.
+    const float* a_slice = g.op_a == GemmOp::N ? a + i0 : a + std::int64_t(i0) * g.lda;
+    if (g.n == 1) {
+      // One column of op(B) (a decode step): the same product as a matrix-vector call, which
+      // OpenBLAS runs at memory bandwidth. That column is contiguous under N (k × 1) and has
+      // its elements ldb apart under T (1 × k).
+      const int incx = g.op_b == GemmOp::N ? 1 : g.ldb;
+      const int a_rows = g.op_a == GemmOp::N ? i1 - i0 : g.k;
+      const int a_cols = g.op_a == GemmOp::N ? g.k : i1 - i0;
+      cblas_sgemv(CblasColMajor, cblas_op(g.op_a), a_rows, a_cols, g.alpha, a_slice, g.lda, b,
+                  incx, g.beta, g.c + i0, 1);
+    } else {
+      cblas_sgemm(CblasColMajor, cblas_op(g.op_a), cblas_op(g.op_b), i1 - i0, g.n, g.k, g.alpha,
+                  a_slice, g.lda, b, g.ldb, g.beta, g.c + i0, g.ldc);
+    }
+  }
+}
+
+}  // namespace tapdiff::engine

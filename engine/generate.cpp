@@ -1,0 +1,102 @@
+#include "engine/generate.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "engine/device/cuda_device.hpp"
+#include "engine/executor.hpp"
+#include "engine/forward.hpp"
+#include "engine/weights.hpp"
+#include "model/config.hpp"
+#include "tapdiff/trace_writer.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+ElemType storage_of(Precision p) {
+  switch (p) {
+    case Precision::f16: return ElemType::f16;
+    case Precision::bf16: return ElemType::bf16;
+    case Precision::f32: break;
+  }
+  return ElemType::f32;
+}
+
+// Everything about a run that can be wrong before an executor exists; returns its fault.
+FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::vector<int>& prompt,
+                      const EngineOptions& o) {
+  if (prompt.empty()) throw std::invalid_argument("tokens: expected at least one prompt token");
+  if (o.n_predict < 0)
+    throw std::invalid_argument(fmt::format("n-predict: expected >= 0, got {}", o.n_predict));
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= c.n_vocab)
+      throw std::invalid_argument(fmt::format("tokens: token {} at position {} is outside the vocabulary 0..{}",
+                                              prompt[i], i, c.n_vocab - 1));
+  const FaultSwitch faults(parse_fault(o.fault));
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (auto why = fault_not_applicable(faults.active(), model, c, n_prompt, o.n_predict))
+    throw std::invalid_argument("inject: " + *why);
+  return faults;
+}
+
+}  // namespace
+
+std::vector<int> generate(const GgufFile& model, const std::vector<int>& prompt,
+                          const EngineOptions& options, TraceWriter* trace) {
+  return generate(model, prompt, options, trace, nullptr);
+}
+
+std::vector<int> generate(const GgufFile& model, const std::vector<int>& prompt,
+                          const EngineOptions& o, TraceWriter* trace,
+                          std::vector<std::vector<float>>* step_logits) {
+  // Validate before looking for a device, so input errors read the same on every machine.
+  const ModelConfig config = load_model_config(model);
+  validate_weights(model, config);
+  check_run(model, config, prompt, o);
+  const auto ex = make_executor(o.backend);
+  return generate_on(*ex, model, prompt, o, trace, step_logits);
+}
+
+std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vector<int>& prompt,
+                             const EngineOptions& o, TraceWriter* trace,
+                             std::vector<std::vector<float>>* step_logits) {
+  const ModelConfig config = load_model_config(model);
+  validate_weights(model, config);
+  const FaultSwitch faults = check_run(model, config, prompt, o);
+  const int n_prompt = static_cast<int>(prompt.size());
+
+  const ElemType precision = storage_of(o.precision);
+  const EngineWeights weights = load_engine_weights(ex, model, config, precision, faults);
+  const int n_ctx = n_prompt + o.n_predict;
+  Forward forward(ex, weights, config, n_ctx, n_prompt, precision, faults, trace);
+
+  std::vector<int> tokens = prompt;
+  tokens.reserve(std::size_t(n_ctx));
+  const int steps_total = std::max(1, o.n_predict);
+  int steps_done = 0;
+  auto finish_step = [&](int position, int next) {
+    if (step_logits != nullptr) step_logits->push_back(forward.logits());
+    if (static_cast<int>(tokens.size()) < n_ctx) {
+      tokens.push_back(next);
+      if (trace != nullptr) trace->append_token(next);
+    }
+    if (trace != nullptr) trace->end_step();
+    ++steps_done;
+    if (o.on_step) o.on_step(position, tokens.back(), steps_done, steps_total);
+  };
+
+  // Prefill: every prompt position in one batched step.
+  finish_step(n_prompt - 1, forward.step(prompt.data(), n_prompt, 0));
+  // Decode: feed the token at `pos`, choose the one at pos + 1. The last generated token is
+  // never fed.
+  for (int pos = n_prompt; pos < n_ctx - 1; ++pos) {
+    int next = forward.step(&tokens[std::size_t(pos)], 1, pos);
+    // Fault first-token-twice: the first generated token goes into the sequence again.
+    if (faults.is(Fault::first_token_twice) && pos == n_prompt) next = tokens[std::size_t(n_prompt)];
+    finish_step(pos, next);
+  }
+  return tokens;
+}
+
+}  // namespace tapdiff::engine

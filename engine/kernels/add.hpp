@@ -1,0 +1,23 @@
+// Residual add in place: x[i] += y[i].
+#pragma once
+
+#include <cstdint>
+
+#include "engine/device/stream.hpp"
+#include "engine/device/td_hd.hpp"
+
+namespace tapdiff::engine {
+
+struct AddArgs {
+  float* x = nullptr;        // (n,)
+  const float* y = nullptr;  // (n,)
+  std::int64_t n = 0;
+};
+
+TD_HD inline void add_body(const AddArgs& a, std::int64_t i) { a.x[i] += a.y[i]; }
+
+void validate(const AddArgs& a);
+void add_host(const AddArgs& a);
+void add_cuda(const AddArgs& a, CudaStream stream);
+
+}  // namespace tapdiff::engine

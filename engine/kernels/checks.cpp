@@ -1,0 +1,110 @@
+// Argument checks of every op: the checked entries (Executor) call these before launching,
+// so a shape or pointer mistake in the orchestration is an exception, not a wild write.
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "engine/kernels/add.hpp"
+#include "engine/kernels/argmax.hpp"
+#include "engine/kernels/attention.hpp"
+#include "engine/kernels/bias.hpp"
+#include "engine/kernels/convert.hpp"
+#include "engine/kernels/dequant.hpp"
+#include "engine/kernels/embed.hpp"
+#include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/rmsnorm.hpp"
+#include "engine/kernels/rope.hpp"
+#include "engine/kernels/round.hpp"
+#include "engine/kernels/silu_mul.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+void require(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw std::invalid_argument(fmt::format("{}: {}", op, what));
+}
+
+void require_pointers(const char* op, std::int64_t n, std::initializer_list<const void*> ptrs) {
+  if (n == 0) return;
+  for (const void* p : ptrs) require(p != nullptr, op, "null buffer");
+}
+
+}  // namespace
+
+void validate(const DequantArgs& a) {
+  const GgmlTypeTraits& traits = ggml_type_traits(a.type);
+  require(a.n >= 0 && a.n % traits.block_elems == 0, "dequantize",
+          fmt::format("{} elements of {}: expected a multiple of {}", a.n, traits.name,
+                      traits.block_elems));
+  require_pointers("dequantize", a.n, {a.src, a.dst});
+}
+
+void validate(const ConvertArgs& a) {
+  require(a.n >= 0, "convert", fmt::format("n = {}", a.n));
+  require_pointers("convert", a.n, {a.src, a.dst});
+}
+
+void validate(const RoundArgs& a) {
+  require(a.n >= 0, "round", fmt::format("n = {}", a.n));
+  require_pointers("round", a.n, {a.x});
+}
+
+void validate(const EmbedArgs& a) {
+  require(a.n_rows >= 0 && a.n_embd > 0 && a.n_vocab > 0, "embed",
+          fmt::format("shape rows {} embd {} vocab {}", a.n_rows, a.n_embd, a.n_vocab));
+  require_pointers("embed", a.n_rows, {a.table, a.tokens, a.out});
+}
+
+void validate(const RmsNormArgs& a) {
+  require(a.n_rows >= 0 && a.n > 0, "rmsnorm", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require_pointers("rmsnorm", a.n_rows, {a.x, a.out});
+}
+
+void validate(const BiasArgs& a) {
+  require(a.n_rows >= 0 && a.n > 0, "bias", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require_pointers("bias", a.n_rows, {a.x, a.bias});
+}
+
+void validate(const RopeArgs& a) {
+  require(a.n_rows >= 0 && a.n_heads > 0 && a.head_dim > 0, "rope",
+          fmt::format("shape ({}, {}, {})", a.n_rows, a.n_heads, a.head_dim));
+  require(a.n_rot >= 2 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim, "rope",
+          fmt::format("n_rot {}: expected even, in [2, head_dim {}]", a.n_rot, a.head_dim));
+  require(a.base > 0, "rope", fmt::format("base {}", a.base));
+  require_pointers("rope", a.n_rows, {a.x, a.positions});
+}
+
+void validate(const KvAppendArgs& a) {
+  require(a.n_rows >= 0 && a.row > 0, "kv_append", fmt::format("shape ({}, {})", a.n_rows, a.row));
+  require(a.offset >= 0 && a.offset + a.n_rows * a.row <= a.capacity * a.row, "kv_append",
+          fmt::format("elements [{}, {}) outside the cache's {} rows of {}", a.offset,
+                      a.offset + a.n_rows * a.row, a.capacity, a.row));
+  require_pointers("kv_append", a.n_rows, {a.src, a.cache});
+}
+
+void validate(const AttentionArgs& a) {
+  require(a.n_rows >= 0 && a.n_head > 0 && a.n_head_kv > 0 && a.head_dim > 0 &&
+              a.n_head % a.n_head_kv == 0,
+          "attention",
+          fmt::format("shape rows {} heads {} kv heads {} head_dim {}", a.n_rows, a.n_head,
+                      a.n_head_kv, a.head_dim));
+  require(a.n_keys >= 1 && a.n_keys <= a.probs_stride, "attention",
+          fmt::format("n_keys {}: expected in [1, capacity {}]", a.n_keys, a.probs_stride));
+  require_pointers("attention", a.n_rows, {a.q, a.k_cache, a.v_cache, a.positions, a.probs, a.out});
+}
+
+void validate(const SiluMulArgs& a) {
+  require(a.n >= 0, "silu_mul", fmt::format("n = {}", a.n));
+  require_pointers("silu_mul", a.n, {a.gate, a.up, a.out});
+}
+
+void validate(const AddArgs& a) {
+  require(a.n >= 0, "add", fmt::format("n = {}", a.n));
+  require_pointers("add", a.n, {a.x, a.y});
+}
+
+void validate(const ArgmaxArgs& a) {
+  require(a.n_rows >= 0 && a.n > 0, "argmax", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require_pointers("argmax", a.n_rows, {a.x, a.out});
+}
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,11 @@
+#include "engine/kernels/cuda_loop.cuh"
+#include "engine/kernels/dequant.hpp"
+
+namespace tapdiff::engine {
+
+void dequant_cuda(const DequantArgs& a, CudaStream stream) {
+  cuda_for(a.n, stream, [a] __device__(std::int64_t i) { dequant_body(a, i); });
+  TD_CUDA_CHECK_LAUNCH("dequant");
+}
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,78 @@
+// IEEE binary16 and bfloat16 conversions, round-to-nearest-even, bit-exact and identical on
+// both executors (the engine's own implementation, independent of model/'s).
+//   f16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; max 65504, |x| >= 65520 -> inf;
+//        subnormals are multiples of 2^-24.
+//   bf16: the top 16 bits of a float32, rounded.
+// NaN stays NaN (quieted, sign kept).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <math.h>
+
+#include "engine/device/td_hd.hpp"
+
+namespace tapdiff::engine {
+
+TD_HD inline std::uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+TD_HD inline float bits_f32(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+TD_HD inline float f16_bits_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return bits_f32(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    const float magnitude = float(mantissa) * 5.9604644775390625e-8f;  // mantissa * 2^-24, exact
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  return bits_f32(sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13));
+}
+
+TD_HD inline std::uint16_t f32_to_f16_bits(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint16_t sign = std::uint16_t((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return std::uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return std::uint16_t(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (a < 0x38800000u) {
+    // Below 2^-14: a subnormal f16 counts units of 2^-24. |x| * 2^24 is exact in float32 and
+    // rintf rounds it to nearest even; 1024 is the smallest normal (0x0400), also correct.
+    const float units = bits_f32(a) * 16777216.0f;
+    return std::uint16_t(sign | std::uint16_t(rintf(units)));
+  }
+  // Normal: rebias the exponent and round away the 13 low mantissa bits to nearest even; a
+  // carry out of the mantissa correctly bumps the exponent.
+  const std::uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u);
+  return std::uint16_t(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+TD_HD inline float bf16_bits_to_f32(std::uint16_t b) { return bits_f32(std::uint32_t(b) << 16); }
+
+TD_HD inline std::uint16_t f32_to_bf16_bits(float f) {
+  const std::uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
+  return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+TD_HD inline float round_to_f16(float f) { return f16_bits_to_f32(f32_to_f16_bits(f)); }
+TD_HD inline float round_to_bf16(float f) { return bf16_bits_to_f32(f32_to_bf16_bits(f)); }
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,23 @@
+// The host executor's launcher: runs body(i) for i in [0, n) on OpenMP threads. Each index
+// is computed whole by one thread with static scheduling, so results do not depend on the
+// thread count.
+//
+// Small loops stay on the calling thread: a parallel region costs a fork and a barrier, and
+// on a loaded machine a barrier waiting for a descheduled thread costs a whole time slice.
+// Decode steps of small models are hundreds of tiny loops; only loops with at least
+// kMinParallelWork units of work (cost = rough operations per index) fan out.
+#pragma once
+
+#include <cstdint>
+
+namespace tapdiff::engine {
+
+inline constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 16;
+
+template <typename Body>
+void host_for(std::int64_t n, std::int64_t cost, const Body& body) {
+#pragma omp parallel for schedule(static) if (n > 1 && n * cost >= kMinParallelWork)
+  for (std::int64_t i = 0; i < n; ++i) body(i);
+}
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,35 @@
+// RMSNorm per row: out = x / sqrt(mean(x²) + eps) * w. The sum of squares runs in float32
+// in index order (one row per thread), so both executors sum identically.
+#pragma once
+
+#include <cstdint>
+#include <math.h>
+
+#include "engine/device/stream.hpp"
+#include "engine/device/td_hd.hpp"
+
+namespace tapdiff::engine {
+
+struct RmsNormArgs {
+  const float* x = nullptr;       // (n_rows, n)
+  const float* weight = nullptr;  // (n,); nullptr leaves the weight out (fault norm-weight-dropped)
+  float* out = nullptr;           // (n_rows, n)
+  std::int64_t n_rows = 0;
+  std::int64_t n = 0;
+  float eps = 1e-5f;
+};
+
+TD_HD inline void rmsnorm_row(const RmsNormArgs& a, std::int64_t r) {
+  const float* x = a.x + r * a.n;
+  float* out = a.out + r * a.n;
+  float ss = 0.0f;
+  for (std::int64_t i = 0; i < a.n; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / sqrtf(ss / float(a.n) + a.eps);
+  for (std::int64_t i = 0; i < a.n; ++i) out[i] = x[i] * inv * (a.weight != nullptr ? a.weight[i] : 1.0f);
+}
+
+void validate(const RmsNormArgs& a);
+void rmsnorm_host(const RmsNormArgs& a);
+void rmsnorm_cuda(const RmsNormArgs& a, CudaStream stream);
+
+}  // namespace tapdiff::engine

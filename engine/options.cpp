@@ -1,0 +1,28 @@
+#include "engine/options.hpp"
+
+namespace tapdiff::engine {
+
+std::string_view backend_name(Backend backend) { return backend == Backend::cuda ? "cuda" : "host"; }
+
+std::string_view precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::f16: return "f16";
+    case Precision::bf16: return "bf16";
+    case Precision::f32: break;
+  }
+  return "f32";
+}
+
+std::optional<Backend> parse_backend(std::string_view name) {
+  if (name == "host") return Backend::host;
+  if (name == "cuda") return Backend::cuda;
+  return std::nullopt;
+}
+
+std::optional<Precision> parse_precision(std::string_view name) {
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16})
+    if (precision_name(p) == name) return p;
+  return std::nullopt;
+}
+
+}  // namespace tapdiff::engine

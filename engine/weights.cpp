@@ -1,0 +1,113 @@
+#include "engine/weights.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/executor.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+class Loader {
+public:
+  Loader(Executor& ex, const GgufFile& model, ElemType precision, const FaultSwitch& faults)
+      : ex_(ex), model_(model), precision_(precision),
+        storage_(ex.weight_storage(precision)), faults_(faults) {}
+
+  ElemType storage() const { return storage_; }
+
+  // A matrix (or the embedding table) in the weight storage type, rounded to the precision.
+  Buffer matrix(const std::string& name) {
+    const GgufTensorInfo& t = tensor(name);
+    const auto n = static_cast<std::int64_t>(t.n_elements);
+    Buffer values = decode(t);  // (n,) f32
+    if (storage_ == ElemType::f32) {
+      if (precision_ != ElemType::f32) ex_.round(RoundArgs{values.as<float>(), n, precision_});
+      return values;
+    }
+    Buffer stored = ex_.allocate(std::size_t(n) * elem_size(storage_));
+    ex_.convert(ConvertArgs{values.data(), ElemType::f32, stored.data(), storage_, n});
+    ex_.synchronize();  // values is freed on return
+    return stored;
+  }
+
+  // A norm weight: float32.
+  Buffer vector(const std::string& name) { return decode(tensor(name)); }
+
+  // A q/k/v bias: float32.
+  Buffer bias(const std::string& name) {
+    Buffer b = decode(tensor(name));
+    if (faults_.is(Fault::bias_misread)) {
+      // Fault bias-misread: the bias is staged in 16 bits as bf16, then decoded as F16.
+      const auto n = static_cast<std::int64_t>(tensor(name).n_elements);
+      Buffer staged = ex_.allocate(std::size_t(n) * 2);
+      ex_.convert(ConvertArgs{b.data(), ElemType::f32, staged.data(), ElemType::bf16, n});
+      ex_.dequantize(DequantArgs{staged.as<std::uint8_t>(), GgmlType::F16, b.as<float>(), n});
+      ex_.synchronize();  // staged is freed on return
+    }
+    return b;
+  }
+
+private:
+  const GgufTensorInfo& tensor(const std::string& name) const {
+    const GgufTensorInfo* t = model_.find_tensor(name);
+    if (t == nullptr) throw std::invalid_argument(fmt::format("{}: tensor {} missing", model_.path(), name));
+    return *t;
+  }
+
+  // The tensor's GGUF bytes, dequantized to float32 by the engine's kernel.
+  Buffer decode(const GgufTensorInfo& t) {
+    const auto n = static_cast<std::int64_t>(t.n_elements);
+    Buffer values = ex_.allocate(std::size_t(n) * sizeof(float));
+    DequantArgs args{t.data, t.type, values.as<float>(), n};
+    args.q8_scale_as_bf16 = faults_.is(Fault::dequant_q8_scale);
+    Buffer raw;
+    if (!ex_.host_visible()) {
+      raw = ex_.allocate(t.n_bytes);
+      ex_.upload(raw.data(), t.data, t.n_bytes);
+      args.src = raw.as<std::uint8_t>();
+    }
+    ex_.dequantize(args);
+    ex_.synchronize();  // raw is freed on return
+    return values;
+  }
+
+  Executor& ex_;
+  const GgufFile& model_;
+  ElemType precision_;
+  ElemType storage_;
+  FaultSwitch faults_;
+};
+
+}  // namespace
+
+EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& c,
+                                  ElemType precision, const FaultSwitch& faults) {
+  Loader load(ex, model, precision, faults);
+  EngineWeights w;
+  w.matrix_type = load.storage();
+  w.token_embd = load.matrix("token_embd.weight");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    LayerWeights L;
+    L.attn_norm = load.vector(b + "attn_norm.weight");
+    L.wq = load.matrix(b + "attn_q.weight");
+    L.wk = load.matrix(b + "attn_k.weight");
+    L.wv = load.matrix(b + "attn_v.weight");
+    if (c.qkv_bias) {
+      L.bq = load.bias(b + "attn_q.bias");
+      L.bk = load.bias(b + "attn_k.bias");
+      L.bv = load.bias(b + "attn_v.bias");
+    }
+    L.wo = load.matrix(b + "attn_output.weight");
+    L.ffn_norm = load.vector(b + "ffn_norm.weight");
+    L.w_gate = load.matrix(b + "ffn_gate.weight");
+    L.w_up = load.matrix(b + "ffn_up.weight");
+    L.w_down = load.matrix(b + "ffn_down.weight");
+    w.layers.push_back(std::move(L));
+  }
+  w.output_norm = load.vector("output_norm.weight");
+  if (!c.tied_output) w.output = load.matrix("output.weight");
+  return w;
+}
+
+}  // namespace tapdiff::engine

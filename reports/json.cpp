@@ -1,0 +1,219 @@
+// JSON report; docs/report-json.md is the schema and must change with this file.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "reports/renderers.hpp"
+#include "reports/summary.hpp"
+
+namespace tapdiff::reports {
+namespace {
+
+// Insertion order: the schema identification first, then the answer, then the evidence.
+using json = nlohmann::ordered_json;
+
+constexpr int kSchemaVersion = 1;
+
+// JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf".
+json number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+
+json optional_int(const std::optional<std::int64_t>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+std::string_view verdict_key(diff::Verdict v) {
+  switch (v) {
+    case diff::Verdict::pass: return "pass";
+    case diff::Verdict::diverged: return "diverged";
+    case diff::Verdict::incompatible: return "incompatible";
+  }
+  return "";
+}
+
+std::string_view pattern_key(diff::PositionPattern p) {
+  switch (p) {
+    case diff::PositionPattern::none: return "none";
+    case diff::PositionPattern::all: return "all";
+    case diff::PositionPattern::from: return "from";
+    case diff::PositionPattern::some: return "some";
+  }
+  return "";
+}
+
+json row_json(const diff::RowMetrics& r) {
+  return {{"position", r.position},
+          {"max_abs", number(r.max_abs)},
+          {"max_rel", number(r.max_rel)},
+          {"nmse", number(r.nmse)},
+          {"cosine", number(r.cosine)},
+          {"nonfinite", r.nonfinite},
+          {"nonfinite_expected", r.nonfinite_expected},
+          {"worst_index", r.worst_index},
+          {"worst_expected", number(r.worst_expected)},
+          {"worst_actual", number(r.worst_actual)},
+          {"input_nmse", number(r.input_nmse)},
+          {"diverged", r.diverged}};
+}
+
+json hparams_json(const HParams& hparams) {
+  json out = json::object();
+  for (const auto& [key, value] : hparams)
+    std::visit(
+        [&, k = key](const auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>)
+            out[k] = number(v);
+          else
+            out[k] = v;
+        },
+        value);
+  return out;
+}
+
+json dims_json(const std::optional<TapDims>& dims) {
+  if (!dims) return nullptr;
+  return {{"n_layer", dims->n_layer},     {"n_embd", dims->n_embd},     {"n_head", dims->n_head},
+          {"n_head_kv", dims->n_head_kv}, {"head_dim", dims->head_dim}, {"n_ff", dims->n_ff},
+          {"n_vocab", dims->n_vocab},     {"n_ctx", dims->n_ctx}};
+}
+
+json side_json(const diff::TraceSide& side) {
+  const auto& m = side.metadata;
+  return {{"path", side.path},
+          {"complete", side.complete},
+          {"producer", std::string(producer_name(m.producer))},
+          {"producer_version", m.producer_version},
+          {"git_commit", m.git_commit},
+          {"model_path", m.model_path},
+          {"model_sha256", m.model_sha256},
+          {"precision", m.precision},
+          {"fault", m.fault},
+          {"prompt_length", m.prompt_length},
+          {"tokens", m.tokens},
+          {"hparams", hparams_json(m.hparams)},
+          {"dims", dims_json(m.dims)}};
+}
+
+json first_json(const std::optional<diff::FirstDivergence>& first) {
+  if (!first) return nullptr;
+  return {{"tap", first->tap},
+          {"name", first->name},
+          {"layer", first->layer},
+          {"position", first->position},
+          {"pattern", pattern_key(first->pattern)},
+          {"pattern_text", diff::position_pattern_text(first->pattern, first->position)},
+          {"diverged_positions", first->diverged_positions},
+          {"metrics", row_json(first->metrics)}};
+}
+
+json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
+  if (!d) return nullptr;
+  json runners = json::array();
+  for (const auto& h : d->runners_up)
+    runners.push_back({{"variant", h.variant}, {"residual", number(h.residual)}});
+  return {{"class", d->bug_class},
+          {"variant", d->variant.empty() ? json(nullptr) : json(d->variant)},
+          {"residual", number(d->residual)},
+          {"baseline_residual", number(d->baseline_residual)},
+          {"runners_up", runners},
+          {"signatures", d->signatures},
+          {"explanation", d->explanation}};
+}
+
+json top_json(const std::vector<std::pair<int, float>>& top) {
+  json out = json::array();
+  for (const auto& [token, logit] : top)
+    out.push_back({{"token", token}, {"logit", number(logit)}});
+  return out;
+}
+
+json logits_json(const std::optional<diff::LogitsSummary>& l) {
+  if (!l) return nullptr;
+  json percentiles = json::array();
+  for (const auto& [p, v] : l->kl_percentiles)
+    percentiles.push_back({{"percentile", p}, {"kl", number(v)}});
+  json positions = json::array();
+  for (const auto& p : l->positions)
+    positions.push_back({{"position", p.position},
+                         {"kl", number(p.kl)},
+                         {"same_top1", p.same_top1},
+                         {"top5_overlap", p.top5_overlap},
+                         {"top_expected", top_json(p.top_expected)},
+                         {"top_actual", top_json(p.top_actual)}});
+  return {{"n_positions", l->n_positions},
+          {"kl_mean", number(l->kl_mean)},
+          {"kl_stderr", number(l->kl_stderr)},
+          {"kl_max", number(l->kl_max)},
+          {"kl_percentiles", percentiles},
+          {"same_top1_rate", number(l->same_top1_rate)},
+          {"mean_top5_overlap", number(l->mean_top5_overlap)},
+          {"first_greedy_difference", optional_int(l->first_greedy_difference)},
+          {"positions", positions}};
+}
+
+json tap_json(const diff::TapComparison& t, bool with_rows) {
+  const diff::RowMetrics* first = t.first_diverged();
+  const diff::RowMetrics* worst = t.worst();
+  json rows = json::array();
+  if (with_rows)
+    for (const auto& r : t.rows) rows.push_back(row_json(r));
+  return {{"tap", t.full_name},
+          {"name", t.name},
+          {"layer", t.layer},
+          {"class", t.tap_class},
+          {"row_shape", t.row_shape},
+          {"threshold_nmse", number(t.threshold_nmse)},
+          {"jump_factor", number(t.jump_factor)},
+          {"min_passing_nmse", number(t.min_passing_nmse)},
+          {"diverged", first != nullptr},
+          {"first_diverged_position", first ? json(first->position) : json(nullptr)},
+          {"worst_nmse", worst ? number(worst->nmse) : json(nullptr)},
+          {"worst_position", worst ? json(worst->position) : json(nullptr)},
+          {"rows", rows}};
+}
+
+json summary_json(const diff::DiffResult& r) {
+  const TapCounts counts = count_taps(r);
+  json classes = json::array();
+  for (const auto& c : class_summaries(r))
+    classes.push_back({{"class", c.tap_class},
+                       {"taps", c.taps},
+                       {"diverged", c.diverged},
+                       {"first_diverged_tap",
+                        c.first_diverged ? json(c.first_diverged->full_name) : json(nullptr)}});
+  return {{"headline", headline(r)},
+          {"taps", counts.taps},
+          {"taps_diverged", counts.diverged},
+          {"taps_nonfinite", counts.nonfinite},
+          {"classes", classes}};
+}
+
+}  // namespace
+
+std::string render_json(const diff::DiffResult& r, const RenderOptions& options) {
+  json findings = json::array();
+  for (const auto& f : r.findings)
+    findings.push_back({{"kind", f.kind}, {"tap", f.tap}, {"detail", f.detail}});
+  json taps = json::array();
+  for (const auto& t : r.taps) taps.push_back(tap_json(t, options.json_rows));
+  json out = {{"schema", "tapdiff-report"},
+              {"schema_version", kSchemaVersion},
+              {"verdict", verdict_key(r.verdict)},
+              {"profile", r.profile},
+              {"compared_positions", r.compared_positions},
+              {"expected", side_json(r.expected)},
+              {"actual", side_json(r.actual)},
+              {"summary", summary_json(r)},
+              {"findings", findings},
+              {"first_divergence", first_json(r.first)},
+              {"diagnosis", diagnosis_json(r.diagnosis)},
+              {"logits", logits_json(r.logits)},
+              {"taps", taps}};
+  // Names and paths come from any engine: replace invalid UTF-8 rather than throw.
+  return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace tapdiff::reports

@@ -1,0 +1,146 @@
+#include "reports/summary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tapdiff::reports {
+namespace {
+
+// Rows of these taps are head-major [n_head(_kv) * head_dim] (docs/taps.md, "Row layouts").
+bool head_major(std::string_view name) {
+  for (std::string_view n :
+       {"attn_q", "attn_k", "attn_v", "attn_q.rope", "attn_k.rope", "kv.k", "kv.v", "attn.out"})
+    if (name == n) return true;
+  return false;
+}
+
+// How far a tap got towards its threshold; non-finite rows count as infinitely far.
+double threshold_ratio(const diff::TapComparison& tap) {
+  const diff::RowMetrics* worst = tap.worst();
+  if (!worst) return 0;
+  if (row_nonfinite(*worst)) return std::numeric_limits<double>::infinity();
+  return tap.threshold_nmse > 0 ? worst->nmse / tap.threshold_nmse : worst->nmse;
+}
+
+}  // namespace
+
+const diff::TapComparison* find_tap(const diff::DiffResult& result, std::string_view full_name) {
+  for (const auto& tap : result.taps)
+    if (tap.full_name == full_name) return &tap;
+  return nullptr;
+}
+
+bool row_nonfinite(const diff::RowMetrics& row) {
+  return row.nonfinite > 0 || row.nonfinite_expected > 0 || !std::isfinite(row.nmse);
+}
+
+TapCounts count_taps(const diff::DiffResult& result) {
+  TapCounts counts;
+  for (const auto& tap : result.taps) {
+    ++counts.taps;
+    if (tap.diverged()) ++counts.diverged;
+    if (std::any_of(tap.rows.begin(), tap.rows.end(), row_nonfinite)) ++counts.nonfinite;
+  }
+  return counts;
+}
+
+TapStats tap_stats(const diff::TapComparison& tap) {
+  TapStats stats;
+  stats.worst = tap.worst();
+  stats.first_diverged = tap.first_diverged();
+  for (const auto& row : tap.rows) {
+    if (!std::isnan(stats.max_abs) && !(row.max_abs <= stats.max_abs)) stats.max_abs = row.max_abs;
+    if (!std::isnan(stats.min_cosine) && !(row.cosine >= stats.min_cosine))
+      stats.min_cosine = row.cosine;
+    stats.nonfinite += row.nonfinite;
+    if (row.diverged) ++stats.diverged_rows;
+  }
+  return stats;
+}
+
+TapSelection select_taps(const diff::DiffResult& result, int worst_passing, int max_rows) {
+  TapSelection selection;
+  const auto limit = static_cast<std::size_t>(std::max(max_rows, 0));
+  std::vector<const diff::TapComparison*> passing;
+  for (const auto& tap : result.taps) {
+    if (!tap.diverged()) {
+      if (!tap.rows.empty()) passing.push_back(&tap);
+    } else if (selection.taps.size() < limit) {
+      selection.taps.push_back(&tap);
+    } else {
+      ++selection.omitted_diverged;
+    }
+  }
+  std::stable_sort(passing.begin(), passing.end(), [](const auto* a, const auto* b) {
+    return threshold_ratio(*a) > threshold_ratio(*b);
+  });
+  for (std::size_t i = 0;
+       i < passing.size() && static_cast<int>(i) < worst_passing && selection.taps.size() < limit;
+       ++i)
+    selection.taps.push_back(passing[i]);
+  return selection;
+}
+
+std::vector<ClassSummary> class_summaries(const diff::DiffResult& result) {
+  std::vector<ClassSummary> classes;
+  for (const auto& tap : result.taps) {
+    const std::string name = tap.tap_class.empty() ? "unclassified" : tap.tap_class;
+    auto it = std::find_if(classes.begin(), classes.end(),
+                           [&](const ClassSummary& c) { return c.tap_class == name; });
+    if (it == classes.end()) it = classes.insert(classes.end(), ClassSummary{name, 0, 0, nullptr});
+    ++it->taps;
+    if (tap.diverged()) {
+      ++it->diverged;
+      if (!it->first_diverged) it->first_diverged = &tap;
+    }
+  }
+  return classes;
+}
+
+std::optional<TapDims> model_dims(const diff::DiffResult& result) {
+  if (result.expected.metadata.dims) return result.expected.metadata.dims;
+  return result.actual.metadata.dims;
+}
+
+std::string element_location(const diff::TapComparison* tap, std::int64_t index,
+                             const std::optional<TapDims>& dims) {
+  if (index < 0) return "";
+  if (tap) {
+    const auto& shape = tap->row_shape;
+    if (tap->name == "attn.probs" && shape.size() == 2 && shape[1] > 0)
+      return fmt::format("head {}, key position {}", index / shape[1], index % shape[1]);
+    if (head_major(tap->name) && dims && dims->head_dim > 0)
+      return fmt::format("head {}, dim {}", index / dims->head_dim, index % dims->head_dim);
+    if (tap->name == "output") return fmt::format("token {}", index);
+    if (shape.size() == 2 && shape[1] > 0)
+      return fmt::format("[{}, {}]", index / shape[1], index % shape[1]);
+  }
+  return fmt::format("element {}", index);
+}
+
+std::string headline(const diff::DiffResult& result) {
+  if (result.first)
+    return fmt::format("{} at position {}", result.first->tap, result.first->position);
+  if (result.verdict == diff::Verdict::incompatible) {
+    if (!result.findings.empty()) return result.findings.front().detail;
+    return "the traces cannot be compared";
+  }
+  const TapCounts counts = count_taps(result);
+  if (result.verdict == diff::Verdict::diverged)
+    return fmt::format("{} taps diverged", counts.diverged);
+  return fmt::format("all {} taps within the {} profile", counts.taps,
+                     result.profile.empty() ? "default" : result.profile);
+}
+
+std::string side_summary(const diff::TraceSide& side) {
+  const auto& m = side.metadata;
+  std::string text = fmt::format("{} {}", producer_name(m.producer), m.precision);
+  if (!m.fault.empty() && m.fault != "none") text += fmt::format(", fault {}", m.fault);
+  if (!side.complete) text += ", incomplete";
+  return text;
+}
+
+}  // namespace tapdiff::reports

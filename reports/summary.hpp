@@ -1,0 +1,68 @@
+// What the renderers select and derive from a DiffResult, computed one way for every format.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diff/result.hpp"
+
+namespace tapdiff::reports {
+
+const diff::TapComparison* find_tap(const diff::DiffResult& result, std::string_view full_name);
+
+// The row is not a plain number comparison: b (or a) holds NaN/inf, or the metric itself is.
+bool row_nonfinite(const diff::RowMetrics& row);
+
+struct TapCounts {
+  int taps = 0;
+  int diverged = 0;
+  int nonfinite = 0;  // taps with a non-finite row
+};
+TapCounts count_taps(const diff::DiffResult& result);
+
+// One tap's rows reduced for a table line. Maxima propagate NaN (a NaN is worse than any number).
+struct TapStats {
+  const diff::RowMetrics* worst = nullptr;  // the row with the largest nmse (TapComparison::worst)
+  const diff::RowMetrics* first_diverged = nullptr;
+  double max_abs = 0;
+  double min_cosine = 1;
+  std::int64_t nonfinite = 0;  // non-finite elements of b over all rows
+  int diverged_rows = 0;
+};
+TapStats tap_stats(const diff::TapComparison& tap);
+
+// A compact table's rows: every diverged tap in execution order, then the `worst_passing`
+// passing taps closest to their threshold (largest worst-NMSE / threshold), at most `max_rows`.
+struct TapSelection {
+  std::vector<const diff::TapComparison*> taps;
+  int omitted_diverged = 0;  // diverged taps cut by max_rows
+};
+TapSelection select_taps(const diff::DiffResult& result, int worst_passing, int max_rows);
+
+// Taps grouped by tolerance class, classes in order of first appearance ("" -> "unclassified").
+struct ClassSummary {
+  std::string tap_class;
+  int taps = 0;
+  int diverged = 0;
+  const diff::TapComparison* first_diverged = nullptr;  // earliest in execution order
+};
+std::vector<ClassSummary> class_summaries(const diff::DiffResult& result);
+
+// The model's dimensions, from either trace.
+std::optional<TapDims> model_dims(const diff::DiffResult& result);
+
+// Where a flat row index sits in model terms: "head 2, dim 5", "head 1, key position 7",
+// "token 318", "element 37".
+std::string element_location(const diff::TapComparison* tap, std::int64_t index,
+                             const std::optional<TapDims>& dims);
+
+// "blk.3.attn_q at position 5" for a divergence, the first finding for an incompatible
+// result, "all N taps within the <profile> profile" for a pass. Unescaped.
+std::string headline(const diff::DiffResult& result);
+
+// "reference f32" / "engine-host f16, fault kv-stuck-length". Unescaped.
+std::string side_summary(const diff::TraceSide& side);
+
+}  // namespace tapdiff::reports

@@ -1,0 +1,189 @@
+// diff_traces on small synthetic traces: what counts as a divergence (thresholds and the jump
+// test), the first divergence and its position pattern, non-finite origins, token sequences,
+// incompatible models, shape and missing-tap findings.
+#include <cmath>
+#include <functional>
+#include <gtest/gtest.h>
+#include <limits>
+#include <unistd.h>
+
+#include "diff/compare.hpp"
+#include "tapdiff/trace_writer.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+constexpr int kPositions = 5;
+constexpr int kWidth = 4;
+
+// (name, layer, position, row) → the row to record (a perturbation hook).
+using Perturb = std::function<void(const std::string&, int, int, std::vector<float>&)>;
+
+struct TraceSpec {
+  std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5};
+  std::string sha = std::string(64, 'a');
+  Perturb perturb = [](const std::string&, int, int, std::vector<float>&) {};
+  std::string skip_tap;                      // "name:layer" not recorded
+  std::vector<std::int64_t> q0_shape = {kWidth};
+};
+
+std::string write_trace(const std::string& tag, const TraceSpec& s) {
+  const std::string path = ::testing::TempDir() + "tapdiff_cmp_" + std::to_string(getpid()) + "_" + tag + ".h5";
+  TraceMetadata m;
+  m.producer = Producer::external;
+  m.model_path = "/nonexistent/model.gguf";
+  m.model_sha256 = s.sha;
+  m.prompt_length = 2;
+  m.tokens = s.tokens;
+  TraceWriter w(path, m);
+  const std::vector<std::pair<std::string, int>> taps = {
+      {"token_embd", -1}, {"attn_norm", 0}, {"attn_q", 0}, {"attn_norm", 1}, {"attn_q", 1}};
+  for (int p = 0; p < kPositions; ++p) {
+    for (const auto& [name, layer] : taps) {
+      if (s.skip_tap == name + ":" + std::to_string(layer)) continue;
+      std::vector<float> row(kWidth);
+      for (int i = 0; i < kWidth; ++i) row[std::size_t(i)] = float(1 + i + 10 * p + 100 * (layer + 1));
+      s.perturb(name, layer, p, row);
+      const bool q0 = name == "attn_q" && layer == 0;
+      w.record(name, layer, p, 1, q0 ? RowShape(s.q0_shape) : RowShape{kWidth}, row.data());
+    }
+    w.end_step();
+  }
+  w.close();
+  return path;
+}
+
+DiffResult run(const std::string& tag, const TraceSpec& expected, const TraceSpec& actual) {
+  DiffOptions o;
+  o.diagnose = false;
+  o.profile = builtin_profile("f32");
+  return diff_traces(write_trace(tag + "_a", expected), write_trace(tag + "_b", actual), o);
+}
+
+TEST(DiffCompare, IdenticalTracesPass) {
+  const auto r = run("same", {}, {});
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  EXPECT_FALSE(r.first.has_value());
+  EXPECT_EQ(r.taps.size(), 5u);
+  EXPECT_EQ(r.compared_positions, 5);
+  EXPECT_EQ(r.taps.front().full_name, "token_embd");  // execution order
+  EXPECT_EQ(r.taps.back().full_name, "blk.1.attn_q");
+}
+
+TEST(DiffCompare, FirstDivergenceAndItsPattern) {
+  TraceSpec b;
+  b.perturb = [](const std::string& n, int l, int p, std::vector<float>& row) {
+    if (n == "attn_q" && l == 1 && p >= 2) row[1] += 50;
+  };
+  const auto r = run("from2", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "blk.1.attn_q");
+  EXPECT_EQ(r.first->position, 2);
+  EXPECT_EQ(r.first->pattern, PositionPattern::from);
+  EXPECT_EQ(r.first->diverged_positions, (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_EQ(r.first->metrics.worst_index, 1);
+}
+
+TEST(DiffCompare, NoiseBelowTheThresholdPasses) {
+  TraceSpec b;
+  b.perturb = [](const std::string&, int, int, std::vector<float>& row) { row[0] *= 1.0f + 1e-6f; };
+  EXPECT_EQ(run("noise", {}, b).verdict, Verdict::pass);
+}
+
+// An error inherited from the input, grown less than the jump factor, is not a new divergence.
+TEST(DiffCompare, JumpTestBlamesTheOpWhereTheErrorAppears) {
+  TraceSpec b;
+  b.perturb = [](const std::string& n, int l, int, std::vector<float>& row) {
+    if (l != 0) return;
+    if (n == "attn_norm") row[0] *= 1.01f;  // nmse ~ 1e-5 relative to the row
+    if (n == "attn_q") row[0] *= 1.02f;     // ~4x the input's nmse: inherited, not new
+  };
+  const auto r = run("jump", {}, b);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "blk.0.attn_norm");
+  for (const auto& t : r.taps)
+    if (t.full_name == "blk.0.attn_q") {
+      EXPECT_FALSE(t.diverged());
+      EXPECT_GT(t.rows[0].nmse, t.threshold_nmse);
+      EXPECT_GT(t.rows[0].input_nmse, 0);
+      EXPECT_GT(t.min_passing_nmse, 0);
+    }
+}
+
+TEST(DiffCompare, FirstNonFiniteOriginIsReported) {
+  TraceSpec b;
+  b.perturb = [](const std::string& n, int l, int p, std::vector<float>& row) {
+    if ((n == "attn_norm" && l == 1 && p == 3) || (n == "attn_q" && l == 1 && p >= 3))
+      row[2] = std::numeric_limits<float>::infinity();
+  };
+  const auto r = run("nan", {}, b);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "blk.1.attn_norm");
+  EXPECT_EQ(r.first->position, 3);
+  EXPECT_EQ(r.first->metrics.nonfinite, 1);
+  EXPECT_EQ(r.first->pattern, PositionPattern::some);
+}
+
+TEST(DiffCompare, TokenSequenceIsTheFindingWhenValuesAgree) {
+  TraceSpec b;
+  b.tokens = {1, 2, 3, 9, 5};
+  const auto r = run("tokens", {}, b);
+  EXPECT_EQ(r.compared_positions, 3);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "tokens");
+  EXPECT_EQ(r.first->position, 3);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "token-sequence");
+}
+
+TEST(DiffCompare, DifferentModelsAreIncompatible) {
+  TraceSpec b;
+  b.sha = std::string(64, 'b');
+  const auto r = run("models", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::incompatible);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].detail.find(std::string(64, 'a')), std::string::npos);
+  EXPECT_NE(r.findings[0].detail.find(std::string(64, 'b')), std::string::npos);
+}
+
+TEST(DiffCompare, ShapeMismatchIsAFindingNotACrash) {
+  TraceSpec b;
+  b.q0_shape = {2, 2};
+  const auto r = run("shape", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  bool found = false;
+  for (const auto& f : r.findings)
+    found = found || (f.kind == "shape" && f.tap == "blk.0.attn_q" && f.detail.find("[4]") != std::string::npos &&
+                      f.detail.find("[2, 2]") != std::string::npos);
+  EXPECT_TRUE(found);
+}
+
+TEST(DiffCompare, MissingTapIsListed) {
+  TraceSpec b;
+  b.skip_tap = "attn_q:1";
+  const auto r = run("missing", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, "missing-in-actual");
+  EXPECT_EQ(r.findings[0].tap, "blk.1.attn_q");
+}
+
+TEST(DiffCompare, DiagnosisWithoutTheModelStillReports) {
+  TraceSpec b;
+  b.perturb = [](const std::string& n, int l, int, std::vector<float>& row) {
+    if (n == "attn_q" && l == 0) row[0] += 10;
+  };
+  DiffOptions o;
+  o.profile = builtin_profile("f32");
+  const auto r = diff_traces(write_trace("diag_a", {}), write_trace("diag_b", b), o);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_EQ(r.diagnosis->bug_class, "matmul");
+  bool skipped = false;
+  for (const auto& s : r.diagnosis->signatures) skipped = skipped || s.find("replay skipped") != std::string::npos;
+  EXPECT_TRUE(skipped);
+}
+
+}  // namespace
+}  // namespace tapdiff::diff

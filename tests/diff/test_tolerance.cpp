@@ -1,0 +1,48 @@
+// Tolerance profiles: built-ins, JSON overrides, and errors that name the file and the key.
+#include <gtest/gtest.h>
+
+#include "diff/tolerance.hpp"
+#include "model/error.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+std::string parse_error(const std::string& json) {
+  try {
+    parse_profile(json, "p.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(DiffTolerance, BuiltinsGrowWithRounding) {
+  const auto f32 = builtin_profile("f32"), f16 = builtin_profile("f16"), bf16 = builtin_profile("bf16");
+  EXPECT_LT(f32.threshold("projection"), f16.threshold("projection"));
+  EXPECT_LT(f16.threshold("projection"), bf16.threshold("projection"));
+  EXPECT_EQ(profile_for_precision("f16").name, "f16");
+  EXPECT_EQ(profile_for_precision("f64").name, "f32");
+  EXPECT_THROW(builtin_profile("fp8"), std::invalid_argument);
+}
+
+TEST(DiffTolerance, JsonOverridesOnTopOfABase) {
+  const auto p = parse_profile(R"({"base": "f16", "jump_factor": 4, "nmse": {"rope": 1e-6}})", "p.json");
+  EXPECT_EQ(p.jump_factor, 4);
+  EXPECT_EQ(p.threshold("rope"), 1e-6);
+  EXPECT_EQ(p.threshold("projection"), builtin_profile("f16").threshold("projection"));
+}
+
+TEST(DiffTolerance, BadProfilesNameTheKey) {
+  EXPECT_NE(parse_error("{").find("p.json: profile: expected JSON"), std::string::npos);
+  EXPECT_EQ(parse_error("[1]"), "p.json: profile: expected a JSON object");
+  EXPECT_EQ(parse_error("{}"), "p.json: base: expected a string naming the profile to start from: f32, f16 or bf16");
+  EXPECT_EQ(parse_error(R"({"base": "fp8"})"), "p.json: base: expected f32, f16 or bf16, got \"fp8\"");
+  EXPECT_EQ(parse_error(R"({"base": "f32", "jump_factor": "x"})"), "p.json: jump_factor: expected a number, got \"x\"");
+  EXPECT_EQ(parse_error(R"({"base": "f32", "jump_factor": -1})"), "p.json: jump_factor: expected a positive number, got -1");
+  EXPECT_EQ(parse_error(R"({"base": "f32", "nmse": {"ropes": 1}})").rfind("p.json: nmse.ropes: unknown tap class", 0), 0u);
+  EXPECT_EQ(parse_error(R"({"base": "f32", "colour": 1})"),
+            "p.json: colour: unknown key (expected base, jump_factor, default_nmse, nmse)");
+}
+
+}  // namespace
+}  // namespace tapdiff::diff

@@ -1,0 +1,135 @@
+// Shared helpers of the engine tests: fixtures in memory, engine and reference runs traced to
+// temporary files, and tap-by-tap trace comparison.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/generate.hpp"
+#include "engine/trace_metadata.hpp"
+#include "fixtures/tiny_model.hpp"
+#include "model/gguf.hpp"
+#include "reference/generate.hpp"
+#include "reference/weights.hpp"
+#include "tapdiff/trace_reader.hpp"
+#include "tapdiff/trace_writer.hpp"
+
+namespace tapdiff::engine::test {
+
+inline GgufFile fixture_file(const FixtureSpec& spec) {
+  return GgufFile::from_bytes("fixture.gguf", build_fixture(spec).to_bytes());
+}
+
+inline FixtureSpec llama_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.weight_type = type;
+  return s;
+}
+
+inline FixtureSpec qwen2_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::qwen2;
+  s.tied_output = true;
+  s.weight_type = type;
+  return s;
+}
+
+// k-quants need rows that are multiples of 256.
+inline FixtureSpec wide(FixtureSpec s) {
+  s.n_embd = 256;
+  s.n_ff = 512;
+  return s;
+}
+
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "tapdiff_engine_" + std::to_string(getpid()) + "_" + name + ".h5";
+}
+
+// A trace file removed when the test ends.
+struct TempTrace {
+  explicit TempTrace(const std::string& name) : path(temp_path(name)) {}
+  ~TempTrace() { std::remove(path.c_str()); }
+  TempTrace(const TempTrace&) = delete;
+  TempTrace& operator=(const TempTrace&) = delete;
+  std::string path;
+};
+
+inline std::vector<int> run_engine(const GgufFile& model, const std::vector<int>& prompt,
+                                   const EngineOptions& o, const std::string& path,
+                                   std::vector<std::vector<float>>* logits = nullptr,
+                                   WriterOptions writer = {}) {
+  TraceWriter trace(path, engine_trace_metadata(model, prompt, o), std::move(writer));
+  std::vector<int> tokens = generate(model, prompt, o, &trace, logits);
+  trace.close();
+  return tokens;
+}
+
+inline std::vector<int> run_reference(const GgufFile& model, const std::vector<int>& prompt,
+                                      int n_predict, const std::string& path) {
+  const ref::Weights w = ref::load_weights(model);
+  EngineOptions o;
+  o.n_predict = n_predict;
+  TraceMetadata m = engine_trace_metadata(model, prompt, o);
+  m.producer = Producer::reference;
+  TraceWriter trace(path, m);
+  ref::GenerateOptions ro;
+  ro.n_predict = n_predict;
+  std::vector<int> tokens = ref::generate(w, prompt, ro, &trace);
+  trace.close();
+  return tokens;
+}
+
+struct TapError {
+  std::string tap;             // full name
+  double max_abs = 0;          // max |engine - reference| over the tap's common positions
+  double max_ref = 0;          // max |reference| there
+  double ratio() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
+};
+
+// Every reference tap against the engine's at the positions both recorded; a tap the engine
+// lacks, or a position set that differs, is a failure.
+inline std::vector<TapError> compare_traces(const std::string& engine_path,
+                                            const std::string& reference_path) {
+  const TraceReader e(engine_path), r(reference_path);
+  std::vector<TapError> errors;
+  for (const TapInfo& rt : r.taps()) {
+    const TapInfo* et = e.find(rt.name, rt.layer);
+    if (et == nullptr) {
+      ADD_FAILURE() << "engine trace lacks " << rt.full_name;
+      continue;
+    }
+    EXPECT_EQ(et->positions(), rt.positions()) << rt.full_name;
+    EXPECT_EQ(et->row_shape, rt.row_shape) << rt.full_name;
+    const TapRows er = e.read(*et), rr = r.read(rt);
+    if (er.values.size() != rr.values.size()) continue;
+    TapError err{rt.full_name};
+    for (std::size_t i = 0; i < rr.values.size(); ++i) {
+      err.max_abs = std::max(err.max_abs, std::abs(double(er.values[i]) - double(rr.values[i])));
+      err.max_ref = std::max(err.max_ref, std::abs(double(rr.values[i])));
+    }
+    errors.push_back(err);
+  }
+  return errors;
+}
+
+inline std::string scientific(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2e", v);
+  return text;
+}
+
+inline TapError worst(const std::vector<TapError>& errors) {
+  TapError w;
+  for (const TapError& e : errors)
+    if (e.ratio() >= w.ratio()) w = e;
+  return w;
+}
+
+}  // namespace tapdiff::engine::test

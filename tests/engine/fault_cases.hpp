@@ -1,0 +1,113 @@
+// The fault table the engine tests share: every fault on a fixture where it applies, with the
+// first divergence docs/faults.md states, and the rule that finds a first divergence between
+// a clean and a faulty trace of the same engine. The rule follows DESIGN.md: the earliest tap
+// in execution order with a differing row, at its earliest such position, considering only
+// positions before the first token that differs (later positions ran on other inputs); when
+// nothing differs before it, the finding is the token sequence at that position.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "engine_test_util.hpp"
+
+namespace tapdiff::engine::test {
+
+struct Divergence {
+  std::string tap;  // full name, or "tokens"
+  std::int64_t position = -1;
+};
+
+inline std::int64_t first_token_difference(const std::vector<std::int32_t>& a,
+                                           const std::vector<std::int32_t>& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return std::int64_t(i);
+  return a.size() == b.size() ? -1 : std::int64_t(n);
+}
+
+// `clean` and `faulty` come from the same engine and executor: any bit that differs is the
+// fault's doing.
+inline Divergence first_divergence(const std::string& clean, const std::string& faulty) {
+  const TraceReader c(clean), f(faulty);
+  const std::int64_t token_limit = first_token_difference(c.metadata().tokens, f.metadata().tokens);
+  const std::int64_t last = token_limit < 0 ? std::numeric_limits<std::int64_t>::max() : token_limit - 1;
+  for (const TapInfo& ct : c.taps()) {  // execution order
+    const TapRows x = c.read(ct, 0, last), y = f.read(f.tap(ct.name, ct.layer), 0, last);
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (std::memcmp(x.row(i), y.row(i), std::size_t(x.row_size) * sizeof(float)) != 0)
+        return {ct.full_name, x.positions[i]};
+  }
+  if (token_limit >= 0) return {"tokens", token_limit};
+  return {};
+}
+
+struct FaultCase {
+  const char* fault;
+  FixtureSpec spec;
+  Divergence expected;
+};
+
+inline void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << c.fault << " on " << arch_name(c.spec.arch);
+}
+
+// Q8_0 matrices with an F32 embedding: the scale bug first shows in a projection.
+inline FixtureSpec q8_projections() {
+  FixtureSpec s = llama_spec(GgmlType::Q8_0);
+  s.type_overrides = {{"token_embd.weight", GgmlType::F32}};
+  return s;
+}
+
+// Prompt of P = 5 tokens, 6 generated: decode positions 5..9.
+inline std::vector<FaultCase> fault_cases() {
+  return {
+      {"kv-stuck-length", llama_spec(), {"blk.0.attn.probs", 5}},
+      {"kv-append-offset", llama_spec(), {"blk.0.attn.probs", 5}},
+      {"kv-unsliced", llama_spec(), {"blk.0.attn.probs", 5}},
+      {"first-token-twice", llama_spec(), {"tokens", 6}},
+      {"prefill-rope-same-position", llama_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-wrong-pairing", llama_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-wrong-pairing", qwen2_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-wrong-base", qwen2_spec(), {"blk.0.attn_q.rope", 1}},
+      {"weights-transposed", llama_spec(), {"blk.0.attn_output", 0}},
+      {"lm-head-op-n", llama_spec(), {"output", 4}},
+      {"lm-head-op-n", qwen2_spec(), {"output", 4}},  // tied output: token_embd as the head
+      {"bias-dropped", qwen2_spec(), {"blk.0.attn_q", 0}},
+      {"bias-misread", qwen2_spec(), {"blk.0.attn_q", 0}},
+      {"dequant-q8-scale", q8_projections(), {"blk.0.attn_q", 0}},
+      {"dequant-q8-scale", llama_spec(GgmlType::Q8_0), {"token_embd", 0}},
+      {"attn-scale", llama_spec(), {"blk.0.attn.probs", 1}},
+      {"causal-mask-off", llama_spec(), {"blk.0.attn.probs", 0}},
+      {"gqa-head-map", llama_spec(), {"blk.0.attn.probs", 1}},
+      {"norm-weight-dropped", llama_spec(), {"blk.0.attn_norm", 0}},
+  };
+}
+
+
+// Runs a fault case on `backend`: the clean and the faulty trace, and where they first differ.
+inline Divergence run_fault_case(const FaultCase& fc, Backend backend) {
+  const GgufFile model = fixture_file(fc.spec);
+  const std::vector<int> prompt = {1, 17, 42, 99, 7};
+  EngineOptions o;
+  o.backend = backend;
+  o.n_predict = 6;
+  const TempTrace clean("clean"), faulty(std::string("fault_") + fc.fault);
+  const auto clean_tokens = run_engine(model, prompt, o, clean.path);
+  // The token-sequence fault is visible only if the clean run's first two tokens differ.
+  if (std::string(fc.fault) == "first-token-twice") {
+    EXPECT_NE(clean_tokens[5], clean_tokens[6]);
+  }
+  o.fault = fc.fault;
+  run_engine(model, prompt, o, faulty.path);
+  const TraceReader reader(faulty.path);
+  EXPECT_TRUE(reader.complete());
+  EXPECT_EQ(reader.metadata().fault, fc.fault);
+  return first_divergence(clean.path, faulty.path);
+}
+
+}  // namespace tapdiff::engine::test

@@ -1,0 +1,127 @@
+// The CUDA executor against the host executor. These tests run only where a CUDA device
+// exists; elsewhere they skip with the reason (and never pretend to have run). Without a
+// device, asking for the CUDA backend must be a NoDeviceError that says why.
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "engine/executor.hpp"
+#include "engine_test_util.hpp"
+#include "fault_cases.hpp"
+#include "kernel_test_util.hpp"
+#include "model/quantize.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+using namespace test;
+
+class Cuda : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string reason;
+    if (!cuda_device_available(&reason)) GTEST_SKIP() << "no CUDA device: " << reason;
+  }
+};
+
+TEST(CudaAvailability, NoDeviceIsAClearError) {
+  std::string reason;
+  if (cuda_device_available(&reason)) GTEST_SKIP() << "a CUDA device exists here";
+  EXPECT_FALSE(reason.empty());
+  EngineOptions o;
+  o.backend = Backend::cuda;
+  o.n_predict = 2;
+  try {
+    generate(fixture_file(llama_spec()), {1, 2}, o, nullptr);
+    ADD_FAILURE() << "the CUDA backend ran without a device";
+  } catch (const NoDeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
+}
+
+// Same tokens as the host executor for every precision, llama and qwen2.
+TEST_F(Cuda, TokensEqualHost) {
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16})
+    for (const FixtureSpec& spec : {llama_spec(GgmlType::Q8_0), wide(qwen2_spec(GgmlType::Q4_K))}) {
+      const GgufFile model = fixture_file(spec);
+      EngineOptions o;
+      o.n_predict = 32;
+      o.precision = p;
+      const auto host = generate(model, {1, 17, 42, 99, 7}, o, nullptr);
+      o.backend = Backend::cuda;
+      EXPECT_EQ(generate(model, {1, 17, 42, 99, 7}, o, nullptr), host)
+          << arch_name(spec.arch) << " " << precision_name(p);
+    }
+}
+
+// Every tap close to the host executor's (summation order differs in cuBLAS and in expf).
+TEST_F(Cuda, TapsCloseToHost) {
+  const GgufFile model = fixture_file(qwen2_spec(GgmlType::Q8_0));
+  EngineOptions o;
+  o.n_predict = 8;
+  const TempTrace h("cuda_h"), d("cuda_d");
+  run_engine(model, {1, 17, 42, 99, 7}, o, h.path);
+  o.backend = Backend::cuda;
+  run_engine(model, {1, 17, 42, 99, 7}, o, d.path);
+  EXPECT_EQ(producer_name(TraceReader(d.path).metadata().producer), "engine-cuda");
+  for (const TapError& err : compare_traces(d.path, h.path))
+    EXPECT_LE(err.ratio(), 1e-4) << err.tap;
+}
+
+TEST_F(Cuda, DequantizeBitForBitWithHost) {
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const std::int64_t n = 4 * 256;
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(n), 5, 0.1f));
+    std::vector<float> want(static_cast<std::size_t>(n)), got(static_cast<std::size_t>(n));
+    host->dequantize(DequantArgs{bytes.data(), t.type, want.data(), n});
+    Buffer src = cuda->allocate(bytes.size()), dst = cuda->allocate(std::size_t(n) * sizeof(float));
+    cuda->upload(src.data(), bytes.data(), bytes.size());
+    cuda->dequantize(DequantArgs{src.as<std::uint8_t>(), t.type, dst.as<float>(), n});
+    cuda->download(got.data(), dst.data(), dst.bytes());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), dst.bytes())) << t.name;
+  }
+}
+
+TEST_F(Cuda, RoundingBitForBitWithHost) {
+  auto cuda = make_executor(Backend::cuda);
+  const std::vector<float> x = test_values(4099, 9, 70000.0f);
+  for (ElemType t : {ElemType::f16, ElemType::bf16}) {
+    Buffer buf = cuda->allocate(x.size() * sizeof(float));
+    cuda->upload(buf.data(), x.data(), buf.bytes());
+    cuda->round(RoundArgs{buf.as<float>(), std::int64_t(x.size()), t});
+    std::vector<float> got(x.size());
+    cuda->download(got.data(), buf.data(), buf.bytes());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(round_to(t, x[i]))) << elem_type_name(t) << " [" << i << "]";
+  }
+}
+
+TEST_F(Cuda, TapsDoNotChangeResultsAndRunsAreDeterministic) {
+  const GgufFile model = fixture_file(llama_spec(GgmlType::F16));
+  EngineOptions o;
+  o.backend = Backend::cuda;
+  o.n_predict = 6;
+  std::vector<std::vector<float>> a, b, c;
+  const auto tokens = generate(model, {3, 4, 5}, o, nullptr, &a);
+  const TempTrace t("cuda_taps");
+  EXPECT_EQ(run_engine(model, {3, 4, 5}, o, t.path, &b), tokens);
+  EXPECT_EQ(generate(model, {3, 4, 5}, o, nullptr, &c), tokens);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float))) << "step " << i;
+    EXPECT_EQ(0, std::memcmp(a[i].data(), c[i].data(), a[i].size() * sizeof(float))) << "step " << i;
+  }
+}
+
+// The host's fault table on the device: each fault first diverges where docs/faults.md says.
+TEST_F(Cuda, FaultsDivergeFirstWhereDocumented) {
+  for (const FaultCase& fc : fault_cases()) {
+    const Divergence d = run_fault_case(fc, Backend::cuda);
+    EXPECT_EQ(d.tap, fc.expected.tap) << fc.fault;
+    EXPECT_EQ(d.position, fc.expected.position) << fc.fault;
+  }
+}
+
+}  // namespace
+}  // namespace tapdiff::engine

@@ -1,0 +1,201 @@
+// The C ABI: statuses and messages, the handle lifecycle, and the C example engine whose
+// trace the C++ reader must accept (complete catalogue, attn.probs layout, tokens).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/child_process.hpp"
+#include "support/temp_dir.hpp"
+#include "tapdiff/trace.h"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff {
+namespace {
+
+using test::TempDir;
+
+tapdiff_trace* open_or_fail(const std::string& path, tapdiff_trace_config* cfg = nullptr) {
+  tapdiff_trace_config defaults;
+  tapdiff_trace_config_init(&defaults);
+  tapdiff_trace* t = nullptr;
+  const tapdiff_status s = tapdiff_trace_open(path.c_str(), cfg ? cfg : &defaults, &t);
+  EXPECT_EQ(s, TAPDIFF_OK) << tapdiff_last_error();
+  return t;
+}
+
+TEST(TraceCApi, WritesWhatTheReaderReads) {
+  TempDir dir;
+  const std::string path = dir.file("c.h5");
+  tapdiff_trace_config cfg;
+  tapdiff_trace_config_init(&cfg);
+  const int32_t prompt[] = {7, 8};
+  const tapdiff_hparam hp[] = {{"n_layer", TAPDIFF_HPARAM_INT, 2, 0.0, nullptr},
+                               {"eps", TAPDIFF_HPARAM_FLOAT, 0, 1e-5, nullptr},
+                               {"arch", TAPDIFF_HPARAM_STRING, 0, 0.0, "qwen2"}};
+  cfg.producer = "engine-cuda";
+  cfg.git_commit = "feedface";
+  cfg.precision = "f16";
+  cfg.fault = "bias-dropped";
+  cfg.prompt_length = 2;
+  cfg.tokens = prompt;
+  cfg.n_tokens = 2;
+  cfg.hparams = hp;
+  cfg.n_hparams = 3;
+  cfg.dims.n_layer = 2;
+  cfg.filter_names = "blk.*.attn_*";
+  cfg.filter_layers = "1";
+  tapdiff_trace* t = open_or_fail(path, &cfg);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(tapdiff_trace_enabled(t, "attn_q", 1, 0), 1);
+  EXPECT_EQ(tapdiff_trace_enabled(t, "attn_q", 0, 0), 0);
+  EXPECT_EQ(tapdiff_trace_enabled(t, "ffn_up", 1, 0), 0);
+  EXPECT_EQ(tapdiff_trace_enabled_range(t, "attn_q", 1, 0, 2), 1);
+  const float rows[2][3] = {{1, 2, 3}, {4, 5, 6}};
+  const int64_t shape[] = {3};
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_q", 1, 0, 2, shape, 1, &rows[0][0]), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_q", 0, 0, 2, shape, 1, &rows[0][0]), TAPDIFF_OK)
+      << "a disabled tap is accepted and dropped";
+  EXPECT_EQ(tapdiff_trace_end_step(t), TAPDIFF_OK);
+  const int32_t next = 9;
+  EXPECT_EQ(tapdiff_trace_append_tokens(t, &next, 1), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_q", 1, 2, 1, shape, 1, rows[1]), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_end_step(t), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_close(t), TAPDIFF_OK) << tapdiff_last_error();
+
+  const TraceReader r(path);
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.metadata().producer, Producer::engine_cuda);
+  EXPECT_EQ(r.metadata().precision, "f16");
+  EXPECT_EQ(r.metadata().fault, "bias-dropped");
+  EXPECT_EQ(r.metadata().tokens, (std::vector<std::int32_t>{7, 8, 9}));
+  EXPECT_EQ(std::get<std::string>(r.metadata().hparams.at("arch")), "qwen2");
+  EXPECT_EQ(std::get<double>(r.metadata().hparams.at("eps")), 1e-5);
+  ASSERT_TRUE(r.metadata().dims.has_value());
+  EXPECT_EQ(r.metadata().dims->n_layer, 2);
+  EXPECT_EQ(r.filter().layers, "1");
+  ASSERT_EQ(r.taps().size(), 1u);
+  const TapRows got = r.read(r.tap("attn_q", 1));
+  EXPECT_EQ(got.positions, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(got.values, (std::vector<float>{1, 2, 3, 4, 5, 6, 4, 5, 6}));
+}
+
+TEST(TraceCApi, ErrorsComeBackAsStatusesWithMessages) {
+  TempDir dir;
+  tapdiff_trace* t = nullptr;
+  tapdiff_trace_config cfg;
+  tapdiff_trace_config_init(&cfg);
+
+  EXPECT_EQ(tapdiff_trace_open(nullptr, &cfg, &t), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_EQ(t, nullptr);
+  EXPECT_NE(std::string(tapdiff_last_error()).find("null"), std::string::npos);
+
+  const std::string nowhere = dir.file("no/such/dir/t.h5");
+  EXPECT_EQ(tapdiff_trace_open(nowhere.c_str(), &cfg, &t), TAPDIFF_ERR_TRACE);
+  EXPECT_NE(std::string(tapdiff_last_error()).find(nowhere), std::string::npos) << tapdiff_last_error();
+
+  cfg.producer = "gpu";
+  EXPECT_EQ(tapdiff_trace_open(dir.file("p.h5").c_str(), &cfg, &t), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_NE(std::string(tapdiff_last_error()).find("producer"), std::string::npos);
+  tapdiff_trace_config_init(&cfg);
+  cfg.filter_layers = "a-b";
+  EXPECT_EQ(tapdiff_trace_open(dir.file("f.h5").c_str(), &cfg, &t), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_NE(std::string(tapdiff_last_error()).find("layers"), std::string::npos);
+
+  const std::string path = dir.file("e.h5");
+  t = open_or_fail(path);
+  ASSERT_NE(t, nullptr);
+  const float row[4] = {1, 2, 3, 4};
+  const int64_t shape4[] = {4};
+  const int64_t shape2x2[] = {2, 2};
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 0, 1, shape4, 1, row), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 1, 1, shape2x2, 2, row), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_NE(std::string(tapdiff_last_error()).find("/taps/blk.0.attn_v: row shape [2, 2] differs"),
+            std::string::npos)
+      << tapdiff_last_error();
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 1, 1, shape4, 9, row), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_EQ(tapdiff_trace_record(t, nullptr, 0, 1, 1, shape4, 1, row), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 1, 1, shape4, 1, nullptr), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_EQ(tapdiff_trace_end_step(nullptr), TAPDIFF_ERR_ARGUMENT);
+  EXPECT_EQ(tapdiff_trace_enabled(nullptr, "attn_v", 0, 0), 0);
+  EXPECT_EQ(tapdiff_trace_end_step(t), TAPDIFF_OK) << "rejected records leave the handle usable";
+  tapdiff_trace_abandon(t);
+
+  const TraceReader r(path);
+  EXPECT_FALSE(r.complete()) << "abandon leaves the trace incomplete";
+  EXPECT_EQ(r.tap("attn_v", 0).n_rows, 1);
+  EXPECT_STREQ(tapdiff_status_name(TAPDIFF_ERR_TRACE), "trace error");
+}
+
+TEST(CExample, ItsTraceHoldsTheWholeCatalogue) {
+  TempDir dir;
+  const std::string path = dir.file("c_engine.h5");
+  std::string output;
+  ASSERT_EQ(test::run_program({C_ENGINE_TAP, path}, &output), 0) << output;
+
+  const TraceReader r(path);
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.metadata().producer, Producer::external);
+  EXPECT_EQ(r.metadata().prompt_length, 3);
+  ASSERT_EQ(r.metadata().tokens.size(), 7u);
+  EXPECT_EQ(r.metadata().tokens[0], 5);
+  ASSERT_TRUE(r.metadata().dims.has_value());
+  const TapDims dims = *r.metadata().dims;
+  const CatalogueReport report = check_catalogue(r.emitted_taps(), dims);
+  EXPECT_TRUE(report.ok()) << report.describe();
+
+  // Prefill wrote rows 0..2 in one record, decode one row per step.
+  const TapRows embd = r.read(r.tap("token_embd", -1));
+  ASSERT_EQ(embd.positions, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  for (std::size_t p = 0; p < embd.size(); ++p) {
+    EXPECT_EQ(embd.row(p)[1], static_cast<float>(r.metadata().tokens[p]) + 1.0f / 8.0f);
+  }
+  // Logits: the last prompt position, then every generated one.
+  EXPECT_EQ(r.tap("output", -1).positions(), (std::vector<std::int64_t>{2, 3, 4, 5, 6}));
+
+  // attn.probs: [n_head, n_ctx]; each head sums to 1 over 0..p and is 0 after p.
+  const TapRows probs = r.read(r.tap("attn.probs", 1));
+  ASSERT_EQ(probs.row_shape, (std::vector<std::int64_t>{dims.n_head, dims.n_ctx}));
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    const std::int64_t p = probs.positions[i];
+    for (std::int64_t h = 0; h < dims.n_head; ++h) {
+      const float* w = probs.row(i) + h * dims.n_ctx;
+      double visible = 0;
+      for (std::int64_t j = 0; j <= p; ++j) visible += w[j];
+      EXPECT_NEAR(visible, 1.0, 1e-5) << "position " << p << " head " << h;
+      for (std::int64_t j = p + 1; j < dims.n_ctx; ++j) EXPECT_EQ(w[j], 0.0f);
+    }
+  }
+}
+
+TEST(CExample, HonoursAFilter) {
+  TempDir dir;
+  const std::string path = dir.file("filtered.h5");
+  std::string output;
+  ASSERT_EQ(test::run_program({C_ENGINE_TAP, path, "!*.attn.probs,!blk.1.*"}, &output), 0) << output;
+  const TraceReader r(path);
+  EXPECT_EQ(r.find("attn.probs", 0), nullptr);
+  EXPECT_EQ(r.find("attn_q", 1), nullptr);
+  EXPECT_NE(r.find("attn_q", 0), nullptr);
+  const CatalogueReport report =
+      check_catalogue(r.emitted_taps(), *r.metadata().dims, TapFilter::parse(r.filter()));
+  EXPECT_TRUE(report.ok()) << report.describe();
+}
+
+// The trace is self-describing: h5dump (hdf5-tools) reads its header with no tapdiff code.
+TEST(TraceFile, H5dumpReadsTheHeader) {
+  const std::string h5dump = H5DUMP_PROGRAM;
+  if (h5dump.empty()) GTEST_SKIP() << "h5dump not found (hdf5-tools)";
+  TempDir dir;
+  const std::string path = dir.file("dump.h5");
+  std::string output;
+  ASSERT_EQ(test::run_program({C_ENGINE_TAP, path}, &output), 0) << output;
+  ASSERT_EQ(test::run_program({h5dump, "-H", path}, &output), 0) << output;
+  EXPECT_NE(output.find("GROUP \"blk.0.attn.probs\""), std::string::npos);
+  EXPECT_NE(output.find("ATTRIBUTE \"format\""), std::string::npos);
+  EXPECT_NE(output.find("DATASET \"committed\""), std::string::npos);
+  ASSERT_EQ(test::run_program({h5dump, "-a", "/format_version", path}, &output), 0) << output;
+  EXPECT_NE(output.find("\"1.0\""), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace tapdiff

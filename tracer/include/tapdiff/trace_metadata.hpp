@@ -1,0 +1,49 @@
+// What a trace says about the run that produced it (docs/trace-schema.md, root attributes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tapdiff/tap_dims.hpp"
+
+namespace tapdiff {
+
+inline constexpr std::string_view kTraceFormatName = "tapdiff-trace";
+
+// Readers refuse a newer major version and accept a newer minor one (new optional content).
+struct FormatVersion {
+  int major = 0;
+  int minor = 0;
+  std::string to_string() const;  // "1.0"
+  static std::optional<FormatVersion> parse(std::string_view text);
+};
+inline constexpr FormatVersion kTraceFormatVersion{1, 0};
+
+enum class Producer { reference, engine_host, engine_cuda, external };
+std::string_view producer_name(Producer producer);  // "engine-host"
+std::optional<Producer> parse_producer(std::string_view name);
+
+// Model hyperparameters as the producer knows them (the tracer cannot see ModelConfig).
+using HParamValue = std::variant<std::int64_t, double, std::string>;
+using HParams = std::map<std::string, HParamValue>;
+
+struct TraceMetadata {
+  Producer producer = Producer::external;
+  std::string producer_version;
+  std::string git_commit;
+  std::string model_path;
+  std::string model_sha256;  // 64 lowercase hex digits, or empty when unknown
+  HParams hparams;
+  std::string precision = "f32";
+  std::string fault = "none";  // the injected fault, "none" for a clean run
+  std::int64_t prompt_length = 0;
+  std::vector<std::int32_t> tokens;  // (n,) token id at positions 0..n-1
+  std::optional<TapDims> dims;       // lets readers check tap shapes against the catalogue
+};
+
+}  // namespace tapdiff

@@ -1,0 +1,86 @@
+// Reads a trace: validates format, version, required attributes and dataset shapes at open
+// (TraceError naming file and object otherwise), then reads tap rows by position range
+// without loading the trace whole. For an incomplete trace (a killed writer) it reads only
+// what was committed.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tapdiff/tap_catalogue.hpp"
+#include "tapdiff/tap_filter.hpp"
+#include "tapdiff/trace_error.hpp"
+#include "tapdiff/trace_metadata.hpp"
+
+namespace tapdiff {
+
+// Rows [first_row, first_row + n_rows) hold consecutive positions from first_position.
+struct PositionRun {
+  std::int64_t first_row = 0;
+  std::int64_t first_position = 0;
+  std::int64_t n_rows = 0;
+};
+
+struct TapInfo {
+  std::string name;       // short name
+  int layer = -1;
+  std::string full_name;  // HDF5 group name under /taps
+  std::vector<std::int64_t> row_shape;
+  std::int64_t row_size = 0;  // product of row_shape
+  std::int64_t n_rows = 0;    // committed rows
+  std::vector<PositionRun> runs;
+
+  std::int64_t first_position() const;
+  std::int64_t last_position() const;
+  std::vector<std::int64_t> positions() const;  // (n_rows,), increasing
+};
+
+struct TapRows {
+  std::vector<std::int64_t> positions;  // (n,)
+  std::vector<std::int64_t> row_shape;
+  std::int64_t row_size = 0;
+  std::vector<float> values;  // (n, row_size) row-major
+
+  std::size_t size() const { return positions.size(); }
+  const float* row(std::size_t i) const {
+    return values.data() + i * static_cast<std::size_t>(row_size);
+  }
+};
+
+class TraceReader {
+public:
+  explicit TraceReader(const std::string& path);  // throws TraceError
+  ~TraceReader();
+  TraceReader(TraceReader&&) noexcept;
+  TraceReader& operator=(TraceReader&&) noexcept;
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const std::string& path() const;
+  FormatVersion format_version() const;
+  const TraceMetadata& metadata() const;  // metadata().tokens: the committed tokens
+  bool complete() const;
+  std::int64_t committed_steps() const;
+  const TapFilterSpec& filter() const;
+
+  const std::vector<TapInfo>& taps() const;  // execution order, then unknown taps by name
+  const TapInfo* find(std::string_view name, int layer) const;
+  const TapInfo& tap(std::string_view name, int layer) const;  // throws TraceError
+
+  // Rows whose positions lie in [first_position, last_position]. Throws TraceError.
+  TapRows read(const TapInfo& tap,
+               std::int64_t first_position = 0,
+               std::int64_t last_position = std::numeric_limits<std::int64_t>::max()) const;
+
+  std::vector<EmittedTap> emitted_taps() const;  // for check_catalogue()
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tapdiff

@@ -1,0 +1,186 @@
+#include "tapdiff/tap_catalogue.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "tapdiff/row_shape.hpp"
+
+namespace tapdiff {
+namespace {
+
+using S = DimSymbol;
+constexpr DimExpr one(S s) { return {s, std::nullopt}; }
+constexpr DimExpr product(S a, S b) { return {a, b}; }
+constexpr DimExpr kNone{S::n_embd, std::nullopt};
+
+constexpr auto kEvery = PrefillRows::every_position;
+constexpr auto kLast = PrefillRows::last_position;
+constexpr auto kLayer = TapScope::layer;
+constexpr auto kGlobal = TapScope::global;
+
+// Row shapes are per position. q/k/v are flat (heads * head_dim, head-major). attn.probs is
+// [n_head, n_ctx] over the trace's declared positions: entry j is the weight on position j,
+// 0 beyond the visible context [0, p], so a missing causal mask shows up as nonzero future
+// weights and a stuck KV length as weight missing from the past.
+const std::vector<TapSpec> kCatalogue = {
+    {"token_embd", kGlobal, 0, {one(S::n_embd), kNone}, 1, kEvery,
+     "embedding row of the input token"},
+    {"attn_norm", kLayer, 0, {one(S::n_embd), kNone}, 1, kEvery,
+     "RMSNorm of the residual stream, weight applied"},
+    {"attn_q", kLayer, 1, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+     "Q projection + bias, before RoPE"},
+    {"attn_k", kLayer, 2, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+     "K projection + bias, before RoPE"},
+    {"attn_v", kLayer, 3, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+     "V projection + bias"},
+    {"attn_q.rope", kLayer, 4, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+     "Q after RoPE at this position"},
+    {"attn_k.rope", kLayer, 5, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+     "K after RoPE at this position"},
+    {"kv.k", kLayer, 6, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+     "K cache slot of this position, read back from cache memory after the write"},
+    {"kv.v", kLayer, 7, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+     "V cache slot of this position, read back from cache memory after the write"},
+    {"attn.probs", kLayer, 8, {one(S::n_head), one(S::n_ctx)}, 2, kEvery,
+     "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context"},
+    {"attn.out", kLayer, 9, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+     "attention output per head, before the output projection"},
+    {"attn_output", kLayer, 10, {one(S::n_embd), kNone}, 1, kEvery,
+     "output projection of attn.out"},
+    {"resid.attn", kLayer, 11, {one(S::n_embd), kNone}, 1, kEvery,
+     "residual stream after adding attn_output"},
+    {"ffn_norm", kLayer, 12, {one(S::n_embd), kNone}, 1, kEvery,
+     "RMSNorm of resid.attn, weight applied"},
+    {"ffn_gate", kLayer, 13, {one(S::n_ff), kNone}, 1, kEvery, "gate projection"},
+    {"ffn_up", kLayer, 14, {one(S::n_ff), kNone}, 1, kEvery, "up projection"},
+    {"ffn.act", kLayer, 15, {one(S::n_ff), kNone}, 1, kEvery, "silu(ffn_gate) * ffn_up"},
+    {"ffn_down", kLayer, 16, {one(S::n_embd), kNone}, 1, kEvery, "down projection of ffn.act"},
+    {"resid.ffn", kLayer, 17, {one(S::n_embd), kNone}, 1, kEvery,
+     "residual stream after adding ffn_down: the layer's output"},
+    {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery,
+     "final RMSNorm, weight applied"},
+    {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, "logits"},
+};
+
+constexpr int kLayerTaps = 18;
+// token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
+constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
+
+std::int64_t dim_value(DimSymbol s, const TapDims& d) {
+  switch (s) {
+    case S::n_embd: return d.n_embd;
+    case S::n_head: return d.n_head;
+    case S::n_head_kv: return d.n_head_kv;
+    case S::head_dim: return d.head_dim;
+    case S::n_ff: return d.n_ff;
+    case S::n_vocab: return d.n_vocab;
+    case S::n_ctx: return d.n_ctx;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string_view dim_symbol_name(DimSymbol symbol) {
+  switch (symbol) {
+    case S::n_embd: return "n_embd";
+    case S::n_head: return "n_head";
+    case S::n_head_kv: return "n_head_kv";
+    case S::head_dim: return "head_dim";
+    case S::n_ff: return "n_ff";
+    case S::n_vocab: return "n_vocab";
+    case S::n_ctx: return "n_ctx";
+  }
+  return "?";
+}
+
+const std::vector<TapSpec>& tap_catalogue() { return kCatalogue; }
+
+const TapSpec* find_tap_spec(std::string_view name) {
+  for (const TapSpec& spec : kCatalogue) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::vector<std::int64_t> catalogue_row_shape(const TapSpec& spec, const TapDims& dims) {
+  std::vector<std::int64_t> shape;
+  for (int i = 0; i < spec.row_rank; ++i) {
+    const DimExpr& e = spec.row[static_cast<std::size_t>(i)];
+    std::int64_t v = dim_value(e.first, dims);
+    if (e.second) v *= dim_value(*e.second, dims);
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+std::string catalogue_row_shape_symbols(const TapSpec& spec) {
+  std::string text = "[";
+  for (int i = 0; i < spec.row_rank; ++i) {
+    const DimExpr& e = spec.row[static_cast<std::size_t>(i)];
+    if (i > 0) text += ", ";
+    text += dim_symbol_name(e.first);
+    if (e.second) text += std::string(" * ") + std::string(dim_symbol_name(*e.second));
+  }
+  return text + "]";
+}
+
+std::optional<std::int64_t> execution_order(std::string_view name, int layer) {
+  const TapSpec* spec = find_tap_spec(name);
+  if (spec == nullptr) return std::nullopt;
+  if (spec->scope == TapScope::layer) {
+    if (layer < 0) return std::nullopt;
+    return 1 + static_cast<std::int64_t>(layer) * kLayerTaps + spec->order;
+  }
+  if (layer != -1) return std::nullopt;
+  return spec->order == 0 ? 0 : kTailBase + spec->order;
+}
+
+std::string CatalogueReport::describe() const {
+  std::string text;
+  for (const std::string& m : missing) text += "missing: " + m + "\n";
+  for (const std::string& e : extra) text += "not in the catalogue: " + e + "\n";
+  for (const std::string& w : wrong_shape) text += "wrong shape: " + w + "\n";
+  return text;
+}
+
+CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const TapDims& dims,
+                                const TapFilter& filter) {
+  CatalogueReport report;
+  std::set<std::pair<std::string, int>> seen;
+  for (const EmittedTap& tap : emitted) {
+    if (!seen.emplace(tap.name, tap.layer).second) continue;
+    const std::string full = full_tap_name(tap.name, tap.layer);
+    const TapSpec* spec = find_tap_spec(tap.name);
+    const bool fits = spec != nullptr &&
+                      (spec->scope == TapScope::global ? tap.layer == -1
+                                                       : tap.layer >= 0 && tap.layer < dims.n_layer);
+    if (!fits) {
+      report.extra.push_back(full);
+      continue;
+    }
+    if (dims.complete()) {
+      const std::vector<std::int64_t> expected = catalogue_row_shape(*spec, dims);
+      if (tap.row_shape != expected) {
+        report.wrong_shape.push_back(full + ": row shape " + shape_string(tap.row_shape) +
+                                     ", expected " + shape_string(expected) + " = " +
+                                     catalogue_row_shape_symbols(*spec));
+      }
+    }
+  }
+  for (const TapSpec& spec : kCatalogue) {
+    const int first = spec.scope == TapScope::global ? -1 : 0;
+    const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
+    for (int layer = first; layer <= last; ++layer) {
+      if (!filter.tap_enabled(spec.name, layer)) continue;
+      if (seen.count({std::string(spec.name), layer}) == 0) {
+        report.missing.push_back(full_tap_name(spec.name, layer));
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace tapdiff

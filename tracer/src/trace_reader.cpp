@@ -1,0 +1,184 @@
+#include "tapdiff/trace_reader.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <tuple>
+
+#include "h5.hpp"
+#include "metadata_io.hpp"
+#include "schema.hpp"
+#include "tap_loader.hpp"
+
+namespace tapdiff {
+namespace {
+
+namespace sc = schema;
+
+h5::Id open_file(const std::string& path) {
+  const h5::Where root{path, "/"};
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw TraceError(path, "/", "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw TraceError(path, "/", "is a directory");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw TraceError(path, "/", "not an HDF5 file (or unreadable)");
+  }
+  const h5::Id fapl = h5::plist_id(H5Pcreate(H5P_FILE_ACCESS), root, "cannot create");
+  // A trace may still be open in its writer (which takes no lock either).
+  h5::check(H5Pset_file_locking(fapl.get(), false, true), root, "cannot disable file locking");
+  return h5::file_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), root,
+                     "cannot open the trace file");
+}
+
+// Reads rows [0, n) (n < 0: all rows) of an integer dataset whose rows hold `width` values,
+// after checking it has at least n rows of that width.
+std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std::size_t width,
+                                              std::int64_t n, const std::string& path) {
+  const h5::Where where{path, std::string("/") + name};
+  const h5::Id ds = open_dataset(file, name, where, H5T_INTEGER, 0, "integer");
+  const std::vector<hsize_t> dims = dataset_dims(ds.get(), where);
+  const std::size_t rank = width == 1 ? 1 : 2;
+  if (dims.size() != rank || (rank == 2 && dims[1] != width)) {
+    throw TraceError(path, where.object,
+                     rank == 1 ? "expected a 1-D dataset"
+                               : "expected shape [*, " + std::to_string(width) + "]");
+  }
+  if (n < 0) n = static_cast<std::int64_t>(dims[0]);
+  if (static_cast<hsize_t>(n) > dims[0]) {
+    throw TraceError(path, where.object, "committed count " + std::to_string(n) + " exceeds its " +
+                                             std::to_string(dims[0]) + " rows");
+  }
+  std::vector<std::int64_t> values(static_cast<std::size_t>(n) * width);
+  if (n == 0) return values;
+  const h5::Id space = h5::space_id(H5Dget_space(ds.get()), where, "cannot read");
+  const hsize_t start[2] = {0, 0};
+  const hsize_t count[2] = {static_cast<hsize_t>(n), width};
+  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), where,
+            "cannot select rows");
+  const h5::Id mem = h5::space_id(H5Screate_simple(static_cast<int>(rank), count, nullptr), where,
+                                  "cannot read");
+  h5::check(H5Dread(ds.get(), H5T_NATIVE_INT64, mem.get(), space.get(), H5P_DEFAULT, values.data()),
+            where, "cannot read rows 0.." + std::to_string(n - 1));
+  return values;
+}
+
+std::tuple<int, std::int64_t, int, std::string> sort_key(const TapInfo& t) {
+  const auto order = execution_order(t.name, t.layer);
+  return {order ? 0 : 1, order.value_or(0), t.layer, t.name};
+}
+
+}  // namespace
+
+struct TraceReader::Impl {
+  std::string path;
+  h5::Id file;
+  RootState root;
+  std::vector<TapInfo> taps;
+};
+
+TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  h5::init_library();
+  Impl& r = *impl_;
+  r.path = path;
+  r.file = open_file(path);
+  r.root = read_root(r.file.get(), path);
+  const std::vector<std::int64_t> tokens =
+      read_committed_ints(r.file.get(), sc::kTokens, 1, r.root.committed_tokens, path);
+  r.root.metadata.tokens.assign(tokens.begin(), tokens.end());
+  const std::vector<std::int64_t> committed =
+      read_committed_ints(r.file.get(), sc::kCommitted, 2, -1, path);
+  r.taps = load_taps(r.file.get(), path, committed, r.root.complete);
+  std::sort(r.taps.begin(), r.taps.end(),
+            [](const TapInfo& a, const TapInfo& b) { return sort_key(a) < sort_key(b); });
+}
+
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+const std::string& TraceReader::path() const { return impl_->path; }
+FormatVersion TraceReader::format_version() const { return impl_->root.version; }
+const TraceMetadata& TraceReader::metadata() const { return impl_->root.metadata; }
+bool TraceReader::complete() const { return impl_->root.complete; }
+std::int64_t TraceReader::committed_steps() const { return impl_->root.committed_steps; }
+const TapFilterSpec& TraceReader::filter() const { return impl_->root.filter; }
+const std::vector<TapInfo>& TraceReader::taps() const { return impl_->taps; }
+
+const TapInfo* TraceReader::find(std::string_view name, int layer) const {
+  for (const TapInfo& t : impl_->taps) {
+    if (t.name == name && t.layer == layer) return &t;
+  }
+  return nullptr;
+}
+
+const TapInfo& TraceReader::tap(std::string_view name, int layer) const {
+  if (const TapInfo* t = find(name, layer)) return *t;
+  throw TraceError(impl_->path, "/taps/" + full_tap_name(name, layer), "no such tap in the trace");
+}
+
+TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
+                          std::int64_t last_position) const {
+  TapRows out;
+  out.row_shape = tap.row_shape;
+  out.row_size = tap.row_size;
+  // Positions increase with rows, so the wanted rows are one contiguous range [r0, r1).
+  std::int64_t r0 = -1;
+  std::int64_t r1 = -1;
+  for (const PositionRun& run : tap.runs) {
+    const std::int64_t lo = std::max(first_position, run.first_position);
+    const std::int64_t hi = std::min(last_position, run.first_position + run.n_rows - 1);
+    if (lo > hi) continue;
+    if (r0 < 0) r0 = run.first_row + (lo - run.first_position);
+    r1 = run.first_row + (hi - run.first_position) + 1;
+    for (std::int64_t p = lo; p <= hi; ++p) out.positions.push_back(p);
+  }
+  if (r0 < 0) return out;
+
+  const std::string object = "/taps/" + tap.full_name + "/data";
+  const h5::Where where{impl_->path, object};
+  const h5::Id data = h5::dataset_id(H5Dopen2(impl_->file.get(), object.c_str(), H5P_DEFAULT), where,
+                                     "cannot open");
+  std::vector<hsize_t> start{static_cast<hsize_t>(r0)};
+  std::vector<hsize_t> count{static_cast<hsize_t>(r1 - r0)};
+  for (std::int64_t d : tap.row_shape) {
+    start.push_back(0);
+    count.push_back(static_cast<hsize_t>(d));
+  }
+  const h5::Id space = h5::space_id(H5Dget_space(data.get()), where, "cannot read");
+  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                                nullptr),
+            where, "cannot select rows");
+  const h5::Id mem = h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(),
+                                                   nullptr),
+                                  where, "cannot read");
+  out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
+  h5::check(H5Dread(data.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
+                    out.values.data()),
+            where, "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1));
+  return out;
+}
+
+std::vector<EmittedTap> TraceReader::emitted_taps() const {
+  std::vector<EmittedTap> taps;
+  for (const TapInfo& t : impl_->taps) taps.push_back({t.name, t.layer, t.row_shape});
+  return taps;
+}
+
+std::int64_t TapInfo::first_position() const {
+  return runs.empty() ? -1 : runs.front().first_position;
+}
+
+std::int64_t TapInfo::last_position() const {
+  return runs.empty() ? -1 : runs.back().first_position + runs.back().n_rows - 1;
+}
+
+std::vector<std::int64_t> TapInfo::positions() const {
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(n_rows));
+  for (const PositionRun& run : runs) {
+    for (std::int64_t i = 0; i < run.n_rows; ++i) out.push_back(run.first_position + i);
+  }
+  return out;
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,336 @@
+#include "tapdiff/trace_writer.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <filesystem>
+#include <unordered_map>
+
+#include "compress_copy.hpp"
+#include "extendable.hpp"
+#include "h5.hpp"
+#include "h5_attr.hpp"
+#include "metadata_io.hpp"
+#include "record_checks.hpp"
+#include "schema.hpp"
+#include "space_reserve.hpp"
+#include "tap_stream.hpp"
+#include "tapdiff/tap_catalogue.hpp"
+
+namespace tapdiff {
+namespace {
+
+namespace sc = schema;
+constexpr std::uint64_t kMetadataMargin = 1u << 20;  // object headers, B-tree nodes, heaps
+constexpr std::uint64_t kTapMetadataBytes = 16 * 1024;
+
+std::string object(const char* name) { return std::string("/") + name; }
+
+}  // namespace
+
+struct TraceWriter::Impl {
+  enum class State { open, closed, failed };
+
+  std::string path;
+  WriterOptions options;
+  StreamConfig config;
+  State state = State::open;
+  std::string failure;
+
+  h5::Id file;
+  h5::Id taps_group;
+  h5::Id attr_complete;
+  h5::Id attr_steps;
+  h5::Id attr_tokens;
+  Extendable tokens;
+  Extendable committed;
+  SpaceReserve reserve;
+
+  std::vector<std::unique_ptr<TapStream>> streams;  // by index
+  std::unordered_map<std::string, std::size_t> stream_by_name;
+  std::string key;                              // scratch full name for lookups
+  std::vector<std::int32_t> pending_tokens;     // (n,) appended since the last write
+  std::vector<std::int64_t> committed_table;    // (n_taps, 2): rows, runs
+  std::uint64_t staged_bytes = 0;
+  std::int64_t steps = 0;
+  std::int64_t committed_steps = 0;
+
+  void open(const TraceMetadata& metadata, const TapFilter& filter);
+  void precreate_catalogue(const TapDims& dims, const TapFilter& filter);
+  void usable() const;
+  TapStream& stream(std::string_view name, int layer, const RowShape& shape);
+  void write_out();
+  void commit();
+  void finish();
+  void flush(const char* why);
+  void release() noexcept;
+
+  // Runs fn; an HDF5 failure inside leaves the writer failed (it can only be closed then).
+  template <class Fn>
+  void guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (const TraceError& e) {
+      state = State::failed;
+      failure = e.what();
+      throw;
+    }
+  }
+};
+
+void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& filter) {
+  const h5::Where root{path, "/"};
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    throw TraceError(path, "/", "cannot create the trace: directory " + parent.string() +
+                                    " does not exist");
+  }
+  const h5::Id fapl = h5::plist_id(H5Pcreate(H5P_FILE_ACCESS), root, "cannot create");
+  // No lock: readers (h5py, h5dump, tapdiff) may look at a trace while it is being written.
+  h5::check(H5Pset_file_locking(fapl.get(), false, true), root, "cannot disable file locking");
+  // Metadata sub-allocated from 1 MiB blocks mostly lands below the end of allocation that
+  // the previous flush recorded, so a kill mid-flush rarely leaves pointers past it.
+  h5::check(H5Pset_meta_block_size(fapl.get(), 1 << 20), root, "cannot set the metadata block size");
+  // Built under a temporary name and renamed after its first commit: a trace file either
+  // does not exist yet or is valid, and an older trace at path survives a failed start.
+  const std::string partial = path + ".partial";
+  file = h5::file_id(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), root,
+                     "cannot create the trace file");
+  reserve = SpaceReserve(file.get(), path);
+  reserve.ensure(kMetadataMargin);
+
+  write_metadata(file.get(), path, metadata, filter.spec());
+  attr_complete = h5::create_int_attr(file.get(), sc::kComplete, 0, root);
+  attr_steps = h5::create_int_attr(file.get(), sc::kCommittedSteps, 0, root);
+  attr_tokens = h5::create_int_attr(file.get(), sc::kCommittedTokens, 0, root);
+  taps_group = h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                            {path, object(sc::kTaps)}, "cannot create group");
+  tokens.create(file.get(), sc::kTokens, H5T_STD_I32LE, {}, sc::kTokensChunk, DatasetOptions{},
+                {path, object(sc::kTokens)});
+  DatasetOptions zeroed;
+  zeroed.zero_fill = true;
+  committed.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk, zeroed,
+                   {path, object(sc::kCommitted)});
+  if (metadata.dims && metadata.dims->complete()) precreate_catalogue(*metadata.dims, filter);
+  pending_tokens = metadata.tokens;
+  commit();
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(partial.c_str());
+    throw TraceError(path, "/", std::string("cannot create the trace file: ") + std::strerror(error));
+  }
+}
+
+// Adding a group rewrites the /taps symbol table in place, and a kill in that flush can make
+// the whole group unreadable (HDF5 1.10 without SWMR). Creating every catalogue tap before
+// the file gets its name keeps that window out of the run; taps outside the catalogue are
+// still created when first written.
+void TraceWriter::Impl::precreate_catalogue(const TapDims& dims, const TapFilter& filter) {
+  std::vector<std::pair<const TapSpec*, int>> taps;
+  for (const TapSpec& spec : tap_catalogue()) {
+    const int first = spec.scope == TapScope::global ? -1 : 0;
+    const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
+    for (int layer = first; layer <= last; ++layer) {
+      if (filter.tap_enabled(spec.name, layer)) taps.emplace_back(&spec, layer);
+    }
+  }
+  reserve.ensure(kMetadataMargin + taps.size() * kTapMetadataBytes);
+  for (const auto& [spec, layer] : taps) {
+    stream(spec->name, layer, RowShape(catalogue_row_shape(*spec, dims)))
+        .ensure_created(taps_group.get(), config, path);
+  }
+}
+
+void TraceWriter::Impl::usable() const {
+  if (state == State::closed) throw TraceError(path, "/", "the trace is already closed");
+  if (state == State::failed) {
+    throw TraceError(path, "/", "the writer failed earlier and can only be closed: " + failure);
+  }
+}
+
+TapStream& TraceWriter::Impl::stream(std::string_view name, int layer, const RowShape& shape) {
+  key = full_tap_name(name, layer);
+  const auto it = stream_by_name.find(key);
+  if (it != stream_by_name.end()) return *streams[it->second];
+  const std::size_t index = streams.size();
+  streams.push_back(std::make_unique<TapStream>(std::string(name), layer, shape,
+                                                static_cast<std::int64_t>(index)));
+  stream_by_name.emplace(key, index);
+  return *streams.back();
+}
+
+void TraceWriter::Impl::write_out() {
+  std::uint64_t bound =
+      kMetadataMargin + (pending_tokens.size() + sc::kTokensChunk) * sizeof(std::int32_t);
+  for (const auto& s : streams) bound += s->write_bound(config);
+  reserve.ensure(bound);
+  for (const auto& s : streams) s->write_staged(taps_group.get(), config, path);
+  staged_bytes = 0;
+  tokens.append(pending_tokens.size(), H5T_NATIVE_INT32, pending_tokens.data(),
+                {path, object(sc::kTokens)});
+  pending_tokens.clear();
+}
+
+void TraceWriter::Impl::flush(const char* why) {
+  h5::check(H5Fflush(file.get(), H5F_SCOPE_LOCAL), {path, "/"}, why);
+}
+
+// Two flushes: the rows first, then the counts that make them visible to readers. A kill at
+// any point leaves counts that only cover rows whose flush returned.
+void TraceWriter::Impl::commit() {
+  write_out();
+  flush("cannot flush the step's rows");
+  committed_table.resize(streams.size() * 2);
+  for (const auto& s : streams) {
+    const std::size_t i = static_cast<std::size_t>(s->index()) * 2;
+    committed_table[i] = s->rows_written();
+    committed_table[i + 1] = s->runs_written();
+  }
+  const h5::Where root{path, "/"};
+  committed.write(0, streams.size(), H5T_NATIVE_INT64, committed_table.data(),
+                  {path, object(sc::kCommitted)});
+  h5::rewrite_int_attr(attr_steps, steps, root, sc::kCommittedSteps);
+  h5::rewrite_int_attr(attr_tokens, static_cast<std::int64_t>(tokens.size()), root,
+                       sc::kCommittedTokens);
+  flush("cannot flush the committed counts");
+  if (options.fsync) {
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr &&
+        ::fsync(*static_cast<int*>(handle)) != 0) {
+      throw TraceError(path, "/", "fsync failed");
+    }
+  }
+  committed_steps = steps;
+}
+
+void TraceWriter::Impl::finish() {
+  commit();
+  reserve.ensure(kMetadataMargin);
+  for (const auto& s : streams) s->trim(path);
+  tokens.trim({path, object(sc::kTokens)});
+  committed.trim({path, object(sc::kCommitted)});
+  h5::rewrite_int_attr(attr_complete, 1, {path, "/"}, sc::kComplete);
+  flush("cannot flush at close");
+  reserve.release_unused();
+  for (const auto& s : streams) s->close();
+  tokens.close();
+  committed.close();
+  attr_complete.reset();
+  attr_steps.reset();
+  attr_tokens.reset();
+  taps_group.reset();
+  if (!file.close()) h5::fail({path, "/"}, "cannot close the trace file");
+}
+
+void TraceWriter::Impl::release() noexcept {
+  if (file.valid()) reserve.release_unused();
+  for (const auto& s : streams) s->close();
+  tokens.close();
+  committed.close();
+  attr_complete.reset();
+  attr_steps.reset();
+  attr_tokens.reset();
+  taps_group.reset();
+  file.reset();
+}
+
+TraceWriter::TraceWriter(const std::string& path, const TraceMetadata& metadata,
+                         WriterOptions options)
+    : filter_(options.filter), impl_(std::make_unique<Impl>()) {
+  h5::init_library();
+  Impl& w = *impl_;
+  w.path = path;
+  check_metadata(path, metadata);
+  if (options.commit_every < 1) throw TraceError(path, "/", "commit_every must be >= 1");
+  if (options.gzip_level < 0 || options.gzip_level > 9) {
+    throw TraceError(path, "/", "gzip_level must be in 0..9");
+  }
+  if (options.chunk_bytes < 1) throw TraceError(path, "/", "chunk_bytes must be >= 1");
+  w.options = std::move(options);
+  w.config.chunk_bytes = w.options.chunk_bytes;
+  try {
+    w.open(metadata, filter_);
+  } catch (...) {
+    w.release();
+    std::remove((path + ".partial").c_str());
+    throw;
+  }
+}
+
+TraceWriter::~TraceWriter() {
+  if (impl_) impl_->release();
+}
+
+TraceWriter::TraceWriter(TraceWriter&&) noexcept = default;
+TraceWriter& TraceWriter::operator=(TraceWriter&&) noexcept = default;
+
+void TraceWriter::record(std::string_view name, int layer, std::int64_t first_position,
+                         std::int64_t n_rows, const RowShape& row_shape, const float* rows) {
+  Impl& w = *impl_;
+  w.usable();
+  check_record(w.path, name, layer, first_position, n_rows, row_shape, rows);
+  if (!filter_.tap_enabled(name, layer)) return;
+  const RangeSet& positions = filter_.positions();
+  std::int64_t first_enabled = -1;
+  positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t) {
+    if (first_enabled < 0) first_enabled = p;
+  });
+  if (first_enabled < 0) return;
+
+  TapStream& s = w.stream(name, layer, row_shape);
+  if (s.empty() && s.shape() != row_shape) {
+    w.guarded([&] { s.reshape(row_shape, w.taps_group.get(), w.path); });
+  }
+  s.check(first_enabled, row_shape, w.path);
+  const std::int64_t row_size = row_shape.elements();
+  positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
+    s.stage(p, n, rows + (p - first_position) * row_size);
+    w.staged_bytes += static_cast<std::uint64_t>(n * row_size) * sizeof(float);
+  });
+  if (w.staged_bytes > w.options.stage_limit_bytes) w.guarded([&] { w.write_out(); });
+}
+
+void TraceWriter::append_tokens(const std::int32_t* tokens, std::size_t n) {
+  Impl& w = *impl_;
+  w.usable();
+  if (n > 0 && tokens == nullptr) throw TraceError(w.path, "/tokens", "tokens is null");
+  w.pending_tokens.insert(w.pending_tokens.end(), tokens, tokens + n);
+}
+
+void TraceWriter::end_step() {
+  Impl& w = *impl_;
+  w.usable();
+  ++w.steps;
+  if (w.steps - w.committed_steps >= w.options.commit_every) w.guarded([&] { w.commit(); });
+}
+
+void TraceWriter::close() {
+  Impl& w = *impl_;
+  if (w.state == Impl::State::closed) return;
+  if (w.state == Impl::State::failed) {
+    w.release();
+    w.state = Impl::State::closed;
+    throw TraceError(w.path, "/", "closed incomplete after an earlier failure: " + w.failure);
+  }
+  try {
+    w.finish();
+    w.state = Impl::State::closed;
+    if (w.options.compress) compress_trace(w.path, w.options.gzip_level);
+  } catch (const TraceError& e) {
+    w.failure = e.what();
+    w.release();
+    w.state = Impl::State::closed;
+    throw;
+  }
+}
+
+const std::string& TraceWriter::path() const { return impl_->path; }
+bool TraceWriter::failed() const { return impl_->state == Impl::State::failed; }
+std::int64_t TraceWriter::steps() const { return impl_->steps; }
+std::int64_t TraceWriter::committed_steps() const { return impl_->committed_steps; }
+
+}  // namespace tapdiff
