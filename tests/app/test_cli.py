@@ -105,3 +105,115 @@ def test_usage_errors_exit_2():
 def test_help_exit_0():
     p = run("--help", check_code=0)
     assert "fixture" in p.stdout and "inspect" in p.stdout
+
+
+# ---- run, diff, check: the workflows and their exit codes ----------------------------------
+
+PROMPT = "1,70,200,33,5"
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    d = tmp_path_factory.mktemp("qwen")
+    model = d / "q.gguf"
+    run("fixture", "--arch", "qwen2", "--seed", 4, "-o", model, check_code=0)
+    ref = d / "ref.h5"
+    run("run", "-m", model, "--tokens", PROMPT, "-n", 4, "-o", ref, check_code=0)
+    return model, ref
+
+
+def test_run_prints_tokens_and_writes_a_complete_trace(qwen, tmp_path):
+    model, _ = qwen
+    trace = tmp_path / "host.h5"
+    p = run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "-o", trace, check_code=0)
+    assert p.stdout.startswith("tokens: 1,70,200,33,5,")
+    info = json.loads(run("inspect", "--json", trace, check_code=0).stdout)
+    assert info["complete"] is True and info["producer"]["kind"] == "engine-host"
+    assert info["catalogue"]["ok"] is True
+
+
+def test_run_cuda_without_a_device_says_so_and_uses_host(qwen, tmp_path):
+    model, _ = qwen
+    p = run("run", "--backend", "cuda", "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / "c.h5")
+    assert p.returncode == 0, p.stderr
+    assert "running the host executor" in p.stderr or "engine-cuda" in run("inspect", tmp_path / "c.h5").stdout
+
+
+def test_diff_clean_engine_passes(qwen, tmp_path):
+    model, ref = qwen
+    trace = tmp_path / "host.h5"
+    run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "-o", trace, check_code=0)
+    p = run("diff", ref, trace, check_code=0)
+    assert p.stdout.startswith("PASS")
+
+
+def test_diff_with_a_fault_exits_1_and_writes_every_report(qwen, tmp_path):
+    model, ref = qwen
+    trace = tmp_path / "bad.h5"
+    run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "--inject", "bias-dropped",
+        "-o", trace, check_code=0)
+    reports = [tmp_path / f"r.{ext}" for ext in ("html", "md", "json", "xml", "txt")]
+    args = [a for r in reports for a in ("--report", r)]
+    p = run("diff", ref, trace, "--format", "json", *args, check_code=1)
+    j = json.loads(p.stdout)
+    assert j["verdict"] == "diverged"
+    assert j["first_divergence"]["tap"] == "blk.0.attn_q"
+    assert j["diagnosis"]["class"] == "bias"
+    for r in reports:
+        assert r.exists() and r.stat().st_size > 100, r
+    assert "blk.0.attn_q" in (tmp_path / "r.md").read_text()
+
+
+def test_diff_bad_report_extension_writes_nothing(qwen, tmp_path):
+    _, ref = qwen
+    p = run("diff", ref, ref, "--report", tmp_path / "r.html", "--report", tmp_path / "r.pdf", check_code=2)
+    assert "r.pdf" in p.stderr and ".html, .md, .json, .xml" in p.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_diff_of_different_models_exits_2(qwen, tmp_path):
+    _, ref = qwen
+    other = tmp_path / "other.gguf"
+    run("fixture", "--arch", "qwen2", "--seed", 5, "-o", other, check_code=0)
+    trace = tmp_path / "other.h5"
+    run("run", "-m", other, "--tokens", PROMPT, "-n", 4, "-o", trace, check_code=0)
+    p = run("diff", ref, trace)
+    assert p.returncode == 2
+    assert "different models" in p.stdout
+
+
+def test_diff_of_a_non_trace_exits_2(qwen, tmp_path):
+    _, ref = qwen
+    bogus = tmp_path / "bogus.h5"
+    bogus.write_bytes(b"not hdf5 at all")
+    p = run("diff", ref, bogus, check_code=2)
+    assert str(bogus) in p.stderr
+
+
+def test_check_exit_codes_and_golden(qwen, tmp_path):
+    model, ref = qwen
+    assert run("check", "-m", model, "--tokens", PROMPT, "-n", 4).returncode == 0
+    p = run("check", "-m", model, "--tokens", PROMPT, "-n", 4, "--inject", "rope-wrong-base", "--format", "md")
+    assert p.returncode == 1 and "rope" in p.stdout
+    assert run("check", "--golden", ref).returncode == 0
+    assert run("check", "--golden", ref, "--inject", "attn-scale").returncode == 1
+    assert run("check", "--golden", ref, "--inject", "no-such-fault").returncode == 2
+
+
+def test_faults_lists_the_catalogue():
+    out = run("faults", check_code=0).stdout
+    for name in ["kv-stuck-length", "kv-append-offset", "kv-unsliced", "first-token-twice",
+                 "prefill-rope-same-position", "rope-wrong-pairing", "rope-wrong-base", "weights-transposed",
+                 "lm-head-op-n", "bias-dropped", "bias-misread", "dequant-q8-scale", "attn-scale",
+                 "causal-mask-off", "gqa-head-map", "norm-weight-dropped"]:
+        assert name in out, name
+
+
+def test_run_errors_exit_2(qwen, tmp_path):
+    model, _ = qwen
+    assert "--inject" in run("run", "-m", model, "--tokens", "1,2", "--inject", "attn-scale").stderr
+    assert run("run", "-m", model, "--tokens", "1,2", "--precision", "f8").returncode == 2
+    p = run("run", "-m", model, "--prompt", "hello", check_code=2)
+    assert "--tokens" in p.stderr
+    p = run("run", "--backend", "host", "-m", model, "--tokens", "1,2", "--inject", "nope", check_code=2)
+    assert "nope" in p.stderr

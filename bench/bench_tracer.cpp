@@ -1,0 +1,187 @@
+// Tracer throughput against raw HDF5 writes of the same bytes, and the cost of a disabled tap.
+// Writes bench/results/tracer.md (and .json) with the machine and the exact command.
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <hdf5.h>
+#include <nlohmann/json.hpp>
+
+#include "machine.hpp"
+#include "tracer_workloads.hpp"
+
+using namespace tapdiff::bench;
+
+namespace {
+
+struct Result {
+  std::string mode;
+  std::string what;
+  int steps = 0;
+  double seconds = 0;  // median of the repeats
+  double mb_per_s = 0;
+  double raw_mb_per_s = 0;  // the raw baseline of the same shape
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string filesystem_of(const std::string& dir) {
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0) return "unknown";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0xEF53: return "ext4";
+    case 0x01021994: return "tmpfs";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x794C7630: return "overlayfs";
+    default: return fmt::format("0x{:x}", static_cast<unsigned long>(fs.f_type));
+  }
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  return cmd;
+}
+
+int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const std::string& dir,
+                  const std::string& out, const std::string& json_out, bool with_gzip,
+                  const std::string& command);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tapdiff tracer benchmark: tap write throughput vs raw HDF5, disabled-tap cost"};
+  TapWorkload w;
+  int repeats = 3;
+  std::int64_t calls = 30'000'000;
+  std::string dir = std::filesystem::temp_directory_path().string();
+  std::string out = "bench/results/tracer.md";
+  std::string json_out = "bench/results/tracer.json";
+  bool with_gzip = true;
+  app.add_option("--layers", w.layers)->capture_default_str();
+  app.add_option("--taps", w.taps, "Taps per layer")->capture_default_str();
+  app.add_option("--positions", w.positions)->capture_default_str();
+  app.add_option("--width", w.width, "Floats per row")->capture_default_str();
+  app.add_option("--repeats", repeats, "Runs per mode; the median is reported")->capture_default_str();
+  app.add_option("--enabled-calls", calls, "enabled() calls timed per case")->capture_default_str();
+  app.add_option("--dir", dir, "Where the trace files go (deleted after each run)")->capture_default_str();
+  app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
+  app.add_option("--json", json_out, "Results file (JSON)")->capture_default_str();
+  app.add_flag("!--no-gzip", with_gzip, "Skip the gzip run");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::filesystem::create_directories(dir);
+    return run_benchmark(w, repeats, calls, dir, out, json_out, with_gzip, command_line(argc, argv));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_tracer: {}\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const std::string& dir,
+                  const std::string& out, const std::string& json_out, bool with_gzip,
+                  const std::string& command) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures throw with their own message
+
+  const std::string path = (std::filesystem::path(dir) / fmt::format("bench-tracer-{}.h5", getpid())).string();
+  const double mb = static_cast<double>(w.bytes()) / 1e6;
+  auto run = [&](auto&& fn) {
+    std::vector<double> times;
+    for (int i = 0; i < repeats; ++i) {
+      sync();  // start each run without the previous run's dirty pages
+      times.push_back(fn());
+      std::filesystem::remove(path);
+    }
+    return median(times);
+  };
+
+  const double raw_decode = run([&] { return time_raw(w, 1, path); });
+  const double raw_prefill = run([&] { return time_raw(w, w.positions, path); });
+  std::vector<Result> results;
+  auto add = [&](const std::string& mode, const std::string& what, int rows_per_step, double raw,
+                 double seconds) {
+    results.push_back({mode, what, w.positions / rows_per_step, seconds, mb / seconds, mb / raw});
+  };
+  add("raw HDF5, decode-shaped", "one dataset, one H5Dwrite + H5Fflush per step", 1, raw_decode,
+      raw_decode);
+  add("raw HDF5, prefill-shaped", "one dataset, one H5Dwrite + H5Fflush", w.positions, raw_prefill,
+      raw_prefill);
+  add("tracer decode", "1 row per tap per step, commit every step", 1, raw_decode,
+      run([&] { return time_tracer(w, 1, 1, false, path); }));
+  add("tracer decode, commit_every=16", "1 row per tap per step, commit every 16 steps", 1,
+      raw_decode, run([&] { return time_tracer(w, 1, 16, false, path); }));
+  add("tracer prefill", "all positions per tap in one step", w.positions, raw_prefill,
+      run([&] { return time_tracer(w, w.positions, 1, false, path); }));
+  if (with_gzip) {
+    add("tracer decode + gzip at close", "as tracer decode, compressed copy made by close()", 1,
+        raw_decode, run([&] { return time_tracer(w, 1, 1, true, path); }));
+  }
+
+  struct Disabled {
+    std::string kind;
+    std::string filter;
+    double ns;
+  };
+  std::vector<Disabled> disabled = {
+      {"name", "names `blk.*.no_such_tap*`", 0},
+      {"layer", fmt::format("layers `{}-`", w.layers), 0},
+      {"position", "positions `0-3`, asked at 100", 0},
+  };
+  for (Disabled& d : disabled) {
+    d.ns = run([&] { return disabled_call_ns(w, d.kind, calls, path); });
+  }
+
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  const std::string machine = machine_description();
+  const std::string storage = fmt::format("{} ({})", dir, filesystem_of(dir));
+
+  std::string md;
+  md += "# Tracer benchmark\n\n";
+  md += fmt::format("Generated by `{}`.\n\n", command);
+  md += fmt::format("- machine: {}\n- HDF5 {}.{}.{}; files in {}\n", machine, major, minor, release, storage);
+  md += fmt::format("- workload: {} layers x {} taps x {} positions x {} floats = {:.1f} MB of tap "
+                    "data; median of {} runs, each from open to close (sync before each run)\n\n",
+                    w.layers, w.taps, w.positions, w.width, mb, repeats);
+  md += "| mode | what | steps | seconds | MB/s | % of raw HDF5 (same shape) |\n";
+  md += "|---|---|---|---|---|---|\n";
+  for (const Result& r : results) {
+    md += fmt::format("| {} | {} | {} | {:.3f} | {:.0f} | {:.0f}% |\n", r.mode, r.what, r.steps,
+                      r.seconds, r.mb_per_s, 100.0 * r.mb_per_s / r.raw_mb_per_s);
+  }
+  md += "\nTargets: >= 50% of raw HDF5 with all taps on; a disabled tap under 20 ns.\n\n";
+  md += fmt::format("| disabled `enabled()` call | filter | ns per call ({} calls) |\n", calls);
+  md += "|---|---|---|\n";
+  for (const Disabled& d : disabled) md += fmt::format("| rejected by {} | {} | {:.1f} |\n", d.kind, d.filter, d.ns);
+
+  nlohmann::json j = {{"command", command}, {"machine", machine},
+                      {"hdf5", fmt::format("{}.{}.{}", major, minor, release)}, {"storage", storage},
+                      {"workload", {{"layers", w.layers}, {"taps", w.taps}, {"positions", w.positions},
+                                    {"width", w.width}, {"bytes", w.bytes()}}},
+                      {"repeats", repeats}};
+  for (const Result& r : results) {
+    j["throughput"].push_back({{"mode", r.mode}, {"steps", r.steps}, {"seconds", r.seconds},
+                               {"mb_per_s", r.mb_per_s}, {"fraction_of_raw", r.mb_per_s / r.raw_mb_per_s}});
+  }
+  for (const Disabled& d : disabled) j["disabled_ns"][d.kind] = d.ns;
+
+  for (const auto& [file, text] : {std::pair{out, md}, std::pair{json_out, j.dump(2) + "\n"}}) {
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    std::ofstream(file) << text;
+  }
+  fmt::print("{}", md);
+  return 0;
+}
+
+}  // namespace

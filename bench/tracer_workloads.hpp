@@ -1,0 +1,33 @@
+// The tracer benchmark's workloads: the same tap bytes written through TraceWriter and raw
+// into one HDF5 dataset, and the cost of enabled() for disabled taps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tapdiff::bench {
+
+struct TapWorkload {
+  int layers = 30;
+  int taps = 20;  // per layer
+  int positions = 128;
+  int width = 576;  // floats per row
+  std::int64_t bytes() const {
+    return std::int64_t{layers} * taps * positions * width * static_cast<std::int64_t>(sizeof(float));
+  }
+};
+
+// Seconds from creating the file to closing it.
+// rows_per_step: 1 is decode (one position per step), positions is one batched prefill step.
+double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bool compress,
+                   const std::string& path);
+// One (layers*taps*positions, width) float32 dataset, chunked like the tracer's, appended with
+// one H5Dwrite per step (the same rows a tracer step writes) and flushed per step.
+double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path);
+
+// Nanoseconds per enabled() call that returns false, cycling through the workload's taps.
+// kind: "name" (glob rejects), "layer" (layer range rejects), "position" (position range).
+double disabled_call_ns(const TapWorkload& w, const std::string& kind, std::int64_t calls,
+                        const std::string& path);
+
+}  // namespace tapdiff::bench
