@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
+#include <limits>
 #include <unistd.h>
 
 #include "app/exit_codes.hpp"
@@ -34,20 +35,24 @@ void add_report_options(CLI::App& cmd, ReportOutput& out) {
       ->capture_default_str();
   cmd.add_option("--report", out.files,
                  "Also write a report file; the extension picks the format (.html .md .json .xml .txt); repeatable");
+  cmd.add_flag("--all-taps", out.all_taps,
+               "List every tap with the smallest NMSE threshold it would have passed (for tuning profiles)");
 }
 
 void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
   // Check every path's extension before writing anything.
   std::vector<reports::Format> formats;
   for (const auto& f : out.files) formats.push_back(format_for_file(f));
-  reports::RenderOptions screen;
+  reports::RenderOptions options;
+  if (out.all_taps) options.max_table_rows = options.worst_passing_taps = std::numeric_limits<int>::max();
+  reports::RenderOptions screen = options;
   screen.color = out.format == "text" && isatty(STDOUT_FILENO) == 1;
   fmt::print("{}", reports::render(result, *reports::parse_format(out.format), screen));
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
     {
       std::ofstream f(tmp, std::ios::binary);
-      f << reports::render(result, formats[i]);
+      f << reports::render(result, formats[i], options);
       if (!f.flush()) throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
     }
     if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0)

@@ -13,6 +13,7 @@ namespace tapdiff {
 struct ReportOutput {
   std::string format = "text";        // on stdout
   std::vector<std::string> files;     // written by extension: .html .md .json .xml .txt
+  bool all_taps = false;              // every tap in the tables, not only the diverged and the closest
 };
 
 void add_report_options(CLI::App& cmd, ReportOutput& out);

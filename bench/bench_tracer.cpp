@@ -3,12 +3,13 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <hdf5.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
-#include <hdf5.h>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "machine.hpp"
@@ -36,13 +37,26 @@ std::string filesystem_of(const std::string& dir) {
   struct statfs fs {};
   if (statfs(dir.c_str(), &fs) != 0) return "unknown";
   switch (static_cast<unsigned long>(fs.f_type)) {
-    case 0xEF53: return "ext4";
-    case 0x01021994: return "tmpfs";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x794C7630: return "overlayfs";
-    default: return fmt::format("0x{:x}", static_cast<unsigned long>(fs.f_type));
+    case 0xEF53:
+      return "ext4";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x794C7630:
+      return "overlayfs";
+    default:
+      return fmt::format("0x{:x}", static_cast<unsigned long>(fs.f_type));
   }
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one.empty() ? "unknown" : one + " " + five + " " + fifteen;
 }
 
 std::string command_line(int argc, char** argv) {
@@ -70,16 +84,19 @@ int main(int argc, char** argv) {
   app.add_option("--taps", w.taps, "Taps per layer")->capture_default_str();
   app.add_option("--positions", w.positions)->capture_default_str();
   app.add_option("--width", w.width, "Floats per row")->capture_default_str();
-  app.add_option("--repeats", repeats, "Runs per mode; the median is reported")->capture_default_str();
+  app.add_option("--repeats", repeats, "Runs per mode; the median is reported")
+      ->capture_default_str();
   app.add_option("--enabled-calls", calls, "enabled() calls timed per case")->capture_default_str();
-  app.add_option("--dir", dir, "Where the trace files go (deleted after each run)")->capture_default_str();
+  app.add_option("--dir", dir, "Where the trace files go (deleted after each run)")
+      ->capture_default_str();
   app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
   app.add_option("--json", json_out, "Results file (JSON)")->capture_default_str();
   app.add_flag("!--no-gzip", with_gzip, "Skip the gzip run");
   CLI11_PARSE(app, argc, argv);
   try {
     std::filesystem::create_directories(dir);
-    return run_benchmark(w, repeats, calls, dir, out, json_out, with_gzip, command_line(argc, argv));
+    return run_benchmark(w, repeats, calls, dir, out, json_out, with_gzip,
+                         command_line(argc, argv));
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_tracer: {}\n", e.what());
     return 1;
@@ -93,38 +110,69 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
                   const std::string& command) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures throw with their own message
 
-  const std::string path = (std::filesystem::path(dir) / fmt::format("bench-tracer-{}.h5", getpid())).string();
+  const std::string path =
+      (std::filesystem::path(dir) / fmt::format("bench-tracer-{}.h5", getpid())).string();
   const double mb = static_cast<double>(w.bytes()) / 1e6;
-  auto run = [&](auto&& fn) {
-    std::vector<double> times;
-    for (int i = 0; i < repeats; ++i) {
-      sync();  // start each run without the previous run's dirty pages
-      times.push_back(fn());
-      std::filesystem::remove(path);
-    }
-    return median(times);
+  // One run of fn: seconds, with the file removed afterwards and no dirty pages before.
+  auto once = [&](const std::function<double()>& fn) {
+    sync();
+    const double seconds = fn();
+    std::filesystem::remove(path);
+    return seconds;
   };
-
-  const double raw_decode = run([&] { return time_raw(w, 1, path); });
-  const double raw_prefill = run([&] { return time_raw(w, w.positions, path); });
-  std::vector<Result> results;
-  auto add = [&](const std::string& mode, const std::string& what, int rows_per_step, double raw,
-                 double seconds) {
-    results.push_back({mode, what, w.positions / rows_per_step, seconds, mb / seconds, mb / raw});
+  struct Mode {
+    std::string name;
+    std::string what;
+    int rows_per_step;
+    std::function<double()> run;
+    std::vector<double> seconds;
   };
-  add("raw HDF5, decode-shaped", "one dataset, one H5Dwrite + H5Fflush per step", 1, raw_decode,
-      raw_decode);
-  add("raw HDF5, prefill-shaped", "one dataset, one H5Dwrite + H5Fflush", w.positions, raw_prefill,
-      raw_prefill);
-  add("tracer decode", "1 row per tap per step, commit every step", 1, raw_decode,
-      run([&] { return time_tracer(w, 1, 1, false, path); }));
-  add("tracer decode, commit_every=16", "1 row per tap per step, commit every 16 steps", 1,
-      raw_decode, run([&] { return time_tracer(w, 1, 16, false, path); }));
-  add("tracer prefill", "all positions per tap in one step", w.positions, raw_prefill,
-      run([&] { return time_tracer(w, w.positions, 1, false, path); }));
+  std::vector<Mode> modes = {
+      {"raw HDF5, decode-shaped",
+       "one dataset, one H5Dwrite + H5Fflush per step",
+       1,
+       [&] { return time_raw(w, 1, path); },
+       {}},
+      {"tracer decode",
+       "1 row per tap per step, commit every step",
+       1,
+       [&] { return time_tracer(w, 1, 1, false, path); },
+       {}},
+      {"tracer decode, commit_every=16",
+       "1 row per tap per step, commit every 16 steps",
+       1,
+       [&] { return time_tracer(w, 1, 16, false, path); },
+       {}},
+      {"raw HDF5, prefill-shaped",
+       "one dataset, one H5Dwrite + H5Fflush",
+       w.positions,
+       [&] { return time_raw(w, w.positions, path); },
+       {}},
+      {"tracer prefill",
+       "all positions per tap in one step",
+       w.positions,
+       [&] { return time_tracer(w, w.positions, 1, false, path); },
+       {}},
+  };
   if (with_gzip) {
-    add("tracer decode + gzip at close", "as tracer decode, compressed copy made by close()", 1,
-        raw_decode, run([&] { return time_tracer(w, 1, 1, true, path); }));
+    modes.push_back({"tracer decode + gzip at close",
+                     "as tracer decode, compressed copy made by close()",
+                     1,
+                     [&] { return time_tracer(w, 1, 1, true, path); },
+                     {}});
+  }
+  // Interleaved, so that a change in the machine's load hits every mode alike.
+  for (int r = 0; r < repeats; ++r) {
+    for (Mode& m : modes) m.seconds.push_back(once(m.run));
+  }
+  const double raw_decode = median(modes[0].seconds);
+  const double raw_prefill = median(modes[3].seconds);
+  std::vector<Result> results;
+  for (const Mode& m : modes) {
+    const double seconds = median(m.seconds);
+    const double raw = m.rows_per_step == 1 ? raw_decode : raw_prefill;
+    results.push_back(
+        {m.name, m.what, w.positions / m.rows_per_step, seconds, mb / seconds, mb / raw});
   }
 
   struct Disabled {
@@ -138,21 +186,29 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
       {"position", "positions `0-3`, asked at 100", 0},
   };
   for (Disabled& d : disabled) {
-    d.ns = run([&] { return disabled_call_ns(w, d.kind, calls, path); });
+    std::vector<double> ns;
+    for (int r = 0; r < repeats; ++r) {
+      ns.push_back(disabled_call_ns(w, d.kind, calls, path));
+      std::filesystem::remove(path);
+    }
+    d.ns = median(ns);
   }
 
   unsigned major = 0, minor = 0, release = 0;
   H5get_libversion(&major, &minor, &release);
   const std::string machine = machine_description();
   const std::string storage = fmt::format("{} ({})", dir, filesystem_of(dir));
+  const std::string load = load_average();
 
   std::string md;
   md += "# Tracer benchmark\n\n";
   md += fmt::format("Generated by `{}`.\n\n", command);
-  md += fmt::format("- machine: {}\n- HDF5 {}.{}.{}; files in {}\n", machine, major, minor, release, storage);
-  md += fmt::format("- workload: {} layers x {} taps x {} positions x {} floats = {:.1f} MB of tap "
-                    "data; median of {} runs, each from open to close (sync before each run)\n\n",
-                    w.layers, w.taps, w.positions, w.width, mb, repeats);
+  md += fmt::format("- machine: {} (load average {} when the run ended)\n", machine, load);
+  md += fmt::format("- HDF5 {}.{}.{}; files in {}\n", major, minor, release, storage);
+  md += fmt::format(
+      "- workload: {} layers x {} taps x {} positions x {} floats = {:.1f} MB of tap "
+      "data; median of {} runs, each from open to close (sync before each run)\n\n",
+      w.layers, w.taps, w.positions, w.width, mb, repeats);
   md += "| mode | what | steps | seconds | MB/s | % of raw HDF5 (same shape) |\n";
   md += "|---|---|---|---|---|---|\n";
   for (const Result& r : results) {
@@ -162,16 +218,27 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
   md += "\nTargets: >= 50% of raw HDF5 with all taps on; a disabled tap under 20 ns.\n\n";
   md += fmt::format("| disabled `enabled()` call | filter | ns per call ({} calls) |\n", calls);
   md += "|---|---|---|\n";
-  for (const Disabled& d : disabled) md += fmt::format("| rejected by {} | {} | {:.1f} |\n", d.kind, d.filter, d.ns);
+  for (const Disabled& d : disabled)
+    md += fmt::format("| rejected by {} | {} | {:.1f} |\n", d.kind, d.filter, d.ns);
 
-  nlohmann::json j = {{"command", command}, {"machine", machine},
-                      {"hdf5", fmt::format("{}.{}.{}", major, minor, release)}, {"storage", storage},
-                      {"workload", {{"layers", w.layers}, {"taps", w.taps}, {"positions", w.positions},
-                                    {"width", w.width}, {"bytes", w.bytes()}}},
+  nlohmann::json j = {{"command", command},
+                      {"machine", machine},
+                      {"hdf5", fmt::format("{}.{}.{}", major, minor, release)},
+                      {"storage", storage},
+                      {"load_average", load},
+                      {"workload",
+                       {{"layers", w.layers},
+                        {"taps", w.taps},
+                        {"positions", w.positions},
+                        {"width", w.width},
+                        {"bytes", w.bytes()}}},
                       {"repeats", repeats}};
   for (const Result& r : results) {
-    j["throughput"].push_back({{"mode", r.mode}, {"steps", r.steps}, {"seconds", r.seconds},
-                               {"mb_per_s", r.mb_per_s}, {"fraction_of_raw", r.mb_per_s / r.raw_mb_per_s}});
+    j["throughput"].push_back({{"mode", r.mode},
+                               {"steps", r.steps},
+                               {"seconds", r.seconds},
+                               {"mb_per_s", r.mb_per_s},
+                               {"fraction_of_raw", r.mb_per_s / r.raw_mb_per_s}});
   }
   for (const Disabled& d : disabled) j["disabled_ns"][d.kind] = d.ns;
 

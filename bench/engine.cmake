@@ -1,6 +1,7 @@
 # bench_engine: host executor prefill (pp128) and decode (tg64) tokens/s on a
 # SmolLM2-135M-shaped fixture, f32 and f16, 2 threads. Included from bench/CMakeLists.txt.
-# Run: build/bench/bench_engine  (writes bench/results/engine.md)
+# Run: OMP_WAIT_POLICY=passive build/bench/bench_engine  (writes bench/results/engine.md; the
+# passive policy matters on a shared machine, docs/engine.md "Threads")
 add_executable(bench_engine ${CMAKE_CURRENT_LIST_DIR}/engine_bench.cpp)
 target_link_libraries(bench_engine PRIVATE tapdiff_engine tapdiff_fixtures fmt::fmt BLAS::BLAS
                       OpenMP::OpenMP_CXX)

@@ -26,7 +26,8 @@ std::vector<std::string> tap_names(int n) {
   }
   names.resize(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
-    if (names[static_cast<std::size_t>(i)].empty()) names[static_cast<std::size_t>(i)] = "extra" + std::to_string(i);
+    if (names[static_cast<std::size_t>(i)].empty())
+      names[static_cast<std::size_t>(i)] = "extra" + std::to_string(i);
   }
   return names;
 }
@@ -41,7 +42,8 @@ double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bo
                    const std::string& path) {
   const std::vector<std::string> names = tap_names(w.taps);
   // (rows_per_step, width): every tap records the same buffer; the writer copies it anyway.
-  std::vector<float> rows(static_cast<std::size_t>(rows_per_step) * static_cast<std::size_t>(w.width));
+  std::vector<float> rows(static_cast<std::size_t>(rows_per_step) *
+                          static_cast<std::size_t>(w.width));
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 977) * 0.25f;
   TraceMetadata meta;
   meta.prompt_length = w.positions;
@@ -77,7 +79,8 @@ double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path
   const hid_t space = H5Screate_simple(2, dims, max_dims);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   check(H5Pset_chunk(dcpl, 2, chunk), "chunk");
-  const hid_t data = H5Dcreate2(file, "rows", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  const hid_t data =
+      H5Dcreate2(file, "rows", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   const hid_t mem = H5Screate_simple(2, std::vector<hsize_t>{step_rows, width}.data(), nullptr);
   for (int first = 0; first < w.positions; first += rows_per_step) {
     const hsize_t done = static_cast<hsize_t>(first / rows_per_step) * step_rows;
@@ -86,7 +89,8 @@ double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path
     const hid_t file_space = H5Dget_space(data);
     const hsize_t start_row[2] = {done, 0};
     const hsize_t count[2] = {step_rows, width};
-    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start_row, nullptr, count, nullptr), "select");
+    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start_row, nullptr, count, nullptr),
+          "select");
     check(H5Dwrite(data, H5T_NATIVE_FLOAT, mem, file_space, H5P_DEFAULT, rows.data()), "write");
     H5Sclose(file_space);
     check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush");

@@ -13,7 +13,8 @@ struct TapWorkload {
   int positions = 128;
   int width = 576;  // floats per row
   std::int64_t bytes() const {
-    return std::int64_t{layers} * taps * positions * width * static_cast<std::int64_t>(sizeof(float));
+    return std::int64_t{layers} * taps * positions * width *
+           static_cast<std::int64_t>(sizeof(float));
   }
 };
 

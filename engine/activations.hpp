@@ -20,17 +20,17 @@ struct Activations {
   Buffer rope_positions;  // (max_rows,) int32 what RoPE rotates by under prefill-rope-same-position
   Buffer x;               // (max_rows, n_embd) residual stream: token_embd, resid.attn, resid.ffn
   Buffer norm;            // (max_rows, n_embd) attn_norm / ffn_norm / output_norm, rounded
-  Buffer q;               // (max_rows, n_head, head_dim) attn_q, then attn_q.rope in place (rounded)
-  Buffer k;               // (max_rows, n_head_kv, head_dim) attn_k, then attn_k.rope in place
-  Buffer v;               // (max_rows, n_head_kv, head_dim) attn_v
-  Buffer probs;           // (max_rows, n_head, n_ctx) attn.probs
-  Buffer attn_out;        // (max_rows, n_head, head_dim) attn.out, rounded
-  Buffer proj;            // (max_rows, n_embd) attn_output, then ffn_down
-  Buffer gate;            // (max_rows, n_ff) ffn_gate
-  Buffer up;              // (max_rows, n_ff) ffn_up
-  Buffer act;             // (max_rows, n_ff) ffn.act, rounded
-  Buffer logits;          // (1, n_vocab) output of the step's last position
-  Buffer next_token;      // (1,) int32 argmax of logits
+  Buffer q;           // (max_rows, n_head, head_dim) attn_q, then attn_q.rope in place (rounded)
+  Buffer k;           // (max_rows, n_head_kv, head_dim) attn_k, then attn_k.rope in place
+  Buffer v;           // (max_rows, n_head_kv, head_dim) attn_v
+  Buffer probs;       // (max_rows, n_head, n_ctx) attn.probs
+  Buffer attn_out;    // (max_rows, n_head, head_dim) attn.out, rounded
+  Buffer proj;        // (max_rows, n_embd) attn_output, then ffn_down
+  Buffer gate;        // (max_rows, n_ff) ffn_gate
+  Buffer up;          // (max_rows, n_ff) ffn_up
+  Buffer act;         // (max_rows, n_ff) ffn.act, rounded
+  Buffer logits;      // (1, n_vocab) output of the step's last position
+  Buffer next_token;  // (1,) int32 argmax of logits
 };
 
 }  // namespace tapdiff::engine

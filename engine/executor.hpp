@@ -52,19 +52,58 @@ public:
   virtual void synchronize() = 0;
 
   // Checked entries.
-  void dequantize(const DequantArgs& a) { validate(a); launch(a); }
-  void convert(const ConvertArgs& a) { validate(a); launch(a); }
-  void round(const RoundArgs& a) { validate(a); launch(a); }
-  void embed(const EmbedArgs& a) { validate(a); launch(a); }
-  void rmsnorm(const RmsNormArgs& a) { validate(a); launch(a); }
-  void add_bias(const BiasArgs& a) { validate(a); launch(a); }
-  void rope(const RopeArgs& a) { validate(a); launch(a); }
-  void kv_append(const KvAppendArgs& a) { validate(a); launch(a); }
-  void attention(const AttentionArgs& a) { validate(a); launch(a); }
-  void silu_mul(const SiluMulArgs& a) { validate(a); launch(a); }
-  void add(const AddArgs& a) { validate(a); launch(a); }
-  void argmax(const ArgmaxArgs& a) { validate(a); launch(a); }
-  void gemm(const GemmArgs& a) { validate(a); launch(a); }
+  void dequantize(const DequantArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void convert(const ConvertArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void round(const RoundArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void embed(const EmbedArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void rmsnorm(const RmsNormArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void add_bias(const BiasArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void rope(const RopeArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void kv_append(const KvAppendArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void attention(const AttentionArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void silu_mul(const SiluMulArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void add(const AddArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void argmax(const ArgmaxArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void gemm(const GemmArgs& a) {
+    validate(a);
+    launch(a);
+  }
 
 protected:
   // Launchers: one per op, same signature on both executors.

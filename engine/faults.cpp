@@ -6,6 +6,8 @@
 namespace tapdiff::engine {
 namespace {
 
+// One fault per entry: name, description, seed bug, class, code location, what a run needs.
+// clang-format off
 const std::vector<FaultSpec> kFaults = {
     {Fault::kv_stuck_length, "kv-stuck-length",
      "cache length never advances: decode writes slot 0 and attends to the current token only",
@@ -50,12 +52,13 @@ const std::vector<FaultSpec> kFaults = {
     {Fault::bias_misread, "bias-misread",
      "q/k/v bias staged as bf16 and decoded as f16 (the bytes read as the wrong type)",
      "a bf16/fp16 mix-up in the loader's 16-bit staging of 1-D tensors", "bias",
-     "engine/weights.cpp: load_bias", "a model with q/k/v biases (qwen2)"},
+     "engine/weights.cpp: Loader::bias", "a model with q/k/v biases (qwen2)"},
     {Fault::dequant_q8_scale, "dequant-q8-scale",
      "Q8_0 block scale (fp16) decoded as bf16",
      "a dequantization kernel reading the block scale through the wrong 16-bit float type",
      "dequantization", "engine/kernels/dequant.hpp: q8_0", "a Q8_0 weight"},
-    {Fault::attn_scale, "attn-scale", "attention scores scaled by 1/head_dim instead of 1/sqrt(head_dim)",
+    {Fault::attn_scale, "attn-scale",
+     "attention scores scaled by 1/head_dim instead of 1/sqrt(head_dim)",
      "a softmax scale computed as 1/d", "attention-scale",
      "engine/forward.cpp: the attention call", "head_dim > 1"},
     {Fault::causal_mask_off, "causal-mask-off",
@@ -70,6 +73,7 @@ const std::vector<FaultSpec> kFaults = {
      "a norm kernel called with a null weight after a loader change", "normalization",
      "engine/forward.cpp: Forward::norm", ""},
 };
+// clang-format on
 
 bool has_q8_0_weight(const GgufFile& model) {
   for (const GgufTensorInfo& t : model.tensors())
@@ -97,25 +101,29 @@ Fault parse_fault(std::string_view name) {
   if (name.empty() || name == "none") return Fault::none;
   if (const FaultSpec* spec = find_fault(name)) return spec->fault;
   std::string names;
-  for (const FaultSpec& spec : kFaults) names += fmt::format("{}{}", names.empty() ? "" : ", ", spec.name);
-  throw std::invalid_argument(fmt::format("inject: unknown fault \"{}\"; expected one of: {}", name, names));
+  for (const FaultSpec& spec : kFaults)
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", spec.name);
+  throw std::invalid_argument(
+      fmt::format("inject: unknown fault \"{}\"; expected one of: {}", name, names));
 }
 
 std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& model,
-                                                const ModelConfig& c, int n_prompt,
-                                                int n_predict) {
+                                                const ModelConfig& c, int n_prompt, int n_predict) {
   auto no = [&](std::string why) -> std::optional<std::string> {
     return fmt::format("fault {} does not apply: {}", fault_spec(fault).name, why);
   };
   switch (fault) {
-    case Fault::none: break;
+    case Fault::none:
+      break;
     case Fault::kv_stuck_length:
     case Fault::kv_append_offset:
     case Fault::kv_unsliced:
-      if (n_predict < 2) return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
       break;
     case Fault::first_token_twice:
-      if (n_predict < 2) return no(fmt::format("n-predict {}: needs >= 2 generated tokens", n_predict));
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {}: needs >= 2 generated tokens", n_predict));
       break;
     case Fault::prefill_rope_same_position:
     case Fault::causal_mask_off:
@@ -131,10 +139,12 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       if (c.q_dim() != c.n_embd)
         return no(fmt::format("attn_output is {} x {}, not square", c.n_embd, c.q_dim()));
       break;
-    case Fault::lm_head_op_n: break;
+    case Fault::lm_head_op_n:
+      break;
     case Fault::bias_dropped:
     case Fault::bias_misread:
-      if (!c.qkv_bias) return no(fmt::format("the {} model has no q/k/v biases", arch_name(c.arch)));
+      if (!c.qkv_bias)
+        return no(fmt::format("the {} model has no q/k/v biases", arch_name(c.arch)));
       break;
     case Fault::dequant_q8_scale:
       if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
@@ -144,9 +154,11 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::gqa_head_map:
       if (c.n_head_kv <= 1 || c.n_head_kv >= c.n_head)
-        return no(fmt::format("n_head {} n_head_kv {}: both mappings coincide", c.n_head, c.n_head_kv));
+        return no(
+            fmt::format("n_head {} n_head_kv {}: both mappings coincide", c.n_head, c.n_head_kv));
       break;
-    case Fault::norm_weight_dropped: break;
+    case Fault::norm_weight_dropped:
+      break;
   }
   return std::nullopt;
 }

@@ -53,7 +53,7 @@ struct FaultSpec {
 
 // The catalogue, in DESIGN.md's order.
 const std::vector<FaultSpec>& fault_catalogue();
-const FaultSpec* find_fault(std::string_view name);   // nullptr when unknown
+const FaultSpec* find_fault(std::string_view name);  // nullptr when unknown
 const FaultSpec& fault_spec(Fault fault);
 
 // "" or "none" is Fault::none; an unknown name throws std::invalid_argument listing the names.

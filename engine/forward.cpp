@@ -33,7 +33,8 @@ void Forward::round(float* x, std::int64_t count) {
 }
 
 void Forward::norm(const Buffer& weight, int n) {
-  RmsNormArgs a{act_.x.as<float>(), weight.as<float>(), act_.norm.as<float>(), n, c_.n_embd, c_.rms_eps};
+  RmsNormArgs a{act_.x.as<float>(), weight.as<float>(), act_.norm.as<float>(), n,
+                c_.n_embd,          c_.rms_eps};
   // Fault norm-weight-dropped: the norm kernel gets no weight.
   if (faults_.is(Fault::norm_weight_dropped)) a.weight = nullptr;
   ex_.rmsnorm(a);
@@ -42,14 +43,15 @@ void Forward::norm(const Buffer& weight, int n) {
 
 void Forward::gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda,
                    const float* b, int ldb, float* c, int ldc) {
-  ex_.gemm(GemmArgs{op_a, op_b, m, n, k, 1.0f, a.data(), w_.matrix_type, lda, b,
-                    ElemType::f32, ldb, 0.0f, c, ldc});
+  ex_.gemm(GemmArgs{op_a, op_b, m, n, k, 1.0f, a.data(), w_.matrix_type, lda, b, ElemType::f32, ldb,
+                    0.0f, c, ldc});
 }
 
 int Forward::step(const int* tokens, int n, int p0) {
   if (n < 1 || n > act_.max_rows || p0 < 0 || p0 + n > n_ctx_)
-    throw EngineError(fmt::format("forward step: {} positions from {}: expected 1..{} within the {} positions",
-                                  n, p0, act_.max_rows, n_ctx_));
+    throw EngineError(
+        fmt::format("forward step: {} positions from {}: expected 1..{} within the {} positions", n,
+                    p0, act_.max_rows, n_ctx_));
   cache_.check_room(n);
   host_ints_.assign(tokens, tokens + n);
   upload_ints(act_.tokens, host_ints_);
@@ -100,7 +102,14 @@ void Forward::attention_block(int l, int p0, int n) {
   taps_.record("attn_k", l, p0, n, {KV}, k);
   taps_.record("attn_v", l, p0, n, {KV}, v);
 
-  RopeArgs rope{q, act_.rope_positions.as<std::int32_t>(), n, H, D, c_.n_rot, c_.rope_freq_base, c_.rope_pairing};
+  RopeArgs rope{q,
+                act_.rope_positions.as<std::int32_t>(),
+                n,
+                H,
+                D,
+                c_.n_rot,
+                c_.rope_freq_base,
+                c_.rope_pairing};
   // Fault rope-wrong-pairing: the other pairing. Fault rope-wrong-base: llama-2's base.
   if (faults_.is(Fault::rope_wrong_pairing))
     rope.pairing = rope.pairing == RopePairing::norm ? RopePairing::neox : RopePairing::norm;
@@ -117,8 +126,10 @@ void Forward::attention_block(int l, int p0, int n) {
   ex_.kv_append(KvAppendArgs{k, cache_.k(l), cache_.type(), offset, n, KV, cache_.capacity()});
   ex_.kv_append(KvAppendArgs{v, cache_.v(l), cache_.type(), offset, n, KV, cache_.capacity()});
   // The rows just written, read back from cache memory.
-  taps_.record("kv.k", l, p0, n, {KV}, element_ptr(cache_.k(l), offset, cache_.type()), cache_.type());
-  taps_.record("kv.v", l, p0, n, {KV}, element_ptr(cache_.v(l), offset, cache_.type()), cache_.type());
+  taps_.record("kv.k", l, p0, n, {KV}, element_ptr(cache_.k(l), offset, cache_.type()),
+               cache_.type());
+  taps_.record("kv.v", l, p0, n, {KV}, element_ptr(cache_.v(l), offset, cache_.type()),
+               cache_.type());
 
   AttentionArgs at;
   at.q = q;

@@ -42,10 +42,10 @@ private:
   void attention_block(int layer, int p0, int n);
   void ffn_block(int layer, int p0, int n);
   int output_head(int p0, int n);
-  void norm(const Buffer& weight, int n);                // act_.norm = RMSNorm(act_.x), rounded
-  void round(float* x, std::int64_t count);              // to the precision; nothing in f32
-  void gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda,
-            const float* b, int ldb, float* c, int ldc);  // C = op(A) op(B), A a weight
+  void norm(const Buffer& weight, int n);    // act_.norm = RMSNorm(act_.x), rounded
+  void round(float* x, std::int64_t count);  // to the precision; nothing in f32
+  void gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda, const float* b,
+            int ldb, float* c, int ldc);  // C = op(A) op(B), A a weight
   void upload_ints(Buffer& dst, const std::vector<std::int32_t>& values);
 
   Executor& ex_;

@@ -16,9 +16,12 @@ namespace {
 
 ElemType storage_of(Precision p) {
   switch (p) {
-    case Precision::f16: return ElemType::f16;
-    case Precision::bf16: return ElemType::bf16;
-    case Precision::f32: break;
+    case Precision::f16:
+      return ElemType::f16;
+    case Precision::bf16:
+      return ElemType::bf16;
+    case Precision::f32:
+      break;
   }
   return ElemType::f32;
 }
@@ -31,8 +34,9 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
     throw std::invalid_argument(fmt::format("n-predict: expected >= 0, got {}", o.n_predict));
   for (std::size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= c.n_vocab)
-      throw std::invalid_argument(fmt::format("tokens: token {} at position {} is outside the vocabulary 0..{}",
-                                              prompt[i], i, c.n_vocab - 1));
+      throw std::invalid_argument(
+          fmt::format("tokens: token {} at position {} is outside the vocabulary 0..{}", prompt[i],
+                      i, c.n_vocab - 1));
   const FaultSwitch faults(parse_fault(o.fault));
   const int n_prompt = static_cast<int>(prompt.size());
   if (auto why = fault_not_applicable(faults.active(), model, c, n_prompt, o.n_predict))
@@ -93,7 +97,8 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   for (int pos = n_prompt; pos < n_ctx - 1; ++pos) {
     int next = forward.step(&tokens[std::size_t(pos)], 1, pos);
     // Fault first-token-twice: the first generated token goes into the sequence again.
-    if (faults.is(Fault::first_token_twice) && pos == n_prompt) next = tokens[std::size_t(n_prompt)];
+    if (faults.is(Fault::first_token_twice) && pos == n_prompt)
+      next = tokens[std::size_t(n_prompt)];
     finish_step(pos, next);
   }
   return tokens;

@@ -17,14 +17,19 @@ public:
 
   Backend backend() const override { return Backend::host; }
   std::string describe() const override {
-    return fmt::format("host executor ({} OpenMP threads; GEMM: OpenBLAS per thread)", omp_get_max_threads());
+    return fmt::format("host executor ({} OpenMP threads; GEMM: OpenBLAS per thread)",
+                       omp_get_max_threads());
   }
   bool host_visible() const override { return true; }
   ElemType weight_storage(ElemType) const override { return ElemType::f32; }
 
   Buffer allocate(std::size_t bytes) override { return allocate_host(bytes); }
-  void upload(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
   void synchronize() override {}
 
 protected:

@@ -22,7 +22,7 @@ public:
 
   ElemType type() const { return type_; }
   int capacity() const { return capacity_; }
-  int row() const { return kv_dim_; }           // elements per cached position
+  int row() const { return kv_dim_; }  // elements per cached position
   std::int64_t length() const { return length_; }
 
   // Element offset, within a layer's cache, where the next appended row goes.
@@ -34,8 +34,12 @@ public:
   // After a step: its n_new appended rows become valid.
   void advance(std::int64_t n_new);
 
-  void* k(int layer) const { return k_[static_cast<std::size_t>(layer)].data(); }  // (capacity, kv_dim)
-  void* v(int layer) const { return v_[static_cast<std::size_t>(layer)].data(); }  // (capacity, kv_dim)
+  void* k(int layer) const {
+    return k_[static_cast<std::size_t>(layer)].data();
+  }  // (capacity, kv_dim)
+  void* v(int layer) const {
+    return v_[static_cast<std::size_t>(layer)].data();
+  }  // (capacity, kv_dim)
 
 private:
   std::vector<Buffer> k_, v_;  // (n_layer,) buffers of (capacity, kv_dim), zero-filled
@@ -43,7 +47,7 @@ private:
   int kv_dim_;
   ElemType type_;
   FaultSwitch faults_;
-  std::int64_t length_ = 0;    // rows holding valid K/V
+  std::int64_t length_ = 0;  // rows holding valid K/V
 };
 
 }  // namespace tapdiff::engine

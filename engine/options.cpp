@@ -2,13 +2,18 @@
 
 namespace tapdiff::engine {
 
-std::string_view backend_name(Backend backend) { return backend == Backend::cuda ? "cuda" : "host"; }
+std::string_view backend_name(Backend backend) {
+  return backend == Backend::cuda ? "cuda" : "host";
+}
 
 std::string_view precision_name(Precision precision) {
   switch (precision) {
-    case Precision::f16: return "f16";
-    case Precision::bf16: return "bf16";
-    case Precision::f32: break;
+    case Precision::f16:
+      return "f16";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::f32:
+      break;
   }
   return "f32";
 }

@@ -10,8 +10,8 @@ namespace {
 class Loader {
 public:
   Loader(Executor& ex, const GgufFile& model, ElemType precision, const FaultSwitch& faults)
-      : ex_(ex), model_(model), precision_(precision),
-        storage_(ex.weight_storage(precision)), faults_(faults) {}
+      : ex_(ex), model_(model), precision_(precision), storage_(ex.weight_storage(precision)),
+        faults_(faults) {}
 
   ElemType storage() const { return storage_; }
 
@@ -50,7 +50,8 @@ public:
 private:
   const GgufTensorInfo& tensor(const std::string& name) const {
     const GgufTensorInfo* t = model_.find_tensor(name);
-    if (t == nullptr) throw std::invalid_argument(fmt::format("{}: tensor {} missing", model_.path(), name));
+    if (t == nullptr)
+      throw std::invalid_argument(fmt::format("{}: tensor {} missing", model_.path(), name));
     return *t;
   }
 

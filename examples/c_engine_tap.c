@@ -15,18 +15,27 @@
 #include "tapdiff/trace.h"
 
 enum {
-  N_LAYER = 2, N_EMBD = 8, N_HEAD = 2, N_HEAD_KV = 1, HEAD_DIM = 4, N_FF = 16, N_VOCAB = 32,
-  N_PROMPT = 3, N_PREDICT = 4, N_CTX = N_PROMPT + N_PREDICT, KV_DIM = N_HEAD_KV * HEAD_DIM,
+  N_LAYER = 2,
+  N_EMBD = 8,
+  N_HEAD = 2,
+  N_HEAD_KV = 1,
+  HEAD_DIM = 4,
+  N_FF = 16,
+  N_VOCAB = 32,
+  N_PROMPT = 3,
+  N_PREDICT = 4,
+  N_CTX = N_PROMPT + N_PREDICT,
+  KV_DIM = N_HEAD_KV * HEAD_DIM,
   MAX_ROWS = N_PROMPT
 };
 
 /* Activations of the positions in flight, one row per position. */
-static float x[MAX_ROWS][N_EMBD];                 /* residual stream */
+static float x[MAX_ROWS][N_EMBD]; /* residual stream */
 static float norm[MAX_ROWS][N_EMBD];
 static float q[MAX_ROWS][N_HEAD * HEAD_DIM];
 static float k[MAX_ROWS][KV_DIM];
 static float v[MAX_ROWS][KV_DIM];
-static float probs[MAX_ROWS][N_HEAD][N_CTX];      /* 0 beyond the visible context */
+static float probs[MAX_ROWS][N_HEAD][N_CTX]; /* 0 beyond the visible context */
 static float att[MAX_ROWS][N_HEAD * HEAD_DIM];
 static float proj[MAX_ROWS][N_EMBD];
 static float gate[MAX_ROWS][N_FF];
@@ -95,7 +104,8 @@ static void attention(int l, int first, int n) {
       memset(probs[r][h], 0, sizeof probs[r][h]);
       for (j = 0; j <= pos; ++j) {
         float dot = 0.0f;
-        for (i = 0; i < HEAD_DIM; ++i) dot += q[r][h * HEAD_DIM + i] * k_cache[l][j][kv * HEAD_DIM + i];
+        for (i = 0; i < HEAD_DIM; ++i)
+          dot += q[r][h * HEAD_DIM + i] * k_cache[l][j][kv * HEAD_DIM + i];
         probs[r][h][j] = dot / sqrtf((float)HEAD_DIM);
         if (probs[r][h][j] > max) max = probs[r][h][j];
       }
@@ -137,14 +147,15 @@ static int forward(const int32_t* tokens, int first, int n) {
     }
     tap("attn_q.rope", l, first, n, &q[0][0], 1, N_HEAD * HEAD_DIM, 0);
     tap("attn_k.rope", l, first, n, &k[0][0], 1, KV_DIM, 0);
-    tap("kv.k", l, first, n, &k_cache[l][first][0], 1, KV_DIM, 0);  /* read back from the cache */
+    tap("kv.k", l, first, n, &k_cache[l][first][0], 1, KV_DIM, 0); /* read back from the cache */
     tap("kv.v", l, first, n, &v_cache[l][first][0], 1, KV_DIM, 0);
     attention(l, first, n);
     tap("attn.probs", l, first, n, &probs[0][0][0], 2, N_HEAD, N_CTX);
     tap("attn.out", l, first, n, &att[0][0], 1, N_HEAD * HEAD_DIM, 0);
     for (r = 0; r < n; ++r) matvec(10 * l + 3, N_EMBD, N_HEAD * HEAD_DIM, att[r], proj[r]);
     tap("attn_output", l, first, n, &proj[0][0], 1, N_EMBD, 0);
-    for (r = 0; r < n; ++r) for (i = 0; i < N_EMBD; ++i) x[r][i] += proj[r][i];
+    for (r = 0; r < n; ++r)
+      for (i = 0; i < N_EMBD; ++i) x[r][i] += proj[r][i];
     tap("resid.attn", l, first, n, &x[0][0], 1, N_EMBD, 0);
     for (r = 0; r < n; ++r) rmsnorm(x[r], norm[r]);
     tap("ffn_norm", l, first, n, &norm[0][0], 1, N_EMBD, 0);
@@ -160,13 +171,14 @@ static int forward(const int32_t* tokens, int first, int n) {
     tap("ffn.act", l, first, n, &gate[0][0], 1, N_FF, 0);
     for (r = 0; r < n; ++r) matvec(10 * l + 6, N_EMBD, N_FF, gate[r], proj[r]);
     tap("ffn_down", l, first, n, &proj[0][0], 1, N_EMBD, 0);
-    for (r = 0; r < n; ++r) for (i = 0; i < N_EMBD; ++i) x[r][i] += proj[r][i];
+    for (r = 0; r < n; ++r)
+      for (i = 0; i < N_EMBD; ++i) x[r][i] += proj[r][i];
     tap("resid.ffn", l, first, n, &x[0][0], 1, N_EMBD, 0);
   }
   for (r = 0; r < n; ++r) rmsnorm(x[r], norm[r]);
   tap("output_norm", -1, first, n, &norm[0][0], 1, N_EMBD, 0);
   matvec(99, N_VOCAB, N_EMBD, norm[n - 1], logits[n - 1]);
-  tap("output", -1, first + n - 1, 1, &logits[n - 1][0], 1, N_VOCAB, 0);  /* last position */
+  tap("output", -1, first + n - 1, 1, &logits[n - 1][0], 1, N_VOCAB, 0); /* last position */
   for (i = 1; i < N_VOCAB; ++i) {
     if (logits[n - 1][i] > logits[n - 1][best]) best = i;
   }
@@ -176,10 +188,9 @@ static int forward(const int32_t* tokens, int first, int n) {
 int main(int argc, char** argv) {
   int32_t tokens[N_CTX] = {5, 17, 3};
   tapdiff_trace_config cfg;
-  const tapdiff_hparam hparams[] = {
-      {"arch", TAPDIFF_HPARAM_STRING, 0, 0.0, "toy-llama"},
-      {"n_layer", TAPDIFF_HPARAM_INT, N_LAYER, 0.0, NULL},
-      {"rope_freq_base", TAPDIFF_HPARAM_FLOAT, 0, 10000.0, NULL}};
+  const tapdiff_hparam hparams[] = {{"arch", TAPDIFF_HPARAM_STRING, 0, 0.0, "toy-llama"},
+                                    {"n_layer", TAPDIFF_HPARAM_INT, N_LAYER, 0.0, NULL},
+                                    {"rope_freq_base", TAPDIFF_HPARAM_FLOAT, 0, 10000.0, NULL}};
   int step, next;
   if (argc < 2 || argc > 3) {
     fprintf(stderr, "usage: c_engine_tap OUT.h5 [NAME_GLOBS]\n");
@@ -207,7 +218,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "c_engine_tap: %s\n", tapdiff_last_error());
     return 2;
   }
-  next = forward(tokens, 0, N_PROMPT);  /* batched prefill */
+  next = forward(tokens, 0, N_PROMPT); /* batched prefill */
   if (tapdiff_trace_end_step(trace) != TAPDIFF_OK) failed = 1;
   for (step = 0; step < N_PREDICT && !failed; ++step) {
     const int pos = N_PROMPT + step;

@@ -13,11 +13,22 @@ tapdiff's C++ TraceWriter, the reader accepts what either writes.
         positions, values = trace.read("attn_q", 0)
 
 Tap names are short ("attn_q"); per-layer taps are stored as "blk.{layer}.{name}", global
-taps (layer -1) under their name.
+taps (layer -1) under their name (docs/taps.md). From a PyTorch forward hook:
+
+    def tap(name, layer):
+        def hook(module, inputs, output):           # output: (1, n_tokens, dim)
+            rows = output.detach().float().cpu().numpy()[0]
+            trace.record(name, layer, first_position=position, rows=rows)
+        return hook
+    model.model.layers[3].self_attn.q_proj.register_forward_hook(tap("attn_q", 3))
+
+Taps known in advance are best passed as precreate=[(name, layer, row_shape), ...]: a kill
+during the step that first creates a tap can cost the whole trace (docs/trace-schema.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -72,7 +83,8 @@ class _Tap:
     def __init__(self, group: h5py.Group, row_shape: Tuple[int, ...], chunk_bytes: int, index: int):
         row_bytes = int(np.prod(row_shape)) * 4
         chunk_rows = min(256, max(1, chunk_bytes // row_bytes))
-        self.data = group.create_dataset("data", shape=(0,) + row_shape, maxshape=(None,) + row_shape,
+        self.data = group.create_dataset("data", shape=(0,) + row_shape,
+                                         maxshape=(None,) + row_shape,
                                          chunks=(chunk_rows,) + row_shape, dtype="<f4")
         self.runs = group.create_dataset("runs", shape=(0, 2), maxshape=(None, 2), chunks=(64, 2),
                                          dtype="<i8")
@@ -102,6 +114,9 @@ class TraceWriter:
             reject(f"prompt_length {prompt_length} < 0")
         if dims is not None and set(dims) != set(DIM_NAMES):
             reject(f"dims: expected the keys {', '.join(DIM_NAMES)}")
+        for key, value in (hparams or {}).items():
+            if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
+                reject(f"hparams[{key!r}]: expected int, float or str, got {type(value).__name__}")
         self.path = path
         self._chunk_bytes = chunk_bytes
         self._taps: Dict[str, _Tap] = {}
@@ -110,8 +125,10 @@ class TraceWriter:
         self.committed_steps = 0
         self._open = True
         # v110 at most: files stay readable by HDF5 1.10 (Debian's libhdf5). No lock, so a
-        # reader may look at the trace while it is written.
-        self._f = h5py.File(path, "w", libver=("earliest", "v110"), locking=False)
+        # reader may look at the trace while it is written. Built under a temporary name and
+        # renamed after its first commit, so that a trace file is never half-created.
+        self._partial = path + ".partial"
+        self._f = h5py.File(self._partial, "w", libver=("earliest", "v110"), locking=False)
         a = self._f.attrs
         a["format"] = FORMAT_NAME
         a["format_version"] = f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
@@ -131,16 +148,14 @@ class TraceWriter:
                 group.attrs[key] = np.int64(value)
             elif isinstance(value, (float, np.floating)):
                 group.attrs[key] = np.float64(value)
-            elif isinstance(value, str):
-                group.attrs[key] = value
             else:
-                reject(f"hparams[{key!r}]: expected int, float or str, got {type(value).__name__}")
+                group.attrs[key] = value
         if dims is not None:
             group = self._f.create_group("dims")
             for key in DIM_NAMES:
                 group.attrs[key] = np.int64(dims[key])
-        self._tokens = self._f.create_dataset("tokens", shape=(0,), maxshape=(None,), chunks=(1024,),
-                                              dtype="<i4")
+        self._tokens = self._f.create_dataset("tokens", shape=(0,), maxshape=(None,),
+                                              chunks=(1024,), dtype="<i4")
         self._committed = self._f.create_dataset("committed", shape=(0, 2), maxshape=(None, 2),
                                                  chunks=(256, 2), dtype="<i8", fillvalue=0)
         self._tap_group = self._f.create_group("taps")
@@ -149,6 +164,7 @@ class TraceWriter:
         for name, layer, row_shape in precreate:
             self._create_tap(name, layer, tuple(int(d) for d in row_shape))
         self._commit()
+        os.replace(self._partial, path)
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -166,7 +182,8 @@ class TraceWriter:
         if not self._open:
             raise TraceError(self.path, "/", "the trace is already closed")
         if not name or not _NAME.match(name) or name[0] == "." or name[-1] == ".":
-            raise TraceError(self.path, obj, "tap name may only use letters, digits, '_', '.' and '-'")
+            raise TraceError(self.path, obj,
+                             "tap name may only use letters, digits, '_', '.' and '-'")
         if layer < -1 or (layer == -1 and name.startswith("blk.")):
             raise TraceError(self.path, obj, f"bad layer {layer} for tap {name!r}")
         if first_position < 0:
@@ -183,8 +200,9 @@ class TraceWriter:
             raise TraceError(self.path, obj, f"row shape {list(row_shape)} differs from "
                                              f"{list(tap.row_shape)} recorded earlier")
         if first_position <= tap.last_position:
-            raise TraceError(self.path, obj, f"position {first_position} recorded after position "
-                                             f"{tap.last_position}: positions of a tap must increase")
+            raise TraceError(self.path, obj,
+                             f"position {first_position} recorded after position "
+                             f"{tap.last_position}: positions of a tap must increase")
         n = values.shape[0]
         if tap.rows == 0 or first_position != tap.last_position + 1:
             runs = tap.runs.shape[0]
@@ -309,14 +327,16 @@ class TraceReader:
         if self.format_version[0] != FORMAT_VERSION[0]:
             self._fail("/", f"format_version {version} is not supported by this reader "
                             f"({FORMAT_VERSION[0]}.x)")
-        self.metadata: Dict[str, object] = {k: self._attr(f, "/", k, "str") for k in REQUIRED_STRINGS}
+        self.metadata: Dict[str, object] = {k: self._attr(f, "/", k, "str")
+                                            for k in REQUIRED_STRINGS}
         if self.metadata["producer"] not in PRODUCERS:
             self._fail("/", f"attribute 'producer': expected one of {', '.join(PRODUCERS)}")
         ints = {k: self._attr(f, "/", k, "int") for k in REQUIRED_INTS}
         self.metadata["prompt_length"] = ints["prompt_length"]
         self.complete = ints["complete"] != 0
         self.committed_steps = ints["committed_steps"]
-        self.filter = {k: _text(f.attrs.get(f"tap_filter_{k}", "")) for k in ("names", "layers", "positions")}
+        self.filter = {k: _text(f.attrs.get(f"tap_filter_{k}", ""))
+                       for k in ("names", "layers", "positions")}
         if "hparams" not in f or not isinstance(f["hparams"], h5py.Group):
             self._fail("/hparams", "missing group")
         self.hparams = {k: (_text(v) if isinstance(v, (str, bytes, np.bytes_)) else v.item())
@@ -338,7 +358,8 @@ class TraceReader:
         if name not in self._f or not isinstance(self._f[name], h5py.Dataset):
             self._fail(f"/{name}", "missing dataset")
         ds = self._f[name]
-        if ds.dtype.kind not in "iu" or ds.ndim != (1 if width == 1 else 2) or (width > 1 and ds.shape[1] != width):
+        rank = 1 if width == 1 else 2
+        if ds.dtype.kind not in "iu" or ds.ndim != rank or (rank == 2 and ds.shape[1] != width):
             self._fail(f"/{name}", "unexpected type or shape")
         n = ds.shape[0] if n is None else n
         if n > ds.shape[0]:

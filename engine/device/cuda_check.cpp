@@ -7,7 +7,7 @@
 namespace tapdiff::engine {
 
 void throw_cuda_error(cudaError_t status, const char* what, const char* file, int line) {
-  cudaGetLastError();  // clear the sticky-free error state so later calls report their own
+  cudaGetLastError();  // reset the (non-sticky) last error so later calls report their own
   throw EngineError(fmt::format("{}:{}: {} failed: {} ({}, error {})", file, line, what,
                                 cudaGetErrorString(status), cudaGetErrorName(status),
                                 static_cast<int>(status)));

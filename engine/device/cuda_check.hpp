@@ -7,7 +7,8 @@
 
 namespace tapdiff::engine {
 
-[[noreturn]] void throw_cuda_error(cudaError_t status, const char* what, const char* file, int line);
+[[noreturn]] void throw_cuda_error(cudaError_t status, const char* what, const char* file,
+                                   int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* what, const char* file,
                                      int line);
 

@@ -14,9 +14,12 @@ cublasOperation_t cublas_op(GemmOp op) { return op == GemmOp::T ? CUBLAS_OP_T : 
 
 cudaDataType_t cuda_type(ElemType t) {
   switch (t) {
-    case ElemType::f16: return CUDA_R_16F;
-    case ElemType::bf16: return CUDA_R_16BF;
-    case ElemType::f32: break;
+    case ElemType::f16:
+      return CUDA_R_16F;
+    case ElemType::bf16:
+      return CUDA_R_16BF;
+    case ElemType::f32:
+      break;
   }
   return CUDA_R_32F;
 }

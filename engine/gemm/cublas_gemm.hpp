@@ -24,7 +24,7 @@ public:
 private:
   cublasHandle_t handle_ = nullptr;
   CudaStream stream_ = nullptr;
-  void* scratch_ = nullptr;        // 16-bit copy of B, grown on demand
+  void* scratch_ = nullptr;  // 16-bit copy of B, grown on demand
   std::size_t scratch_bytes_ = 0;
 };
 

@@ -28,11 +28,11 @@ struct GemmArgs {
   const void* a = nullptr;
   ElemType a_type = ElemType::f32;
   int lda = 0;
-  const void* b = nullptr;   // activations: float32 values already rounded to a_type
+  const void* b = nullptr;  // activations: float32 values already rounded to a_type
   ElemType b_type = ElemType::f32;
   int ldb = 0;
   float beta = 0.0f;
-  float* c = nullptr;        // float32 output
+  float* c = nullptr;  // float32 output
   int ldc = 0;
 };
 

@@ -23,8 +23,9 @@ constexpr int kSliceAlign = 16;  // rows per slice a multiple of the micro-kerne
 
 void gemm_host(const GemmArgs& g) {
   if (g.a_type != ElemType::f32 || g.b_type != ElemType::f32)
-    throw std::invalid_argument(fmt::format("gemm: the host executor takes f32 operands, got {} and {}",
-                                            elem_type_name(g.a_type), elem_type_name(g.b_type)));
+    throw std::invalid_argument(
+        fmt::format("gemm: the host executor takes f32 operands, got {} and {}",
+                    elem_type_name(g.a_type), elem_type_name(g.b_type)));
   if (g.m == 0 || g.n == 0) return;
   const auto* a = static_cast<const float*>(g.a);
   const auto* b = static_cast<const float*>(g.b);
@@ -46,8 +47,8 @@ void gemm_host(const GemmArgs& g) {
       const int incx = g.op_b == GemmOp::N ? 1 : g.ldb;
       const int a_rows = g.op_a == GemmOp::N ? i1 - i0 : g.k;
       const int a_cols = g.op_a == GemmOp::N ? g.k : i1 - i0;
-      cblas_sgemv(CblasColMajor, cblas_op(g.op_a), a_rows, a_cols, g.alpha, a_slice, g.lda, b,
-                  incx, g.beta, g.c + i0, 1);
+      cblas_sgemv(CblasColMajor, cblas_op(g.op_a), a_rows, a_cols, g.alpha, a_slice, g.lda, b, incx,
+                  g.beta, g.c + i0, 1);
     } else {
       cblas_sgemm(CblasColMajor, cblas_op(g.op_a), cblas_op(g.op_b), i1 - i0, g.n, g.k, g.alpha,
                   a_slice, g.lda, b, g.ldb, g.beta, g.c + i0, g.ldc);

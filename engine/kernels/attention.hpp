@@ -19,19 +19,19 @@ namespace tapdiff::engine {
 enum class KvHeadMap : std::uint8_t { grouped, modulo };
 
 struct AttentionArgs {
-  const float* q = nullptr;                // (n_rows, n_head, head_dim) after RoPE
-  const void* k_cache = nullptr;           // (capacity, n_head_kv, head_dim) cache_type
-  const void* v_cache = nullptr;           // (capacity, n_head_kv, head_dim) cache_type
+  const float* q = nullptr;       // (n_rows, n_head, head_dim) after RoPE
+  const void* k_cache = nullptr;  // (capacity, n_head_kv, head_dim) cache_type
+  const void* v_cache = nullptr;  // (capacity, n_head_kv, head_dim) cache_type
   ElemType cache_type = ElemType::f32;
-  const std::int32_t* positions = nullptr; // (n_rows,) absolute query positions (causal mask)
-  float* probs = nullptr;                  // (n_rows, n_head, probs_stride)
-  float* out = nullptr;                    // (n_rows, n_head, head_dim)
+  const std::int32_t* positions = nullptr;  // (n_rows,) absolute query positions (causal mask)
+  float* probs = nullptr;                   // (n_rows, n_head, probs_stride)
+  float* out = nullptr;                     // (n_rows, n_head, head_dim)
   std::int64_t n_rows = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  std::int64_t n_keys = 0;                 // cache rows attention may read
-  std::int64_t probs_stride = 0;           // >= n_keys: the cache capacity
+  std::int64_t n_keys = 0;        // cache rows attention may read
+  std::int64_t probs_stride = 0;  // >= n_keys: the cache capacity
   float scale = 1.0f;
   bool causal = true;
   KvHeadMap kv_head_map = KvHeadMap::grouped;
@@ -48,12 +48,14 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
   float* out = a.out + index * a.head_dim;
 
   std::int64_t visible = a.n_keys;
-  if (a.causal && std::int64_t(a.positions[row]) + 1 < visible) visible = std::int64_t(a.positions[row]) + 1;
+  if (a.causal && std::int64_t(a.positions[row]) + 1 < visible)
+    visible = std::int64_t(a.positions[row]) + 1;
 
   float max = -INFINITY;
   for (std::int64_t t = 0; t < visible; ++t) {
     float dot = 0.0f;
-    for (int d = 0; d < a.head_dim; ++d) dot += q[d] * load_element(a.k_cache, a.cache_type, t * kv_row + kv_col + d);
+    for (int d = 0; d < a.head_dim; ++d)
+      dot += q[d] * load_element(a.k_cache, a.cache_type, t * kv_row + kv_col + d);
     p[t] = a.scale * dot;
     max = p[t] > max ? p[t] : max;
   }
@@ -64,7 +66,8 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
 
   for (int d = 0; d < a.head_dim; ++d) {
     float acc = 0.0f;
-    for (std::int64_t t = 0; t < visible; ++t) acc += p[t] * load_element(a.v_cache, a.cache_type, t * kv_row + kv_col + d);
+    for (std::int64_t t = 0; t < visible; ++t)
+      acc += p[t] * load_element(a.v_cache, a.cache_type, t * kv_row + kv_col + d);
     out[d] = acc;
   }
 }

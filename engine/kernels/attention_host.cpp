@@ -4,7 +4,8 @@
 namespace tapdiff::engine {
 
 void attention_host(const AttentionArgs& a) {
-  host_for(a.n_rows * a.n_head, 4 * a.n_keys * a.head_dim, [&](std::int64_t i) { attention_row_head(a, i); });
+  host_for(a.n_rows * a.n_head, 4 * a.n_keys * a.head_dim,
+           [&](std::int64_t i) { attention_row_head(a, i); });
 }
 
 }  // namespace tapdiff::engine

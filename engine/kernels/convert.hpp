@@ -13,7 +13,7 @@ namespace tapdiff::engine {
 struct ConvertArgs {
   const void* src = nullptr;  // (n,) src_type
   ElemType src_type = ElemType::f32;
-  void* dst = nullptr;        // (n,) dst_type
+  void* dst = nullptr;  // (n,) dst_type
   ElemType dst_type = ElemType::f32;
   std::int64_t n = 0;
 };

@@ -29,8 +29,8 @@ namespace tapdiff::engine {
 struct DequantArgs {
   const std::uint8_t* src = nullptr;  // (n / block_elems, block_bytes) GGUF-encoded blocks
   GgmlType type = GgmlType::F32;
-  float* dst = nullptr;               // (n,)
-  std::int64_t n = 0;                 // a multiple of the type's block size
+  float* dst = nullptr;  // (n,)
+  std::int64_t n = 0;    // a multiple of the type's block size
   // Fault dequant-q8-scale: the Q8_0 block scale decoded as bf16 instead of f16.
   bool q8_scale_as_bf16 = false;
 };
@@ -121,23 +121,35 @@ TD_HD inline float dequant_element(const DequantArgs& a, std::int64_t i) {
   namespace dd = dequant_detail;
   const std::uint8_t* s = a.src;
   switch (a.type) {
-    case GgmlType::F32: return bits_f32(dd::u32(s + 4 * i));
-    case GgmlType::F16: return dd::f16(s + 2 * i);
-    case GgmlType::BF16: return bf16_bits_to_f32(dd::u16(s + 2 * i));
-    case GgmlType::Q4_0: return dd::q4_0(s + (i / kQK) * sizeof(BlockQ4_0), int(i % kQK));
-    case GgmlType::Q4_1: return dd::q4_1(s + (i / kQK) * sizeof(BlockQ4_1), int(i % kQK));
-    case GgmlType::Q5_0: return dd::q5_0(s + (i / kQK) * sizeof(BlockQ5_0), int(i % kQK));
-    case GgmlType::Q5_1: return dd::q5_1(s + (i / kQK) * sizeof(BlockQ5_1), int(i % kQK));
+    case GgmlType::F32:
+      return bits_f32(dd::u32(s + 4 * i));
+    case GgmlType::F16:
+      return dd::f16(s + 2 * i);
+    case GgmlType::BF16:
+      return bf16_bits_to_f32(dd::u16(s + 2 * i));
+    case GgmlType::Q4_0:
+      return dd::q4_0(s + (i / kQK) * sizeof(BlockQ4_0), int(i % kQK));
+    case GgmlType::Q4_1:
+      return dd::q4_1(s + (i / kQK) * sizeof(BlockQ4_1), int(i % kQK));
+    case GgmlType::Q5_0:
+      return dd::q5_0(s + (i / kQK) * sizeof(BlockQ5_0), int(i % kQK));
+    case GgmlType::Q5_1:
+      return dd::q5_1(s + (i / kQK) * sizeof(BlockQ5_1), int(i % kQK));
     case GgmlType::Q8_0:
       return dd::q8_0(s + (i / kQK) * sizeof(BlockQ8_0), int(i % kQK), a.q8_scale_as_bf16);
-    case GgmlType::Q4_K: return dd::q4_k(s + (i / kQK_K) * sizeof(BlockQ4_K), int(i % kQK_K));
-    case GgmlType::Q5_K: return dd::q5_k(s + (i / kQK_K) * sizeof(BlockQ5_K), int(i % kQK_K));
-    case GgmlType::Q6_K: return dd::q6_k(s + (i / kQK_K) * sizeof(BlockQ6_K), int(i % kQK_K));
+    case GgmlType::Q4_K:
+      return dd::q4_k(s + (i / kQK_K) * sizeof(BlockQ4_K), int(i % kQK_K));
+    case GgmlType::Q5_K:
+      return dd::q5_k(s + (i / kQK_K) * sizeof(BlockQ5_K), int(i % kQK_K));
+    case GgmlType::Q6_K:
+      return dd::q6_k(s + (i / kQK_K) * sizeof(BlockQ6_K), int(i % kQK_K));
   }
   return 0.0f;
 }
 
-TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t i) { a.dst[i] = dequant_element(a, i); }
+TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t i) {
+  a.dst[i] = dequant_element(a, i);
+}
 
 void validate(const DequantArgs& a);  // throws std::invalid_argument
 void dequant_host(const DequantArgs& a);

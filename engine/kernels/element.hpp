@@ -12,9 +12,12 @@ namespace tapdiff::engine {
 
 TD_HD inline float load_element(const void* base, ElemType type, std::int64_t i) {
   switch (type) {
-    case ElemType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(base)[i]);
-    case ElemType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(base)[i]);
-    case ElemType::f32: break;
+    case ElemType::f16:
+      return f16_bits_to_f32(static_cast<const std::uint16_t*>(base)[i]);
+    case ElemType::bf16:
+      return bf16_bits_to_f32(static_cast<const std::uint16_t*>(base)[i]);
+    case ElemType::f32:
+      break;
   }
   return static_cast<const float*>(base)[i];
 }
@@ -27,7 +30,8 @@ TD_HD inline void store_element(void* base, ElemType type, std::int64_t i, float
     case ElemType::bf16:
       static_cast<std::uint16_t*>(base)[i] = f32_to_bf16_bits(value);
       return;
-    case ElemType::f32: break;
+    case ElemType::f32:
+      break;
   }
   static_cast<float*>(base)[i] = value;
 }
@@ -35,9 +39,12 @@ TD_HD inline void store_element(void* base, ElemType type, std::int64_t i, float
 // The value `value` becomes when stored as `type`.
 TD_HD inline float round_to(ElemType type, float value) {
   switch (type) {
-    case ElemType::f16: return round_to_f16(value);
-    case ElemType::bf16: return round_to_bf16(value);
-    case ElemType::f32: break;
+    case ElemType::f16:
+      return round_to_f16(value);
+    case ElemType::bf16:
+      return round_to_bf16(value);
+    case ElemType::f32:
+      break;
   }
   return value;
 }

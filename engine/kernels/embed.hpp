@@ -9,10 +9,10 @@
 namespace tapdiff::engine {
 
 struct EmbedArgs {
-  const void* table = nullptr;          // (n_vocab, n_embd) table_type
+  const void* table = nullptr;  // (n_vocab, n_embd) table_type
   ElemType table_type = ElemType::f32;
-  const std::int32_t* tokens = nullptr; // (n_rows,) ids in [0, n_vocab), checked by the caller
-  float* out = nullptr;                 // (n_rows, n_embd)
+  const std::int32_t* tokens = nullptr;  // (n_rows,) ids in [0, n_vocab), checked by the caller
+  float* out = nullptr;                  // (n_rows, n_embd)
   std::int64_t n_rows = 0;
   std::int64_t n_embd = 0;
   std::int64_t n_vocab = 0;

@@ -10,13 +10,13 @@
 namespace tapdiff::engine {
 
 struct KvAppendArgs {
-  const float* src = nullptr;   // (n_rows, row) new K or V rows, after RoPE for K
-  void* cache = nullptr;        // (capacity, row) one layer's cache, cache_type
+  const float* src = nullptr;  // (n_rows, row) new K or V rows, after RoPE for K
+  void* cache = nullptr;       // (capacity, row) one layer's cache, cache_type
   ElemType cache_type = ElemType::f32;
-  std::int64_t offset = 0;      // element offset of the first written element
+  std::int64_t offset = 0;  // element offset of the first written element
   std::int64_t n_rows = 0;
-  std::int64_t row = 0;         // n_head_kv * head_dim
-  std::int64_t capacity = 0;    // rows the cache holds
+  std::int64_t row = 0;       // n_head_kv * head_dim
+  std::int64_t capacity = 0;  // rows the cache holds
 };
 
 TD_HD inline void kv_append_body(const KvAppendArgs& a, std::int64_t i) {

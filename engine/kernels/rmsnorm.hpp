@@ -25,7 +25,8 @@ TD_HD inline void rmsnorm_row(const RmsNormArgs& a, std::int64_t r) {
   float ss = 0.0f;
   for (std::int64_t i = 0; i < a.n; ++i) ss += x[i] * x[i];
   const float inv = 1.0f / sqrtf(ss / float(a.n) + a.eps);
-  for (std::int64_t i = 0; i < a.n; ++i) out[i] = x[i] * inv * (a.weight != nullptr ? a.weight[i] : 1.0f);
+  for (std::int64_t i = 0; i < a.n; ++i)
+    out[i] = x[i] * inv * (a.weight != nullptr ? a.weight[i] : 1.0f);
 }
 
 void validate(const RmsNormArgs& a);

@@ -15,12 +15,12 @@
 namespace tapdiff::engine {
 
 struct RopeArgs {
-  float* x = nullptr;                      // (n_rows, n_heads, head_dim)
-  const std::int32_t* positions = nullptr; // (n_rows,)
+  float* x = nullptr;                       // (n_rows, n_heads, head_dim)
+  const std::int32_t* positions = nullptr;  // (n_rows,)
   std::int64_t n_rows = 0;
   int n_heads = 0;
   int head_dim = 0;
-  int n_rot = 0;                           // even, <= head_dim
+  int n_rot = 0;  // even, <= head_dim
   float base = 10000.0f;
   RopePairing pairing = RopePairing::norm;
 };

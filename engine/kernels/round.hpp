@@ -15,7 +15,9 @@ struct RoundArgs {
   ElemType to = ElemType::f32;
 };
 
-TD_HD inline void round_body(const RoundArgs& a, std::int64_t i) { a.x[i] = round_to(a.to, a.x[i]); }
+TD_HD inline void round_body(const RoundArgs& a, std::int64_t i) {
+  a.x[i] = round_to(a.to, a.x[i]);
+}
 
 void validate(const RoundArgs& a);
 void round_host(const RoundArgs& a);

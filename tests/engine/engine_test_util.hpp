@@ -87,9 +87,9 @@ inline std::vector<int> run_reference(const GgufFile& model, const std::vector<i
 }
 
 struct TapError {
-  std::string tap;             // full name
-  double max_abs = 0;          // max |engine - reference| over the tap's common positions
-  double max_ref = 0;          // max |reference| there
+  std::string tap;     // full name
+  double max_abs = 0;  // max |engine - reference| over the tap's common positions
+  double max_ref = 0;  // max |reference| there
   double ratio() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
 };
 

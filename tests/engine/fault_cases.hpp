@@ -35,7 +35,8 @@ inline std::int64_t first_token_difference(const std::vector<std::int32_t>& a,
 inline Divergence first_divergence(const std::string& clean, const std::string& faulty) {
   const TraceReader c(clean), f(faulty);
   const std::int64_t token_limit = first_token_difference(c.metadata().tokens, f.metadata().tokens);
-  const std::int64_t last = token_limit < 0 ? std::numeric_limits<std::int64_t>::max() : token_limit - 1;
+  const std::int64_t last =
+      token_limit < 0 ? std::numeric_limits<std::int64_t>::max() : token_limit - 1;
   for (const TapInfo& ct : c.taps()) {  // execution order
     const TapRows x = c.read(ct, 0, last), y = f.read(f.tap(ct.name, ct.layer), 0, last);
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
@@ -87,7 +88,6 @@ inline std::vector<FaultCase> fault_cases() {
       {"norm-weight-dropped", llama_spec(), {"blk.0.attn_norm", 0}},
   };
 }
-
 
 // Runs a fault case on `backend`: the clean and the faulty trace, and where they first differ.
 inline Divergence run_fault_case(const FaultCase& fc, Backend backend) {

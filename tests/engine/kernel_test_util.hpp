@@ -45,10 +45,10 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& actual,
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << actual.size()
-                                       << " elements outside atol " << atol << " + rtol " << rtol
-                                       << "; worst [" << worst << "] " << actual[worst] << " vs "
-                                       << expected[worst] << first.str();
+  return ::testing::AssertionFailure()
+         << bad << " of " << actual.size() << " elements outside atol " << atol << " + rtol "
+         << rtol << "; worst [" << worst << "] " << actual[worst] << " vs " << expected[worst]
+         << first.str();
 }
 
 }  // namespace tapdiff::engine::test

@@ -83,11 +83,13 @@ TEST(DevicePaths, SixteenBitWeightStorageMatchesHostBitForBit) {
       EXPECT_GT(ex.uploads, 0);
       EXPECT_GT(ex.downloads, 0);
 
-      const std::string what = std::string(arch_name(spec.arch)) + " " + std::string(precision_name(p));
+      const std::string what =
+          std::string(arch_name(spec.arch)) + " " + std::string(precision_name(p));
       EXPECT_EQ(device_tokens, host_tokens) << what;
       ASSERT_EQ(device_logits.size(), host_logits.size());
       for (std::size_t i = 0; i < host_logits.size(); ++i)
-        EXPECT_EQ(0, std::memcmp(device_logits[i].data(), host_logits[i].data(), host_logits[i].size() * sizeof(float)))
+        EXPECT_EQ(0, std::memcmp(device_logits[i].data(), host_logits[i].data(),
+                                 host_logits[i].size() * sizeof(float)))
             << what << " step " << i;
       for (const TapError& err : compare_traces(device_trace.path, host_trace.path))
         EXPECT_EQ(err.max_abs, 0.0) << what << " " << err.tap;

@@ -12,11 +12,22 @@ namespace {
 using namespace test;
 
 TEST(FaultCatalogue, SixteenFaultsInDesignOrderWithEveryField) {
-  const std::vector<std::string> names = {
-      "kv-stuck-length", "kv-append-offset", "kv-unsliced", "first-token-twice",
-      "prefill-rope-same-position", "rope-wrong-pairing", "rope-wrong-base",
-      "weights-transposed", "lm-head-op-n", "bias-dropped", "bias-misread", "dequant-q8-scale",
-      "attn-scale", "causal-mask-off", "gqa-head-map", "norm-weight-dropped"};
+  const std::vector<std::string> names = {"kv-stuck-length",
+                                          "kv-append-offset",
+                                          "kv-unsliced",
+                                          "first-token-twice",
+                                          "prefill-rope-same-position",
+                                          "rope-wrong-pairing",
+                                          "rope-wrong-base",
+                                          "weights-transposed",
+                                          "lm-head-op-n",
+                                          "bias-dropped",
+                                          "bias-misread",
+                                          "dequant-q8-scale",
+                                          "attn-scale",
+                                          "causal-mask-off",
+                                          "gqa-head-map",
+                                          "norm-weight-dropped"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
@@ -47,8 +58,9 @@ TEST_P(FaultInjection, DivergesFirstWhereDocumented) {
 INSTANTIATE_TEST_SUITE_P(Catalogue, FaultInjection, ::testing::ValuesIn(fault_cases()),
                          [](const auto& param_info) {
                            const FaultCase& fc = param_info.param;
-                           std::string name = std::string(fc.fault) + "_" + arch_name(fc.spec.arch) +
-                                              "_" + std::string(ggml_type_name(fc.spec.weight_type));
+                           std::string name = std::string(fc.fault) + "_" +
+                                              arch_name(fc.spec.arch) + "_" +
+                                              std::string(ggml_type_name(fc.spec.weight_type));
                            for (char& ch : name)
                              if (ch == '-') ch = '_';
                            return name + "_" + std::to_string(param_info.index);
@@ -57,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, FaultInjection, ::testing::ValuesIn(fault_ca
 TEST(FaultInjection, EveryCatalogueFaultIsCovered) {
   std::set<std::string> covered;
   for (const FaultCase& fc : fault_cases()) covered.insert(fc.fault);
-  for (const FaultSpec& spec : fault_catalogue()) EXPECT_EQ(covered.count(std::string(spec.name)), 1u) << spec.name;
+  for (const FaultSpec& spec : fault_catalogue())
+    EXPECT_EQ(covered.count(std::string(spec.name)), 1u) << spec.name;
 }
 
 TEST(FaultInjection, InapplicableFaultsAreNamedNotSilent) {

@@ -38,7 +38,8 @@ TEST(EngineGenerate, TapsDoNotChangeResults) {
       EXPECT_EQ(run_engine(model, prompt, o, none.path, &filtered, nothing), tokens);
       EXPECT_EQ(untraced.size(), 8u);
       EXPECT_TRUE(same_bits(untraced, traced)) << arch_name(spec.arch) << " " << precision_name(p);
-      EXPECT_TRUE(same_bits(untraced, filtered)) << arch_name(spec.arch) << " " << precision_name(p);
+      EXPECT_TRUE(same_bits(untraced, filtered))
+          << arch_name(spec.arch) << " " << precision_name(p);
       EXPECT_TRUE(TraceReader(none.path).taps().empty());
     }
   }
@@ -60,7 +61,8 @@ TEST(EngineGenerate, DeterministicTraces) {
     const TapRows x = ra.read(t), y = rb.read(rb.tap(t.name, t.layer));
     ASSERT_EQ(x.positions, y.positions) << t.full_name;
     ASSERT_EQ(x.values.size(), y.values.size()) << t.full_name;
-    EXPECT_EQ(0, std::memcmp(x.values.data(), y.values.data(), x.values.size() * sizeof(float))) << t.full_name;
+    EXPECT_EQ(0, std::memcmp(x.values.data(), y.values.data(), x.values.size() * sizeof(float)))
+        << t.full_name;
   }
   EXPECT_EQ(ra.metadata().tokens, rb.metadata().tokens);
 }
@@ -70,7 +72,9 @@ TEST(EngineGenerate, StepsPositionsAndProgress) {
   EngineOptions o;
   o.n_predict = 5;
   std::vector<std::vector<int>> calls;
-  o.on_step = [&](int position, int token, int done, int total) { calls.push_back({position, token, done, total}); };
+  o.on_step = [&](int position, int token, int done, int total) {
+    calls.push_back({position, token, done, total});
+  };
   const auto tokens = generate(model, {4, 5, 6}, o, nullptr);
   ASSERT_EQ(tokens.size(), 8u);
   ASSERT_EQ(calls.size(), 5u);  // the prefill, then 4 decodes: the last token is not fed

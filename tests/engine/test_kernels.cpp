@@ -29,10 +29,12 @@ TEST_F(HostOps, DequantizeEveryTypeBitForBitWithModel) {
     const std::int64_t n = 2 * 256;
     const std::vector<float> values = test_values(std::size_t(n), 11, 0.05f);
     const std::vector<std::uint8_t> bytes = quantize(t.type, values);
-    std::vector<float> expected(static_cast<std::size_t>(n)), actual(static_cast<std::size_t>(n), -1.0f);
+    std::vector<float> expected(static_cast<std::size_t>(n)),
+        actual(static_cast<std::size_t>(n), -1.0f);
     dequantize_row(t.type, bytes.data(), expected.data(), n);
     ex->dequantize(DequantArgs{bytes.data(), t.type, actual.data(), n});
-    EXPECT_EQ(0, std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float))) << t.name;
+    EXPECT_EQ(0, std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float)))
+        << t.name;
   }
 }
 
@@ -55,7 +57,8 @@ TEST_F(HostOps, DequantizeHandBuiltBlocks) {
   DequantArgs faulty{q8, GgmlType::Q8_0, out.data(), 32};
   faulty.q8_scale_as_bf16 = true;
   ex->dequantize(faulty);
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[std::size_t(j)], std::ldexp(1.0f, -15) * float(j - 16)) << j;
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(out[std::size_t(j)], std::ldexp(1.0f, -15) * float(j - 16)) << j;
 }
 
 TEST_F(HostOps, DequantizeRejectsPartialBlocks) {
@@ -76,8 +79,9 @@ TEST_F(HostOps, ConvertAndRoundToEveryType) {
     ex->convert(ConvertArgs{packed.data(), t, back.data(), ElemType::f32, std::int64_t(x.size())});
     ex->round(RoundArgs{rounded.data(), std::int64_t(x.size()), t});
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const float want = t == ElemType::f16 ? fp16_to_fp32(fp32_to_fp16(x[i]))
-                         : t == ElemType::bf16 ? bf16_to_fp32(fp32_to_bf16(x[i])) : x[i];
+      const float want = t == ElemType::f16    ? fp16_to_fp32(fp32_to_fp16(x[i]))
+                         : t == ElemType::bf16 ? bf16_to_fp32(fp32_to_bf16(x[i]))
+                                               : x[i];
       ASSERT_EQ(f32_bits(back[i]), f32_bits(want)) << elem_type_name(t) << " [" << i << "]";
       ASSERT_EQ(f32_bits(rounded[i]), f32_bits(want)) << elem_type_name(t) << " [" << i << "]";
     }
@@ -85,18 +89,26 @@ TEST_F(HostOps, ConvertAndRoundToEveryType) {
 }
 
 TEST_F(HostOps, EmbedGathersRowsFromTypedTables) {
-  struct Case { ElemType type; std::int64_t vocab, embd; std::vector<std::int32_t> tokens; };
-  const Case cases[] = {{ElemType::f32, 7, 5, {3, 0, 6, 3}}, {ElemType::f16, 9, 8, {8, 1}},
+  struct Case {
+    ElemType type;
+    std::int64_t vocab, embd;
+    std::vector<std::int32_t> tokens;
+  };
+  const Case cases[] = {{ElemType::f32, 7, 5, {3, 0, 6, 3}},
+                        {ElemType::f16, 9, 8, {8, 1}},
                         {ElemType::bf16, 4, 3, {2}}};
   for (const Case& c : cases) {
     const std::vector<float> table = test_values(std::size_t(c.vocab * c.embd), 5);
     std::vector<std::uint8_t> stored(table.size() * elem_size(c.type));
-    ex->convert(ConvertArgs{table.data(), ElemType::f32, stored.data(), c.type, std::int64_t(table.size())});
+    ex->convert(ConvertArgs{table.data(), ElemType::f32, stored.data(), c.type,
+                            std::int64_t(table.size())});
     std::vector<float> out(c.tokens.size() * std::size_t(c.embd));
-    ex->embed(EmbedArgs{stored.data(), c.type, c.tokens.data(), out.data(), std::int64_t(c.tokens.size()), c.embd, c.vocab});
+    ex->embed(EmbedArgs{stored.data(), c.type, c.tokens.data(), out.data(),
+                        std::int64_t(c.tokens.size()), c.embd, c.vocab});
     std::vector<double> want;
     for (std::int32_t t : c.tokens)
-      for (std::int64_t i = 0; i < c.embd; ++i) want.push_back(round_to(c.type, table[std::size_t(t * c.embd + i)]));
+      for (std::int64_t i = 0; i < c.embd; ++i)
+        want.push_back(round_to(c.type, table[std::size_t(t * c.embd + i)]));
     EXPECT_TRUE(all_close(out, want, 0, 0)) << elem_type_name(c.type);
   }
 }
@@ -104,7 +116,8 @@ TEST_F(HostOps, EmbedGathersRowsFromTypedTables) {
 TEST_F(HostOps, BiasAddSiluMul) {
   for (std::int64_t n : {1, 7, 64}) {
     const std::int64_t rows = 3;
-    const std::vector<float> x0 = test_values(std::size_t(rows * n), 1, 4.0f), b = test_values(std::size_t(n), 2);
+    const std::vector<float> x0 = test_values(std::size_t(rows * n), 1, 4.0f),
+                             b = test_values(std::size_t(n), 2);
     std::vector<float> x = x0;
     ex->add_bias(BiasArgs{x.data(), b.data(), rows, n});
     std::vector<double> want(x.size());
@@ -119,7 +132,8 @@ TEST_F(HostOps, BiasAddSiluMul) {
 
     std::vector<float> act(x.size());
     ex->silu_mul(SiluMulArgs{x0.data(), y.data(), act.data(), std::int64_t(act.size())});
-    for (std::size_t i = 0; i < x.size(); ++i) want[i] = x0[i] / (1.0 + std::exp(-double(x0[i]))) * y[i];
+    for (std::size_t i = 0; i < x.size(); ++i)
+      want[i] = x0[i] / (1.0 + std::exp(-double(x0[i]))) * y[i];
     EXPECT_TRUE(all_close(act, want, 1e-7, 1e-6)) << "silu_mul n " << n;
   }
 }
@@ -127,52 +141,69 @@ TEST_F(HostOps, BiasAddSiluMul) {
 // ---- row ops -----------------------------------------------------------------------------
 
 TEST_F(HostOps, RmsNorm) {
-  struct Case { std::int64_t rows, n; bool weighted; float eps; };
+  struct Case {
+    std::int64_t rows, n;
+    bool weighted;
+    float eps;
+  };
   const Case cases[] = {{1, 64, true, 1e-5f}, {5, 576, true, 1e-6f}, {2, 3, false, 1e-5f}};
   for (const Case& c : cases) {
     const std::vector<float> x = test_values(std::size_t(c.rows * c.n), 7, 3.0f);
     const std::vector<float> w = test_values(std::size_t(c.n), 8);
     std::vector<float> out(x.size());
-    ex->rmsnorm(RmsNormArgs{x.data(), c.weighted ? w.data() : nullptr, out.data(), c.rows, c.n, c.eps});
+    ex->rmsnorm(
+        RmsNormArgs{x.data(), c.weighted ? w.data() : nullptr, out.data(), c.rows, c.n, c.eps});
     std::vector<double> want(x.size());
     for (std::int64_t r = 0; r < c.rows; ++r) {
       double ss = 0;
-      for (std::int64_t i = 0; i < c.n; ++i) ss += double(x[std::size_t(r * c.n + i)]) * x[std::size_t(r * c.n + i)];
+      for (std::int64_t i = 0; i < c.n; ++i)
+        ss += double(x[std::size_t(r * c.n + i)]) * x[std::size_t(r * c.n + i)];
       const double inv = 1.0 / std::sqrt(ss / double(c.n) + double(c.eps));
       for (std::int64_t i = 0; i < c.n; ++i)
-        want[std::size_t(r * c.n + i)] = x[std::size_t(r * c.n + i)] * inv * (c.weighted ? w[std::size_t(i)] : 1.0);
+        want[std::size_t(r * c.n + i)] =
+            x[std::size_t(r * c.n + i)] * inv * (c.weighted ? w[std::size_t(i)] : 1.0);
     }
     EXPECT_TRUE(all_close(out, want, 1e-6, 1e-5)) << "rows " << c.rows << " n " << c.n;
   }
 }
 
 TEST_F(HostOps, RopeBothPairingsPerRowPositions) {
-  struct Case { RopePairing pairing; int heads, head_dim, n_rot; float base; std::vector<std::int32_t> positions; };
+  struct Case {
+    RopePairing pairing;
+    int heads, head_dim, n_rot;
+    float base;
+    std::vector<std::int32_t> positions;
+  };
   const Case cases[] = {{RopePairing::norm, 2, 8, 8, 10000.0f, {0, 1, 7}},
                         {RopePairing::neox, 3, 8, 8, 1e6f, {5, 100}},
-                        {RopePairing::neox, 1, 16, 8, 10000.0f, {3}},   // partial rotation
+                        {RopePairing::neox, 1, 16, 8, 10000.0f, {3}},  // partial rotation
                         {RopePairing::norm, 2, 6, 4, 500000.0f, {2, 2, 9}}};
   for (const Case& c : cases) {
     const auto rows = std::int64_t(c.positions.size());
     const std::vector<float> x0 = test_values(std::size_t(rows * c.heads * c.head_dim), 9);
     std::vector<float> x = x0;
-    ex->rope(RopeArgs{x.data(), c.positions.data(), rows, c.heads, c.head_dim, c.n_rot, c.base, c.pairing});
+    ex->rope(RopeArgs{x.data(), c.positions.data(), rows, c.heads, c.head_dim, c.n_rot, c.base,
+                      c.pairing});
     std::vector<double> want(x0.begin(), x0.end());
     for (std::int64_t r = 0; r < rows; ++r)
       for (int h = 0; h < c.heads; ++h)
         for (int i = 0; i < c.n_rot / 2; ++i) {
-          const double theta = c.positions[std::size_t(r)] * std::pow(double(c.base), -2.0 * i / c.n_rot);
+          const double theta =
+              c.positions[std::size_t(r)] * std::pow(double(c.base), -2.0 * i / c.n_rot);
           const std::size_t base = std::size_t((r * c.heads + h) * c.head_dim);
           const std::size_t a = base + std::size_t(c.pairing == RopePairing::norm ? 2 * i : i);
-          const std::size_t b = base + std::size_t(c.pairing == RopePairing::norm ? 2 * i + 1 : i + c.n_rot / 2);
+          const std::size_t b =
+              base + std::size_t(c.pairing == RopePairing::norm ? 2 * i + 1 : i + c.n_rot / 2);
           want[a] = x0[a] * std::cos(theta) - x0[b] * std::sin(theta);
           want[b] = x0[a] * std::sin(theta) + x0[b] * std::cos(theta);
         }
-    EXPECT_TRUE(all_close(x, want, 1e-6, 1e-6)) << rope_pairing_name(c.pairing) << " heads " << c.heads;
+    EXPECT_TRUE(all_close(x, want, 1e-6, 1e-6))
+        << rope_pairing_name(c.pairing) << " heads " << c.heads;
   }
   std::vector<float> x(8);
   const std::int32_t p = 0;
-  EXPECT_THROW(ex->rope(RopeArgs{x.data(), &p, 1, 1, 8, 3, 1e4f, RopePairing::norm}), std::invalid_argument);
+  EXPECT_THROW(ex->rope(RopeArgs{x.data(), &p, 1, 1, 8, 3, 1e4f, RopePairing::norm}),
+               std::invalid_argument);
 }
 
 TEST_F(HostOps, KvAppendWritesTypedRowsAtTheOffset) {
@@ -186,18 +217,35 @@ TEST_F(HostOps, KvAppendWritesTypedRowsAtTheOffset) {
       const float want = written ? round_to(t, src[std::size_t(i - 3 * row)]) : 0.0f;
       ASSERT_EQ(load_element(cache.data(), t, i), want) << elem_type_name(t) << " [" << i << "]";
     }
-    EXPECT_THROW(ex->kv_append(KvAppendArgs{src.data(), cache.data(), t, 5 * row, 2, row, capacity}),
-                 std::invalid_argument);
+    EXPECT_THROW(
+        ex->kv_append(KvAppendArgs{src.data(), cache.data(), t, 5 * row, 2, row, capacity}),
+        std::invalid_argument);
   }
 }
 
 // Attention against the definition, in double: GQA both mappings, causal and not, a key limit
 // below the capacity, a 16-bit cache.
 TEST_F(HostOps, Attention) {
-  struct Case { const char* what; int heads, kv_heads, dim; std::vector<std::int32_t> positions;
-                std::int64_t n_keys, capacity; bool causal; KvHeadMap map; ElemType cache; };
+  struct Case {
+    const char* what;
+    int heads, kv_heads, dim;
+    std::vector<std::int32_t> positions;
+    std::int64_t n_keys, capacity;
+    bool causal;
+    KvHeadMap map;
+    ElemType cache;
+  };
   const Case cases[] = {
-      {"prefill, grouped GQA", 4, 2, 8, {0, 1, 2, 3}, 4, 6, true, KvHeadMap::grouped, ElemType::f32},
+      {"prefill, grouped GQA",
+       4,
+       2,
+       8,
+       {0, 1, 2, 3},
+       4,
+       6,
+       true,
+       KvHeadMap::grouped,
+       ElemType::f32},
       {"decode, all keys", 4, 2, 8, {4}, 5, 6, false, KvHeadMap::grouped, ElemType::f32},
       {"no mask", 2, 1, 4, {0, 1, 2}, 3, 3, false, KvHeadMap::grouped, ElemType::f32},
       {"modulo mapping", 6, 3, 4, {0, 1}, 2, 4, true, KvHeadMap::modulo, ElemType::f32},
@@ -215,24 +263,38 @@ TEST_F(HostOps, Attention) {
     ex->convert(ConvertArgs{v.data(), ElemType::f32, vc.data(), c.cache, std::int64_t(v.size())});
     std::vector<float> probs(std::size_t(rows * c.heads * c.capacity), -1.0f), out(q.size());
     AttentionArgs a;
-    a.q = q.data(); a.k_cache = kc.data(); a.v_cache = vc.data(); a.cache_type = c.cache;
-    a.positions = c.positions.data(); a.probs = probs.data(); a.out = out.data();
-    a.n_rows = rows; a.n_head = c.heads; a.n_head_kv = c.kv_heads; a.head_dim = c.dim;
-    a.n_keys = c.n_keys; a.probs_stride = c.capacity; a.scale = 1.0f / std::sqrt(float(c.dim));
-    a.causal = c.causal; a.kv_head_map = c.map;
+    a.q = q.data();
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.cache_type = c.cache;
+    a.positions = c.positions.data();
+    a.probs = probs.data();
+    a.out = out.data();
+    a.n_rows = rows;
+    a.n_head = c.heads;
+    a.n_head_kv = c.kv_heads;
+    a.head_dim = c.dim;
+    a.n_keys = c.n_keys;
+    a.probs_stride = c.capacity;
+    a.scale = 1.0f / std::sqrt(float(c.dim));
+    a.causal = c.causal;
+    a.kv_head_map = c.map;
     ex->attention(a);
 
     std::vector<double> want_p(probs.size(), 0.0), want_o(out.size(), 0.0);
     for (std::int64_t r = 0; r < rows; ++r)
       for (int h = 0; h < c.heads; ++h) {
         const int g = c.map == KvHeadMap::modulo ? h % c.kv_heads : h / (c.heads / c.kv_heads);
-        const std::int64_t visible = c.causal ? std::min<std::int64_t>(c.n_keys, c.positions[std::size_t(r)] + 1) : c.n_keys;
+        const std::int64_t visible =
+            c.causal ? std::min<std::int64_t>(c.n_keys, c.positions[std::size_t(r)] + 1) : c.n_keys;
         const std::size_t qi = std::size_t((r * c.heads + h) * c.dim);
         std::vector<double> s(static_cast<std::size_t>(visible));
         double max = -INFINITY, sum = 0;
         for (std::int64_t t = 0; t < visible; ++t) {
           double dot = 0;
-          for (int d = 0; d < c.dim; ++d) dot += double(q[qi + std::size_t(d)]) * round_to(c.cache, k[std::size_t(t * kv_row + g * c.dim + d)]);
+          for (int d = 0; d < c.dim; ++d)
+            dot += double(q[qi + std::size_t(d)]) *
+                   round_to(c.cache, k[std::size_t(t * kv_row + g * c.dim + d)]);
           s[std::size_t(t)] = dot / std::sqrt(double(c.dim));
           max = std::max(max, s[std::size_t(t)]);
         }
@@ -240,7 +302,9 @@ TEST_F(HostOps, Attention) {
         for (std::int64_t t = 0; t < visible; ++t) {
           const double p = s[std::size_t(t)] / sum;
           want_p[std::size_t((r * c.heads + h) * c.capacity + t)] = p;
-          for (int d = 0; d < c.dim; ++d) want_o[qi + std::size_t(d)] += p * round_to(c.cache, v[std::size_t(t * kv_row + g * c.dim + d)]);
+          for (int d = 0; d < c.dim; ++d)
+            want_o[qi + std::size_t(d)] +=
+                p * round_to(c.cache, v[std::size_t(t * kv_row + g * c.dim + d)]);
         }
       }
     EXPECT_TRUE(all_close(probs, want_p, 1e-6, 1e-5)) << c.what << ": probs";
@@ -261,19 +325,27 @@ TEST_F(HostOps, ArgmaxTakesTheFirstOfTies) {
 // combination, single columns (the matrix-vector path) and sizes split across threads: the
 // cuBLAS contract, checked against its definition.
 TEST_F(HostOps, GemmHasCublasColumnMajorSemantics) {
-  struct Case { GemmOp op_a, op_b; int m, n, k, pad; };
-  const Case cases[] = {{GemmOp::N, GemmOp::N, 5, 3, 4, 2}, {GemmOp::T, GemmOp::N, 6, 2, 7, 1},
-                        {GemmOp::N, GemmOp::T, 3, 4, 5, 3}, {GemmOp::T, GemmOp::T, 4, 4, 2, 0},
-                        {GemmOp::T, GemmOp::N, 64, 1, 96, 0}, {GemmOp::N, GemmOp::N, 40, 1, 33, 2},
+  struct Case {
+    GemmOp op_a, op_b;
+    int m, n, k, pad;
+  };
+  const Case cases[] = {{GemmOp::N, GemmOp::N, 5, 3, 4, 2},
+                        {GemmOp::T, GemmOp::N, 6, 2, 7, 1},
+                        {GemmOp::N, GemmOp::T, 3, 4, 5, 3},
+                        {GemmOp::T, GemmOp::T, 4, 4, 2, 0},
+                        {GemmOp::T, GemmOp::N, 64, 1, 96, 0},
+                        {GemmOp::N, GemmOp::N, 40, 1, 33, 2},
                         {GemmOp::N, GemmOp::T, 17, 1, 9, 3},
                         // Large enough to run as row slices on several threads.
-                        {GemmOp::T, GemmOp::N, 600, 3, 1000, 0}, {GemmOp::N, GemmOp::N, 1100, 1, 512, 5},
+                        {GemmOp::T, GemmOp::N, 600, 3, 1000, 0},
+                        {GemmOp::N, GemmOp::N, 1100, 1, 512, 5},
                         {GemmOp::T, GemmOp::T, 700, 1, 800, 1}};
   for (const Case& c : cases) {
     const int a_rows = c.op_a == GemmOp::N ? c.m : c.k, a_cols = c.op_a == GemmOp::N ? c.k : c.m;
     const int b_rows = c.op_b == GemmOp::N ? c.k : c.n, b_cols = c.op_b == GemmOp::N ? c.n : c.k;
     const int lda = a_rows + c.pad, ldb = b_rows + c.pad, ldc = c.m + c.pad;
-    const std::vector<float> A = test_values(std::size_t(lda * a_cols), 31), B = test_values(std::size_t(ldb * b_cols), 32);
+    const std::vector<float> A = test_values(std::size_t(lda * a_cols), 31),
+                             B = test_values(std::size_t(ldb * b_cols), 32);
     std::vector<float> C(std::size_t(ldc * c.n), 7.0f);
     ex->gemm(GemmArgs{c.op_a, c.op_b, c.m, c.n, c.k, 1.0f, A.data(), ElemType::f32, lda, B.data(),
                       ElemType::f32, ldb, 0.0f, C.data(), ldc});
@@ -289,14 +361,17 @@ TEST_F(HostOps, GemmHasCublasColumnMajorSemantics) {
         }
         double acc = 0, magnitude = 0;
         for (int p = 0; p < c.k; ++p) {
-          const float a = c.op_a == GemmOp::N ? A[std::size_t(i + p * lda)] : A[std::size_t(p + i * lda)];
-          const float b = c.op_b == GemmOp::N ? B[std::size_t(p + j * ldb)] : B[std::size_t(j + p * ldb)];
+          const float a =
+              c.op_a == GemmOp::N ? A[std::size_t(i + p * lda)] : A[std::size_t(p + i * lda)];
+          const float b =
+              c.op_b == GemmOp::N ? B[std::size_t(p + j * ldb)] : B[std::size_t(j + p * ldb)];
           acc += double(a) * b;
           magnitude += std::abs(double(a) * b);
         }
         const double bound = c.k * std::ldexp(1.0, -24) * magnitude + 1e-30;
         if (std::abs(got - acc) > bound && bad++ < 3)
-          ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", expected " << acc << " ± " << bound;
+          ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", expected " << acc << " ± "
+                        << bound;
       }
     EXPECT_EQ(bad, 0u) << "m " << c.m << " n " << c.n << " k " << c.k;
   }

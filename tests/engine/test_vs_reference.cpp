@@ -56,7 +56,8 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   const auto errors = compare_traces(e.path, r.path);
   EXPECT_EQ(errors.size(), 2u + 18u * 2u + 1u);
   for (const TapError& err : errors)
-    EXPECT_LE(err.ratio(), kF32Tolerance) << err.tap << ": max abs " << err.max_abs << ", max |ref| " << err.max_ref;
+    EXPECT_LE(err.ratio(), kF32Tolerance)
+        << err.tap << ": max abs " << err.max_abs << ", max |ref| " << err.max_ref;
   const TapError w = worst(errors);
   RecordProperty("worst_tap", w.tap);
   RecordProperty("worst_ratio", scientific(w.ratio()));
@@ -94,7 +95,8 @@ TEST_P(EngineReducedPrecision, CloseToReference) {
       EXPECT_LE(err.ratio(), GetParam().tolerance) << arch_name(spec.arch) << " " << err.tap;
     EXPECT_EQ(engine_tokens, reference_tokens) << arch_name(spec.arch);
     const TapError w = worst(errors);
-    RecordProperty(std::string("worst_") + arch_name(spec.arch), w.tap + " " + scientific(w.ratio()));
+    RecordProperty(std::string("worst_") + arch_name(spec.arch),
+                   w.tap + " " + scientific(w.ratio()));
   }
 }
 

@@ -45,7 +45,8 @@ def test_python_writes_cpp_reads(tmp_path):
     embd = rng.standard_normal((3, 8)).astype(np.float32)
     probs = rng.random((3, 2, 5)).astype(np.float32)
     q = rng.standard_normal((1, 8)).astype(np.float32)
-    dims = dict(n_layer=1, n_embd=8, n_head=2, n_head_kv=1, head_dim=4, n_ff=16, n_vocab=32, n_ctx=5)
+    dims = dict(n_layer=1, n_embd=8, n_head=2, n_head_kv=1, head_dim=4, n_ff=16, n_vocab=32,
+                n_ctx=5)
     with tt.TraceWriter(str(path), producer="reference", producer_version="py-1",
                         git_commit="cafe", model_path="m.gguf", model_sha256="b" * 64,
                         hparams={"n_layer": 1, "eps": 1e-6, "arch": "llama", "tied": True},
@@ -72,8 +73,8 @@ def test_python_writes_cpp_reads(tmp_path):
     assert taps["token_embd"]["positions"] == "0-2,7"
     assert taps["blk.0.attn.probs"]["row_shape"] == [2, 5]
     values = got["values"]
-    np.testing.assert_array_equal(np.array(values["token_embd"]["values"], np.float32).reshape(4, 8),
-                                  np.concatenate([embd, embd[:1]]))
+    embd_values = np.array(values["token_embd"]["values"], np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(embd_values, np.concatenate([embd, embd[:1]]))
     np.testing.assert_array_equal(np.array(values["blk.0.attn.probs"]["values"], np.float32),
                                   probs.reshape(-1))
     assert values["blk.0.attn_q"]["positions"] == [3]

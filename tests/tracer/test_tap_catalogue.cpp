@@ -41,9 +41,9 @@ std::vector<EmittedTap> everything(const TapDims& dims) {
 
 TEST(TapCatalogue, HasTheDesignedTaps) {
   const std::vector<std::string> layer_taps = {
-      "attn_norm", "attn_q", "attn_k", "attn_v", "attn_q.rope", "attn_k.rope",
-      "kv.k", "kv.v", "attn.probs", "attn.out", "attn_output", "resid.attn",
-      "ffn_norm", "ffn_gate", "ffn_up", "ffn.act", "ffn_down", "resid.ffn"};
+      "attn_norm", "attn_q",   "attn_k",     "attn_v",   "attn_q.rope", "attn_k.rope",
+      "kv.k",      "kv.v",     "attn.probs", "attn.out", "attn_output", "resid.attn",
+      "ffn_norm",  "ffn_gate", "ffn_up",     "ffn.act",  "ffn_down",    "resid.ffn"};
   const std::vector<std::string> global_taps = {"token_embd", "output_norm", "output"};
   std::vector<std::string> layer;
   std::vector<std::string> global;
@@ -81,8 +81,8 @@ TEST(TapCatalogue, RowShapesFollowTheModelSymbols) {
 
 TEST(TapCatalogue, ExecutionOrderRunsThroughTheModel) {
   const std::vector<std::pair<std::string, int>> in_order = {
-      {"token_embd", -1}, {"attn_norm", 0}, {"attn_q", 0},     {"attn.probs", 0},
-      {"resid.ffn", 0},   {"attn_norm", 1}, {"ffn_down", 1},   {"resid.ffn", 1},
+      {"token_embd", -1}, {"attn_norm", 0},    {"attn_q", 0},   {"attn.probs", 0},
+      {"resid.ffn", 0},   {"attn_norm", 1},    {"ffn_down", 1}, {"resid.ffn", 1},
       {"attn_norm", 40},  {"output_norm", -1}, {"output", -1}};
   for (std::size_t i = 0; i + 1 < in_order.size(); ++i) {
     const auto a = execution_order(in_order[i].first, in_order[i].second);
@@ -134,7 +134,8 @@ TEST(CheckCatalogue, FilteredTapsAreNotExpected) {
   }
   const CatalogueReport ok = check_catalogue(only_attn_q, d, TapFilter::parse("blk.*.attn_q*"));
   EXPECT_TRUE(ok.ok()) << ok.describe();
-  const CatalogueReport layer0 = check_catalogue(only_attn_q, d, TapFilter::parse("blk.*.attn_q*", "0"));
+  const CatalogueReport layer0 =
+      check_catalogue(only_attn_q, d, TapFilter::parse("blk.*.attn_q*", "0"));
   EXPECT_TRUE(layer0.missing.empty());
 }
 

@@ -125,12 +125,8 @@ TEST(TapFilter, ParseErrorsNameThePart) {
     const char* needle;
   };
   const Case cases[] = {
-      {"", "x", "", "layers"},
-      {"", "3-1", "", "layers"},
-      {"", "-2", "", "layers"},
-      {"", "", "1-2-3", "positions"},
-      {"a,,b", "", "", "names"},
-      {"!", "", "", "names"},
+      {"", "x", "", "layers"},        {"", "3-1", "", "layers"}, {"", "-2", "", "layers"},
+      {"", "", "1-2-3", "positions"}, {"a,,b", "", "", "names"}, {"!", "", "", "names"},
   };
   for (const Case& c : cases) {
     try {

@@ -91,7 +91,8 @@ TEST(TraceCApi, ErrorsComeBackAsStatusesWithMessages) {
 
   const std::string nowhere = dir.file("no/such/dir/t.h5");
   EXPECT_EQ(tapdiff_trace_open(nowhere.c_str(), &cfg, &t), TAPDIFF_ERR_TRACE);
-  EXPECT_NE(std::string(tapdiff_last_error()).find(nowhere), std::string::npos) << tapdiff_last_error();
+  EXPECT_NE(std::string(tapdiff_last_error()).find(nowhere), std::string::npos)
+      << tapdiff_last_error();
 
   cfg.producer = "gpu";
   EXPECT_EQ(tapdiff_trace_open(dir.file("p.h5").c_str(), &cfg, &t), TAPDIFF_ERR_ARGUMENT);
@@ -171,7 +172,8 @@ TEST(CExample, HonoursAFilter) {
   TempDir dir;
   const std::string path = dir.file("filtered.h5");
   std::string output;
-  ASSERT_EQ(test::run_program({C_ENGINE_TAP, path, "!*.attn.probs,!blk.1.*"}, &output), 0) << output;
+  ASSERT_EQ(test::run_program({C_ENGINE_TAP, path, "!*.attn.probs,!blk.1.*"}, &output), 0)
+      << output;
   const TraceReader r(path);
   EXPECT_EQ(r.find("attn.probs", 0), nullptr);
   EXPECT_EQ(r.find("attn_q", 1), nullptr);

@@ -39,8 +39,8 @@ public:
     const hid_t type = H5Tcopy(H5T_C_S1);
     H5Tset_size(type, value.size() + 1);
     const hid_t space = H5Screate(H5S_SCALAR);
-    const hid_t attr = H5Acreate_by_name(file_, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
-                                         H5P_DEFAULT);
+    const hid_t attr =
+        H5Acreate_by_name(file_, object, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(attr, type, value.c_str());
     H5Aclose(attr);
     H5Sclose(space);
@@ -131,23 +131,32 @@ const std::vector<Case>& cases() {
       {"missing hparams group", [](Edit& e) { e.remove_link("/hparams"); }, "/hparams",
        "missing group"},
       {"missing tokens", [](Edit& e) { e.remove_link("/tokens"); }, "/tokens", "missing dataset"},
-      {"tokens shorter than committed",
-       [](Edit& e) { e.set_int("/", "committed_tokens", 50); }, "/tokens",
-       "committed count 50 exceeds its 2 rows"},
+      {"tokens shorter than committed", [](Edit& e) { e.set_int("/", "committed_tokens", 50); },
+       "/tokens", "committed count 50 exceeds its 2 rows"},
       {"data of the wrong rank",
-       [](Edit& e) { e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 4, 1}); },
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 4, 1});
+       },
        "/taps/blk.0.attn_q/data", "expected rank 2, got 3"},
       {"data of the wrong row width",
-       [](Edit& e) { e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 5}); },
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 5});
+       },
        "/taps/blk.0.attn_q/data", "expected shape [*, 4], got [3, 5]"},
       {"data of the wrong type",
-       [](Edit& e) { e.replace_dataset("/taps/blk.0.attn_q/data", H5T_STD_I32LE, {3, 4}); },
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_STD_I32LE, {3, 4});
+       },
        "/taps/blk.0.attn_q/data", "expected float32 elements, got integer of 4 bytes"},
       {"float64 data",
-       [](Edit& e) { e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F64LE, {3, 4}); },
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F64LE, {3, 4});
+       },
        "/taps/blk.0.attn_q/data", "expected float32 elements, got float of 8 bytes"},
       {"fewer data rows than committed",
-       [](Edit& e) { e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {2, 4}); },
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {2, 4});
+       },
        "/taps/blk.0.attn_q/data", "committed rows 3 exceed its 2 rows"},
       {"missing data", [](Edit& e) { e.remove_link("/taps/blk.0.attn_q/data"); },
        "/taps/blk.0.attn_q/data", "missing dataset"},
@@ -172,9 +181,8 @@ const std::vector<Case>& cases() {
        "/taps/blk.0.attn_q/runs", "run 1 (first_row 1, first_position 0): expected rows and"},
       {"more committed runs than rows", [](Edit& e) { e.set_pair("/committed", 0, 3, 9); },
        "/committed", "inconsistent counts: 3 rows in 9 runs"},
-      {"committed runs beyond the runs dataset",
-       [](Edit& e) { e.set_pair("/committed", 0, 3, 2); }, "/taps/blk.0.attn_q/runs",
-       "committed runs 2 exceed its 1 rows"},
+      {"committed runs beyond the runs dataset", [](Edit& e) { e.set_pair("/committed", 0, 3, 2); },
+       "/taps/blk.0.attn_q/runs", "committed runs 2 exceed its 1 rows"},
   };
   return all;
 }
@@ -222,8 +230,8 @@ TEST(TraceMalformed, NotATraceFile) {
     const char* needle;
   };
   const FileCase files[] = {{text, "not an HDF5 file"},
-                        {dir.file("absent.h5"), "no such file"},
-                        {dir.path().string(), "is a directory"}};
+                            {dir.file("absent.h5"), "no such file"},
+                            {dir.path().string(), "is a directory"}};
   for (const FileCase& c : files) {
     try {
       TraceReader reader(c.path);
@@ -243,7 +251,8 @@ TEST(TraceMalformed, TruncatedFilesAreRejectedNotCrashedOn) {
   for (const double fraction : {0.1, 0.5, 0.9, 0.99}) {
     const std::string cut = dir.file("cut.h5");
     std::filesystem::copy_file(path, cut, std::filesystem::copy_options::overwrite_existing);
-    std::filesystem::resize_file(cut, static_cast<std::uintmax_t>(static_cast<double>(size) * fraction));
+    std::filesystem::resize_file(cut,
+                                 static_cast<std::uintmax_t>(static_cast<double>(size) * fraction));
     try {
       TraceReader reader(cut);
       for (const TapInfo& t : reader.taps()) reader.read(t);

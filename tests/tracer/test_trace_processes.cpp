@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "support/child_process.hpp"
@@ -14,6 +16,7 @@
 #include "support/test_values.hpp"
 #include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/trace_reader.hpp"
+#include "tapdiff/trace_writer.hpp"
 
 namespace tapdiff {
 namespace {
@@ -29,16 +32,23 @@ struct WriterShape {
 
 std::vector<std::string> writer_args(const std::string& out, const WriterShape& shape,
                                      std::vector<std::string> extra) {
-  std::vector<std::string> args = {TRACE_TEST_WRITER,           "--out",    out,
-                                   "--layers", std::to_string(shape.layers), "--taps",
-                                   std::to_string(shape.taps),  "--width",  std::to_string(shape.width)};
+  std::vector<std::string> args = {TRACE_TEST_WRITER,
+                                   "--out",
+                                   out,
+                                   "--layers",
+                                   std::to_string(shape.layers),
+                                   "--taps",
+                                   std::to_string(shape.taps),
+                                   "--width",
+                                   std::to_string(shape.width)};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
 // Every tap written by trace_test_writer holds positions 0..n-1 with the expected values,
 // n >= min_rows; returns the smallest n seen.
-std::int64_t check_writer_trace(const TraceReader& r, const WriterShape& shape, std::int64_t min_rows) {
+std::int64_t check_writer_trace(const TraceReader& r, const WriterShape& shape,
+                                std::int64_t min_rows) {
   std::vector<std::string> names;
   for (const TapSpec& spec : tap_catalogue()) {
     if (spec.scope == TapScope::layer && static_cast<int>(names.size()) < shape.taps) {
@@ -68,7 +78,8 @@ std::int64_t check_writer_trace(const TraceReader& r, const WriterShape& shape, 
   }
   check_tap("output", shape.taps, -1);
   const std::vector<std::int32_t>& tokens = r.metadata().tokens;
-  for (std::size_t p = 0; p < tokens.size(); ++p) EXPECT_EQ(tokens[p], test::token_at(static_cast<std::int64_t>(p)));
+  for (std::size_t p = 0; p < tokens.size(); ++p)
+    EXPECT_EQ(tokens[p], test::token_at(static_cast<std::int64_t>(p)));
   EXPECT_GE(static_cast<std::int64_t>(tokens.size()), min_rows);
   return fewest;
 }
@@ -99,6 +110,30 @@ TEST(TraceStreaming, CommittedStepsAreReadableWhileTheWriterRuns) {
   const TraceReader done(path);
   EXPECT_TRUE(done.complete());
   EXPECT_EQ(check_writer_trace(done, shape, 6), 6);
+}
+
+// In one process HDF5 shares the writer's open file with the reader.
+TEST(TraceStreaming, AReaderInTheWritersProcessSeesCommittedSteps) {
+  TempDir dir;
+  const std::string path = dir.file("same_process.h5");
+  TraceWriter w(path, TraceMetadata{});
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<float> row = test::tap_row(0, 0, s, 4);
+    w.record("attn_q", 0, s, 1, {4}, row.data());
+    w.end_step();
+  }
+  const std::vector<float> uncommitted = test::tap_row(0, 0, 3, 4);
+  w.record("attn_q", 0, 3, 1, {4}, uncommitted.data());
+  {
+    const TraceReader live(path);
+    EXPECT_FALSE(live.complete());
+    const TapRows rows = live.read(live.tap("attn_q", 0));
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(std::vector<float>(rows.row(2), rows.row(2) + 4), test::tap_row(0, 0, 2, 4));
+  }
+  w.end_step();
+  w.close();
+  EXPECT_EQ(TraceReader(path).tap("attn_q", 0).n_rows, 4);
 }
 
 TEST(TraceStreaming, ReadersSeeWholeCommitIntervalsOnly) {
@@ -170,13 +205,46 @@ TEST(TraceKill, AnUnclosedWriterProcessLeavesAReadableTrace) {
   check_writer_trace(r, shape, 5);
 }
 
+TEST(TraceWriteFailure, UnwritablePathsAreReportedAtOpen) {
+  TempDir dir;
+  const std::string missing_dir = dir.file("no/such/dir/t.h5");
+  const std::string a_directory = dir.path().string();
+  const std::filesystem::path read_only = dir.path() / "read_only";
+  std::filesystem::create_directory(read_only);
+  std::filesystem::permissions(
+      read_only, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  struct Case {
+    std::string path;
+    const char* needle;
+    bool skip_as_root;
+  };
+  const Case cases[] = {
+      {missing_dir, "does not exist", false},
+      {a_directory, "cannot create the trace file", false},
+      {(read_only / "t.h5").string(), "cannot create the trace file", true},
+  };
+  for (const Case& c : cases) {
+    if (c.skip_as_root && geteuid() == 0) continue;  // root writes through permissions
+    try {
+      TraceWriter w(c.path, TraceMetadata{});
+      ADD_FAILURE() << "created " << c.path;
+    } catch (const TraceError& e) {
+      EXPECT_EQ(e.file(), c.path);
+      EXPECT_NE(e.problem().find(c.needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(c.path + ".partial")) << "left " << c.path << ".partial";
+  }
+  std::filesystem::permissions(read_only, std::filesystem::perms::owner_all);
+}
+
 // RLIMIT_FSIZE with SIGXFSZ ignored makes writes past the limit fail with EFBIG, as a full
 // disk fails with ENOSPC: the writer must say so, exit cleanly, and keep what it committed.
 TEST(TraceWriteFailure, FileSizeLimitGivesAClearErrorAndKeepsCommittedSteps) {
   TempDir dir;
   const std::string path = dir.file("full.h5");
   const WriterShape shape{4, 6, 4096};
-  ChildProcess writer(writer_args(path, shape, {"--steps", "1000", "--fsize-limit", "6000000"}), true);
+  ChildProcess writer(writer_args(path, shape, {"--steps", "1000", "--fsize-limit", "6000000"}),
+                      true);
   std::string line;
   std::string output;
   while (writer.read_line(line)) output += line + "\n";

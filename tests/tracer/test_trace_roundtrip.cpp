@@ -85,10 +85,10 @@ TEST(TraceRoundTrip, EveryRowShapeAndScope) {
     int layer;
     RowShape shape;
   };
-  const std::vector<Tap> taps = {
-      {"token_embd", -1, {8}},        {"attn_q", 0, {8}},        {"attn.probs", 0, {4, 6}},
-      {"my.cube", 1, {2, 3, 4}},      {"my.scalar", 1, {1}},     {"my.rank4", 0, {2, 1, 2, 3}},
-      {"output", -1, {32}}};
+  const std::vector<Tap> taps = {{"token_embd", -1, {8}},   {"attn_q", 0, {8}},
+                                 {"attn.probs", 0, {4, 6}}, {"my.cube", 1, {2, 3, 4}},
+                                 {"my.scalar", 1, {1}},     {"my.rank4", 0, {2, 1, 2, 3}},
+                                 {"output", -1, {32}}};
   {
     TraceWriter w(path, sample_metadata());
     // Prefill: positions 0..1 in one record, then two decode steps of one position.
@@ -99,7 +99,8 @@ TEST(TraceRoundTrip, EveryRowShapeAndScope) {
     w.end_step();
     for (std::int64_t p = 2; p < 4; ++p) {
       for (const Tap& t : taps) {
-        const std::vector<float> row = iota_rows(t.shape.elements(), 100.0f * static_cast<float>(p));
+        const std::vector<float> row =
+            iota_rows(t.shape.elements(), 100.0f * static_cast<float>(p));
         w.record(t.name, t.layer, p, 1, t.shape, row.data());
       }
       w.end_step();
@@ -300,8 +301,10 @@ TEST(TraceRoundTrip, RejectedRecordsNameTheTapAndChangeNothing) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {[&] { w.record("attn_q", 0, 1, 1, {4, 2}, row.data()); }, "/taps/blk.0.attn_q",
-       "row shape [4, 2] differs from [8]"},
+      {[&] {
+         w.record("attn_q", 0, 1, 1, {4, 2}, row.data());
+       },
+       "/taps/blk.0.attn_q", "row shape [4, 2] differs from [8]"},
       {[&] { w.record("attn_q", 0, 0, 1, {8}, row.data()); }, "/taps/blk.0.attn_q",
        "positions of a tap must increase"},
       {[&] { w.record("attn q", 0, 1, 1, {8}, row.data()); }, "/taps/blk.0.attn q", "may only use"},
@@ -311,7 +314,10 @@ TEST(TraceRoundTrip, RejectedRecordsNameTheTapAndChangeNothing) {
       {[&] { w.record("attn_q", -2, 1, 1, {8}, row.data()); }, "/taps/attn_q", "layer -2"},
       {[&] { w.record("attn_q", 0, -1, 1, {8}, row.data()); }, "/taps/blk.0.attn_q", "< 0"},
       {[&] { w.record("attn_q", 0, 1, 0, {8}, row.data()); }, "/taps/blk.0.attn_q", "n_rows 0"},
-      {[&] { w.record("attn_q", 0, 1, 1, {8, 0}, row.data()); }, "/taps/blk.0.attn_q", "dimension < 1"},
+      {[&] {
+         w.record("attn_q", 0, 1, 1, {8, 0}, row.data());
+       },
+       "/taps/blk.0.attn_q", "dimension < 1"},
       {[&] { w.record("attn_q", 0, 1, 1, {8}, nullptr); }, "/taps/blk.0.attn_q", "rows is null"},
   };
   for (const Case& c : cases) {
@@ -379,7 +385,8 @@ TEST(TraceRoundTrip, PrecreatedCatalogueTapsTakeTheRecordedShape) {
   ASSERT_EQ(r.taps().size(), 2u);
   EXPECT_EQ(r.tap("ffn_up", 0).row_shape, std::vector<std::int64_t>{8});
   EXPECT_EQ(r.tap("attn_q", 0).row_shape, std::vector<std::int64_t>{8});
-  const CatalogueReport report = check_catalogue(r.emitted_taps(), dims, TapFilter::parse(r.filter()));
+  const CatalogueReport report =
+      check_catalogue(r.emitted_taps(), dims, TapFilter::parse(r.filter()));
   EXPECT_EQ(report.wrong_shape.size(), 1u) << report.describe();
   EXPECT_EQ(report.missing.size(), tap_catalogue().size() - 2);  // blk.1.* filtered out
 }

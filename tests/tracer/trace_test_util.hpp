@@ -18,8 +18,8 @@ inline TraceMetadata sample_metadata() {
   m.git_commit = "abcdef012345";
   m.model_path = "models/tiny-llama.gguf";
   m.model_sha256 = std::string(64, 'a');
-  m.hparams = {{"arch", std::string("llama")}, {"n_layer", std::int64_t{2}},
-               {"rope_freq_base", 10000.0}};
+  m.hparams = {
+      {"arch", std::string("llama")}, {"n_layer", std::int64_t{2}}, {"rope_freq_base", 10000.0}};
   m.precision = "f32";
   m.fault = "none";
   m.prompt_length = 2;

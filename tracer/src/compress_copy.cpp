@@ -53,10 +53,10 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   SpaceReserve reserve(file.get(), path);
   reserve.ensure(kMargin);
   write_metadata(file.get(), path, in.metadata(), in.filter());
-  h5::write_int_attr(file.get(), sc::kComplete, 0, root);
   h5::write_int_attr(file.get(), sc::kCommittedSteps, in.committed_steps(), root);
   const std::vector<std::int32_t>& tokens = in.metadata().tokens;
-  h5::write_int_attr(file.get(), sc::kCommittedTokens, static_cast<std::int64_t>(tokens.size()), root);
+  h5::write_int_attr(file.get(), sc::kCommittedTokens, static_cast<std::int64_t>(tokens.size()),
+                     root);
 
   Extendable token_ds;
   token_ds.create(file.get(), sc::kTokens, H5T_STD_I32LE, {}, sc::kTokensChunk, DatasetOptions{},
@@ -67,13 +67,13 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   StreamConfig config;
   config.dataset.compress = true;
   config.dataset.gzip_level = gzip_level;
-  const h5::Id taps = h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT,
-                                              H5P_DEFAULT),
-                                   {path, object(sc::kTaps)}, "cannot create group");
+  const h5::Id taps =
+      h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   {path, object(sc::kTaps)}, "cannot create group");
   std::vector<std::int64_t> committed;  // (n_taps, 2)
   for (const TapInfo& tap : in.taps()) {
-    copy_tap(in, tap, static_cast<std::int64_t>(committed.size() / 2), taps.get(), config,
-             reserve, path, committed);
+    copy_tap(in, tap, static_cast<std::int64_t>(committed.size() / 2), taps.get(), config, reserve,
+             path, committed);
   }
   Extendable committed_ds;
   committed_ds.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk,
@@ -97,12 +97,13 @@ void compress_trace(const std::string& path, int gzip_level) {
     write_copy(in, copy, gzip_level);
   } catch (const TraceError& e) {
     std::remove(copy.c_str());
-    throw TraceError(path, "/", "the trace is complete but could not be compressed: " +
-                                    std::string(e.what()));
+    throw TraceError(path, "/",
+                     "the trace is complete but could not be compressed: " + std::string(e.what()));
   }
   if (std::rename(copy.c_str(), path.c_str()) != 0) {
     std::remove(copy.c_str());
-    throw TraceError(path, "/", "the trace is complete but its compressed copy could not replace it");
+    throw TraceError(path, "/",
+                     "the trace is complete but its compressed copy could not replace it");
   }
 }
 

@@ -21,13 +21,20 @@ Id open_attr(hid_t object, const char* name, const Where& where) {
 
 std::string kind_name(H5T_class_t cls) {
   switch (cls) {
-    case H5T_INTEGER: return "an integer";
-    case H5T_FLOAT: return "a float";
-    case H5T_STRING: return "a string";
-    case H5T_ENUM: return "an enum (a boolean?)";
-    case H5T_COMPOUND: return "a compound";
-    case H5T_ARRAY: return "an array type";
-    default: return "another type";
+    case H5T_INTEGER:
+      return "an integer";
+    case H5T_FLOAT:
+      return "a float";
+    case H5T_STRING:
+      return "a string";
+    case H5T_ENUM:
+      return "an enum (a boolean?)";
+    case H5T_COMPOUND:
+      return "a compound";
+    case H5T_ARRAY:
+      return "an array type";
+    default:
+      return "another type";
   }
 }
 
@@ -46,8 +53,9 @@ H5T_class_t class_of(const Id& attr, const Where& where, const char* name) {
 
 void require_one(const Id& attr, const Where& where, const char* name, const char* expected) {
   const hssize_t n = element_count(attr, where, name);
-  if (n != 1) bad(where, name, std::string("expected ") + expected + ", got " + std::to_string(n) +
-                                   " values");
+  if (n != 1)
+    bad(where, name,
+        std::string("expected ") + expected + ", got " + std::to_string(n) + " values");
 }
 
 Id scalar_space(const Where& where) {
@@ -56,10 +64,10 @@ Id scalar_space(const Where& where) {
 
 void write_scalar(hid_t object, const char* name, hid_t file_type, hid_t mem_type,
                   const void* value, const Where& where) {
-  if (has_attr(object, name)) check(H5Adelete(object, name), where, "cannot replace " + quoted(name));
   const Id space = scalar_space(where);
-  const Id attr = attr_id(H5Acreate2(object, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          where, "cannot create " + quoted(name));
+  const Id attr =
+      attr_id(H5Acreate2(object, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), where,
+              "cannot create " + quoted(name));
   check(H5Awrite(attr.get(), mem_type, value), where, "cannot write " + quoted(name));
 }
 
@@ -86,10 +94,14 @@ std::vector<std::string> attr_names(hid_t object, const Where& where) {
 AttrKind attr_kind(hid_t object, const char* name, const Where& where) {
   const Id attr = open_attr(object, name, where);
   switch (class_of(attr, where, name)) {
-    case H5T_INTEGER: return AttrKind::integer;
-    case H5T_FLOAT: return AttrKind::floating;
-    case H5T_STRING: return AttrKind::string;
-    default: return AttrKind::other;
+    case H5T_INTEGER:
+      return AttrKind::integer;
+    case H5T_FLOAT:
+      return AttrKind::floating;
+    case H5T_STRING:
+      return AttrKind::string;
+    default:
+      return AttrKind::other;
   }
 }
 
@@ -112,12 +124,13 @@ void write_float_attr(hid_t object, const char* name, double value, const Where&
 
 void write_int_array_attr(hid_t object, const char* name, const std::vector<std::int64_t>& values,
                           const Where& where) {
-  if (has_attr(object, name)) check(H5Adelete(object, name), where, "cannot replace " + quoted(name));
   const hsize_t n = values.size();
   const Id space = space_id(H5Screate_simple(1, &n, nullptr), where, "cannot create a dataspace");
-  const Id attr = attr_id(H5Acreate2(object, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          where, "cannot create " + quoted(name));
-  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()), where, "cannot write " + quoted(name));
+  const Id attr =
+      attr_id(H5Acreate2(object, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), where,
+              "cannot create " + quoted(name));
+  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()), where,
+        "cannot write " + quoted(name));
 }
 
 Id create_int_attr(hid_t object, const char* name, std::int64_t value, const Where& where) {
@@ -191,7 +204,8 @@ std::vector<std::int64_t> read_int_array_attr(hid_t object, const char* name, co
   }
   std::vector<std::int64_t> values(static_cast<std::size_t>(element_count(attr, where, name)));
   if (!values.empty()) {
-    check(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()), where, "cannot read " + quoted(name));
+    check(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()), where,
+          "cannot read " + quoted(name));
   }
   return values;
 }

@@ -18,6 +18,7 @@ bool has_attr(hid_t object, const char* name);
 std::vector<std::string> attr_names(hid_t object, const Where& where);
 AttrKind attr_kind(hid_t object, const char* name, const Where& where);
 
+// Writers create the attribute: it must not exist yet (objects are written once).
 void write_string_attr(hid_t object, const char* name, std::string_view value, const Where& where);
 void write_int_attr(hid_t object, const char* name, std::int64_t value, const Where& where);
 void write_float_attr(hid_t object, const char* name, double value, const Where& where);

@@ -1,6 +1,5 @@
 #include "metadata_io.hpp"
 
-
 #include "h5_attr.hpp"
 #include "schema.hpp"
 #include "tapdiff/trace_error.hpp"
@@ -15,10 +14,10 @@ struct DimField {
   std::int64_t TapDims::*member;
 };
 constexpr DimField kDimFields[] = {
-    {"n_layer", &TapDims::n_layer},     {"n_embd", &TapDims::n_embd},
-    {"n_head", &TapDims::n_head},       {"n_head_kv", &TapDims::n_head_kv},
-    {"head_dim", &TapDims::head_dim},   {"n_ff", &TapDims::n_ff},
-    {"n_vocab", &TapDims::n_vocab},     {"n_ctx", &TapDims::n_ctx},
+    {"n_layer", &TapDims::n_layer},   {"n_embd", &TapDims::n_embd},
+    {"n_head", &TapDims::n_head},     {"n_head_kv", &TapDims::n_head_kv},
+    {"head_dim", &TapDims::head_dim}, {"n_ff", &TapDims::n_ff},
+    {"n_vocab", &TapDims::n_vocab},   {"n_ctx", &TapDims::n_ctx},
 };
 
 void check_format(hid_t file, const h5::Where& root, FormatVersion& version) {
@@ -127,7 +126,8 @@ void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
     const h5::Where dw{path, std::string("/") + sc::kDims};
     const h5::Id dims = h5::group_id(
         H5Gcreate2(file, sc::kDims, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), dw, "cannot create");
-    for (const DimField& f : kDimFields) h5::write_int_attr(dims.get(), f.name, (*m.dims).*f.member, dw);
+    for (const DimField& f : kDimFields)
+      h5::write_int_attr(dims.get(), f.name, (*m.dims).*f.member, dw);
   }
 }
 
@@ -142,7 +142,8 @@ RootState read_root(hid_t file, const std::string& path) {
   if (!parsed) {
     throw TraceError(path, "/",
                      "attribute 'producer': expected reference, engine-host, engine-cuda or "
-                     "external, got \"" + producer + "\"");
+                     "external, got \"" +
+                         producer + "\"");
   }
   m.producer = *parsed;
   m.producer_version = h5::read_string_attr(file, sc::kProducerVersion, root);
@@ -153,8 +154,9 @@ RootState read_root(hid_t file, const std::string& path) {
   m.fault = h5::read_string_attr(file, sc::kFault, root);
   m.prompt_length = h5::read_int_attr(file, sc::kPromptLength, root);
   if (m.prompt_length < 0) {
-    throw TraceError(path, "/", "attribute 'prompt_length': expected >= 0, got " +
-                                    std::to_string(m.prompt_length));
+    throw TraceError(
+        path, "/",
+        "attribute 'prompt_length': expected >= 0, got " + std::to_string(m.prompt_length));
   }
   state.complete = h5::read_int_attr(file, sc::kComplete, root) != 0;
   state.committed_steps = h5::read_int_attr(file, sc::kCommittedSteps, root);

@@ -21,8 +21,8 @@ bool parse_int(std::string_view s, std::int64_t& out) {
 }
 
 [[noreturn]] void bad_item(std::string_view what, std::string_view item) {
-  throw std::invalid_argument("tap filter: " + std::string(what) + ": expected N, A-B or A-, got '" +
-                              std::string(item) + "'");
+  throw std::invalid_argument("tap filter: " + std::string(what) +
+                              ": expected N, A-B or A-, got '" + std::string(item) + "'");
 }
 
 }  // namespace

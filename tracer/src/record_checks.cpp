@@ -44,8 +44,8 @@ void check_record(const std::string& path, std::string_view name, int layer,
   const std::string object = "/taps/" + full_tap_name(name, layer < 0 ? -1 : layer);
   auto reject = [&](const std::string& problem) { throw TraceError(path, object, problem); };
   if (const std::string problem = name_problem(name, layer); !problem.empty()) reject(problem);
-  if (layer < -1 || layer > kMaxLayer) reject("layer " + std::to_string(layer) + " is not in -1.." +
-                                              std::to_string(kMaxLayer));
+  if (layer < -1 || layer > kMaxLayer)
+    reject("layer " + std::to_string(layer) + " is not in -1.." + std::to_string(kMaxLayer));
   if (first_position < 0) reject("first_position " + std::to_string(first_position) + " < 0");
   if (n_rows < 1) reject("n_rows " + std::to_string(n_rows) + " < 1");
   if (!row_shape.valid()) reject("row shape " + row_shape.to_string() + " has a dimension < 1");
@@ -56,7 +56,8 @@ void check_record(const std::string& path, std::string_view name, int layer,
 void check_metadata(const std::string& path, const TraceMetadata& m) {
   auto reject = [&](const std::string& problem) { throw TraceError(path, "/", problem); };
   if (!m.model_sha256.empty() && !hex_digest(m.model_sha256)) {
-    reject("model_sha256: expected 64 lowercase hex digits or empty, got \"" + m.model_sha256 + "\"");
+    reject("model_sha256: expected 64 lowercase hex digits or empty, got \"" + m.model_sha256 +
+           "\"");
   }
   if (m.prompt_length < 0) reject("prompt_length " + std::to_string(m.prompt_length) + " < 0");
   if (m.precision.empty()) reject("precision is empty");

@@ -20,8 +20,8 @@ inline constexpr const char* kPromptLength = "prompt_length";
 inline constexpr const char* kComplete = "complete";
 inline constexpr const char* kCommittedSteps = "committed_steps";
 inline constexpr const char* kCommittedTokens = "committed_tokens";
-inline constexpr const char* kFilterNames = "tap_filter_names";        // optional
-inline constexpr const char* kFilterLayers = "tap_filter_layers";      // optional
+inline constexpr const char* kFilterNames = "tap_filter_names";          // optional
+inline constexpr const char* kFilterLayers = "tap_filter_layers";        // optional
 inline constexpr const char* kFilterPositions = "tap_filter_positions";  // optional
 
 // Groups and datasets.

@@ -27,7 +27,8 @@ void SpaceReserve::release_unused() {
     H5Eclear2(H5E_DEFAULT);
     return;
   }
-  if (static_cast<std::uint64_t>(st.st_size) > eoa && ftruncate(fd_, static_cast<off_t>(eoa)) != 0) {
+  if (static_cast<std::uint64_t>(st.st_size) > eoa &&
+      ftruncate(fd_, static_cast<off_t>(eoa)) != 0) {
     fd_ = -1;  // leave the padding (harmless zeros) and stop managing this file
   }
 }

@@ -24,6 +24,7 @@ constexpr auto kGlobal = TapScope::global;
 // [n_head, n_ctx] over the trace's declared positions: entry j is the weight on position j,
 // 0 beyond the visible context [0, p], so a missing causal mask shows up as nonzero future
 // weights and a stuck KV length as weight missing from the past.
+// clang-format off
 const std::vector<TapSpec> kCatalogue = {
     {"token_embd", kGlobal, 0, {one(S::n_embd), kNone}, 1, kEvery,
      "embedding row of the input token"},
@@ -63,6 +64,7 @@ const std::vector<TapSpec> kCatalogue = {
      "final RMSNorm, weight applied"},
     {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, "logits"},
 };
+// clang-format on
 
 constexpr int kLayerTaps = 18;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
@@ -70,13 +72,20 @@ constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 
 std::int64_t dim_value(DimSymbol s, const TapDims& d) {
   switch (s) {
-    case S::n_embd: return d.n_embd;
-    case S::n_head: return d.n_head;
-    case S::n_head_kv: return d.n_head_kv;
-    case S::head_dim: return d.head_dim;
-    case S::n_ff: return d.n_ff;
-    case S::n_vocab: return d.n_vocab;
-    case S::n_ctx: return d.n_ctx;
+    case S::n_embd:
+      return d.n_embd;
+    case S::n_head:
+      return d.n_head;
+    case S::n_head_kv:
+      return d.n_head_kv;
+    case S::head_dim:
+      return d.head_dim;
+    case S::n_ff:
+      return d.n_ff;
+    case S::n_vocab:
+      return d.n_vocab;
+    case S::n_ctx:
+      return d.n_ctx;
   }
   return 0;
 }
@@ -85,13 +94,20 @@ std::int64_t dim_value(DimSymbol s, const TapDims& d) {
 
 std::string_view dim_symbol_name(DimSymbol symbol) {
   switch (symbol) {
-    case S::n_embd: return "n_embd";
-    case S::n_head: return "n_head";
-    case S::n_head_kv: return "n_head_kv";
-    case S::head_dim: return "head_dim";
-    case S::n_ff: return "n_ff";
-    case S::n_vocab: return "n_vocab";
-    case S::n_ctx: return "n_ctx";
+    case S::n_embd:
+      return "n_embd";
+    case S::n_head:
+      return "n_head";
+    case S::n_head_kv:
+      return "n_head_kv";
+    case S::head_dim:
+      return "head_dim";
+    case S::n_ff:
+      return "n_ff";
+    case S::n_vocab:
+      return "n_vocab";
+    case S::n_ctx:
+      return "n_ctx";
   }
   return "?";
 }
@@ -154,9 +170,9 @@ CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const Ta
     if (!seen.emplace(tap.name, tap.layer).second) continue;
     const std::string full = full_tap_name(tap.name, tap.layer);
     const TapSpec* spec = find_tap_spec(tap.name);
-    const bool fits = spec != nullptr &&
-                      (spec->scope == TapScope::global ? tap.layer == -1
-                                                       : tap.layer >= 0 && tap.layer < dims.n_layer);
+    const bool fits = spec != nullptr && (spec->scope == TapScope::global
+                                              ? tap.layer == -1
+                                              : tap.layer >= 0 && tap.layer < dims.n_layer);
     if (!fits) {
       report.extra.push_back(full);
       continue;

@@ -9,9 +9,8 @@ std::string stored_name(const TapSpec& spec) {
 }
 
 std::string prefill_text(PrefillRows rows) {
-  return rows == PrefillRows::every_position
-             ? "every prompt position"
-             : "the last prompt position (more allowed)";
+  return rows == PrefillRows::every_position ? "every prompt position"
+                                             : "the last prompt position (more allowed)";
 }
 
 }  // namespace

@@ -38,9 +38,9 @@ std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std
     const std::int64_t end = i + 1 < n ? raw[2 * (i + 1)] : n_rows;
     run.n_rows = end - run.first_row;
     const bool first_ok = i > 0 || run.first_row == 0;
-    const bool position_ok = run.first_position >= 0 &&
-                             (runs.empty() || run.first_position > runs.back().first_position +
-                                                                       runs.back().n_rows - 1);
+    const bool position_ok =
+        run.first_position >= 0 &&
+        (runs.empty() || run.first_position > runs.back().first_position + runs.back().n_rows - 1);
     if (!first_ok || run.n_rows < 1 || !position_ok) {
       throw TraceError(where.file, where.object,
                        "run " + std::to_string(i) + " (first_row " + std::to_string(run.first_row) +
@@ -87,36 +87,41 @@ bool load_tap(hid_t taps, const std::string& member, const std::string& path,
   const std::int64_t n_taps = static_cast<std::int64_t>(committed.size() / 2);
   if (index < 0 || index >= n_taps) {
     if (!complete) return false;
-    throw TraceError(path, object, "attribute 'index': " + std::to_string(index) +
-                                       " is outside /committed (" + std::to_string(n_taps) +
-                                       " taps)");
+    throw TraceError(path, object,
+                     "attribute 'index': " + std::to_string(index) + " is outside /committed (" +
+                         std::to_string(n_taps) + " taps)");
   }
   tap.n_rows = committed[static_cast<std::size_t>(index) * 2];
   const std::int64_t n_runs = committed[static_cast<std::size_t>(index) * 2 + 1];
   if (tap.n_rows <= 0 && !complete) return false;
   if (tap.n_rows < 0 || n_runs < 0 || (tap.n_rows > 0) != (n_runs > 0) || n_runs > tap.n_rows) {
-    throw TraceError(path, "/committed", "row " + std::to_string(index) + " (" + member +
-                                             "): inconsistent counts: " + std::to_string(tap.n_rows) +
-                                             " rows in " + std::to_string(n_runs) + " runs");
+    throw TraceError(path, "/committed",
+                     "row " + std::to_string(index) + " (" + member +
+                         "): inconsistent counts: " + std::to_string(tap.n_rows) + " rows in " +
+                         std::to_string(n_runs) + " runs");
   }
 
   tap.name = h5::read_string_attr(group.get(), sc::kTapName, where);
   const std::int64_t layer = h5::read_int_attr(group.get(), sc::kTapLayer, where);
   if (layer < -1 || layer > 1'000'000) {
-    throw TraceError(path, object, "attribute 'layer': expected -1 or a layer index, got " +
-                                       std::to_string(layer));
+    throw TraceError(
+        path, object,
+        "attribute 'layer': expected -1 or a layer index, got " + std::to_string(layer));
   }
   tap.layer = static_cast<int>(layer);
   tap.full_name = full_tap_name(tap.name, tap.layer);
   if (tap.full_name != member) {
-    throw TraceError(path, object, "name '" + tap.name + "' and layer " + std::to_string(layer) +
-                                       " make '" + tap.full_name + "', not the group's name");
+    throw TraceError(path, object,
+                     "name '" + tap.name + "' and layer " + std::to_string(layer) + " make '" +
+                         tap.full_name + "', not the group's name");
   }
   tap.row_shape = h5::read_int_array_attr(group.get(), sc::kTapRowShape, where);
   if (tap.row_shape.empty() || tap.row_shape.size() > RowShape::kMaxRank ||
-      std::any_of(tap.row_shape.begin(), tap.row_shape.end(), [](std::int64_t d) { return d < 1; })) {
-    throw TraceError(path, object, "attribute 'row_shape': expected 1 to 4 dimensions >= 1, got " +
-                                       shape_string(tap.row_shape));
+      std::any_of(tap.row_shape.begin(), tap.row_shape.end(),
+                  [](std::int64_t d) { return d < 1; })) {
+    throw TraceError(path, object,
+                     "attribute 'row_shape': expected 1 to 4 dimensions >= 1, got " +
+                         shape_string(tap.row_shape));
   }
   tap.row_size = 1;
   for (std::int64_t d : tap.row_shape) tap.row_size *= d;
@@ -162,7 +167,8 @@ std::vector<hsize_t> dataset_dims(hid_t dataset, const h5::Where& where) {
 
 h5::Id open_dataset(hid_t location, const char* name, const h5::Where& where,
                     H5T_class_t expected_class, std::size_t expected_size, const char* type_text) {
-  if (!h5::link_exists(location, name)) throw TraceError(where.file, where.object, "missing dataset");
+  if (!h5::link_exists(location, name))
+    throw TraceError(where.file, where.object, "missing dataset");
   h5::Id dataset = h5::dataset_id(H5Dopen2(location, name, H5P_DEFAULT), where,
                                   "cannot open (is it a dataset?)");
   const h5::Id type = h5::type_id(H5Dget_type(dataset.get()), where, "cannot read the type");
@@ -182,12 +188,13 @@ std::vector<TapInfo> load_taps(hid_t file, const std::string& path,
                                const std::vector<std::int64_t>& committed, bool complete) {
   const h5::Where where{path, std::string("/") + sc::kTaps};
   if (!h5::link_exists(file, sc::kTaps)) throw TraceError(path, where.object, "missing group");
-  const h5::Id taps = h5::group_id(H5Gopen2(file, sc::kTaps, H5P_DEFAULT), where,
-                                   "cannot open (is it a group?)");
+  const h5::Id taps =
+      h5::group_id(H5Gopen2(file, sc::kTaps, H5P_DEFAULT), where, "cannot open (is it a group?)");
   std::vector<TapInfo> result;
   for (const std::string& member : group_members(taps.get(), where)) {
     TapInfo tap;
-    if (load_tap(taps.get(), member, path, committed, complete, tap)) result.push_back(std::move(tap));
+    if (load_tap(taps.get(), member, path, committed, complete, tap))
+      result.push_back(std::move(tap));
   }
   return result;
 }

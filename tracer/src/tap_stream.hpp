@@ -39,6 +39,11 @@ public:
   void check(std::int64_t first_position, const RowShape& shape, const std::string& path) const;
   // rows: (n_rows, shape.elements()) for positions first_position.. (already checked).
   void stage(std::int64_t first_position, std::int64_t n_rows, const float* rows);
+  // The same, written at once from the caller's memory (large batches; nothing staged).
+  void write_now(std::int64_t first_position, std::int64_t n_rows, const float* rows,
+                 hid_t taps_group, const StreamConfig& config, const std::string& path);
+  // Bytes write_now() of n_rows may add to the file.
+  std::uint64_t write_now_bound(std::int64_t n_rows, const StreamConfig& config) const;
 
   // Bytes the next write_staged() may add to the file, for SpaceReserve.
   std::uint64_t write_bound(const StreamConfig& config) const;
@@ -49,6 +54,9 @@ public:
 
 private:
   hsize_t chunk_rows(const StreamConfig& config) const;
+  void note_rows(std::int64_t first_position, std::int64_t n_rows);  // runs bookkeeping
+  std::uint64_t bound(std::uint64_t new_rows, const StreamConfig& config) const;
+  void append_runs(const std::string& path);
   void create(hid_t taps_group, const StreamConfig& config, const std::string& path);
 
   std::string name_;
@@ -57,9 +65,9 @@ private:
   RowShape shape_;
   std::int64_t index_;
 
-  std::vector<float> staged_;                       // (staged rows, row size)
-  std::vector<std::array<std::int64_t, 2>> runs_;   // (n_runs, 2): first_row, first_position
-  std::int64_t rows_total_ = 0;                     // written + staged
+  std::vector<float> staged_;                      // (staged rows, row size)
+  std::vector<std::array<std::int64_t, 2>> runs_;  // (n_runs, 2): first_row, first_position
+  std::int64_t rows_total_ = 0;                    // written + staged
   std::int64_t last_position_ = -1;
 
   h5::Id group_;

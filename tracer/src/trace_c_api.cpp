@@ -55,8 +55,10 @@ tapdiff::TraceMetadata metadata_from(const tapdiff_trace_config& cfg) {
   const std::string producer = text(cfg.producer, "external");
   const auto parsed = tapdiff::parse_producer(producer);
   if (!parsed) {
-    throw std::invalid_argument("producer: expected reference, engine-host, engine-cuda or "
-                                "external, got \"" + producer + "\"");
+    throw std::invalid_argument(
+        "producer: expected reference, engine-host, engine-cuda or "
+        "external, got \"" +
+        producer + "\"");
   }
   m.producer = *parsed;
   m.producer_version = text(cfg.producer_version);
@@ -75,18 +77,25 @@ tapdiff::TraceMetadata metadata_from(const tapdiff_trace_config& cfg) {
   }
   for (std::size_t i = 0; i < cfg.n_hparams; ++i) {
     const tapdiff_hparam& h = cfg.hparams[i];
-    if (h.key == nullptr) throw std::invalid_argument("hparams[" + std::to_string(i) + "].key is null");
+    if (h.key == nullptr)
+      throw std::invalid_argument("hparams[" + std::to_string(i) + "].key is null");
     switch (h.kind) {
-      case TAPDIFF_HPARAM_INT: m.hparams[h.key] = h.int_value; break;
-      case TAPDIFF_HPARAM_FLOAT: m.hparams[h.key] = h.float_value; break;
-      case TAPDIFF_HPARAM_STRING: m.hparams[h.key] = text(h.string_value); break;
+      case TAPDIFF_HPARAM_INT:
+        m.hparams[h.key] = h.int_value;
+        break;
+      case TAPDIFF_HPARAM_FLOAT:
+        m.hparams[h.key] = h.float_value;
+        break;
+      case TAPDIFF_HPARAM_STRING:
+        m.hparams[h.key] = text(h.string_value);
+        break;
       default:
         throw std::invalid_argument(std::string("hparams '") + h.key + "': unknown kind");
     }
   }
   const tapdiff_dims& d = cfg.dims;
-  const tapdiff::TapDims dims{d.n_layer, d.n_embd, d.n_head, d.n_head_kv,
-                              d.head_dim, d.n_ff, d.n_vocab, d.n_ctx};
+  const tapdiff::TapDims dims{d.n_layer,  d.n_embd, d.n_head,  d.n_head_kv,
+                              d.head_dim, d.n_ff,   d.n_vocab, d.n_ctx};
   if (dims != tapdiff::TapDims{}) m.dims = dims;
   return m;
 }
@@ -138,7 +147,8 @@ tapdiff_status tapdiff_trace_record(tapdiff_trace* trace, const char* name, int 
                                     int64_t first_position, int64_t n_rows,
                                     const int64_t* row_shape, int row_rank, const float* rows) {
   if (trace == nullptr || name == nullptr || row_shape == nullptr) {
-    return set_error(TAPDIFF_ERR_ARGUMENT, "tapdiff_trace_record: trace, name or row_shape is null");
+    return set_error(TAPDIFF_ERR_ARGUMENT,
+                     "tapdiff_trace_record: trace, name or row_shape is null");
   }
   if (row_rank < 1 || row_rank > tapdiff::RowShape::kMaxRank) {
     return set_error(TAPDIFF_ERR_ARGUMENT, "tapdiff_trace_record: " + std::string(name) +
@@ -180,11 +190,16 @@ const char* tapdiff_last_error(void) { return g_last_error.c_str(); }
 
 const char* tapdiff_status_name(tapdiff_status status) {
   switch (status) {
-    case TAPDIFF_OK: return "ok";
-    case TAPDIFF_ERR_ARGUMENT: return "invalid argument";
-    case TAPDIFF_ERR_TRACE: return "trace error";
-    case TAPDIFF_ERR_STATE: return "failed earlier";
-    case TAPDIFF_ERR_INTERNAL: return "internal error";
+    case TAPDIFF_OK:
+      return "ok";
+    case TAPDIFF_ERR_ARGUMENT:
+      return "invalid argument";
+    case TAPDIFF_ERR_TRACE:
+      return "trace error";
+    case TAPDIFF_ERR_STATE:
+      return "failed earlier";
+    case TAPDIFF_ERR_INTERNAL:
+      return "internal error";
   }
   return "unknown status";
 }

@@ -23,17 +23,21 @@ std::optional<FormatVersion> FormatVersion::parse(std::string_view text) {
 
 std::string_view producer_name(Producer producer) {
   switch (producer) {
-    case Producer::reference: return "reference";
-    case Producer::engine_host: return "engine-host";
-    case Producer::engine_cuda: return "engine-cuda";
-    case Producer::external: return "external";
+    case Producer::reference:
+      return "reference";
+    case Producer::engine_host:
+      return "engine-host";
+    case Producer::engine_cuda:
+      return "engine-cuda";
+    case Producer::external:
+      return "external";
   }
   return "external";
 }
 
 std::optional<Producer> parse_producer(std::string_view name) {
-  for (Producer p : {Producer::reference, Producer::engine_host, Producer::engine_cuda,
-                     Producer::external}) {
+  for (Producer p :
+       {Producer::reference, Producer::engine_host, Producer::engine_cuda, Producer::external}) {
     if (producer_name(p) == name) return p;
   }
   return std::nullopt;

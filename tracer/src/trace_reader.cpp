@@ -39,14 +39,15 @@ std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std:
   const std::vector<hsize_t> dims = dataset_dims(ds.get(), where);
   const std::size_t rank = width == 1 ? 1 : 2;
   if (dims.size() != rank || (rank == 2 && dims[1] != width)) {
-    throw TraceError(path, where.object,
-                     rank == 1 ? "expected a 1-D dataset"
-                               : "expected shape [*, " + std::to_string(width) + "]");
+    throw TraceError(
+        path, where.object,
+        rank == 1 ? "expected a 1-D dataset" : "expected shape [*, " + std::to_string(width) + "]");
   }
   if (n < 0) n = static_cast<std::int64_t>(dims[0]);
   if (static_cast<hsize_t>(n) > dims[0]) {
-    throw TraceError(path, where.object, "committed count " + std::to_string(n) + " exceeds its " +
-                                             std::to_string(dims[0]) + " rows");
+    throw TraceError(path, where.object,
+                     "committed count " + std::to_string(n) + " exceeds its " +
+                         std::to_string(dims[0]) + " rows");
   }
   std::vector<std::int64_t> values(static_cast<std::size_t>(n) * width);
   if (n == 0) return values;
@@ -55,8 +56,8 @@ std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std:
   const hsize_t count[2] = {static_cast<hsize_t>(n), width};
   h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), where,
             "cannot select rows");
-  const h5::Id mem = h5::space_id(H5Screate_simple(static_cast<int>(rank), count, nullptr), where,
-                                  "cannot read");
+  const h5::Id mem =
+      h5::space_id(H5Screate_simple(static_cast<int>(rank), count, nullptr), where, "cannot read");
   h5::check(H5Dread(ds.get(), H5T_NATIVE_INT64, mem.get(), space.get(), H5P_DEFAULT, values.data()),
             where, "cannot read rows 0.." + std::to_string(n - 1));
   return values;
@@ -136,8 +137,8 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
 
   const std::string object = "/taps/" + tap.full_name + "/data";
   const h5::Where where{impl_->path, object};
-  const h5::Id data = h5::dataset_id(H5Dopen2(impl_->file.get(), object.c_str(), H5P_DEFAULT), where,
-                                     "cannot open");
+  const h5::Id data = h5::dataset_id(H5Dopen2(impl_->file.get(), object.c_str(), H5P_DEFAULT),
+                                     where, "cannot open");
   std::vector<hsize_t> start{static_cast<hsize_t>(r0)};
   std::vector<hsize_t> count{static_cast<hsize_t>(r1 - r0)};
   for (std::int64_t d : tap.row_shape) {
@@ -148,13 +149,13 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
   h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
                                 nullptr),
             where, "cannot select rows");
-  const h5::Id mem = h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(),
-                                                   nullptr),
-                                  where, "cannot read");
+  const h5::Id mem =
+      h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
+                   "cannot read");
   out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
-  h5::check(H5Dread(data.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
-                    out.values.data()),
-            where, "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1));
+  h5::check(
+      H5Dread(data.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, out.values.data()),
+      where, "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1));
   return out;
 }
 

@@ -14,9 +14,9 @@ nlohmann::json hparams_json(const HParams& hparams) {
 }
 
 nlohmann::json dims_json(const TapDims& d) {
-  return {{"n_layer", d.n_layer}, {"n_embd", d.n_embd},     {"n_head", d.n_head},
+  return {{"n_layer", d.n_layer},     {"n_embd", d.n_embd},     {"n_head", d.n_head},
           {"n_head_kv", d.n_head_kv}, {"head_dim", d.head_dim}, {"n_ff", d.n_ff},
-          {"n_vocab", d.n_vocab}, {"n_ctx", d.n_ctx}};
+          {"n_vocab", d.n_vocab},     {"n_ctx", d.n_ctx}};
 }
 
 nlohmann::json catalogue_json(const TraceReader& trace) {
@@ -65,31 +65,32 @@ nlohmann::json trace_summary(const TraceReader& trace) {
     rows += t.n_rows;
     bytes += t.n_rows * t.row_size * static_cast<std::int64_t>(sizeof(float));
   }
-  return {{"file", trace.path()},
-          {"format", std::string(kTraceFormatName)},
-          {"format_version", trace.format_version().to_string()},
-          {"complete", trace.complete()},
-          {"committed_steps", trace.committed_steps()},
-          {"producer",
-           {{"kind", std::string(producer_name(m.producer))},
-            {"version", m.producer_version},
-            {"git_commit", m.git_commit}}},
-          {"model", {{"path", m.model_path}, {"sha256", m.model_sha256},
-                     {"hparams", hparams_json(m.hparams)}}},
-          {"precision", m.precision},
-          {"fault", m.fault},
-          {"prompt_length", m.prompt_length},
-          {"tokens", m.tokens},
-          {"dims", m.dims ? dims_json(*m.dims) : nlohmann::json(nullptr)},
-          {"filter",
-           {{"names", trace.filter().names},
-            {"layers", trace.filter().layers},
-            {"positions", trace.filter().positions}}},
-          {"n_taps", trace.taps().size()},
-          {"n_rows", rows},
-          {"tap_bytes", bytes},
-          {"taps", taps},
-          {"catalogue", catalogue_json(trace)}};
+  return {
+      {"file", trace.path()},
+      {"format", std::string(kTraceFormatName)},
+      {"format_version", trace.format_version().to_string()},
+      {"complete", trace.complete()},
+      {"committed_steps", trace.committed_steps()},
+      {"producer",
+       {{"kind", std::string(producer_name(m.producer))},
+        {"version", m.producer_version},
+        {"git_commit", m.git_commit}}},
+      {"model",
+       {{"path", m.model_path}, {"sha256", m.model_sha256}, {"hparams", hparams_json(m.hparams)}}},
+      {"precision", m.precision},
+      {"fault", m.fault},
+      {"prompt_length", m.prompt_length},
+      {"tokens", m.tokens},
+      {"dims", m.dims ? dims_json(*m.dims) : nlohmann::json(nullptr)},
+      {"filter",
+       {{"names", trace.filter().names},
+        {"layers", trace.filter().layers},
+        {"positions", trace.filter().positions}}},
+      {"n_taps", trace.taps().size()},
+      {"n_rows", rows},
+      {"tap_bytes", bytes},
+      {"taps", taps},
+      {"catalogue", catalogue_json(trace)}};
 }
 
 }  // namespace tapdiff

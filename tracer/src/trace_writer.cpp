@@ -26,6 +26,7 @@ namespace {
 namespace sc = schema;
 constexpr std::uint64_t kMetadataMargin = 1u << 20;  // object headers, B-tree nodes, heaps
 constexpr std::uint64_t kTapMetadataBytes = 16 * 1024;
+constexpr std::uint64_t kDirectWriteBytes = 256 * 1024;  // records this large skip staging
 
 std::string object(const char* name) { return std::string("/") + name; }
 
@@ -51,9 +52,9 @@ struct TraceWriter::Impl {
 
   std::vector<std::unique_ptr<TapStream>> streams;  // by index
   std::unordered_map<std::string, std::size_t> stream_by_name;
-  std::string key;                              // scratch full name for lookups
-  std::vector<std::int32_t> pending_tokens;     // (n,) appended since the last write
-  std::vector<std::int64_t> committed_table;    // (n_taps, 2): rows, runs
+  std::string key;                            // scratch full name for lookups
+  std::vector<std::int32_t> pending_tokens;   // (n,) appended since the last write
+  std::vector<std::int64_t> committed_table;  // (n_taps, 2): rows, runs
   std::uint64_t staged_bytes = 0;
   std::int64_t steps = 0;
   std::int64_t committed_steps = 0;
@@ -86,15 +87,16 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    throw TraceError(path, "/", "cannot create the trace: directory " + parent.string() +
-                                    " does not exist");
+    throw TraceError(path, "/",
+                     "cannot create the trace: directory " + parent.string() + " does not exist");
   }
   const h5::Id fapl = h5::plist_id(H5Pcreate(H5P_FILE_ACCESS), root, "cannot create");
   // No lock: readers (h5py, h5dump, tapdiff) may look at a trace while it is being written.
   h5::check(H5Pset_file_locking(fapl.get(), false, true), root, "cannot disable file locking");
   // Metadata sub-allocated from 1 MiB blocks mostly lands below the end of allocation that
   // the previous flush recorded, so a kill mid-flush rarely leaves pointers past it.
-  h5::check(H5Pset_meta_block_size(fapl.get(), 1 << 20), root, "cannot set the metadata block size");
+  h5::check(H5Pset_meta_block_size(fapl.get(), 1 << 20), root,
+            "cannot set the metadata block size");
   // Built under a temporary name and renamed after its first commit: a trace file either
   // does not exist yet or is valid, and an older trace at path survives a failed start.
   const std::string partial = path + ".partial";
@@ -107,8 +109,9 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
   attr_complete = h5::create_int_attr(file.get(), sc::kComplete, 0, root);
   attr_steps = h5::create_int_attr(file.get(), sc::kCommittedSteps, 0, root);
   attr_tokens = h5::create_int_attr(file.get(), sc::kCommittedTokens, 0, root);
-  taps_group = h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                            {path, object(sc::kTaps)}, "cannot create group");
+  taps_group =
+      h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   {path, object(sc::kTaps)}, "cannot create group");
   tokens.create(file.get(), sc::kTokens, H5T_STD_I32LE, {}, sc::kTokensChunk, DatasetOptions{},
                 {path, object(sc::kTokens)});
   DatasetOptions zeroed;
@@ -121,7 +124,8 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
   if (std::rename(partial.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(partial.c_str());
-    throw TraceError(path, "/", std::string("cannot create the trace file: ") + std::strerror(error));
+    throw TraceError(path, "/",
+                     std::string("cannot create the trace file: ") + std::strerror(error));
   }
 }
 
@@ -287,6 +291,18 @@ void TraceWriter::record(std::string_view name, int layer, std::int64_t first_po
   }
   s.check(first_enabled, row_shape, w.path);
   const std::int64_t row_size = row_shape.elements();
+  const std::uint64_t bytes = static_cast<std::uint64_t>(n_rows * row_size) * sizeof(float);
+  if (s.staged_bytes() == 0 && bytes >= kDirectWriteBytes) {
+    // A batch (prefill) this large goes straight from the caller's memory: no copy.
+    w.guarded([&] {
+      w.reserve.ensure(kMetadataMargin + s.write_now_bound(n_rows, w.config));
+      positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
+        s.write_now(p, n, rows + (p - first_position) * row_size, w.taps_group.get(), w.config,
+                    w.path);
+      });
+    });
+    return;
+  }
   positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
     s.stage(p, n, rows + (p - first_position) * row_size);
     w.staged_bytes += static_cast<std::uint64_t>(n * row_size) * sizeof(float);

@@ -93,7 +93,8 @@ std::string ChildProcess::read_stderr() {
   std::string text;
   char chunk[256];
   ssize_t n = 0;
-  while ((n = read(stderr_fd_, chunk, sizeof chunk)) > 0) text.append(chunk, static_cast<std::size_t>(n));
+  while ((n = read(stderr_fd_, chunk, sizeof chunk)) > 0)
+    text.append(chunk, static_cast<std::size_t>(n));
   return text;
 }
 

@@ -12,7 +12,8 @@ namespace tapdiff::test {
 class TempDir {
 public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tapdiff-tracer-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tapdiff-tracer-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }

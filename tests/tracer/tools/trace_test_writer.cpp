@@ -42,17 +42,28 @@ Args parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (k == "--out") a.out = next();
-    else if (k == "--steps") a.steps = std::stoi(next());
-    else if (k == "--layers") a.layers = std::stoi(next());
-    else if (k == "--taps") a.taps = std::stoi(next());
-    else if (k == "--width") a.width = std::stoi(next());
-    else if (k == "--pause-after") a.pause_after = std::stoi(next());
-    else if (k == "--fsize-limit") a.fsize_limit = std::stoll(next());
-    else if (k == "--commit-every") a.commit_every = std::stoi(next());
-    else if (k == "--compress") a.compress = true;
-    else if (k == "--no-close") a.no_close = true;
-    else if (k == "--lazy-taps") a.lazy_taps = true;
+    if (k == "--out")
+      a.out = next();
+    else if (k == "--steps")
+      a.steps = std::stoi(next());
+    else if (k == "--layers")
+      a.layers = std::stoi(next());
+    else if (k == "--taps")
+      a.taps = std::stoi(next());
+    else if (k == "--width")
+      a.width = std::stoi(next());
+    else if (k == "--pause-after")
+      a.pause_after = std::stoi(next());
+    else if (k == "--fsize-limit")
+      a.fsize_limit = std::stoll(next());
+    else if (k == "--commit-every")
+      a.commit_every = std::stoi(next());
+    else if (k == "--compress")
+      a.compress = true;
+    else if (k == "--no-close")
+      a.no_close = true;
+    else if (k == "--lazy-taps")
+      a.lazy_taps = true;
     else {
       std::cerr << "unknown argument " << k << "\n";
       std::exit(64);

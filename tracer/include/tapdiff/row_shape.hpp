@@ -16,7 +16,7 @@ public:
 
   RowShape() = default;
   RowShape(std::initializer_list<std::int64_t> dims);  // throws std::invalid_argument, rank > 4
-  RowShape(const std::int64_t* dims, int rank);         // same
+  RowShape(const std::int64_t* dims, int rank);        // same
   explicit RowShape(const std::vector<std::int64_t>& dims);
 
   int rank() const { return rank_; }

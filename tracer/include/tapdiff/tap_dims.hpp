@@ -17,8 +17,8 @@ struct TapDims {
   std::int64_t n_ctx = 0;  // the trace's declared total positions (prompt + generated)
 
   bool complete() const {
-    return n_layer > 0 && n_embd > 0 && n_head > 0 && n_head_kv > 0 && head_dim > 0 &&
-           n_ff > 0 && n_vocab > 0 && n_ctx > 0;
+    return n_layer > 0 && n_embd > 0 && n_head > 0 && n_head_kv > 0 && head_dim > 0 && n_ff > 0 &&
+           n_vocab > 0 && n_ctx > 0;
   }
   friend bool operator==(const TapDims& a, const TapDims& b) {
     return a.n_layer == b.n_layer && a.n_embd == b.n_embd && a.n_head == b.n_head &&

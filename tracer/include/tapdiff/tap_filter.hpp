@@ -26,9 +26,7 @@ public:
   static RangeSet parse(std::string_view spec, std::string_view what);
 
   bool all() const { return all_; }
-  bool contains(std::int64_t value) const {
-    return all_ || contains_slow(value);
-  }
+  bool contains(std::int64_t value) const { return all_ || contains_slow(value); }
   bool intersects(std::int64_t first, std::int64_t last) const;  // [first, last] inclusive
   // fn(first, count) for every maximal run of admitted values in [first, first + count).
   template <class Fn>

@@ -62,11 +62,11 @@ typedef struct tapdiff_trace_config {
   const char* producer_version; /* NULL = "" */
   const char* git_commit;
   const char* model_path;
-  const char* model_sha256;     /* 64 lowercase hex digits or NULL/"" */
-  const char* precision;        /* NULL = "f32" */
-  const char* fault;            /* NULL = "none" */
+  const char* model_sha256; /* 64 lowercase hex digits or NULL/"" */
+  const char* precision;    /* NULL = "f32" */
+  const char* fault;        /* NULL = "none" */
   int64_t prompt_length;
-  const int32_t* tokens;        /* (n_tokens,) tokens at positions 0.. */
+  const int32_t* tokens; /* (n_tokens,) tokens at positions 0.. */
   size_t n_tokens;
   const tapdiff_hparam* hparams;
   size_t n_hparams;
@@ -75,7 +75,7 @@ typedef struct tapdiff_trace_config {
   const char* filter_layers;    /* "0-3,7"; NULL = all */
   const char* filter_positions; /* "0-15,100-"; NULL = all */
   int commit_every;             /* steps per durable commit; 0 = 1 */
-  int compress;                 /* gzip + shuffle when nonzero */
+  int compress;                 /* gzip + shuffle, applied by close() (a compressed copy) */
   int fsync;                    /* fsync after every commit when nonzero */
 } tapdiff_trace_config;
 

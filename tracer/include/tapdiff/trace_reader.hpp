@@ -26,7 +26,7 @@ struct PositionRun {
 };
 
 struct TapInfo {
-  std::string name;       // short name
+  std::string name;  // short name
   int layer = -1;
   std::string full_name;  // HDF5 group name under /taps
   std::vector<std::int64_t> row_shape;
@@ -72,8 +72,7 @@ public:
   const TapInfo& tap(std::string_view name, int layer) const;  // throws TraceError
 
   // Rows whose positions lie in [first_position, last_position]. Throws TraceError.
-  TapRows read(const TapInfo& tap,
-               std::int64_t first_position = 0,
+  TapRows read(const TapInfo& tap, std::int64_t first_position = 0,
                std::int64_t last_position = std::numeric_limits<std::int64_t>::max()) const;
 
   std::vector<EmittedTap> emitted_taps() const;  // for check_catalogue()

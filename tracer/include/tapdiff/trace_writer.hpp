@@ -4,7 +4,8 @@
 //
 // Disabled taps cost one enabled() call: no allocation, no copy, no HDF5 call. Enabled rows
 // are copied into a per-tap staging buffer by record() and written by end_step().
-// One thread at a time (HDF5 is built serial here).
+// One thread at a time (HDF5 is built serial here). The tracer silences HDF5's error printing
+// and, when it initialises HDF5, disables its exit-time cleanup (see docs/trace-schema.md).
 #pragma once
 
 #include <cstddef>
@@ -31,16 +32,15 @@ struct WriterOptions {
   // compression of the whole trace at close; a killed run keeps the uncompressed trace.
   bool compress = false;
   int gzip_level = 4;
-  bool fsync = false;     // fsync after every commit: survive power loss, not just a kill
-  std::size_t chunk_bytes = 64 * 1024;          // target HDF5 chunk size per tap
-  std::size_t stage_limit_bytes = 64u << 20;    // write staged rows early beyond this
+  bool fsync = false;  // fsync after every commit: survive power loss, not just a kill
+  std::size_t chunk_bytes = 64 * 1024;        // target HDF5 chunk size per tap
+  std::size_t stage_limit_bytes = 64u << 20;  // write staged rows early beyond this
 };
 
 class TraceWriter {
 public:
   // Creates (truncates) path and writes the metadata. Throws TraceError.
-  TraceWriter(const std::string& path, const TraceMetadata& metadata,
-              WriterOptions options = {});
+  TraceWriter(const std::string& path, const TraceMetadata& metadata, WriterOptions options = {});
   // Without close() the trace stays complete=0 and keeps every committed step.
   ~TraceWriter();
   TraceWriter(TraceWriter&&) noexcept;
@@ -61,8 +61,8 @@ public:
   // positions first_position .. first_position + n_rows - 1. Rows the filter disables are
   // dropped. name is the short name, layer -1 for global taps. Positions of a tap must
   // increase from record to record. Throws TraceError; a rejected record changes nothing.
-  void record(std::string_view name, int layer, std::int64_t first_position,
-              std::int64_t n_rows, const RowShape& row_shape, const float* rows);
+  void record(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
+              const RowShape& row_shape, const float* rows);
 
   // Tokens for the next positions (generation appends one per step).
   void append_tokens(const std::int32_t* tokens, std::size_t n);
@@ -76,8 +76,8 @@ public:
   void close();
 
   const std::string& path() const;
-  bool failed() const;  // an I/O error happened; only close() (which throws) remains
-  std::int64_t steps() const;            // end_step() calls so far
+  bool failed() const;         // an I/O error happened; only close() (which throws) remains
+  std::int64_t steps() const;  // end_step() calls so far
   std::int64_t committed_steps() const;  // steps a reader is guaranteed to see
 
 private:
