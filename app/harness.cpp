@@ -88,7 +88,7 @@ std::vector<int> run_model(const RunSpec& s) {
     WriterOptions w;
     w.filter = TapFilter::parse(s.taps);
     w.compress = s.compress;
-    trace.emplace(s.trace, trace_metadata_for(s.model, config, producer, s.precision, s.fault, s.prompt, s.n_predict),
+    trace.emplace(s.trace, trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict),
                   std::move(w));
   }
   TraceWriter* writer = trace ? &*trace : nullptr;

@@ -1,19 +1,19 @@
 #include "app/trace_metadata_for.hpp"
 
+#include "model/config.hpp"
 #include "model/sha256.hpp"
 
 namespace tapdiff {
 
-TraceMetadata trace_metadata_for(const std::string& model_path, const ModelConfig& c,
-                                 Producer producer, const std::string& precision,
-                                 const std::string& fault, const std::vector<int>& prompt,
-                                 int n_predict) {
+TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const std::string& precision,
+                                 const std::string& fault, const std::vector<int>& prompt, int n_predict) {
+  const ModelConfig c = load_model_config(model);
   TraceMetadata m;
   m.producer = producer;
   m.producer_version = TAPDIFF_VERSION;
   m.git_commit = TAPDIFF_GIT_COMMIT;
-  m.model_path = model_path;
-  m.model_sha256 = sha256_file(model_path);
+  m.model_path = model.path();
+  m.model_sha256 = sha256_hex(model.bytes(), static_cast<std::size_t>(model.file_size()));
   m.hparams = {{"arch", arch_name(c.arch)},
                {"n_layer", std::int64_t(c.n_layer)},
                {"n_embd", std::int64_t(c.n_embd)},

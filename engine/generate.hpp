@@ -5,7 +5,7 @@
 // positions), then one step per generated token except the last (which is not fed back).
 // After every step the trace gets end_step(); every generated token is appended with
 // append_token() (the prompt's tokens belong in the TraceMetadata the caller opened it with;
-// engine_trace_metadata() fills one).
+// app/trace_metadata_for.hpp builds one).
 #pragma once
 
 #include <string>

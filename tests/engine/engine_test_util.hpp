@@ -13,7 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/generate.hpp"
-#include "engine/trace_metadata.hpp"
+#include "app/trace_metadata_for.hpp"
+#include "engine/faults.hpp"
 #include "fixtures/tiny_model.hpp"
 #include "model/gguf.hpp"
 #include "reference/generate.hpp"
@@ -61,11 +62,19 @@ struct TempTrace {
   std::string path;
 };
 
+// The metadata an engine run declares (the CLI's one builder, app/trace_metadata_for).
+inline TraceMetadata engine_metadata(const GgufFile& model, const std::vector<int>& prompt, const EngineOptions& o) {
+  const Fault fault = parse_fault(o.fault);
+  return trace_metadata_for(model, o.backend == Backend::cuda ? Producer::engine_cuda : Producer::engine_host,
+                            std::string(precision_name(o.precision)),
+                            fault == Fault::none ? "none" : std::string(fault_spec(fault).name), prompt, o.n_predict);
+}
+
 inline std::vector<int> run_engine(const GgufFile& model, const std::vector<int>& prompt,
                                    const EngineOptions& o, const std::string& path,
                                    std::vector<std::vector<float>>* logits = nullptr,
                                    WriterOptions writer = {}) {
-  TraceWriter trace(path, engine_trace_metadata(model, prompt, o), std::move(writer));
+  TraceWriter trace(path, engine_metadata(model, prompt, o), std::move(writer));
   std::vector<int> tokens = generate(model, prompt, o, &trace, logits);
   trace.close();
   return tokens;
@@ -76,7 +85,7 @@ inline std::vector<int> run_reference(const GgufFile& model, const std::vector<i
   const ref::Weights w = ref::load_weights(model);
   EngineOptions o;
   o.n_predict = n_predict;
-  TraceMetadata m = engine_trace_metadata(model, prompt, o);
+  TraceMetadata m = engine_metadata(model, prompt, o);
   m.producer = Producer::reference;
   TraceWriter trace(path, m);
   ref::GenerateOptions ro;

@@ -77,7 +77,7 @@ TEST(DevicePaths, SixteenBitWeightStorageMatchesHostBitForBit) {
       const auto host_tokens = run_engine(model, prompt, o, host_trace.path, &host_logits);
 
       DeviceLikeExecutor ex;
-      TraceWriter trace(device_trace.path, engine_trace_metadata(model, prompt, o));
+      TraceWriter trace(device_trace.path, engine_metadata(model, prompt, o));
       const auto device_tokens = generate_on(ex, model, prompt, o, &trace, &device_logits);
       trace.close();
       EXPECT_GT(ex.uploads, 0);

@@ -114,7 +114,7 @@ TEST(EngineGenerate, TraceMetadataDescribesTheRun) {
   o.n_predict = 7;
   o.precision = Precision::bf16;
   o.fault = "attn-scale";
-  const TraceMetadata m = engine_trace_metadata(model, {1, 2, 3}, o);
+  const TraceMetadata m = engine_metadata(model, {1, 2, 3}, o);
   EXPECT_EQ(m.producer, Producer::engine_host);
   EXPECT_EQ(m.precision, "bf16");
   EXPECT_EQ(m.fault, "attn-scale");
@@ -124,7 +124,7 @@ TEST(EngineGenerate, TraceMetadataDescribesTheRun) {
   EXPECT_EQ(m.dims->n_ctx, 10);
   EXPECT_TRUE(m.dims->complete());
   o.fault.clear();
-  EXPECT_EQ(engine_trace_metadata(model, {1}, o).fault, "none");
+  EXPECT_EQ(engine_metadata(model, {1}, o).fault, "none");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "app/trace_metadata_for.hpp"
 #include "fixtures/tiny_model.hpp"
 #include "reference/forward.hpp"
 #include "reference/generate.hpp"
@@ -18,24 +19,6 @@ std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "tapdiff_ref_" + std::to_string(getpid()) + "_" + name;
 }
 
-TraceMetadata metadata_for(const ModelConfig& c, const std::vector<int>& prompt, int n_predict) {
-  TraceMetadata m;
-  m.producer = Producer::reference;
-  m.prompt_length = static_cast<std::int64_t>(prompt.size());
-  m.tokens.assign(prompt.begin(), prompt.end());
-  TapDims d;
-  d.n_layer = c.n_layer;
-  d.n_embd = c.n_embd;
-  d.n_head = c.n_head;
-  d.n_head_kv = c.n_head_kv;
-  d.head_dim = c.head_dim;
-  d.n_ff = c.n_ff;
-  d.n_vocab = c.n_vocab;
-  d.n_ctx = static_cast<std::int64_t>(prompt.size()) + n_predict;
-  m.dims = d;
-  return m;
-}
-
 struct TracedRun {
   Weights weights;
   std::vector<int> tokens;
@@ -44,9 +27,9 @@ struct TracedRun {
 
 TracedRun traced_run(const FixtureSpec& spec, const std::vector<int>& prompt, int n_predict,
                      const std::string& name, Precision precision = Precision::f32) {
-  TracedRun run{load_weights(GgufFile::from_bytes(name, build_fixture(spec).to_bytes())), {},
-                temp_path(name + ".h5")};
-  TraceWriter trace(run.path, metadata_for(run.weights.config, prompt, n_predict));
+  const GgufFile file = GgufFile::from_bytes(name, build_fixture(spec).to_bytes());
+  TracedRun run{load_weights(file), {}, temp_path(name + ".h5")};
+  TraceWriter trace(run.path, trace_metadata_for(file, Producer::reference, "f32", "none", prompt, n_predict));
   GenerateOptions o;
   o.n_predict = n_predict;
   o.precision = precision;

@@ -18,6 +18,8 @@ void Extendable::create(hid_t parent, const char* name, hid_t file_type,
                                     "cannot create a dataspace");
   const h5::Id dcpl = h5::plist_id(H5Pcreate(H5P_DATASET_CREATE), where, "cannot create");
   h5::check(H5Pset_chunk(dcpl.get(), rank_, chunk.data()), where, "cannot set chunking");
+  // No modification times: smaller object headers, and a trace's bytes depend on its data only.
+  h5::check(H5Pset_obj_track_times(dcpl.get(), false), where, "cannot set time tracking");
   // Rows past the committed count are never read, so never pay for writing fill values.
   h5::check(
       H5Pset_fill_time(dcpl.get(), options.zero_fill ? H5D_FILL_TIME_ALLOC : H5D_FILL_TIME_NEVER),
@@ -52,8 +54,12 @@ void Extendable::write(hsize_t first_row, hsize_t n, hid_t mem_type, const void*
                        const h5::Where& where) {
   if (n == 0) return;
   const hsize_t end = first_row + n;
-  if (end > dims_[0])
-    set_extent(exact_ ? end : (end + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_, where);
+  if (end > dims_[0]) {
+    // Small appends grow the extent by whole chunks (no metadata change for most steps); a
+    // batch of at least a chunk gets its exact size (nothing to trim, nor to prune, at close).
+    const bool exact = exact_ || n >= chunk_rows_;
+    set_extent(exact ? end : (end + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_, where);
+  }
   if (!file_space_.valid()) {
     file_space_ = h5::space_id(H5Dget_space(dataset_.get()), where, "cannot write");
   }
