@@ -8,7 +8,7 @@ JOBS   ?= $(shell nproc)
 export OMP_WAIT_POLICY ?= passive
 TAPDIFF := $(BUILD)/app/tapdiff
 
-.PHONY: all bootstrap configure build test demo clean
+.PHONY: all bootstrap configure build test demo bench clean
 
 all: build
 
@@ -27,6 +27,14 @@ test: build
 
 demo: build
 	@$(TAPDIFF) demo --out $(BUILD)/demo
+
+# Benchmarks write their figures to bench/results/ (never timed tests). A few minutes.
+bench: build
+	@mkdir -p bench/results
+	@$(BUILD)/bench/bench_reference -o bench/results/reference.md
+	@$(BUILD)/bench/bench_engine --threads 2 --out bench/results/engine.md
+	@$(BUILD)/bench/bench_tracer -o bench/results/tracer.md --json bench/results/tracer.json
+	@$(BUILD)/venv/bin/python bench/calibrate_tolerances.py --tapdiff $(TAPDIFF)
 
 clean:
 	rm -rf $(BUILD)

@@ -26,15 +26,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (!std::filesystem::exists(model_path)) {
-    FixtureSpec spec;  // SmolLM2-135M's shape
-    spec.n_layer = 30;
-    spec.n_embd = 576;
-    spec.n_head = 9;
-    spec.n_head_kv = 3;
-    spec.n_ff = 1536;
-    spec.n_vocab = 49152;
-    spec.n_ctx_train = 2048;
-    spec.tied_output = true;
+    const FixtureSpec spec = smollm2_135m_shape();
     std::filesystem::create_directories(std::filesystem::path(model_path).parent_path());
     fmt::print(stderr, "generating {}\n", model_path);
     write_fixture(spec, model_path);

@@ -56,21 +56,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-FixtureSpec smollm2_135m_shape() {
-  FixtureSpec s;
-  s.arch = Arch::llama;
-  s.n_layer = 30;
-  s.n_embd = 576;
-  s.n_head = 9;
-  s.n_head_kv = 3;
-  s.n_ff = 1536;
-  s.n_vocab = 49152;
-  s.n_ctx_train = 2048;
-  s.tied_output = true;
-  s.weight_type = GgmlType::F32;
-  return s;
-}
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
