@@ -226,7 +226,8 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
   md += fmt::format(
       "Reading the numbers: decode gives every tap its own dataset and commits every step, so "
       "each of the {} rows costs its own H5Dwrite into a separate chunk ({:.1f} us per row "
-      "here, everything included), where the raw baseline writes each step's {} rows in one call ({:.1f} us per "
+      "here, everything included), where the raw baseline writes each step's {} rows in one call "
+      "({:.1f} us per "
       "step). `commit_every` trades durability for batched rows; prefill-shaped records "
       "write {} rows per call.\n\n",
       static_cast<std::int64_t>(rows), 1e6 * median_of("tracer decode") / rows, w.layers * w.taps,
