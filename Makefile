@@ -25,7 +25,9 @@ build: configure
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)
 
-demo: build
+demo: configure
+	@echo "building tapdiff (log: $(BUILD)/build.log) ..."
+	@cmake --build --preset $(PRESET) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { cat $(BUILD)/build.log; exit 1; }
 	@$(TAPDIFF) demo --out $(BUILD)/demo
 
 # Benchmarks write their figures to bench/results/ (never timed tests). A few minutes.
