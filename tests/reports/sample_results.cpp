@@ -325,4 +325,10 @@ std::vector<NamedResult> all_results() {
           {"hostile", hostile_result()}};
 }
 
+int count_occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace tapdiff::reports::testing

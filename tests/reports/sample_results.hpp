@@ -25,4 +25,7 @@ struct NamedResult {
 };
 std::vector<NamedResult> all_results();
 
+// How many times `what` occurs in `text` (overlapping occurrences included).
+int count_occurrences(const std::string& text, const std::string& what);
+
 }  // namespace tapdiff::reports::testing

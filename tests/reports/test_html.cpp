@@ -8,12 +8,6 @@
 namespace tapdiff::reports {
 namespace {
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(ReportsHtml, DivergedShowsFirstDivergenceDiagnosisAndHeatmaps) {
   const std::string html = render(testing::diverged_result(), Format::html);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -27,8 +21,8 @@ TEST(ReportsHtml, DivergedShowsFirstDivergenceDiagnosisAndHeatmaps) {
         "3f9a0c1d2e4b5a6978c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f60718293a4b5c6d", "aaa0604c2f1e",
         "kv-stuck-length"})
     EXPECT_NE(html.find(expected), std::string::npos) << "missing: " << expected;
-  EXPECT_EQ(count(html, "<svg class=\"heatmap\""), 2);
-  EXPECT_EQ(count(html, "<title>first divergence</title></rect>"), 2)
+  EXPECT_EQ(testing::count_occurrences(html, "<svg class=\"heatmap\""), 2);
+  EXPECT_EQ(testing::count_occurrences(html, "<title>first divergence</title></rect>"), 2)
       << "one outlined cell per heatmap";
 }
 
@@ -62,7 +56,7 @@ TEST(ReportsHtml, IncompatibleHasNoHeatmapsButExplainsWhy) {
   const std::string html = render(testing::incompatible_result(), Format::html);
   EXPECT_NE(html.find("<div class=\"verdict\">INCOMPATIBLE</div>"), std::string::npos);
   EXPECT_NE(html.find("different models"), std::string::npos);
-  EXPECT_EQ(count(html, "<svg class=\"heatmap\""), 0);
+  EXPECT_EQ(testing::count_occurrences(html, "<svg class=\"heatmap\""), 0);
 }
 
 }  // namespace

@@ -8,12 +8,6 @@
 namespace tapdiff::reports {
 namespace {
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(ReportsJunit, DivergedFailsEveryClassWithADivergedTapAndTheVerdict) {
   const std::string xml = render(testing::diverged_result(), Format::junit);
   // Nine tap classes (embedding, norm, projection, rope, cache, attention, residual,
@@ -21,8 +15,8 @@ TEST(ReportsJunit, DivergedFailsEveryClassWithADivergedTapAndTheVerdict) {
   EXPECT_NE(xml.find("<testsuite name=\"tapdiff\" tests=\"10\" failures=\"9\" errors=\"0\""),
             std::string::npos)
       << xml;
-  EXPECT_EQ(count(xml, "<testcase "), 10);
-  EXPECT_EQ(count(xml, "<failure "), 9);
+  EXPECT_EQ(testing::count_occurrences(xml, "<testcase "), 10);
+  EXPECT_EQ(testing::count_occurrences(xml, "<failure "), 9);
   EXPECT_NE(xml.find("<testcase classname=\"tapdiff.taps\" name=\"embedding\" time=\"0\"/>"),
             std::string::npos);
   EXPECT_NE(xml.find("message=\"blk.0.attn.probs diverged at position 8: nmse"), std::string::npos);
@@ -33,7 +27,7 @@ TEST(ReportsJunit, DivergedFailsEveryClassWithADivergedTapAndTheVerdict) {
 TEST(ReportsJunit, PassAndIncompatible) {
   const std::string pass = render(testing::passing_result(), Format::junit);
   EXPECT_NE(pass.find("tests=\"10\" failures=\"0\""), std::string::npos);
-  EXPECT_EQ(count(pass, "<failure "), 0);
+  EXPECT_EQ(testing::count_occurrences(pass, "<failure "), 0);
   const std::string inc = render(testing::incompatible_result(), Format::junit);
   EXPECT_NE(inc.find("tests=\"1\" failures=\"1\""), std::string::npos) << inc;
   EXPECT_NE(inc.find("type=\"incompatible\" message=\"INCOMPATIBLE: different models"),
