@@ -52,7 +52,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
       expected = o->golden;
     } else {
       if (engine.model.empty()) throw std::invalid_argument("--model: required without --golden");
-      engine.prompt = prompt_tokens(o->prompt);
+      engine.prompt = prompt_tokens(o->prompt, engine.model);
       RunSpec reference;
       reference.model = engine.model;
       reference.prompt = engine.prompt;

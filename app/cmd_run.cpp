@@ -4,6 +4,8 @@
 #include "app/commands.hpp"
 #include "app/harness.hpp"
 #include "app/token_list.hpp"
+#include "model/gguf.hpp"
+#include "model/tokenizer.hpp"
 
 namespace tapdiff {
 
@@ -12,13 +14,36 @@ void add_prompt_options(CLI::App& cmd, PromptOptions& p) {
   cmd.add_option("--prompt", p.text, "Prompt text (needs the model's tokenizer)");
 }
 
-std::vector<int> prompt_tokens(const PromptOptions& p) {
-  if (!p.text.empty())
-    throw std::invalid_argument(
-        "--prompt: text prompts need the tokenizer, which tapdiff does not have yet; pass "
-        "token ids with --tokens 1,2,3");
-  if (p.tokens.empty()) throw std::invalid_argument("--tokens: expected token ids, e.g. --tokens 1,2,3");
+std::vector<int> prompt_tokens(const PromptOptions& p, const std::string& model) {
+  if (!p.text.empty() && !p.tokens.empty())
+    throw std::invalid_argument("--prompt and --tokens: give one of them, not both");
+  if (!p.text.empty()) return Tokenizer::from_gguf(GgufFile::open(model)).encode(p.text);
+  if (p.tokens.empty()) throw std::invalid_argument("--tokens: expected token ids (e.g. --tokens 1,2,3) or --prompt TEXT");
   return parse_token_list(p.tokens);
+}
+
+// The tokens as text, when the model's tokenizer is supported.
+std::string decoded_text(const std::vector<int>& tokens, const std::string& model) {
+  try {
+    return Tokenizer::from_gguf(GgufFile::open(model)).decode(tokens);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+void add_tokenize_command(CLI::App& app, SetExit set_exit) {
+  auto* cmd = app.add_subcommand("tokenize", "Print the token ids and pieces of a text under a model's tokenizer");
+  auto model = std::make_shared<std::string>();
+  auto text = std::make_shared<std::string>();
+  cmd->add_option("model", *model, "GGUF model")->required();
+  cmd->add_option("text", *text, "Text to tokenize")->required();
+  cmd->callback([model, text, set_exit] {
+    const Tokenizer t = Tokenizer::from_gguf(GgufFile::open(*model));
+    const std::vector<int> ids = t.encode(*text);
+    fmt::print("ids: {}\n", fmt::join(ids, ","));
+    for (int id : ids) fmt::print("{:>8}  {}\n", id, t.piece(id));
+    set_exit(0);
+  });
 }
 
 void add_run_command(CLI::App& app, SetExit set_exit) {
@@ -48,9 +73,10 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--seed", s.sampling.seed, "Sampling seed");
 
   cmd->callback([o, set_exit] {
-    o->spec.prompt = prompt_tokens(o->prompt);
+    o->spec.prompt = prompt_tokens(o->prompt, o->spec.model);
     const std::vector<int> tokens = run_model(o->spec);
     fmt::print("tokens: {}\n", fmt::join(tokens, ","));
+    if (const std::string text = decoded_text(tokens, o->spec.model); !text.empty()) fmt::print("text: {}\n", text);
     if (!o->spec.trace.empty()) fmt::print("trace: {}\n", o->spec.trace);
     set_exit(0);
   });

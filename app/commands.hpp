@@ -17,11 +17,13 @@ struct PromptOptions {
   std::string text;
 };
 void add_prompt_options(CLI::App& cmd, PromptOptions& prompt);
-std::vector<int> prompt_tokens(const PromptOptions& prompt);
+// --prompt TEXT goes through the model's tokenizer.
+std::vector<int> prompt_tokens(const PromptOptions& prompt, const std::string& model);
 
 void add_fixture_command(CLI::App& app, SetExit set_exit);
 void add_inspect_command(CLI::App& app, SetExit set_exit);
 void add_run_command(CLI::App& app, SetExit set_exit);
+void add_tokenize_command(CLI::App& app, SetExit set_exit);
 void add_diff_command(CLI::App& app, SetExit set_exit);
 void add_check_command(CLI::App& app, SetExit set_exit);
 void add_demo_command(CLI::App& app, SetExit set_exit);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_fixture_command(app, set_exit);
   add_inspect_command(app, set_exit);
   add_run_command(app, set_exit);
+  add_tokenize_command(app, set_exit);
   add_diff_command(app, set_exit);
   add_check_command(app, set_exit);
   add_demo_command(app, set_exit);

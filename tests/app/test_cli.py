@@ -214,6 +214,38 @@ def test_run_errors_exit_2(qwen, tmp_path):
     assert "--inject" in run("run", "-m", model, "--tokens", "1,2", "--inject", "attn-scale").stderr
     assert run("run", "-m", model, "--tokens", "1,2", "--precision", "f8").returncode == 2
     p = run("run", "-m", model, "--prompt", "hello", check_code=2)
-    assert "--tokens" in p.stderr
+    assert 'tokenizer "gpt2" is not supported yet' in p.stderr
+    p = run("run", "-m", model, "--prompt", "hello", "--tokens", "1,2", check_code=2)
+    assert "--prompt and --tokens" in p.stderr
     p = run("run", "--backend", "host", "-m", model, "--tokens", "1,2", "--inject", "nope", check_code=2)
     assert "nope" in p.stderr
+
+
+STORIES = os.path.join(os.environ["TAPDIFF_SOURCE_DIR"], "..", "shared", "models", "stories260K.gguf")
+STORIES_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                "One day, she saw")
+
+
+@pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
+@pytest.mark.parametrize("backend,precision", [("reference", "f32"), ("host", "f32"), ("host", "f16"), ("host", "bf16")])
+def test_stories260k_from_the_prompt_text(backend, precision):
+    """The prompt text through the tokenizer, then 32 greedy tokens: llama.cpp's continuation (SOURCES.md)."""
+    p = run("run", "--backend", backend, "--precision", precision, "-m", STORIES, "--prompt", "Once upon a time",
+            "-n", 32, check_code=0)
+    assert "tokens: 1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337,410,408," \
+           "419,292,411,322,265,282,295,433,426,385,328,432,358,394" in p.stdout
+    assert f"text: {STORIES_TEXT}" in p.stdout
+
+
+@pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
+def test_tokenize_prints_ids_and_pieces():
+    out = run("tokenize", STORIES, "Once upon a time", check_code=0).stdout
+    assert out.startswith("ids: 1,403,407,261,378")
+    assert "\u2581upon" in out
+
+
+@pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
+def test_selftest_localizes_every_applicable_fault_on_stories260k():
+    out = run("selftest", "--model", STORIES, check_code=0).stdout
+    assert "selftest: 26 passed, 0 failed" in out
+    assert "| kv-stuck-length | stories260K.gguf | f16 | blk.0.attn.probs @ 5 · kv-cache |" in out
