@@ -6,6 +6,7 @@
 #include "app/token_list.hpp"
 #include "model/gguf.hpp"
 #include "model/tokenizer.hpp"
+#include "reports/escape.hpp"
 
 namespace tapdiff {
 
@@ -22,10 +23,10 @@ std::vector<int> prompt_tokens(const PromptOptions& p, const std::string& model)
   return parse_token_list(p.tokens);
 }
 
-// The tokens as text, when the model's tokenizer is supported.
+// The tokens as printable text (invalid UTF-8 replaced), when the model's tokenizer is supported.
 std::string decoded_text(const std::vector<int>& tokens, const std::string& model) {
   try {
-    return Tokenizer::from_gguf(GgufFile::open(model)).decode(tokens);
+    return reports::clean_utf8(Tokenizer::from_gguf(GgufFile::open(model)).decode(tokens));
   } catch (const std::exception&) {
     return {};
   }
