@@ -5,16 +5,30 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#include "engine/executor.hpp"
+#include "engine/host_kernels.hpp"
 
 namespace tapdiff::engine {
+
+HostKernels::HostKernels() { openblas_set_num_threads(1); }
+
+void HostKernels::launch(const DequantArgs& a) { dequant_host(a); }
+void HostKernels::launch(const ConvertArgs& a) { convert_host(a); }
+void HostKernels::launch(const RoundArgs& a) { round_host(a); }
+void HostKernels::launch(const EmbedArgs& a) { embed_host(a); }
+void HostKernels::launch(const RmsNormArgs& a) { rmsnorm_host(a); }
+void HostKernels::launch(const BiasArgs& a) { bias_host(a); }
+void HostKernels::launch(const RopeArgs& a) { rope_host(a); }
+void HostKernels::launch(const KvAppendArgs& a) { kv_append_host(a); }
+void HostKernels::launch(const AttentionArgs& a) { attention_host(a); }
+void HostKernels::launch(const SiluMulArgs& a) { silu_mul_host(a); }
+void HostKernels::launch(const AddArgs& a) { add_host(a); }
+void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
+void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
+
 namespace {
 
-class HostExecutor final : public Executor {
+class HostExecutor final : public HostKernels {
 public:
-  // One thread pool: OpenMP. GEMM slices call OpenBLAS single-threaded (gemm_host.cpp).
-  HostExecutor() { openblas_set_num_threads(1); }
-
   Backend backend() const override { return Backend::host; }
   std::string describe() const override {
     return fmt::format("host executor ({} OpenMP threads; GEMM: OpenBLAS per thread)",
@@ -31,21 +45,6 @@ public:
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
-
-protected:
-  void launch(const DequantArgs& a) override { dequant_host(a); }
-  void launch(const ConvertArgs& a) override { convert_host(a); }
-  void launch(const RoundArgs& a) override { round_host(a); }
-  void launch(const EmbedArgs& a) override { embed_host(a); }
-  void launch(const RmsNormArgs& a) override { rmsnorm_host(a); }
-  void launch(const BiasArgs& a) override { bias_host(a); }
-  void launch(const RopeArgs& a) override { rope_host(a); }
-  void launch(const KvAppendArgs& a) override { kv_append_host(a); }
-  void launch(const AttentionArgs& a) override { attention_host(a); }
-  void launch(const SiluMulArgs& a) override { silu_mul_host(a); }
-  void launch(const AddArgs& a) override { add_host(a); }
-  void launch(const ArgmaxArgs& a) override { argmax_host(a); }
-  void launch(const GemmArgs& a) override { gemm_host(a); }
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
-#include "engine/executor.hpp"
+#include "engine/host_kernels.hpp"
 #include "engine_test_util.hpp"
 
 namespace tapdiff::engine {
@@ -15,7 +15,7 @@ namespace {
 
 using namespace test;
 
-class DeviceLikeExecutor final : public Executor {
+class DeviceLikeExecutor final : public HostKernels {
 public:
   Backend backend() const override { return Backend::host; }
   std::string describe() const override { return "device-like host executor (test)"; }
@@ -35,18 +35,7 @@ public:
   int uploads = 0, downloads = 0;
 
 protected:
-  void launch(const DequantArgs& a) override { dequant_host(a); }
-  void launch(const ConvertArgs& a) override { convert_host(a); }
-  void launch(const RoundArgs& a) override { round_host(a); }
-  void launch(const EmbedArgs& a) override { embed_host(a); }
-  void launch(const RmsNormArgs& a) override { rmsnorm_host(a); }
-  void launch(const BiasArgs& a) override { bias_host(a); }
-  void launch(const RopeArgs& a) override { rope_host(a); }
-  void launch(const KvAppendArgs& a) override { kv_append_host(a); }
-  void launch(const AttentionArgs& a) override { attention_host(a); }
-  void launch(const SiluMulArgs& a) override { silu_mul_host(a); }
-  void launch(const AddArgs& a) override { add_host(a); }
-  void launch(const ArgmaxArgs& a) override { argmax_host(a); }
+  using HostKernels::launch;
   // cublasGemmEx's contract on the host: a 16-bit A widened exactly, then float32 GEMM.
   void launch(const GemmArgs& a) override {
     if (a.a_type == ElemType::f32) return gemm_host(a);
