@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include "app/commands.hpp"
+#include "app/golden.hpp"
 #include "app/harness.hpp"
 #include "app/report_output.hpp"
 #include "diff/compare.hpp"
-#include "tapdiff/trace_reader.hpp"
 
 namespace tapdiff {
 
@@ -35,20 +35,33 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--keep-traces", o->keep, "Keep the traces in this directory");
   add_report_options(*cmd, o->report);
 
-  cmd->callback([o, set_exit] {
+  cmd->callback([o, cmd, set_exit] {
     namespace fs = std::filesystem;
     const fs::path dir = o->keep.empty() ? fs::temp_directory_path() / fmt::format("tapdiff-check-{}", getpid())
                                          : fs::path(o->keep);
     fs::create_directories(dir);
+    // The temporary traces go also when the check fails with an error (exit 2).
+    struct RemoveTemporary {
+      fs::path dir;
+      ~RemoveTemporary() {
+        std::error_code ignored;
+        if (!dir.empty()) fs::remove_all(dir, ignored);
+      }
+    } temporary{o->keep.empty() ? dir : fs::path()};
     RunSpec engine = o->engine;
     std::string expected;
     if (!o->golden.empty()) {
-      // The golden trace says which model and tokens it was recorded with.
-      const TraceReader golden(o->golden);
-      const auto& m = golden.metadata();
-      if (engine.model.empty()) engine.model = m.model_path;
-      engine.prompt.assign(m.tokens.begin(), m.tokens.begin() + m.prompt_length);
-      engine.n_predict = int(std::int64_t(m.tokens.size()) - m.prompt_length);
+      // The golden says which model (checked by sha256), tokens and taps it was recorded with;
+      // an engine golden also its precision, unless --precision overrides it.
+      const Golden golden = read_golden(o->golden, engine.model);
+      const RunSpec inputs = golden_inputs(golden);
+      engine.model = inputs.model;
+      engine.prompt = inputs.prompt;
+      engine.n_predict = inputs.n_predict;
+      engine.taps = inputs.taps;
+      const bool engine_golden = golden.metadata.producer == Producer::engine_host ||
+                                 golden.metadata.producer == Producer::engine_cuda;
+      if (engine_golden && cmd->count("--precision") == 0) engine.precision = inputs.precision;
       expected = o->golden;
     } else {
       if (engine.model.empty()) throw std::invalid_argument("--model: required without --golden");
@@ -68,8 +81,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     options.model_path = engine.model;
     const diff::DiffResult result = diff::diff_traces(expected, engine.trace, options);
     write_reports(result, o->report);
-    if (o->keep.empty()) fs::remove_all(dir);
-    else fmt::print(stderr, "traces: {} {}\n", expected, engine.trace);
+    if (!o->keep.empty()) fmt::print(stderr, "traces: {} {}\n", expected, engine.trace);
     set_exit(exit_code_for(result));
   });
 }

@@ -15,7 +15,7 @@ void add_diff_command(CLI::App& app, SetExit set_exit) {
   struct Options {
     std::string expected, actual, profile, model;
     ReportOutput report;
-    bool no_diagnosis = false;
+    bool no_diagnosis = false, all = false, lockstep = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("expected", o->expected, "Expected trace (usually the reference)")->required();
@@ -24,12 +24,18 @@ void add_diff_command(CLI::App& app, SetExit set_exit) {
                   "Tolerance profile: f32, f16, bf16 or a JSON file (default: the actual trace's precision)");
   cmd->add_option("--model", o->model, "GGUF for hypothesis replay (default: the expected trace's model_path)");
   cmd->add_flag("--no-diagnosis", o->no_diagnosis, "Skip hypothesis replay");
+  cmd->add_flag("--all", o->all, "Every divergence, grouped by independent root (not only the first)");
+  cmd->add_flag("--lockstep", o->lockstep,
+                "The actual trace is a lockstep run: every tap over tolerance, grouped by op "
+                "(automatic when its metadata says so)");
   add_report_options(*cmd, o->report);
   cmd->callback([o, set_exit] {
     diff::DiffOptions options;
     if (!o->profile.empty()) options.profile = load_profile_option(o->profile);
     options.model_path = o->model;
     options.diagnose = !o->no_diagnosis;
+    options.all = o->all;
+    options.lockstep = o->lockstep;
     const diff::DiffResult result = diff::diff_traces(o->expected, o->actual, options);
     write_reports(result, o->report);
     set_exit(exit_code_for(result));

@@ -62,19 +62,31 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("-n,--n-predict", s.n_predict, "Tokens to generate")->capture_default_str();
   cmd->add_option("--precision", s.precision, "reference: f32 | f64; engine: f32 | f16 | bf16")
       ->capture_default_str();
-  cmd->add_option("--inject", s.fault, "Engine fault to inject (see `tapdiff faults`)");
+  cmd->add_option("--inject", s.fault, "Engine faults to inject, comma-separated (see `tapdiff faults`)");
+  cmd->add_option("--lockstep", s.lockstep,
+                  "Engine: at every tap record the engine's value, then continue from this trace's "
+                  "(model and tokens come from it)");
   cmd->add_option("--taps", s.taps.names, "Tap name globs, e.g. 'blk.*.attn_q*,output' ('!' excludes)");
   cmd->add_option("--layers", s.taps.layers, "Layer ranges, e.g. 0-3,7");
   cmd->add_option("--positions", s.taps.positions, "Position ranges, e.g. 0-15");
   cmd->add_option("-o,--output", s.trace, "Trace file to write (.h5)");
+  CLI::Option* weights = cmd->add_option("--weights", s.weights,
+                  "Record every weight as the program uses it: full | stats | auto (--weights alone: "
+                  "auto, stats above --weights-stats-above parameters)")
+      ->expected(0, 1)->check(CLI::IsMember({"full", "stats", "auto"}));
+  cmd->add_option("--weights-stats-above", s.weights_stats_above,
+                  "Parameters above which --weights auto records per-row statistics")
+      ->capture_default_str();
   cmd->add_flag("--compress", s.compress, "gzip+shuffle the trace datasets (much slower)");
   cmd->add_option("--temperature", s.sampling.temperature, "Sampling temperature (0: greedy; reference only)");
   cmd->add_option("--top-k", s.sampling.top_k, "Sample among the k most likely tokens");
   cmd->add_option("--top-p", s.sampling.top_p, "Nucleus sampling mass");
   cmd->add_option("--seed", s.sampling.seed, "Sampling seed");
 
-  cmd->callback([o, set_exit] {
-    o->spec.prompt = prompt_tokens(o->prompt, o->spec.model);
+  cmd->callback([o, weights, set_exit] {
+    if (weights->count() > 0 && o->spec.weights.empty()) o->spec.weights = "auto";
+    const bool prompt_given = !o->prompt.tokens.empty() || !o->prompt.text.empty();
+    if (o->spec.lockstep.empty() || prompt_given) o->spec.prompt = prompt_tokens(o->prompt, o->spec.model);
     const std::vector<int> tokens = run_model(o->spec);
     fmt::print("tokens: {}\n", fmt::join(tokens, ","));
     if (const std::string text = decoded_text(tokens, o->spec.model); !text.empty()) fmt::print("text: {}\n", text);

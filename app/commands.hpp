@@ -19,6 +19,8 @@ struct PromptOptions {
 void add_prompt_options(CLI::App& cmd, PromptOptions& prompt);
 // --prompt TEXT goes through the model's tokenizer.
 std::vector<int> prompt_tokens(const PromptOptions& prompt, const std::string& model);
+// The tokens as printable text; "" when the model's tokenizer is not supported.
+std::string decoded_text(const std::vector<int>& tokens, const std::string& model);
 
 void add_fixture_command(CLI::App& app, SetExit set_exit);
 void add_inspect_command(CLI::App& app, SetExit set_exit);
@@ -29,5 +31,7 @@ void add_check_command(CLI::App& app, SetExit set_exit);
 void add_demo_command(CLI::App& app, SetExit set_exit);
 void add_faults_command(CLI::App& app, SetExit set_exit);
 void add_selftest_command(CLI::App& app, SetExit set_exit);
+void add_golden_command(CLI::App& app, SetExit set_exit);
+void add_bisect_command(CLI::App& app, SetExit set_exit);
 
 }  // namespace tapdiff

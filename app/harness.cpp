@@ -1,13 +1,17 @@
 #include "app/harness.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <optional>
 
 #include "app/progress.hpp"
 #include "app/trace_metadata_for.hpp"
 #include "engine/generate.hpp"
+#include "model/error.hpp"
 #include "model/gguf.hpp"
+#include "model/sha256.hpp"
 #include "reference/generate.hpp"
+#include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
 
 namespace tapdiff {
@@ -34,7 +38,10 @@ std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, TraceWrit
   g.on_step = [&](int, int token, int done, int total) {
     progress.update(done, total, fmt::format("last token {}", token));
   };
-  auto tokens = ref::generate(ref::load_weights(file), s.prompt, g, trace);
+  const ref::Weights weights = ref::load_weights(file);
+  if (trace != nullptr)
+    if (const auto w = weight_tap_options(s, file)) ref::record_weight_taps(weights, file, *trace, *w);
+  auto tokens = ref::generate(weights, s.prompt, g, trace);
   progress.finish();
   return tokens;
 }
@@ -47,7 +54,9 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
     throw std::invalid_argument(fmt::format("--precision: the engine runs f32, f16 or bf16, got {}", s.precision));
   e.precision = *precision;
   e.fault = s.fault;
+  e.lockstep = s.lockstep;
   e.n_predict = s.n_predict;
+  if (trace != nullptr) e.weights = weight_tap_options(s, file);
   if (s.sampling.temperature > 0)
     throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
   Progress progress(fmt::format("engine-{}", engine::backend_name(backend)), s.progress);
@@ -57,6 +66,22 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
   auto tokens = engine::generate(file, s.prompt, e, trace);
   progress.finish();
   return tokens;
+}
+
+// The tap filter, widened to the weight taps when --weights asks for them and --taps names
+// only some taps (a filter of exclusions alone already admits them).
+TapFilterSpec with_weight_taps(const RunSpec& s) {
+  TapFilterSpec f = s.taps;
+  if (s.weights.empty() || f.names.empty()) return f;
+  bool has_include = false;
+  std::size_t start = 0;
+  while (start <= f.names.size()) {
+    const std::size_t end = std::min(f.names.find(',', start), f.names.size());
+    has_include = has_include || (end > start && f.names[start] != '!');
+    start = end + 1;
+  }
+  if (has_include) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
+  return f;
 }
 
 // cuda when a device exists; otherwise says so once and runs the host executor.
@@ -70,12 +95,48 @@ engine::Backend usable_backend(const std::string& requested) {
   return engine::Backend::host;
 }
 
+// --lockstep: the model must be the one the trace was recorded with, and the trace's tokens
+// are the run's (the prompt, then one step per generated token).
+RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
+  if (s.backend == "reference")
+    throw std::invalid_argument("--lockstep: the engine runs in lockstep (--backend host|cuda), not the reference");
+  if (!s.prompt.empty())
+    throw std::invalid_argument("--lockstep: the tokens come from the lockstep trace; drop --tokens and --prompt");
+  const TraceReader source(s.lockstep);
+  const TraceMetadata& m = source.metadata();
+  const std::string sha = sha256_hex(file.bytes(), static_cast<std::size_t>(file.file_size()));
+  if (m.model_sha256 != sha)
+    throw InputError(s.lockstep, "model_sha256",
+                     fmt::format("expected {} (the sha256 of {}), got \"{}\": the trace was recorded with another model",
+                                 sha, s.model, m.model_sha256));
+  if (m.prompt_length < 1 || static_cast<std::int64_t>(m.tokens.size()) < m.prompt_length)
+    throw InputError(s.lockstep, "tokens",
+                     fmt::format("expected the prompt's {} tokens and the generated ones, the trace holds {} tokens",
+                                 m.prompt_length, m.tokens.size()));
+  s.prompt.assign(m.tokens.begin(), m.tokens.begin() + m.prompt_length);
+  s.n_predict = static_cast<int>(static_cast<std::int64_t>(m.tokens.size()) - m.prompt_length);
+  return s;
+}
+
 }  // namespace
 
-std::vector<int> run_model(const RunSpec& s) {
-  if (s.backend != "reference" && s.backend != "host" && s.backend != "cuda")
-    throw std::invalid_argument(fmt::format("--backend: expected reference, host or cuda, got {}", s.backend));
-  const GgufFile file = GgufFile::open(s.model);
+std::optional<WeightTapOptions> weight_tap_options(const RunSpec& s, const GgufFile& file) {
+  if (s.weights.empty()) return std::nullopt;
+  if (!s.taps.positions.empty())
+    throw std::invalid_argument("--weights: weight taps keep a tensor's rows at positions 0..rows-1; "
+                                "drop --positions to record them");
+  std::uint64_t n_parameters = 0;
+  for (const GgufTensorInfo& t : file.tensors()) n_parameters += t.n_elements;
+  WeightTapOptions o;
+  o.mode = resolve_weight_tap_mode(s.weights, n_parameters, s.weights_stats_above);
+  return o;
+}
+
+std::vector<int> run_model(const RunSpec& spec) {
+  if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda")
+    throw std::invalid_argument(fmt::format("--backend: expected reference, host or cuda, got {}", spec.backend));
+  const GgufFile file = GgufFile::open(spec.model);
+  const RunSpec s = spec.lockstep.empty() ? spec : with_lockstep_tokens(spec, file);
   const ModelConfig config = load_model_config(file);
   check_vocab(s.prompt, config, s.model);
   const bool reference = s.backend == "reference";
@@ -86,10 +147,11 @@ std::vector<int> run_model(const RunSpec& s) {
   std::optional<TraceWriter> trace;
   if (!s.trace.empty()) {
     WriterOptions w;
-    w.filter = TapFilter::parse(s.taps);
+    w.filter = TapFilter::parse(with_weight_taps(s));
     w.compress = s.compress;
-    trace.emplace(s.trace, trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict),
-                  std::move(w));
+    TraceMetadata metadata = trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict);
+    metadata.lockstep_source = s.lockstep;
+    trace.emplace(s.trace, std::move(metadata), std::move(w));
   }
   TraceWriter* writer = trace ? &*trace : nullptr;
   auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);

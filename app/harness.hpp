@@ -2,13 +2,18 @@
 // `selftest` share.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "reference/sampler.hpp"
 #include "tapdiff/tap_filter.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff {
+
+class GgufFile;
 
 struct RunSpec {
   std::string backend = "reference";  // reference | host | cuda (cuda falls back to host, saying so)
@@ -16,8 +21,14 @@ struct RunSpec {
   std::vector<int> prompt;
   int n_predict = 16;
   std::string precision = "f32";      // reference: f32 | f64; engine: f32 | f16 | bf16
-  std::string fault;                  // engine only; "" = none
+  std::string fault;                  // engine only; "" = none; "a,b" injects both
+  // Engine only: a trace every tap point continues from (lockstep). The model must be the
+  // trace's; the prompt and n_predict come from its tokens (prompt stays empty).
+  std::string lockstep;
   TapFilterSpec taps;
+  // Weight taps: "" none; full | stats | auto (stats above weights_stats_above parameters).
+  std::string weights;
+  std::uint64_t weights_stats_above = kWeightStatsAboveParameters;
   bool compress = false;
   ref::SamplingOptions sampling;      // reference only
   std::string trace;                  // output path; "" = no trace
@@ -27,5 +38,9 @@ struct RunSpec {
 // Prompt + generated tokens. Throws std::invalid_argument for bad options, InputError for a
 // bad model, TraceError when the trace cannot be written.
 std::vector<int> run_model(const RunSpec& spec);
+
+// The weight tap options a run records with (nullopt without spec.weights); also checks that
+// the tap filter keeps whole tensors. Throws std::invalid_argument naming the option.
+std::optional<WeightTapOptions> weight_tap_options(const RunSpec& spec, const GgufFile& file);
 
 }  // namespace tapdiff

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   add_demo_command(app, set_exit);
   add_faults_command(app, set_exit);
   add_selftest_command(app, set_exit);
+  add_golden_command(app, set_exit);
+  add_bisect_command(app, set_exit);
 
   try {
     app.parse(argc, argv);

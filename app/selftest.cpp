@@ -8,6 +8,7 @@
 #include "engine/faults.hpp"
 #include "fixtures/fault_expectations.hpp"
 #include "model/config.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff {
 namespace {
@@ -62,6 +63,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       ref.prompt = kPrompt;
       ref.n_predict = kPredict;
       ref.trace = ref_trace;
+      ref.weights = "auto";  // weights first: a loader fault shows in its weight tap
       ref.progress = false;
       run_model(ref);
       reference_for = job.model;
@@ -74,6 +76,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     eng.precision = job.precision;
     eng.fault = job.fault;
     eng.trace = o.work_dir + "/engine.h5";
+    eng.weights = "auto";
     eng.progress = false;
     run_model(eng);
     const diff::DiffResult d = diff::diff_traces(ref_trace, eng.trace);
@@ -82,9 +85,13 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     row.fault = job.fault.empty() ? "none" : job.fault;
     row.model = fs::path(job.model).filename().string();
     row.precision = job.precision;
-    const std::string cls = d.diagnosis ? d.diagnosis->bug_class : "";
-    row.found = d.first ? finding_text(d.first->tap, d.first->position, cls) : "PASS";
-    row.variant = d.diagnosis ? d.diagnosis->variant : "";
+    // The first finding: the first root in execution order (a weight, a tap of the wrong
+    // shape, a divergence), else the first divergence (the token sequence).
+    const diff::FirstDivergence* at = !d.roots.empty() ? &d.roots.front().at : d.first ? &*d.first : nullptr;
+    const std::optional<diff::Diagnosis>& diagnosis = !d.roots.empty() ? d.roots.front().diagnosis : d.diagnosis;
+    const std::string cls = diagnosis ? diagnosis->bug_class : "";
+    row.found = at ? finding_text(at->tap, at->position, cls) : "PASS";
+    row.variant = diagnosis ? diagnosis->variant : "";
     if (job.fault.empty()) {
       row.expected = "PASS";
       row.ok = d.verdict == diff::Verdict::pass;
@@ -93,7 +100,10 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       if (!e) {
         row.expected = "(no expectation in fixtures/fault_expectations.cpp)";
       } else {
-        const auto position = resolve_position(e->position, std::int64_t(kPrompt.size()));
+        const GgufFile file = GgufFile::open(job.model);
+        const auto weight = weight_tap_tensor(e->tap);
+        const auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
+                                               weight ? file.find_tensor(*weight) : nullptr);
         row.expected = finding_text(tap_full_name(e->tap, e->layer), position, std::string(e->bug_class));
         row.ok = row.found == row.expected;
       }

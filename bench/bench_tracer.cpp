@@ -228,8 +228,11 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
       "each of the {} rows costs its own H5Dwrite into a separate chunk ({:.1f} us per row "
       "here, everything included), where the raw baseline writes each step's {} rows in one call "
       "({:.1f} us per "
-      "step). `commit_every` trades durability for batched rows; prefill-shaped records "
-      "write {} rows per call.\n\n",
+      "step). Each commit also pays two `H5Fflush` calls whose cost grows with the number of "
+      "open datasets (HDF5 1.10 visits every open dataset on a flush; `perf record` on the "
+      "decode mode puts `H5I__find_id`, `H5C_set_slist_enabled` and `H5D__flush_real` on top), "
+      "and the tracer keeps two per tap open. `commit_every` trades durability for batched "
+      "rows; prefill-shaped records write {} rows per call.\n\n",
       static_cast<std::int64_t>(rows), 1e6 * median_of("tracer decode") / rows, w.layers * w.taps,
       1e6 * raw_decode / w.positions, w.positions);
   md += fmt::format("| disabled `enabled()` call | filter | ns per call ({} calls) |\n", calls);

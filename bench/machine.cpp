@@ -33,4 +33,11 @@ std::string machine_description() {
                      __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
 }
 
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return fmt::format("{} {} {}", a, b, c);
+}
+
 }  // namespace tapdiff::bench

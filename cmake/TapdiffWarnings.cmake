@@ -6,6 +6,3 @@ function(tapdiff_warnings target)
     $<$<AND:$<COMPILE_LANGUAGE:CXX,C>,$<BOOL:${TAPDIFF_WERROR}>>:-Werror>
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${TAPDIFF_WERROR}>>:-Werror=all-warnings>)
 endfunction()
-
-# Sanitizer flags for the ASan+UBSan variants of the parser tests.
-set(TAPDIFF_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)

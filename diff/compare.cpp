@@ -7,9 +7,14 @@
 
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
+#include "diff/nonfinite.hpp"
+#include "diff/roots.hpp"
+#include "diff/shapes.hpp"
 #include "diff/tap_graph.hpp"
+#include "diff/weights.hpp"
 #include "tapdiff/row_shape.hpp"
 #include "tapdiff/trace_reader.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -53,9 +58,12 @@ void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, 
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
   if (ta.row_shape != tb.row_shape) {
+    const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
     r.findings.push_back({"shape", ta.full_name,
-                          fmt::format("row shape {} in the expected trace, {} in the actual trace",
-                                      shape_string(ta.row_shape), shape_string(tb.row_shape))});
+                          fmt::format("row shape {} in the expected trace, {} in the actual trace: {}",
+                                      shape_string(ta.row_shape), shape_string(tb.row_shape),
+                                      shape_explanation(ta.row_shape, tb.row_shape, dims)),
+                          ta.row_shape, tb.row_shape});
     return;
   }
   if (last_position < 0) return;
@@ -91,8 +99,10 @@ void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, 
   r.taps.push_back(std::move(c));
 }
 
-// The jump test, now that every tap's errors are known.
+// The jump test, now that every tap's errors are known. In lockstep every op ran on the
+// expected inputs: a row diverges when its own error exceeds the threshold.
 void mark_divergences(DiffResult& r, int n_layer) {
+  const bool lockstep = r.mode == DiffMode::lockstep;
   std::map<std::pair<std::string, int>, const TapComparison*> by_name;
   for (const auto& t : r.taps) by_name[{t.name, t.layer}] = &t;
   auto nmse_at = [&](const ResolvedInput& in, std::int64_t p) {
@@ -109,7 +119,8 @@ void mark_divergences(DiffResult& r, int n_layer) {
     const auto inputs = tap_inputs(t.name, t.layer, n_layer);
     for (auto& row : t.rows) {
       row.input_nmse = 0;
-      for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position));
+      if (!lockstep)
+        for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position));
       const bool new_nonfinite = row.nonfinite > row.nonfinite_expected && std::isfinite(row.input_nmse);
       row.diverged = new_nonfinite || (std::isfinite(row.nmse) && row.nmse > t.threshold_nmse &&
                                        row.nmse > t.jump_factor * row.input_nmse);
@@ -170,6 +181,9 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   const ToleranceProfile profile = options.profile ? *options.profile
                                                    : profile_for_precision(b.metadata().precision);
   r.profile = profile.name;
+  r.mode = options.lockstep || !b.metadata().lockstep_source.empty() ? DiffMode::lockstep
+           : options.all                                               ? DiffMode::all
+                                                                       : DiffMode::first;
   check_compatible(a, b, r);
   if (r.verdict == Verdict::incompatible) return r;
 
@@ -186,7 +200,11 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     r.findings.push_back({"token-sequence", "tokens",
                           fmt::format("the expected trace holds {} tokens, the actual {}", ta.size(), tb.size())});
 
+  // Weights first: a loader or dequantization bug is the first finding, before any activation.
+  const std::optional<WeightFinding> weight_finding =
+      compare_weights(a, b, options.model_path, options.diagnose, r);
   for (const TapInfo& info : a.taps()) {
+    if (is_weight_tap(info.name)) continue;
     const TapInfo* other = b.find(info.name, info.layer);
     if (!other) {
       r.findings.push_back({"missing-in-actual", info.full_name, "recorded in the expected trace only"});
@@ -195,7 +213,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     compare_tap(a, b, info, *other, r.compared_positions - 1, profile, r);
   }
   for (const TapInfo& info : b.taps())
-    if (!a.find(info.name, info.layer))
+    if (!is_weight_tap(info.name) && !a.find(info.name, info.layer))
       r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});
 
   int n_layer = 0;
@@ -203,12 +221,20 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   mark_divergences(r, n_layer);
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
+  if (auto nonfinite = first_nonfinite_origin(r.taps)) r.findings.push_back(std::move(*nonfinite));
 
-  // A tap in one trace only is listed (producers may filter taps); a shape mismatch is a bug.
-  bool shape_mismatch = false;
-  for (const auto& f : r.findings) shape_mismatch = shape_mismatch || f.kind == "shape";
-  r.verdict = (r.first || shape_mismatch) ? Verdict::diverged : Verdict::pass;
-  if (r.first && options.diagnose) r.diagnosis = diagnose(r, a, b, options.model_path);
+  // A tap in one trace only is listed (producers may filter taps); a shape mismatch or a
+  // non-finite value is a bug.
+  bool structural_bug = false;
+  for (const auto& f : r.findings)
+    structural_bug = structural_bug || f.kind == "shape" || f.kind == "non-finite";
+  r.verdict = (r.first || structural_bug) ? Verdict::diverged : Verdict::pass;
+  if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))
+    r.diagnosis = diagnose(r, a, b, options.model_path);
+  find_roots(r, a, b, options.diagnose, options.model_path);
+  if (r.mode != DiffMode::first && r.first && !r.roots.empty() && r.roots.front().at.tap == r.first->tap)
+    r.diagnosis = r.roots.front().diagnosis;
+  if (weight_finding) put_weight_finding_first(*weight_finding, r);
   return r;
 }
 

@@ -16,21 +16,6 @@ constexpr std::size_t kEvaluatedPositions = 4;  // replay at the first few diver
 constexpr double kReproduces = 1e-3;            // residual nmse under which a variant explains B
 constexpr double kBetterThanBaseline = 0.01;    // ... and at most this fraction of the baseline's
 
-// What to look at, per class.
-std::string code_area(const std::string& cls) {
-  if (cls == "kv-cache") return "the KV cache bookkeeping: cache length, write offset, the slice attention reads";
-  if (cls == "rope") return "the RoPE call: the positions array, the pairing (NORM adjacent vs NEOX half-split), the frequency base";
-  if (cls == "bias") return "the bias add after the projection GEMM and how the bias tensor is loaded";
-  if (cls == "matmul-layout") return "the GEMM call site: op flags and leading dimensions";
-  if (cls == "attention-mask") return "the causal mask of the attention kernel";
-  if (cls == "attention-scale") return "the softmax scale of the attention kernel";
-  if (cls == "gqa-mapping") return "the kv-head index computed for each query head";
-  if (cls == "dequantization") return "the dequantization kernel of this tensor's type";
-  if (cls == "normalization") return "RMSNorm: the weight multiply and epsilon";
-  if (cls == "token-sequence") return "the generation loop's token bookkeeping";
-  if (cls == "non-finite") return "the first op producing NaN/Inf (overflow in f16, division by zero, uninitialized memory)";
-  return "the op that produces this tap";
-}
 
 // When no hypothesis reproduces the values, the tap itself says where to look.
 std::string class_of_tap(const std::string& name) {
@@ -65,8 +50,8 @@ const TapComparison* find_tap(const DiffResult& r, const std::string& full_name)
 }
 
 // Signatures: position 0 intact or not, the position pattern, a constant offset per row.
-std::vector<std::string> signatures(const DiffResult& r, const TraceReader& a, const TraceReader& b) {
-  const FirstDivergence& f = *r.first;
+std::vector<std::string> signatures(const DiffResult& r, const FirstDivergence& f, const TraceReader& a,
+                                    const TraceReader& b) {
   std::vector<std::string> out;
   out.push_back(fmt::format("diverges at {}", position_pattern_text(f.pattern, f.position)));
   const TapComparison* t = find_tap(r, f.tap);
@@ -106,10 +91,31 @@ std::vector<std::string> signatures(const DiffResult& r, const TraceReader& a, c
 
 }  // namespace
 
+std::string code_area(const std::string& cls) {
+  if (cls == "kv-cache") return "the KV cache bookkeeping: cache length, write offset, the slice attention reads";
+  if (cls == "rope") return "the RoPE call: the positions array, the pairing (NORM adjacent vs NEOX half-split), the frequency base";
+  if (cls == "bias") return "the bias add after the projection GEMM and how the bias tensor is loaded";
+  if (cls == "matmul-layout") return "the GEMM call site: op flags and leading dimensions";
+  if (cls == "attention-mask") return "the causal mask of the attention kernel";
+  if (cls == "attention-scale") return "the softmax scale of the attention kernel";
+  if (cls == "gqa-mapping") return "the kv-head index computed for each query head";
+  if (cls == "dequantization") return "the dequantization kernel of this tensor's type";
+  if (cls == "weight-loading") return "the weight loader: each tensor's byte size, offset and upload into its buffer";
+  if (cls == "shape") return "the config value that sizes this op's buffers and GEMM dimensions";
+  if (cls == "normalization") return "RMSNorm: the weight multiply and epsilon";
+  if (cls == "token-sequence") return "the generation loop's token bookkeeping";
+  if (cls == "non-finite") return "the first op producing NaN/Inf (overflow in f16, division by zero, uninitialized memory)";
+  return "the op that produces this tap";
+}
+
 Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader& b,
                    const std::string& model_path) {
+  return diagnose_at(r, *r.first, a, b, b, model_path);
+}
+
+Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
+                      const TraceReader& inputs, const std::string& model_path) {
   Diagnosis d;
-  const FirstDivergence& f = *r.first;
   if (f.tap == "tokens") {
     d.bug_class = "token-sequence";
     d.signatures.push_back(fmt::format("every tap agrees on positions 0..{}, then the tokens differ", f.position - 1));
@@ -120,7 +126,7 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
         f.position, code_area(d.bug_class));
     return d;
   }
-  d.signatures = signatures(r, a, b);
+  d.signatures = signatures(r, f, a, b);
   if (f.metrics.nonfinite > f.metrics.nonfinite_expected) {
     d.bug_class = "non-finite";
     d.explanation = fmt::format("{} at position {} is the first tap holding NaN/Inf while its inputs are finite. "
@@ -131,7 +137,7 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256);
     const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::int64_t(a.metadata().tokens.size());
-    ReplayInputs in{b, model, a.metadata().prompt_length, n_ctx};
+    ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx};
     const auto candidates = candidates_for(f.name, f.layer, in);
 
     std::vector<std::int64_t> positions(f.diverged_positions.begin(),

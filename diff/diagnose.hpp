@@ -10,8 +10,17 @@
 
 namespace tapdiff::diff {
 
+// What to inspect for a bug class, one phrase ("the KV cache bookkeeping: ...").
+std::string code_area(const std::string& bug_class);
+
 // model_path: the GGUF to replay with; "" uses the expected trace's model_path.
 Diagnosis diagnose(const DiffResult& result, const TraceReader& expected, const TraceReader& actual,
                    const std::string& model_path);
+
+// The same at any divergence `at`. Hypotheses replay the op from `inputs`: the actual trace
+// (the op ran on the actual run's own inputs), or in lockstep the expected trace (the actual
+// run continued from the expected values at every tap).
+Diagnosis diagnose_at(const DiffResult& result, const FirstDivergence& at, const TraceReader& expected,
+                      const TraceReader& actual, const TraceReader& inputs, const std::string& model_path);
 
 }  // namespace tapdiff::diff

@@ -14,6 +14,15 @@ std::string position_pattern_text(PositionPattern pattern, std::int64_t first) {
   return "";
 }
 
+std::string diff_mode_text(DiffMode mode) {
+  switch (mode) {
+    case DiffMode::first: return "first";
+    case DiffMode::all: return "all";
+    case DiffMode::lockstep: return "lockstep";
+  }
+  return "";
+}
+
 std::string verdict_text(Verdict verdict) {
   switch (verdict) {
     case Verdict::pass: return "PASS";

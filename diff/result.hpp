@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tapdiff/trace_metadata.hpp"
@@ -49,9 +50,18 @@ struct TapComparison {
 
 // A structural difference, reported rather than crashed on.
 struct StructuralFinding {
-  std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence", "metadata"
+  std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence",
+                       // "metadata", "non-finite"
   std::string tap;     // full name, or "" for trace-level findings
   std::string detail;  // one sentence with both values
+  std::vector<std::int64_t> expected_shape, actual_shape;  // "shape" only: the row shapes
+
+  StructuralFinding() = default;
+  StructuralFinding(std::string kind_, std::string tap_, std::string detail_,
+                    std::vector<std::int64_t> expected_shape_ = {},
+                    std::vector<std::int64_t> actual_shape_ = {})
+      : kind(std::move(kind_)), tap(std::move(tap_)), detail(std::move(detail_)),
+        expected_shape(std::move(expected_shape_)), actual_shape(std::move(actual_shape_)) {}
 };
 
 // llama.cpp perplexity --kl-divergence style summary over the compared positions.
@@ -82,7 +92,8 @@ struct Hypothesis {
 struct Diagnosis {
   std::string bug_class;    // "kv-cache", "rope", "bias", "matmul-layout", "attention-mask",
                             // "attention-scale", "gqa-mapping", "dequantization",
-                            // "normalization", "token-sequence", "non-finite", "unexplained"
+                            // "weight-loading", "shape", "normalization", "token-sequence",
+                            // "non-finite", "unexplained"
   std::string variant;      // the hypothesis that reproduces B, "" when none does
   double residual = 0;      // its nmse against B
   double baseline_residual = 0;  // the correct computation's nmse against B
@@ -101,6 +112,38 @@ struct FirstDivergence {
   RowMetrics metrics;    // at `position`
 };
 
+// One independent root: a divergence not explained by an earlier one, the later diverged taps
+// it explains, and its diagnosis. kind "shape": a tap whose row shape differs (at.metrics is
+// empty; the diagnosis names the config value that explains the other width).
+struct RootFinding {
+  std::string kind = "divergence";     // "divergence", "shape" or "weights" (a weight tensor)
+  FirstDivergence at;                  // the root tap, its earliest position and pattern
+  std::vector<std::string> explained;  // later diverged taps this root accounts for (full names)
+  std::optional<Diagnosis> diagnosis;
+  std::vector<std::int64_t> expected_shape, actual_shape;  // kind "shape": the row shapes
+};
+
+// What diff_traces looks for.
+enum class DiffMode {
+  first,     // the first divergence (roots holds it alone, plus shape findings)
+  all,       // every divergence, grouped by independent root (the jump test, then replay)
+  lockstep,  // the actual trace is a lockstep run: every tap over its tolerance, by op
+};
+std::string diff_mode_text(DiffMode mode);  // "first", "all", "lockstep"
+
+// One weight tensor compared (weight taps, diff/weights.hpp): rows are the tensor's rows.
+struct WeightComparison {
+  std::string tensor;                 // GGUF name, "blk.0.attn_v.weight"
+  std::string mode;                   // "full" (every row's values) or "stats" (per-row statistics)
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t compared_rows = 0;     // rows both traces describe
+  std::int64_t differing_rows = 0;
+  std::int64_t first_differing_row = -1;
+  double max_abs = 0;                 // over the full rows both hold
+  std::string summary;                // "rows 0..149 match, rows 151.. are zero (row 150 partly)"
+  bool differs() const { return differing_rows > 0; }
+};
+
 enum class Verdict { pass, diverged, incompatible };
 std::string verdict_text(Verdict verdict);  // "PASS", "DIVERGED", "INCOMPATIBLE"
 
@@ -116,10 +159,13 @@ struct DiffResult {
   Verdict verdict = Verdict::pass;
   std::vector<StructuralFinding> findings;
   std::vector<TapComparison> taps;  // execution order
-  std::optional<FirstDivergence> first;
-  std::optional<Diagnosis> diagnosis;
+  DiffMode mode = DiffMode::first;
+  std::optional<FirstDivergence> first;  // the earliest divergence, in every mode
+  std::optional<Diagnosis> diagnosis;    // at `first`
+  std::vector<RootFinding> roots;        // independent findings, execution order
   std::optional<LogitsSummary> logits;
   std::int64_t compared_positions = 0;  // common token prefix length
+  std::vector<WeightComparison> weights;  // load order; empty without weight taps
 };
 
 }  // namespace tapdiff::diff

@@ -67,8 +67,12 @@ std::vector<ResolvedInput> tap_inputs(std::string_view name, int layer, int n_la
   const Node* n = find_node(name);
   if (!n) return out;
   for (const auto& in : n->inputs) {
-    // Global taps read the last layer's output; layer taps read their own layer, or the
-    // previous one, where "previous" of layer 0 is the embedding.
+    // Global taps read the last layer's output (or another global tap); layer taps read their
+    // own layer, or the previous one, where "previous" of layer 0 is the embedding.
+    if (in.name == "output_norm") {
+      out.push_back({std::string(in.name), -1, in.all_earlier_positions});
+      continue;
+    }
     const int from = layer < 0 ? n_layer - 1 : layer + in.layer_offset;
     if (from < 0)
       out.push_back({"token_embd", -1, false});

@@ -48,7 +48,7 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw InputError(source, "profile", fmt::format("expected JSON: {}", e.what()));
   }
   if (!j.is_object()) throw InputError(source, "profile", "expected a JSON object");

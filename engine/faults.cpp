@@ -1,5 +1,6 @@
 #include "engine/faults.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -72,6 +73,35 @@ const std::vector<FaultSpec> kFaults = {
     {Fault::norm_weight_dropped, "norm-weight-dropped", "RMSNorm weight not applied (all norms)",
      "a norm kernel called with a null weight after a loader change", "normalization",
      "engine/forward.cpp: Forward::norm", ""},
+    {Fault::dequant_missing, "dequant-missing",
+     "quantized weight bytes used as if they were f16: the dequantization kernel is skipped",
+     "a loader that copied every tensor's bytes into a 16-bit weight buffer, quantized or not",
+     "dequantization", "engine/weights.cpp: Loader::decode", "a block-quantized weight"},
+    {Fault::tensor_bytes_truncated, "tensor-bytes-truncated",
+     "quantized tensors read with a placeholder byte size (elements / 2); the tail stays zero",
+     "a loader computing a tensor's byte size as n/2 (a Q4 guess) for every quantized type",
+     "weight-loading", "engine/weights.cpp: Loader::decode", "a block-quantized weight"},
+    {Fault::weight_not_wired, "weight-not-wired",
+     "the attn_v weight buffer is allocated but never filled (all zeros)",
+     "a loader refactor that dropped one tensor's upload; its buffer stays zero-initialized",
+     "weight-loading", "engine/weights.cpp: load_engine_weights", ""},
+    {Fault::rope_position_ignored, "rope-position-ignored",
+     "every step rotates at position 0, prefill and decode alike",
+     "a RoPE call given a zero-initialized positions array that is never filled",
+     "rope", "engine/forward.cpp: Forward::step, the RoPE positions",
+     "a position > 0 (prompt >= 2 tokens or n_predict >= 2)"},
+    {Fault::kv_not_written_decode, "kv-not-written-decode",
+     "decode steps attend over the cache but never append their own K/V",
+     "a decode path that lost its cache write when prefill and decode were split",
+     "kv-cache", "engine/forward.cpp: the K/V append", "n_predict >= 2 (a decode step)"},
+    {Fault::ffn_dim_wrong, "ffn-dim-wrong",
+     "the FFN width taken from n_embd instead of n_ff (gate, up and down all use it)",
+     "a config field mix-up: feed_forward_length read from the embedding length",
+     "shape", "engine/forward.cpp: Forward::ffn_block", "n_ff > n_embd"},
+    {Fault::token_id_bookkeeping, "token-id-bookkeeping",
+     "the generation loop records (and feeds) the step index instead of the chosen token id",
+     "a loop variable pushed where the sampled token belonged",
+     "token-sequence", "engine/generate.cpp: the generation loop", "n_predict >= 1"},
 };
 // clang-format on
 
@@ -81,7 +111,21 @@ bool has_q8_0_weight(const GgufFile& model) {
   return false;
 }
 
+bool has_quantized_weight(const GgufFile& model) {
+  for (const GgufTensorInfo& t : model.tensors())
+    if (is_block_quantized(t.type) && t.ne.size() == 2) return true;
+  return false;
+}
+
 }  // namespace
+
+bool is_block_quantized(GgmlType type) {
+  return type != GgmlType::F32 && type != GgmlType::F16 && type != GgmlType::BF16;
+}
+
+std::uint64_t truncated_tensor_bytes(const GgufTensorInfo& t) {
+  return std::min<std::uint64_t>(t.n_elements / 2, t.n_bytes);
+}
 
 const std::vector<FaultSpec>& fault_catalogue() { return kFaults; }
 
@@ -158,6 +202,27 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
             fmt::format("n_head {} n_head_kv {}: both mappings coincide", c.n_head, c.n_head_kv));
       break;
     case Fault::norm_weight_dropped:
+    case Fault::weight_not_wired:
+      break;
+    case Fault::dequant_missing:
+    case Fault::tensor_bytes_truncated:
+      if (!has_quantized_weight(model)) return no("the model has no block-quantized weight");
+      break;
+    case Fault::rope_position_ignored:
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
+      break;
+    case Fault::kv_not_written_decode:
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      break;
+    case Fault::ffn_dim_wrong:
+      // Narrower than n_embd the wrong width would read past the FFN weights; equal, it is right.
+      if (c.n_ff <= c.n_embd)
+        return no(fmt::format("n_ff {} is not larger than n_embd {}", c.n_ff, c.n_embd));
+      break;
+    case Fault::token_id_bookkeeping:
+      if (n_predict < 1) return no("n-predict 0 generates no token");
       break;
   }
   return std::nullopt;

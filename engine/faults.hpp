@@ -37,8 +37,13 @@ enum class Fault : std::uint8_t {
   causal_mask_off,
   gqa_head_map,
   norm_weight_dropped,
-  // The lockstep issue adds: dequant-missing, tensor-bytes-truncated, weight-not-wired,
-  // rope-position-ignored, kv-not-written-decode, ffn-dim-wrong, token-id-bookkeeping.
+  dequant_missing,
+  tensor_bytes_truncated,
+  weight_not_wired,
+  rope_position_ignored,
+  kv_not_written_decode,
+  ffn_dim_wrong,
+  token_id_bookkeeping,
 };
 
 struct FaultSpec {
@@ -59,22 +64,39 @@ const FaultSpec& fault_spec(Fault fault);
 // "" or "none" is Fault::none; an unknown name throws std::invalid_argument listing the names.
 Fault parse_fault(std::string_view name);
 
+// True for the block-quantized types (everything but F32, F16 and BF16).
+bool is_block_quantized(GgmlType type);
+
+// The bytes of `t` the loader reads under fault tensor-bytes-truncated: a placeholder size of
+// elements / 2 (never more than the tensor holds).
+std::uint64_t truncated_tensor_bytes(const GgufTensorInfo& t);
+
 // Why `fault` cannot show on this run (the model lacks what it breaks, or the run is too
 // short), or nullopt when it applies. Fault::none always applies.
 std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& model,
                                                 const ModelConfig& config, int n_prompt,
                                                 int n_predict);
 
-// The active fault, passed to every place that has a fault branch.
+// The active faults (usually one; `--inject a,b,c` sets several), passed to every place that
+// has a fault branch.
 class FaultSwitch {
 public:
   FaultSwitch() = default;
-  explicit FaultSwitch(Fault active) : active_(active) {}
-  bool is(Fault fault) const { return active_ == fault; }
-  Fault active() const { return active_; }
+  explicit FaultSwitch(Fault active) { add(active); }
+  void add(Fault fault) {
+    if (fault != Fault::none) mask_ |= bit(fault);
+  }
+  bool is(Fault fault) const { return fault == Fault::none ? mask_ == 0 : (mask_ & bit(fault)) != 0; }
+  std::vector<Fault> active() const {  // in enum order; empty for a clean run
+    std::vector<Fault> out;
+    for (unsigned i = 1; i < 64; ++i)
+      if (mask_ & (std::uint64_t(1) << i)) out.push_back(static_cast<Fault>(i));
+    return out;
+  }
 
 private:
-  Fault active_ = Fault::none;
+  static std::uint64_t bit(Fault fault) { return std::uint64_t(1) << unsigned(fault); }
+  std::uint64_t mask_ = 0;
 };
 
 }  // namespace tapdiff::engine

@@ -12,17 +12,18 @@ namespace {
 constexpr GemmOp OP_N = GemmOp::N;
 constexpr GemmOp OP_T = GemmOp::T;
 
-const std::uint8_t* element_ptr(const void* base, std::int64_t offset, ElemType type) {
-  return static_cast<const std::uint8_t*>(base) + offset * std::int64_t(elem_size(type));
+std::uint8_t* element_ptr(void* base, std::int64_t offset, ElemType type) {
+  return static_cast<std::uint8_t*>(base) + offset * std::int64_t(elem_size(type));
 }
 
 }  // namespace
 
 Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
-                 int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace)
+                 int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
+                 const LockstepSource* lockstep)
     : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
       cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
-      act_(ex, config, max_rows, n_ctx), taps_(trace, ex) {}
+      act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex) {}
 
 void Forward::upload_ints(Buffer& dst, const std::vector<std::int32_t>& values) {
   ex_.upload(dst.data(), values.data(), values.size() * sizeof(std::int32_t));
@@ -60,12 +61,14 @@ int Forward::step(const int* tokens, int n, int p0) {
   // The positions RoPE rotates by. Fault prefill-rope-same-position: the batch's start
   // position for every token.
   if (faults_.is(Fault::prefill_rope_same_position)) host_ints_.assign(std::size_t(n), p0);
+  // Fault rope-position-ignored: the positions array RoPE gets is never filled (all 0).
+  if (faults_.is(Fault::rope_position_ignored)) host_ints_.assign(std::size_t(n), 0);
   upload_ints(act_.rope_positions, host_ints_);
 
   const int E = c_.n_embd;
   ex_.embed(EmbedArgs{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
                       act_.x.as<float>(), n, E, c_.n_vocab});
-  taps_.record("token_embd", -1, p0, n, {E}, act_.x.as<float>());
+  taps_.probe("token_embd", -1, p0, n, {E}, act_.x.as<float>());
 
   for (int l = 0; l < c_.n_layer; ++l) {
     attention_block(l, p0, n);
@@ -85,7 +88,7 @@ void Forward::attention_block(int l, int p0, int n) {
   float* v = act_.v.as<float>();
 
   norm(L.attn_norm, n);
-  taps_.record("attn_norm", l, p0, n, {E}, norm_out);
+  taps_.probe("attn_norm", l, p0, n, {E}, norm_out);
 
   // q [n, Q] = norm [n, E] · Wqᵀ. Column-major: Wq is [E, Q] (ld E), norm is [E, n] (ld E),
   // q is [Q, n] (ld Q), so q = Wqᵀ · norm: op(A) = T, op(B) = N. Same for k and v.
@@ -98,9 +101,9 @@ void Forward::attention_block(int l, int p0, int n) {
     ex_.add_bias(BiasArgs{k, L.bk.as<float>(), n, KV});
     ex_.add_bias(BiasArgs{v, L.bv.as<float>(), n, KV});
   }
-  taps_.record("attn_q", l, p0, n, {Q}, q);
-  taps_.record("attn_k", l, p0, n, {KV}, k);
-  taps_.record("attn_v", l, p0, n, {KV}, v);
+  taps_.probe("attn_q", l, p0, n, {Q}, q);
+  taps_.probe("attn_k", l, p0, n, {KV}, k);
+  taps_.probe("attn_v", l, p0, n, {KV}, v);
 
   RopeArgs rope{q,
                 act_.rope_positions.as<std::int32_t>(),
@@ -119,16 +122,19 @@ void Forward::attention_block(int l, int p0, int n) {
   rope.n_heads = HKV;
   ex_.rope(rope);
   round(q, std::int64_t(n) * Q);  // attention's q input
-  taps_.record("attn_q.rope", l, p0, n, {Q}, q);
-  taps_.record("attn_k.rope", l, p0, n, {KV}, k);
+  taps_.probe("attn_q.rope", l, p0, n, {Q}, q);
+  taps_.probe("attn_k.rope", l, p0, n, {KV}, k);
 
   const std::int64_t offset = cache_.append_offset();
-  ex_.kv_append(KvAppendArgs{k, cache_.k(l), cache_.type(), offset, n, KV, cache_.capacity()});
-  ex_.kv_append(KvAppendArgs{v, cache_.v(l), cache_.type(), offset, n, KV, cache_.capacity()});
-  // The rows just written, read back from cache memory.
-  taps_.record("kv.k", l, p0, n, {KV}, element_ptr(cache_.k(l), offset, cache_.type()),
+  // Fault kv-not-written-decode: a decode step (the cache already holds rows) skips its write.
+  if (!(faults_.is(Fault::kv_not_written_decode) && cache_.length() > 0)) {
+    ex_.kv_append(KvAppendArgs{k, cache_.k(l), cache_.type(), offset, n, KV, cache_.capacity()});
+    ex_.kv_append(KvAppendArgs{v, cache_.v(l), cache_.type(), offset, n, KV, cache_.capacity()});
+  }
+  // The rows just written, read back from cache memory; lockstep injects into these slots.
+  taps_.probe("kv.k", l, p0, n, {KV}, element_ptr(cache_.k(l), offset, cache_.type()),
                cache_.type());
-  taps_.record("kv.v", l, p0, n, {KV}, element_ptr(cache_.v(l), offset, cache_.type()),
+  taps_.probe("kv.v", l, p0, n, {KV}, element_ptr(cache_.v(l), offset, cache_.type()),
                cache_.type());
 
   AttentionArgs at;
@@ -155,8 +161,9 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::gqa_head_map)) at.kv_head_map = KvHeadMap::modulo;
   ex_.attention(at);
   round(at.out, std::int64_t(n) * Q);  // a GEMM input
+  // attn.probs is record-only: the kernel computed attn.out from its own probabilities.
   taps_.record("attn.probs", l, p0, n, {H, n_ctx_}, at.probs);
-  taps_.record("attn.out", l, p0, n, {Q}, at.out);
+  taps_.probe("attn.out", l, p0, n, {Q}, at.out);
 
   // attn_output [n, E] = attn.out [n, Q] · Woᵀ. Column-major: Wo is [Q, E] (ld Q), attn.out
   // is [Q, n] (ld Q), the result [E, n] (ld E): Woᵀ · attn.out, op(A) = T.
@@ -167,15 +174,18 @@ void Forward::attention_block(int l, int p0, int n) {
     gemm(OP_N, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
   else
     gemm(OP_T, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
-  taps_.record("attn_output", l, p0, n, {E}, proj);
+  taps_.probe("attn_output", l, p0, n, {E}, proj);
 
   ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
-  taps_.record("resid.attn", l, p0, n, {E}, act_.x.as<float>());
+  taps_.probe("resid.attn", l, p0, n, {E}, act_.x.as<float>());
 }
 
 void Forward::ffn_block(int l, int p0, int n) {
   const LayerWeights& L = w_.layers[std::size_t(l)];
-  const int E = c_.n_embd, F = c_.n_ff;
+  const int E = c_.n_embd;
+  // Fault ffn-dim-wrong: the FFN width is n_embd. Only applied when n_ff > n_embd, so every
+  // GEMM reads the first E rows (gate, up) or an E x E block (down) of its weight, in bounds.
+  const int F = faults_.is(Fault::ffn_dim_wrong) ? c_.n_embd : c_.n_ff;
   float* norm_out = act_.norm.as<float>();
   float* gate = act_.gate.as<float>();
   float* up = act_.up.as<float>();
@@ -183,32 +193,32 @@ void Forward::ffn_block(int l, int p0, int n) {
   float* proj = act_.proj.as<float>();
 
   norm(L.ffn_norm, n);
-  taps_.record("ffn_norm", l, p0, n, {E}, norm_out);
+  taps_.probe("ffn_norm", l, p0, n, {E}, norm_out);
 
   // gate, up [n, F] = norm [n, E] · Wᵀ. Column-major: W is [E, F] (ld E), norm [E, n] (ld E),
   // the result [F, n] (ld F): Wᵀ · norm.
   gemm(OP_T, OP_N, F, n, E, L.w_gate, E, norm_out, E, gate, F);
   gemm(OP_T, OP_N, F, n, E, L.w_up, E, norm_out, E, up, F);
-  taps_.record("ffn_gate", l, p0, n, {F}, gate);
-  taps_.record("ffn_up", l, p0, n, {F}, up);
+  taps_.probe("ffn_gate", l, p0, n, {F}, gate);
+  taps_.probe("ffn_up", l, p0, n, {F}, up);
 
   ex_.silu_mul(SiluMulArgs{gate, up, act, std::int64_t(n) * F});
   round(act, std::int64_t(n) * F);  // a GEMM input
-  taps_.record("ffn.act", l, p0, n, {F}, act);
+  taps_.probe("ffn.act", l, p0, n, {F}, act);
 
   // ffn_down [n, E] = act [n, F] · Wdᵀ. Column-major: Wd is [F, E] (ld F), act [F, n] (ld F),
   // the result [E, n] (ld E): Wdᵀ · act.
   gemm(OP_T, OP_N, E, n, F, L.w_down, F, act, F, proj, E);
-  taps_.record("ffn_down", l, p0, n, {E}, proj);
+  taps_.probe("ffn_down", l, p0, n, {E}, proj);
 
   ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
-  taps_.record("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
+  taps_.probe("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
 }
 
 int Forward::output_head(int p0, int n) {
   const int E = c_.n_embd, V = c_.n_vocab;
   norm(w_.output_norm, n);
-  taps_.record("output_norm", -1, p0, n, {E}, act_.norm.as<float>());
+  taps_.probe("output_norm", -1, p0, n, {E}, act_.norm.as<float>());
 
   // Logits for the step's last position only (prefill needs no others).
   // logits [1, V] = last [1, E] · Wᵀ. Column-major: W is [E, V] (ld E), last is [E, 1] (ld E),
@@ -220,7 +230,7 @@ int Forward::output_head(int p0, int n) {
     gemm(OP_N, OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
   else
     gemm(OP_T, OP_N, V, 1, E, w_.lm_head(), E, last, E, logits, V);
-  taps_.record("output", -1, p0 + n - 1, 1, {V}, logits);
+  taps_.probe("output", -1, p0 + n - 1, 1, {V}, logits);
 
   ex_.argmax(ArgmaxArgs{logits, act_.next_token.as<std::int32_t>(), 1, V});
   std::int32_t next = 0;

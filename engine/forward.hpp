@@ -27,9 +27,11 @@ class Executor;
 class Forward {
 public:
   // n_ctx: positions the run declares (prompt + generated), the KV cache's capacity and the
-  // width of attn.probs rows. max_rows: the largest batch step() takes. trace may be null.
+  // width of attn.probs rows. max_rows: the largest batch step() takes. trace may be null;
+  // lockstep, when not null, is the trace every tap point continues from (taps.hpp).
   Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
-          int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace);
+          int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
+          const LockstepSource* lockstep = nullptr);
 
   // Runs tokens[0..n) at positions p0..p0+n-1 in one batch, records the step's taps and
   // returns the greedy next token after position p0+n-1.
@@ -56,7 +58,7 @@ private:
   FaultSwitch faults_;
   KvCache cache_;
   Activations act_;
-  TapRecorder taps_;
+  TapProbe taps_;
   std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
 };
 

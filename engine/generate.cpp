@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/device/cuda_device.hpp"
@@ -26,7 +27,19 @@ ElemType storage_of(Precision p) {
   return ElemType::f32;
 }
 
-// Everything about a run that can be wrong before an executor exists; returns its fault.
+// "a,b,c": every named fault at once.
+FaultSwitch parse_fault_list(const std::string& list) {
+  FaultSwitch faults;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    faults.add(parse_fault(std::string_view(list).substr(start, end - start)));
+    start = end + 1;
+  }
+  return faults;
+}
+
+// Everything about a run that can be wrong before an executor exists; returns its faults.
 FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::vector<int>& prompt,
                       const EngineOptions& o) {
   if (prompt.empty()) throw std::invalid_argument("tokens: expected at least one prompt token");
@@ -37,10 +50,11 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
       throw std::invalid_argument(
           fmt::format("tokens: token {} at position {} is outside the vocabulary 0..{}", prompt[i],
                       i, c.n_vocab - 1));
-  const FaultSwitch faults(parse_fault(o.fault));
+  const FaultSwitch faults = parse_fault_list(o.fault);
   const int n_prompt = static_cast<int>(prompt.size());
-  if (auto why = fault_not_applicable(faults.active(), model, c, n_prompt, o.n_predict))
-    throw std::invalid_argument("inject: " + *why);
+  for (const Fault f : faults.active())
+    if (auto why = fault_not_applicable(f, model, c, n_prompt, o.n_predict))
+      throw std::invalid_argument("inject: " + *why);
   return faults;
 }
 
@@ -72,8 +86,12 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
 
   const ElemType precision = storage_of(o.precision);
   const EngineWeights weights = load_engine_weights(ex, model, config, precision, faults);
+  if (trace != nullptr && o.weights) record_weight_taps(ex, weights, model, config, *trace, *o.weights);
   const int n_ctx = n_prompt + o.n_predict;
-  Forward forward(ex, weights, config, n_ctx, n_prompt, precision, faults, trace);
+  const std::optional<LockstepSource> lockstep =
+      o.lockstep.empty() ? std::nullopt : std::optional<LockstepSource>(std::in_place, o.lockstep);
+  Forward forward(ex, weights, config, n_ctx, n_prompt, precision, faults, trace,
+                  lockstep ? &*lockstep : nullptr);
 
   std::vector<int> tokens = prompt;
   tokens.reserve(std::size_t(n_ctx));
@@ -82,8 +100,10 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   auto finish_step = [&](int position, int next) {
     if (step_logits != nullptr) step_logits->push_back(forward.logits());
     if (static_cast<int>(tokens.size()) < n_ctx) {
-      tokens.push_back(next);
-      if (trace != nullptr) trace->append_token(next);
+      // Fault token-id-bookkeeping: the loop records (and later feeds) its step index.
+      const int recorded = faults.is(Fault::token_id_bookkeeping) ? steps_done : next;
+      tokens.push_back(recorded);
+      if (trace != nullptr) trace->append_token(recorded);
     }
     if (trace != nullptr) trace->end_step();
     ++steps_done;

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "tapdiff/weight_taps.hpp"
+
 namespace tapdiff::engine {
 
 enum class Backend { host, cuda };
@@ -19,8 +21,14 @@ std::optional<Precision> parse_precision(std::string_view name);
 struct EngineOptions {
   Backend backend = Backend::host;
   Precision precision = Precision::f32;
-  std::string fault;  // "" = none; a name from fault_catalogue()
+  std::string fault;  // "" = none; a name from fault_catalogue(), or several separated by commas
+  // Lockstep: a trace (usually the reference's, same model and tokens) every tap point
+  // continues from after recording its own value; "" = off. See engine/taps.hpp.
+  std::string lockstep;
   int n_predict = 16;
+  // Record every weight as the engine uses it into the trace before the prefill
+  // (tapdiff/weight_taps.hpp); nullopt: no weight taps.
+  std::optional<WeightTapOptions> weights;
   // After each forward step: (last position run, token chosen, steps done, steps total).
   std::function<void(int position, int token, int steps_done, int steps_total)> on_step;
 };

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "engine/executor.hpp"
+#include "engine/kernels/convert.hpp"
+#include "engine/kernels/host_loop.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::engine {
 namespace {
@@ -28,6 +31,11 @@ public:
     ex_.convert(ConvertArgs{values.data(), ElemType::f32, stored.data(), storage_, n});
     ex_.synchronize();  // values is freed on return
     return stored;
+  }
+
+  // A matrix buffer of the right size that is never filled (fault weight-not-wired).
+  Buffer unfilled_matrix(const std::string& name) {
+    return ex_.allocate(std::size_t(tensor(name).n_elements) * elem_size(storage_));
   }
 
   // A norm weight: float32.
@@ -61,10 +69,25 @@ private:
     Buffer values = ex_.allocate(std::size_t(n) * sizeof(float));
     DequantArgs args{t.data, t.type, values.as<float>(), n};
     args.q8_scale_as_bf16 = faults_.is(Fault::dequant_q8_scale);
+    const bool quantized = is_block_quantized(t.type);
+    // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero past
+    // the tensor's n_bytes < 2n) that is decoded as F16.
+    if (quantized && faults_.is(Fault::dequant_missing)) {
+      Buffer as_f16 = ex_.allocate(std::size_t(n) * 2);
+      ex_.upload(as_f16.data(), t.data, t.n_bytes);
+      ex_.dequantize(DequantArgs{as_f16.as<std::uint8_t>(), GgmlType::F16, values.as<float>(), n});
+      ex_.synchronize();  // as_f16 is freed on return
+      return values;
+    }
+    // Fault tensor-bytes-truncated: only a placeholder byte size (elements / 2) is uploaded;
+    // the rest of the zero-filled staging buffer is dequantized as it is.
+    const std::uint64_t bytes = quantized && faults_.is(Fault::tensor_bytes_truncated)
+                                    ? truncated_tensor_bytes(t)
+                                    : t.n_bytes;
     Buffer raw;
-    if (!ex_.host_visible()) {
+    if (!ex_.host_visible() || bytes != t.n_bytes) {
       raw = ex_.allocate(t.n_bytes);
-      ex_.upload(raw.data(), t.data, t.n_bytes);
+      ex_.upload(raw.data(), t.data, bytes);
       args.src = raw.as<std::uint8_t>();
     }
     ex_.dequantize(args);
@@ -93,7 +116,9 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
     L.attn_norm = load.vector(b + "attn_norm.weight");
     L.wq = load.matrix(b + "attn_q.weight");
     L.wk = load.matrix(b + "attn_k.weight");
-    L.wv = load.matrix(b + "attn_v.weight");
+    // Fault weight-not-wired: attn_v's buffer is allocated but its upload is missing.
+    L.wv = faults.is(Fault::weight_not_wired) ? load.unfilled_matrix(b + "attn_v.weight")
+                                              : load.matrix(b + "attn_v.weight");
     if (c.qkv_bias) {
       L.bq = load.bias(b + "attn_q.bias");
       L.bk = load.bias(b + "attn_k.bias");
@@ -109,6 +134,57 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
   w.output_norm = load.vector("output_norm.weight");
   if (!c.tied_output) w.output = load.matrix("output.weight");
   return w;
+}
+
+namespace {
+
+// One weight buffer read back from executor memory and widened to float32.
+std::vector<float> read_back(Executor& ex, const Buffer& buffer, std::int64_t n, ElemType type) {
+  std::vector<float> out(static_cast<std::size_t>(n));
+  if (type == ElemType::f32) {
+    ex.download(out.data(), buffer.data(), out.size() * sizeof(float));
+    return out;
+  }
+  std::vector<std::uint16_t> raw(out.size());
+  ex.download(raw.data(), buffer.data(), raw.size() * sizeof(std::uint16_t));
+  const ConvertArgs widen{raw.data(), type, out.data(), ElemType::f32, n};
+  host_for(n, 4, [&](std::int64_t i) { convert_body(widen, i); });
+  return out;
+}
+
+}  // namespace
+
+void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& model,
+                        const ModelConfig& c, TraceWriter& trace, const WeightTapOptions& options) {
+  auto put = [&](const std::string& name, const Buffer& buffer, ElemType type) {
+    const GgufTensorInfo& t = *model.find_tensor(name);
+    const auto n = static_cast<std::int64_t>(t.n_elements);
+    const std::int64_t cols = t.ne.empty() ? n : static_cast<std::int64_t>(t.ne[0]);
+    const std::vector<float> values = read_back(ex, buffer, n, type);
+    record_weight(trace, name, n / cols, cols, values.data(), options);
+  };
+  const ElemType m = w.matrix_type, f32 = ElemType::f32;
+  put("token_embd.weight", w.token_embd, m);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    const LayerWeights& L = w.layers[std::size_t(l)];
+    put(b + "attn_norm.weight", L.attn_norm, f32);
+    put(b + "attn_q.weight", L.wq, m);
+    put(b + "attn_k.weight", L.wk, m);
+    put(b + "attn_v.weight", L.wv, m);
+    if (c.qkv_bias) {
+      put(b + "attn_q.bias", L.bq, f32);
+      put(b + "attn_k.bias", L.bk, f32);
+      put(b + "attn_v.bias", L.bv, f32);
+    }
+    put(b + "attn_output.weight", L.wo, m);
+    put(b + "ffn_norm.weight", L.ffn_norm, f32);
+    put(b + "ffn_gate.weight", L.w_gate, m);
+    put(b + "ffn_up.weight", L.w_up, m);
+    put(b + "ffn_down.weight", L.w_down, m);
+  }
+  put("output_norm.weight", w.output_norm, f32);
+  if (!c.tied_output) put("output.weight", w.output, m);
 }
 
 }  // namespace tapdiff::engine

@@ -12,6 +12,11 @@
 #include "model/config.hpp"
 #include "model/gguf.hpp"
 
+namespace tapdiff {
+class TraceWriter;
+struct WeightTapOptions;
+}  // namespace tapdiff
+
 namespace tapdiff::engine {
 
 class Executor;
@@ -42,5 +47,12 @@ struct EngineWeights {
 // precision: the run's precision; matrices are rounded to it.
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& config,
                                   ElemType precision, const FaultSwitch& faults);
+
+// Records every weight as the engine will use it — read back from executor memory after the
+// engine's dequantization and rounding — as weight taps (tapdiff/weight_taps.hpp), in the
+// order the loader loads them.
+void record_weight_taps(Executor& ex, const EngineWeights& weights, const GgufFile& model,
+                        const ModelConfig& config, TraceWriter& trace,
+                        const WeightTapOptions& options);
 
 }  // namespace tapdiff::engine

@@ -23,6 +23,11 @@ namespace tapdiff {
 inline constexpr std::uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 inline constexpr std::uint64_t kGgufDefaultAlignment = 32;
 inline constexpr int kGgufMaxDims = 4;
+// Claims beyond these are refused while parsing, before anything is allocated for them (a
+// sparse file can "hold" any tensor). The largest tensor of a 405B model has 2.1e9 elements and
+// the largest vocabularies 256k entries: both limits leave a wide margin.
+inline constexpr std::uint64_t kGgufMaxTensorElements = std::uint64_t{1} << 34;
+inline constexpr std::uint64_t kGgufMaxArrayItems = std::uint64_t{1} << 24;
 
 enum class GgufValueType : std::uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,

@@ -117,6 +117,11 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& field, in
       const auto count = c.read<std::uint64_t>(field + " count");
       const auto elem_type = static_cast<GgufValueType>(elem);
       c.check_count(count, min_value_bytes(elem_type), field + " count", count_at);
+      if (count > kGgufMaxArrayItems)
+        c.fail(field + " count",
+               fmt::format("{} items is more than the {} this reader accepts in one array", count,
+                           kGgufMaxArrayItems),
+               count_at);
       std::vector<GgufValue> items;
       items.reserve(count);
       for (std::uint64_t i = 0; i < count; ++i)
@@ -223,6 +228,13 @@ void GgufFile::parse() {
                "the product of the dimensions overflows a 64-bit element count", dim_at);
       t.ne.push_back(static_cast<std::int64_t>(dim));
     }
+    if (n_elements > kGgufMaxTensorElements)
+      c.fail(field + " ne",
+             fmt::format("shape {} claims {} elements, more than the {} (2^34) this reader "
+                         "accepts for one tensor",
+                         fmt::format("[{}]", fmt::join(t.ne, ", ")), n_elements,
+                         kGgufMaxTensorElements),
+             dims_at);
     t.n_elements = n_elements;
 
     const auto type_at = c.pos();

@@ -25,9 +25,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   Tokenizer t;
   t.source_ = f.path();
   const std::string model = f.get_string("tokenizer.ggml.model");
-  if (model != "llama")
+  if (model != "llama" && model != "gpt2")
     throw InputError(f.path(), "tokenizer.ggml.model",
-                     fmt::format("tokenizer \"{}\" is not supported yet (only SentencePiece \"llama\")", model));
+                     fmt::format("tokenizer \"{}\" is not supported (SentencePiece \"llama\" or byte-level BPE \"gpt2\")", model));
   const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type() != GgufValueType::ARRAY || tokens->array_type() != GgufValueType::STRING)
     throw InputError(f.path(), "tokenizer.ggml.tokens", "expected an array of strings");
@@ -48,8 +48,22 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     t.types_.assign(n, 1);
   }
   for (std::size_t i = 0; i < n; ++i) t.ids_.emplace(t.tokens_[i], int(i));
-  t.bos_ = int(f.get_uint_opt("tokenizer.ggml.bos_token_id").value_or(1));
+  if (model == "gpt2") t.bpe_ = BpeTokenizer::from_gguf(f, t.tokens_, t.types_);
+
+  auto special_id = [&](const char* key, int fallback) {
+    const auto id = f.get_uint_opt(key);
+    if (id && *id >= n) throw InputError(f.path(), key, fmt::format("expected a token id below {}, got {}", n, *id));
+    return id ? int(*id) : fallback;
+  };
+  t.bos_ = special_id("tokenizer.ggml.bos_token_id", t.bpe_ ? -1 : 1);
+  t.eos_ = special_id("tokenizer.ggml.eos_token_id", t.bpe_ ? -1 : 2);
+  t.add_bos_ = t.bpe_ ? t.bpe_->adds_bos_by_default() : true;
   if (const GgufValue* add = f.find("tokenizer.ggml.add_bos_token")) t.add_bos_ = add->as_bool();
+  if (const GgufValue* add = f.find("tokenizer.ggml.add_eos_token")) t.add_eos_ = add->as_bool();
+  if (t.add_bos_ && t.bos_ < 0)
+    throw InputError(f.path(), "tokenizer.ggml.bos_token_id", "add_bos_token is true, but no BOS id is set");
+  if (t.add_eos_ && t.eos_ < 0)
+    throw InputError(f.path(), "tokenizer.ggml.eos_token_id", "add_eos_token is true, but no EOS id is set");
   return t;
 }
 
@@ -63,7 +77,18 @@ int Tokenizer::byte_token(unsigned char byte) const {
 std::vector<int> Tokenizer::encode(std::string_view text) const {
   std::vector<int> out;
   if (add_bos_) out.push_back(bos_);
-  if (text.empty()) return out;
+  if (bpe_) {
+    const std::vector<int> ids = bpe_->encode(text, ids_);
+    out.insert(out.end(), ids.begin(), ids.end());
+  } else {
+    encode_spm(text, out);
+  }
+  if (add_eos_) out.push_back(eos_);
+  return out;
+}
+
+void Tokenizer::encode_spm(std::string_view text, std::vector<int>& out) const {
+  if (text.empty()) return;
   std::string s = kSpace;
   for (char c : text) s += c == ' ' ? kSpace : std::string(1, c);
 
@@ -117,14 +142,27 @@ std::vector<int> Tokenizer::encode(std::string_view text) const {
       for (std::size_t k = 0; k < x.len; ++k) out.push_back(byte_token(static_cast<unsigned char>(s[x.at + k])));
     }
   }
-  return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
-  std::string out;
-  for (int id : ids) {
+  for (int id : ids)
     if (id < 0 || id >= n_vocab()) throw std::out_of_range(fmt::format("token id {} outside the vocabulary", id));
-    const std::size_t i = static_cast<std::size_t>(id);
+  std::size_t first = 0, last = ids.size();
+  if (add_bos_ && last > first && ids[first] == bos_) ++first;
+  if (add_eos_ && last > first && ids[last - 1] == eos_) --last;
+  if (!bpe_) return decode_spm(ids, first, last);
+  std::string out;
+  for (std::size_t k = first; k < last; ++k) {
+    const std::size_t i = static_cast<std::size_t>(ids[k]);
+    out += BpeTokenizer::decode_piece(tokens_[i], types_[i]);
+  }
+  return out;
+}
+
+std::string Tokenizer::decode_spm(const std::vector<int>& ids, std::size_t first, std::size_t last) const {
+  std::string out;
+  for (std::size_t n = first; n < last; ++n) {
+    const std::size_t i = static_cast<std::size_t>(ids[n]);
     if (types_[i] == kTypeControl) continue;
     const std::string& p = tokens_[i];
     if (types_[i] == kTypeByte && p.size() == 6) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/dequantize.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::ref {
 
@@ -34,6 +35,38 @@ Weights load_weights(const GgufFile& file) {
   w.output_norm = get("output_norm.weight");
   if (!c.tied_output) w.output = get("output.weight");
   return w;
+}
+
+void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& trace,
+                        const WeightTapOptions& options) {
+  auto put = [&](const std::string& name, const std::vector<float>& values) {
+    const GgufTensorInfo& t = *file.find_tensor(name);
+    const auto n = static_cast<std::int64_t>(values.size());
+    const std::int64_t cols = t.ne.empty() ? n : static_cast<std::int64_t>(t.ne[0]);
+    record_weight(trace, name, n / cols, cols, values.data(), options);
+  };
+  const ModelConfig& c = w.config;
+  put("token_embd.weight", w.token_embd);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    const LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
+    put(b + "attn_norm.weight", L.attn_norm);
+    put(b + "attn_q.weight", L.wq);
+    put(b + "attn_k.weight", L.wk);
+    put(b + "attn_v.weight", L.wv);
+    if (c.qkv_bias) {
+      put(b + "attn_q.bias", L.bq);
+      put(b + "attn_k.bias", L.bk);
+      put(b + "attn_v.bias", L.bv);
+    }
+    put(b + "attn_output.weight", L.wo);
+    put(b + "ffn_norm.weight", L.ffn_norm);
+    put(b + "ffn_gate.weight", L.w_gate);
+    put(b + "ffn_up.weight", L.w_up);
+    put(b + "ffn_down.weight", L.w_down);
+  }
+  put("output_norm.weight", w.output_norm);
+  if (!c.tied_output) put("output.weight", w.output);
 }
 
 }  // namespace tapdiff::ref

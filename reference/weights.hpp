@@ -8,6 +8,11 @@
 #include "model/config.hpp"
 #include "model/gguf.hpp"
 
+namespace tapdiff {
+class TraceWriter;
+struct WeightTapOptions;
+}  // namespace tapdiff
+
 namespace tapdiff::ref {
 
 struct LayerWeights {
@@ -31,5 +36,10 @@ struct Weights {
 };
 
 Weights load_weights(const GgufFile& file);
+
+// Records every weight as the reference uses it (after model/'s dequantization) as weight
+// taps (tapdiff/weight_taps.hpp), in the order the engine's loader loads them.
+void record_weight_taps(const Weights& weights, const GgufFile& file, TraceWriter& trace,
+                        const WeightTapOptions& options);
 
 }  // namespace tapdiff::ref

@@ -23,6 +23,7 @@ std::string render_html(const diff::DiffResult& r, const RenderOptions& options)
       "<header class=\"top\"><span class=\"brand\">tapdiff</span><span class=\"what\">"
       "divergence report \u00b7 expected vs actual</span></header>\n";
   out += html_banner(r);
+  out += html_roots(r);
   if (r.first || r.diagnosis)
     out += "<div class=\"pair\">\n" + html_first_divergence(r) + html_diagnosis(r) + "</div>\n";
   out += html_findings(r);

@@ -20,6 +20,7 @@ std::string html_banner(const diff::DiffResult& result);
 std::string html_first_divergence(const diff::DiffResult& result);
 std::string html_diagnosis(const diff::DiffResult& result);
 std::string html_findings(const diff::DiffResult& result);
+std::string html_roots(const diff::DiffResult& result);  // the independent roots table
 std::string html_heatmaps(const diff::DiffResult& result);
 std::string html_taps(const diff::DiffResult& result, const RenderOptions& options);
 std::string html_logits(const diff::DiffResult& result, const RenderOptions& options);

@@ -142,6 +142,28 @@ std::string html_diagnosis(const diff::DiffResult& r) {
   return out + "</section>\n";
 }
 
+std::string html_roots(const diff::DiffResult& r) {
+  if (!show_roots(r)) return "";
+  std::string out = fmt::format(
+      "<section class=\"card\" id=\"roots\">\n<h2>Findings <span class=\"count\">{}</span></h2>\n"
+      "<p class=\"quiet\">{}</p>\n",
+      r.roots.size(), h(mode_summary(r)));
+  if (r.roots.empty()) return out + "</section>\n";
+  out +=
+      "<table><thead><tr><th>#</th><th>tap</th><th>layer</th><th>class</th><th>positions</th>"
+      "<th>NMSE</th><th>variant</th><th>also</th></tr></thead><tbody>\n";
+  for (std::size_t i = 0; i < r.roots.size(); ++i) {
+    const auto& root = r.roots[i];
+    out += fmt::format(
+        "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td><span class=\"kind\">{}</span></td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        i + 1, h(root.at.tap), root.at.layer >= 0 ? std::to_string(root.at.layer) : "\u2014",
+        h(root_class(root)), h(root_positions(root)), root_measured(root) ? sci(root.at.metrics.nmse) : "\u2014",
+        root.diagnosis ? h(root.diagnosis->variant) : "", h(root_explained(root)));
+  }
+  return out + "</tbody></table>\n</section>\n";
+}
+
 std::string html_findings(const diff::DiffResult& r) {
   if (r.findings.empty()) return "";
   std::string out = fmt::format(

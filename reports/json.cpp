@@ -94,7 +94,8 @@ json side_json(const diff::TraceSide& side) {
           {"prompt_length", m.prompt_length},
           {"tokens", m.tokens},
           {"hparams", hparams_json(m.hparams)},
-          {"dims", dims_json(m.dims)}};
+          {"dims", dims_json(m.dims)},
+          {"lockstep_source", m.lockstep_source.empty() ? json(nullptr) : json(m.lockstep_source)}};
 }
 
 json first_json(const std::optional<diff::FirstDivergence>& first) {
@@ -121,6 +122,27 @@ json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
           {"runners_up", runners},
           {"signatures", d->signatures},
           {"explanation", d->explanation}};
+}
+
+json roots_json(const std::vector<diff::RootFinding>& roots) {
+  json out = json::array();
+  for (const auto& root : roots) {
+    const bool shape = root.kind == "shape";
+    out.push_back({{"kind", root.kind},
+                   {"tap", root.at.tap},
+                   {"name", root.at.name},
+                   {"layer", root.at.layer},
+                   {"class", root_class(root)},
+                   {"position", shape ? json(nullptr) : json(root.at.position)},
+                   {"pattern", pattern_key(root.at.pattern)},
+                   {"diverged_positions", root.at.diverged_positions},
+                   {"metrics", root_measured(root) ? row_json(root.at.metrics) : json(nullptr)},
+                   {"expected_shape", shape ? json(root.expected_shape) : json(nullptr)},
+                   {"actual_shape", shape ? json(root.actual_shape) : json(nullptr)},
+                   {"explained", root.explained},
+                   {"diagnosis", diagnosis_json(root.diagnosis)}});
+  }
+  return out;
 }
 
 json top_json(const std::vector<std::pair<int, float>>& top) {
@@ -195,8 +217,14 @@ json summary_json(const diff::DiffResult& r) {
 
 std::string render_json(const diff::DiffResult& r, const RenderOptions& options) {
   json findings = json::array();
-  for (const auto& f : r.findings)
-    findings.push_back({{"kind", f.kind}, {"tap", f.tap}, {"detail", f.detail}});
+  for (const auto& f : r.findings) {
+    json item = {{"kind", f.kind}, {"tap", f.tap}, {"detail", f.detail}};
+    if (f.kind == "shape") {
+      item["expected_shape"] = f.expected_shape;
+      item["actual_shape"] = f.actual_shape;
+    }
+    findings.push_back(std::move(item));
+  }
   json taps = json::array();
   for (const auto& t : r.taps) taps.push_back(tap_json(t, options.json_rows));
   json out = {{"schema", "tapdiff-report"},
@@ -207,9 +235,11 @@ std::string render_json(const diff::DiffResult& r, const RenderOptions& options)
               {"expected", side_json(r.expected)},
               {"actual", side_json(r.actual)},
               {"summary", summary_json(r)},
+              {"mode", diff::diff_mode_text(r.mode)},
               {"findings", findings},
               {"first_divergence", first_json(r.first)},
               {"diagnosis", diagnosis_json(r.diagnosis)},
+              {"roots", roots_json(r.roots)},
               {"logits", logits_json(r.logits)},
               {"taps", taps}};
   // Names and paths come from any engine: replace invalid UTF-8 rather than throw.

@@ -1,5 +1,6 @@
 // JUnit XML for CI systems: one testcase per tap class that was compared, failing when any of
-// its taps diverged, plus one testcase for the overall verdict.
+// its taps diverged, one failing testcase per independent root (all and lockstep modes, or a
+// shape root), plus one testcase for the overall verdict.
 #include <fmt/format.h>
 
 #include "reports/escape.hpp"
@@ -51,6 +52,18 @@ Case class_case(const diff::DiffResult& r, const ClassSummary& c) {
   return tc;
 }
 
+// One testcase per independent root, failing with its class (all and lockstep modes).
+Case root_case(const diff::RootFinding& root, std::size_t index) {
+  Case tc{"tapdiff.findings", fmt::format("{} {}", index + 1, root.at.tap), root_class(root), "", ""};
+  tc.message = fmt::format("{} ({}): {}", root.at.tap, root_positions(root), root_class(root));
+  if (root.diagnosis && !root.diagnosis->variant.empty()) tc.message += " \u2014 " + root.diagnosis->variant;
+  if (root_measured(root))
+    tc.message += fmt::format("; nmse {} at position {}", sci(root.at.metrics.nmse), root.at.position);
+  if (root.diagnosis) tc.body = root.diagnosis->explanation + "\n";
+  if (!root.explained.empty()) tc.body += "also: " + root_explained(root) + "\n";
+  return tc;
+}
+
 Case verdict_case(const diff::DiffResult& r) {
   Case tc{"tapdiff", "verdict", "", "", ""};
   if (r.verdict == diff::Verdict::pass) return tc;
@@ -74,6 +87,8 @@ std::string property(std::string_view name, std::string_view value) {
 std::string render_junit(const diff::DiffResult& r, const RenderOptions&) {
   std::vector<Case> cases;
   for (const auto& c : class_summaries(r)) cases.push_back(class_case(r, c));
+  if (show_roots(r))
+    for (std::size_t i = 0; i < r.roots.size(); ++i) cases.push_back(root_case(r.roots[i], i));
   cases.push_back(verdict_case(r));
   std::size_t failures = 0;
   for (const auto& tc : cases)

@@ -94,6 +94,26 @@ void write_first(std::string& out, const diff::DiffResult& r) {
     out += "> " + md_escape(r.diagnosis->explanation) + "\n\n";
 }
 
+// Every independent root, one table row each (the lockstep table).
+void write_roots(std::string& out, const diff::DiffResult& r) {
+  if (!show_roots(r)) return;
+  out += fmt::format("**Findings: {} independent root{}** ({})\n\n", r.roots.size(),
+                     r.roots.size() == 1 ? "" : "s", md_escape(mode_summary(r)));
+  if (r.roots.empty()) return;
+  out += "| # | tap | layer | class | positions | NMSE | variant | also |\n"
+         "|---:|---|---:|---|---|---:|---|---|\n";
+  for (std::size_t i = 0; i < r.roots.size(); ++i) {
+    const auto& root = r.roots[i];
+    const std::string variant = root.diagnosis ? root.diagnosis->variant : "";
+    out += fmt::format("| {} | {} | {} | **{}** | {} | {} | {} | {} |\n", i + 1, md_code(root.at.tap),
+                       root.at.layer >= 0 ? std::to_string(root.at.layer) : "\u2014",
+                       md_escape(root_class(root)), md_escape(root_positions(root)),
+                       root_measured(root) ? sci(root.at.metrics.nmse) : "\u2014", md_escape(variant),
+                       md_escape(root_explained(root)));
+  }
+  out += "\n";
+}
+
 void write_findings(std::string& out, const diff::DiffResult& r) {
   if (r.findings.empty()) return;
   out += fmt::format("**Structural findings ({})**\n\n", r.findings.size());
@@ -173,6 +193,7 @@ void write_logits(std::string& out, const diff::DiffResult& r, const RenderOptio
 std::string render_markdown(const diff::DiffResult& result, const RenderOptions& options) {
   std::string out;
   write_header(out, result);
+  write_roots(out, result);
   write_first(out, result);
   write_findings(out, result);
   write_taps(out, result, options);

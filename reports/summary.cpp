@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tapdiff/row_shape.hpp"
+
 namespace tapdiff::reports {
 namespace {
 
@@ -129,8 +131,12 @@ std::string headline(const diff::DiffResult& result) {
     return "the traces cannot be compared";
   }
   const TapCounts counts = count_taps(result);
-  if (result.verdict == diff::Verdict::diverged)
+  if (result.verdict == diff::Verdict::diverged) {
+    // No tap over tolerance: the verdict comes from a finding (a shape mismatch, NaN in both).
+    for (const auto& f : result.findings)
+      if (counts.diverged == 0 && (f.kind == "shape" || f.kind == "non-finite")) return f.detail;
     return fmt::format("{} taps diverged", counts.diverged);
+  }
   return fmt::format("all {} taps within the {} profile", counts.taps,
                      result.profile.empty() ? "default" : result.profile);
 }
@@ -139,8 +145,57 @@ std::string side_summary(const diff::TraceSide& side) {
   const auto& m = side.metadata;
   std::string text = fmt::format("{} {}", producer_name(m.producer), m.precision);
   if (!m.fault.empty() && m.fault != "none") text += fmt::format(", fault {}", m.fault);
+  if (!m.lockstep_source.empty()) text += ", lockstep";
   if (!side.complete) text += ", incomplete";
   return text;
+}
+
+bool show_roots(const diff::DiffResult& r) {
+  if (r.mode != diff::DiffMode::first) return true;
+  for (const auto& root : r.roots)
+    if (root.kind != "divergence") return true;
+  return r.roots.size() > 1;
+}
+
+std::string mode_summary(const diff::DiffResult& r) {
+  switch (r.mode) {
+    case diff::DiffMode::lockstep:
+      return "lockstep: every tap over tolerance, grouped by op";
+    case diff::DiffMode::all:
+      return "all: every divergence, grouped by independent root";
+    case diff::DiffMode::first:
+      break;
+  }
+  return "first divergence";
+}
+
+bool root_measured(const diff::RootFinding& root) {
+  return root.kind != "shape" && root.at.tap != "tokens";
+}
+
+std::string root_class(const diff::RootFinding& root) {
+  return root.diagnosis && !root.diagnosis->bug_class.empty() ? root.diagnosis->bug_class : "-";
+}
+
+std::string root_positions(const diff::RootFinding& root) {
+  if (root.kind == "shape")
+    return fmt::format("shape {} vs {}", shape_string(root.expected_shape), shape_string(root.actual_shape));
+  const auto& at = root.at;
+  const std::string n = fmt::format("{} position{}", at.diverged_positions.size(),
+                                    at.diverged_positions.size() == 1 ? "" : "s");
+  switch (at.pattern) {
+    case diff::PositionPattern::all: return fmt::format("all ({})", n);
+    case diff::PositionPattern::from: return fmt::format("from {} ({})", at.position, n);
+    case diff::PositionPattern::some: return fmt::format("some from {} ({})", at.position, n);
+    case diff::PositionPattern::none: break;
+  }
+  return fmt::format("{}", at.position);
+}
+
+std::string root_explained(const diff::RootFinding& root) {
+  std::string out;
+  for (const auto& tap : root.explained) out += (out.empty() ? "" : ", ") + tap;
+  return out;
 }
 
 }  // namespace tapdiff::reports

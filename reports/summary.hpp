@@ -62,6 +62,20 @@ std::string element_location(const diff::TapComparison* tap, std::int64_t index,
 // result, "all N taps within the <profile> profile" for a pass. Unescaped.
 std::string headline(const diff::DiffResult& result);
 
+// The independent roots (DiffResult::roots) get their own section in all and lockstep modes,
+// and in first mode when there is more than the first divergence (a shape root).
+bool show_roots(const diff::DiffResult& result);
+// "lockstep: every tap over tolerance, grouped by op" etc. Unescaped.
+std::string mode_summary(const diff::DiffResult& result);
+// A root measured at a tap (not a shape root, not the token sequence): it has an nmse.
+bool root_measured(const diff::RootFinding& root);
+// The root's diagnosed class ("shape", "bias", ...; "-" without a diagnosis).
+std::string root_class(const diff::RootFinding& root);
+// "from 1 (11 positions)", or the two shapes for a shape root. Unescaped.
+std::string root_positions(const diff::RootFinding& root);
+// "blk.0.attn_k, blk.0.attn_v": the diverged taps a root explains. Unescaped.
+std::string root_explained(const diff::RootFinding& root);
+
 // "reference f32" / "engine-host f16, fault kv-stuck-length". Unescaped.
 std::string side_summary(const diff::TraceSide& side);
 

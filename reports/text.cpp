@@ -104,6 +104,43 @@ void write_findings(Writer& w, const diff::DiffResult& r) {
   }
 }
 
+// The lockstep table: one line per independent root, the taps it explains under it.
+void write_roots(Writer& w, const diff::DiffResult& r) {
+  if (!show_roots(r)) return;
+  w.heading(fmt::format("findings: {} independent root{} · {}", r.roots.size(),
+                        r.roots.size() == 1 ? "" : "s", mode_summary(r)));
+  if (r.roots.empty()) return;
+  std::size_t tap_width = 3, class_width = 5, pos_width = 9;
+  for (const auto& root : r.roots) {
+    tap_width = std::max(tap_width, display_width(terminal_safe(root.at.tap)));
+    class_width = std::max(class_width, display_width(terminal_safe(root_class(root))));
+    pos_width = std::max(pos_width, display_width(root_positions(root)));
+  }
+  w.out += "  " + w.style.dim(fmt::format("{:>2}  {}  {:>5}  {}  {}  {:>9}  {}", "#", pad("tap", tap_width),
+                                          "layer", pad("class", class_width), pad("positions", pos_width),
+                                          "nmse", "variant")) +
+           "\n";
+  const std::string indent(2 + 2 + 2, ' ');
+  for (std::size_t i = 0; i < r.roots.size(); ++i) {
+    const auto& root = r.roots[i];
+    const bool shape = root.kind == "shape", measured = root_measured(root);
+    const std::string variant = root.diagnosis && !root.diagnosis->variant.empty() && !shape
+                                    ? terminal_safe(root.diagnosis->variant)
+                                    : (measured ? "no replayed hypothesis reproduces it" : "");
+    w.out += fmt::format("  {:>2}  {}  {:>5}  {}  {}  {:>9}  {}\n", i + 1,
+                         w.style.red(pad(terminal_safe(root.at.tap), tap_width)),
+                         root.at.layer >= 0 ? std::to_string(root.at.layer) : "-",
+                         w.style.cyan(pad(terminal_safe(root_class(root)), class_width)),
+                         pad(root_positions(root), pos_width), measured ? sci(root.at.metrics.nmse) : "-",
+                         variant);
+    if (shape && root.diagnosis)
+      w.out += indent + wrap_words(terminal_safe(root.diagnosis->variant), indent.size()) + "\n";
+    if (!root.explained.empty())
+      w.out += indent + w.style.dim(wrap_words("also " + terminal_safe(root_explained(root)), indent.size())) +
+               "\n";
+  }
+}
+
 void write_first(Writer& w, const diff::DiffResult& r) {
   if (!r.first) return;
   const auto& f = *r.first;
@@ -222,6 +259,7 @@ std::string render_text(const diff::DiffResult& result, const RenderOptions& opt
   Writer w{style, {}};
   write_header(w, result);
   write_findings(w, result);
+  write_roots(w, result);
   write_first(w, result);
   write_diagnosis(w, result);
   write_taps(w, result, options);

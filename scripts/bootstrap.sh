@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev
   libgtest-dev libgmock-dev
+  clang libclang-rt-14-dev
   python3 python3-venv
   chromium
 )

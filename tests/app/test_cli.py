@@ -205,7 +205,9 @@ def test_faults_lists_the_catalogue():
     for name in ["kv-stuck-length", "kv-append-offset", "kv-unsliced", "first-token-twice",
                  "prefill-rope-same-position", "rope-wrong-pairing", "rope-wrong-base", "weights-transposed",
                  "lm-head-op-n", "bias-dropped", "bias-misread", "dequant-q8-scale", "attn-scale",
-                 "causal-mask-off", "gqa-head-map", "norm-weight-dropped"]:
+                 "causal-mask-off", "gqa-head-map", "norm-weight-dropped", "dequant-missing",
+                 "tensor-bytes-truncated", "weight-not-wired", "rope-position-ignored", "kv-not-written-decode",
+                 "ffn-dim-wrong", "token-id-bookkeeping"]:
         assert name in out, name
 
 
@@ -213,12 +215,19 @@ def test_run_errors_exit_2(qwen, tmp_path):
     model, _ = qwen
     assert "--inject" in run("run", "-m", model, "--tokens", "1,2", "--inject", "attn-scale").stderr
     assert run("run", "-m", model, "--tokens", "1,2", "--precision", "f8").returncode == 2
-    p = run("run", "-m", model, "--prompt", "hello", check_code=2)
-    assert 'tokenizer "gpt2" is not supported yet' in p.stderr
     p = run("run", "-m", model, "--prompt", "hello", "--tokens", "1,2", check_code=2)
     assert "--prompt and --tokens" in p.stderr
     p = run("run", "--backend", "host", "-m", model, "--tokens", "1,2", "--inject", "nope", check_code=2)
     assert "nope" in p.stderr
+
+
+def test_prompt_and_tokenize_on_a_byte_level_bpe_model(qwen):
+    """The qwen2 fixture's gpt2 tokenizer: special tokens whole, --prompt text decodes back."""
+    model, _ = qwen
+    out = run("tokenize", model, "the cat<|endoftext|>", check_code=0).stdout
+    assert out.startswith("ids: ") and out.rstrip().endswith("<|endoftext|>")
+    assert "\u0120c" in out  # "Ġc": the space as GPT-2's byte symbol
+    assert "text: the cat" in run("run", "-m", model, "--prompt", "the cat", "-n", 1, check_code=0).stdout
 
 
 STORIES = os.path.join(os.environ["TAPDIFF_SOURCE_DIR"], "..", "shared", "models", "stories260K.gguf")
@@ -247,5 +256,21 @@ def test_tokenize_prints_ids_and_pieces():
 @pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
 def test_selftest_localizes_every_applicable_fault_on_stories260k():
     out = run("selftest", "--model", STORIES, check_code=0).stdout
-    assert "selftest: 26 passed, 0 failed" in out
+    assert "selftest: 36 passed, 0 failed" in out
     assert "| kv-stuck-length | stories260K.gguf | f16 | blk.0.attn.probs @ 5 · kv-cache |" in out
+
+
+def test_weights_first_finds_a_loader_bug_before_any_activation(tmp_path):
+    model = str(tmp_path / "q8.gguf")
+    run("fixture", "--arch", "llama", "--type", "Q8_0", "--seed", 4, "-o", model, check_code=0)
+    ref, eng = str(tmp_path / "ref.h5"), str(tmp_path / "eng.h5")
+    run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, "--weights", "-o", ref, check_code=0)
+    run("run", "--backend", "host", "-m", model, "--tokens", "1,2,3", "-n", 2, "--weights=stats",
+        "--inject", "weight-not-wired", "-o", eng, check_code=0)
+    out = run("diff", ref, eng, check_code=1).stdout
+    assert out.startswith("DIVERGED  weight.blk.0.attn_v.weight at position 0")
+    assert "weight-loading: all zero: the buffer was allocated but never filled" in out
+    # Bad --weights values and an impossible combination are usage errors.
+    assert run("run", "-m", model, "--tokens", "1,2", "--weights", "most", "-o", ref).returncode == 2
+    p = run("run", "-m", model, "--tokens", "1,2", "--weights", "--positions", "0-1", "-o", ref)
+    assert p.returncode == 2 and "--weights" in p.stderr

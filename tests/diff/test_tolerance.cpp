@@ -34,6 +34,11 @@ TEST(DiffTolerance, JsonOverridesOnTopOfABase) {
 
 TEST(DiffTolerance, BadProfilesNameTheKey) {
   EXPECT_NE(parse_error("{").find("p.json: profile: expected JSON"), std::string::npos);
+  // Found by fuzz_tolerance: a number beyond double range escaped as nlohmann's out_of_range.
+  EXPECT_NE(parse_error(R"({"base": "f32", "jump_factor": 1e400})")
+                .find("p.json: profile: expected JSON: [json.exception.out_of_range.406] number "
+                      "overflow parsing '1e400'"),
+            std::string::npos);
   EXPECT_EQ(parse_error("[1]"), "p.json: profile: expected a JSON object");
   EXPECT_EQ(parse_error("{}"), "p.json: base: expected a string naming the profile to start from: f32, f16 or bf16");
   EXPECT_EQ(parse_error(R"({"base": "fp8"})"), "p.json: base: expected f32, f16 or bf16, got \"fp8\"");

@@ -39,6 +39,9 @@ inline Divergence first_divergence(const std::string& clean, const std::string& 
       token_limit < 0 ? std::numeric_limits<std::int64_t>::max() : token_limit - 1;
   for (const TapInfo& ct : c.taps()) {  // execution order
     const TapRows x = c.read(ct, 0, last), y = f.read(f.tap(ct.name, ct.layer), 0, last);
+    // A row of another shape differs at the first position both hold.
+    if (x.row_shape != y.row_shape && x.size() > 0 && y.size() > 0)
+      return {ct.full_name, std::max(x.positions.front(), y.positions.front())};
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
       if (std::memcmp(x.row(i), y.row(i), std::size_t(x.row_size) * sizeof(float)) != 0)
         return {ct.full_name, x.positions[i]};
@@ -86,6 +89,15 @@ inline std::vector<FaultCase> fault_cases() {
       {"causal-mask-off", llama_spec(), {"blk.0.attn.probs", 0}},
       {"gqa-head-map", llama_spec(), {"blk.0.attn.probs", 1}},
       {"norm-weight-dropped", llama_spec(), {"blk.0.attn_norm", 0}},
+      {"dequant-missing", llama_spec(GgmlType::Q8_0), {"token_embd", 0}},
+      // token_embd is cut at row 150, past every prompt token; attn_q's Q8_0 weight at row 30.
+      {"tensor-bytes-truncated", llama_spec(GgmlType::Q8_0), {"blk.0.attn_q", 0}},
+      {"weight-not-wired", llama_spec(), {"blk.0.attn_v", 0}},
+      {"weight-not-wired", qwen2_spec(), {"blk.0.attn_v", 0}},
+      {"rope-position-ignored", llama_spec(), {"blk.0.attn_q.rope", 1}},
+      {"kv-not-written-decode", llama_spec(), {"blk.0.kv.k", 5}},
+      {"ffn-dim-wrong", llama_spec(), {"blk.0.ffn_gate", 0}},
+      {"token-id-bookkeeping", llama_spec(), {"tokens", 5}},
   };
 }
 
@@ -101,6 +113,10 @@ inline Divergence run_fault_case(const FaultCase& fc, Backend backend) {
   // The token-sequence fault is visible only if the clean run's first two tokens differ.
   if (std::string(fc.fault) == "first-token-twice") {
     EXPECT_NE(clean_tokens[5], clean_tokens[6]);
+  }
+  // The step-index fault is visible only if the clean run's first token is not 0.
+  if (std::string(fc.fault) == "token-id-bookkeeping") {
+    EXPECT_NE(clean_tokens[5], 0);
   }
   o.fault = fc.fault;
   run_engine(model, prompt, o, faulty.path);

@@ -87,3 +87,37 @@ TEST(DevicePaths, SixteenBitWeightStorageMatchesHostBitForBit) {
 
 }  // namespace
 }  // namespace tapdiff::engine
+
+namespace tapdiff::engine {
+namespace {
+
+// Weight taps read back from 16-bit device storage, and the loader faults that stage bytes
+// through uploads, equal the host executor's bit for bit.
+TEST(DevicePaths, WeightTapsAndLoaderFaultsMatchHostBitForBit) {
+  for (const char* fault : {"", "dequant-missing", "tensor-bytes-truncated", "weight-not-wired"}) {
+    const GgufFile model = fixture_file(llama_spec(GgmlType::Q8_0));
+    const std::vector<int> prompt = {1, 17, 42};
+    EngineOptions o;
+    o.n_predict = 2;
+    o.precision = Precision::f16;
+    o.fault = fault;
+    o.weights = WeightTapOptions{};
+    const TempTrace host_trace("host_w"), device_trace("device_like_w");
+    run_engine(model, prompt, o, host_trace.path);
+    DeviceLikeExecutor ex;
+    TraceWriter trace(device_trace.path, engine_metadata(model, prompt, o));
+    generate_on(ex, model, prompt, o, &trace, nullptr);
+    trace.close();
+    const TraceReader host(host_trace.path), device(device_trace.path);
+    EXPECT_NE(device.find("weight.blk.1.attn_v.weight", -1), nullptr);
+    for (const TapInfo& t : host.taps()) {  // bitwise: dequant-missing leaves NaN in weights
+      const TapRows h = host.read(t), d = device.read(device.tap(t.name, t.layer));
+      ASSERT_EQ(h.values.size(), d.values.size()) << fault << " " << t.full_name;
+      EXPECT_EQ(0, std::memcmp(h.values.data(), d.values.data(), h.values.size() * sizeof(float)))
+          << fault << " " << t.full_name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tapdiff::engine

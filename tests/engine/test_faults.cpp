@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, SixteenFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, TwentyThreeFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -27,7 +27,14 @@ TEST(FaultCatalogue, SixteenFaultsInDesignOrderWithEveryField) {
                                           "attn-scale",
                                           "causal-mask-off",
                                           "gqa-head-map",
-                                          "norm-weight-dropped"};
+                                          "norm-weight-dropped",
+                                          "dequant-missing",
+                                          "tensor-bytes-truncated",
+                                          "weight-not-wired",
+                                          "rope-position-ignored",
+                                          "kv-not-written-decode",
+                                          "ffn-dim-wrong",
+                                          "token-id-bookkeeping"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
@@ -83,6 +90,48 @@ TEST(FaultInjection, InapplicableFaultsAreNamedNotSilent) {
   EXPECT_TRUE(fault_not_applicable(Fault::causal_mask_off, llama, c, 1, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::gqa_head_map, llama, c, 5, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::none, llama, c, 1, 0).has_value());
+  // The weight faults need a block-quantized weight; F16 is not one.
+  EXPECT_TRUE(fault_not_applicable(Fault::dequant_missing, llama, c, 5, 4).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::tensor_bytes_truncated, llama, c, 5, 4).has_value());
+  const GgufFile f16 = fixture_file(llama_spec(GgmlType::F16));
+  EXPECT_TRUE(fault_not_applicable(Fault::dequant_missing, f16, c, 5, 4).has_value());
+  const GgufFile q8 = fixture_file(llama_spec(GgmlType::Q8_0));
+  EXPECT_FALSE(fault_not_applicable(Fault::tensor_bytes_truncated, q8, c, 5, 4).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::weight_not_wired, llama, c, 1, 0).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::rope_position_ignored, llama, c, 1, 1).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::rope_position_ignored, llama, c, 1, 2).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::kv_not_written_decode, llama, c, 5, 1).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::token_id_bookkeeping, llama, c, 5, 0).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::token_id_bookkeeping, llama, c, 5, 1).has_value());
+}
+
+// ffn-dim-wrong reads the first n_embd rows of the FFN weights: refused when n_ff <= n_embd,
+// where that read would leave the buffers (or change nothing).
+TEST(FaultInjection, FfnDimWrongRefusedUnlessNffExceedsNembd) {
+  FixtureSpec narrow = llama_spec();
+  narrow.n_ff = narrow.n_embd;
+  const GgufFile model = fixture_file(narrow);
+  const ModelConfig c = load_model_config(model);
+  const auto why = fault_not_applicable(Fault::ffn_dim_wrong, model, c, 5, 4);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("n_ff 64 is not larger than n_embd 64"), std::string::npos) << *why;
+  EngineOptions o;
+  o.fault = "ffn-dim-wrong";
+  EXPECT_THROW(generate(model, {1, 2, 3}, o, nullptr), std::invalid_argument);
+}
+
+// The faulty run records its FFN taps n_embd wide: the shape the diff reports.
+TEST(FaultInjection, FfnDimWrongRecordsNembdWideFfnTaps) {
+  const GgufFile model = fixture_file(llama_spec());
+  EngineOptions o;
+  o.n_predict = 2;
+  o.fault = "ffn-dim-wrong";
+  const TempTrace trace("ffn_dim_wrong");
+  run_engine(model, {1, 2, 3}, o, trace.path);
+  const TraceReader r(trace.path);
+  for (const char* tap : {"ffn_gate", "ffn_up", "ffn.act"})
+    EXPECT_EQ(r.tap(tap, 0).row_shape, std::vector<std::int64_t>{64}) << tap;  // n_ff is 128
+  EXPECT_EQ(r.tap("ffn_down", 1).row_shape, std::vector<std::int64_t>{64});
 }
 
 }  // namespace

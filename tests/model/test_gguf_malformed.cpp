@@ -1,6 +1,6 @@
 // Malformed GGUF files: each is rejected with an InputError whose message names the field and
 // what was expected; none crashes or reads outside the file (this suite also runs under
-// ASan+UBSan as test_model_sanitized).
+// ASan+UBSan in the sanitize preset).
 #include <gtest/gtest.h>
 #include <limits>
 #include <string>
@@ -96,8 +96,14 @@ std::vector<MalformedCase> malformed_cases() {
       "expected a dimension in 1..2^63-1");
   add("dims whose product overflows", GgufBytes{}.header(1, 0).tensor_info("t", {1ull << 40, 1ull << 40}, kF32, 0),
       "tensor_info[0] \"t\" ne[1] (offset 45): the product of the dimensions overflows");
-  add("bytes overflow", GgufBytes{}.header(1, 0).tensor_info("t", {1ull << 62}, kF32, 0),
-      "tensor byte size overflows 64 bits");
+  add("2^62 elements", GgufBytes{}.header(1, 0).tensor_info("t", {1ull << 62}, kF32, 0),
+      "tensor_info[0] \"t\" ne (offset 33): shape [4611686018427387904] claims "
+      "4611686018427387904 elements, more than the 17179869184 (2^34) this reader accepts");
+  // Refused at the claim, before the data section is looked at (a sparse file could hold it).
+  add("a 10^12-element tensor",
+      GgufBytes{}.header(1, 0).tensor_info("huge", {1000000, 1000000}, kF32, 0).pad().zeros(64),
+      "tensor_info[0] \"huge\" ne (offset 36): shape [1000000, 1000000] claims 1000000000000 "
+      "elements, more than the 17179869184 (2^34)");
   add("unknown tensor type", GgufBytes{}.header(1, 0).tensor_info("t", {4}, 99, 0),
       "tensor_info[0] \"t\" type (offset 45): unsupported ggml tensor type 99");
   add("row not a multiple of the block", GgufBytes{}.header(1, 0).tensor_info("t", {48}, kQ8_0, 0),
@@ -126,6 +132,20 @@ TEST(GgufMalformed, EachCaseRejectedWithItsMessage) {
         << c.what << "\n  expected: " << c.expected << "\n  got:      " << message;
     EXPECT_EQ(message.rfind("bad.gguf: ", 0), 0u) << c.what << ": the message names the file";
   }
+}
+
+// An array the file really holds, but longer than any vocabulary: refused before its items
+// (each far larger in memory than its byte in the file) are built.
+TEST(GgufMalformed, ArrayLongerThanTheLimitIsRefused) {
+  GgufBytes g;
+  g.header(0, 1).str("k").u32(9).u32(0).u64(kGgufMaxArrayItems + 1).zeros(kGgufMaxArrayItems + 1);
+  EXPECT_NE(parse_error(g.b).find("metadata[0] \"k\" count (offset 41): 16777217 items is more "
+                                  "than the 16777216 this reader accepts in one array"),
+            std::string::npos)
+      << parse_error(g.b);
+  GgufBytes short_array;
+  short_array.header(0, 1).str("k").u32(9).u32(0).u64(1000).zeros(1000);
+  EXPECT_EQ(GgufFile::from_bytes("ok.gguf", short_array.b).find("k")->as_array().size(), 1000u);
 }
 
 TEST(GgufMalformed, ValidBaseFileParses) {

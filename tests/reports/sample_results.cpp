@@ -174,7 +174,70 @@ diff::DiffResult base(const std::string& precision, const std::string& fault) {
   return r;
 }
 
+// A root at `full_name` (roots are listed in execution order): every row from `from` on diverged with the given nmse.
+diff::RootFinding root_at(diff::DiffResult& r, const std::string& full_name, std::int64_t from, double nmse,
+                          const std::string& cls, const std::string& variant) {
+  diff::TapComparison& t = find(r, full_name);
+  for (auto& row : t.rows)
+    if (row.position >= from) {
+      row.nmse = nmse;
+      row.input_nmse = 0;
+      row.diverged = true;
+    }
+  diff::RootFinding root;
+  root.at.tap = full_name;
+  root.at.name = t.name;
+  root.at.layer = t.layer;
+  root.at.position = std::max(from, t.rows.front().position);
+  for (const auto& row : t.rows)
+    if (row.diverged) root.at.diverged_positions.push_back(row.position);
+  root.at.pattern = root.at.position == t.rows.front().position ? diff::PositionPattern::all
+                                                                 : diff::PositionPattern::from;
+  root.at.metrics = *t.first_diverged();
+  diff::Diagnosis d;
+  d.bug_class = cls;
+  d.variant = variant;
+  d.residual = 1e-14;
+  d.baseline_residual = nmse;
+  d.explanation = full_name + " is reproduced by \"" + variant + "\".";
+  root.diagnosis = d;
+  return root;
+}
+
 }  // namespace
+
+diff::DiffResult lockstep_result() {
+  diff::DiffResult r = base("f32", "bias-dropped,rope-wrong-pairing,lm-head-op-n");
+  r.actual.metadata.lockstep_source = r.expected.path;
+  r.mode = diff::DiffMode::lockstep;
+  r.verdict = diff::Verdict::diverged;
+  r.taps = clean_taps();
+  r.roots.push_back(root_at(r, "blk.0.attn_q", 0, 0.08, "bias", "W x without the bias"));
+  root_at(r, "blk.0.attn_k", 0, 0.1, "bias", "W x without the bias");
+  r.roots.back().explained = {"blk.0.attn_k"};
+  r.roots.push_back(root_at(r, "blk.0.attn_q.rope", 1, 0.3, "rope",
+                            "pairs taken the other way (adjacent NORM instead of half-split NEOX)"));
+  diff::RootFinding shape;
+  shape.kind = "shape";
+  shape.at.tap = "blk.1.ffn_gate";
+  shape.at.name = "ffn_gate";
+  shape.at.layer = 1;
+  shape.expected_shape = {172};
+  shape.actual_shape = {64};
+  shape.explained = {"blk.1.ffn_up"};
+  diff::Diagnosis d;
+  d.bug_class = "shape";
+  d.variant = "width 172 expected, 64 actual: n_embd used where n_ff belongs";
+  shape.diagnosis = d;
+  r.roots.push_back(shape);
+  r.roots.push_back(root_at(r, "output", 0, 2.2, "matmul-layout",
+                            "W^T x: the weight read transposed (op flag / leading dimension)"));
+  r.findings.push_back({"shape", "blk.1.ffn_gate", "row shape [172] in the expected trace, [64] in the actual trace",
+                        {172}, {64}});
+  r.first = r.roots.front().at;
+  r.diagnosis = r.roots.front().diagnosis;
+  return r;
+}
 
 diff::DiffResult passing_result() {
   diff::DiffResult r = base("f16", "none");
@@ -321,6 +384,7 @@ diff::DiffResult hostile_result() {
 std::vector<NamedResult> all_results() {
   return {{"passing", passing_result()},
           {"diverged", diverged_result()},
+          {"lockstep", lockstep_result()},
           {"incompatible", incompatible_result()},
           {"hostile", hostile_result()}};
 }

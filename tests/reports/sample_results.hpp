@@ -14,6 +14,9 @@ diff::DiffResult passing_result();
 diff::DiffResult diverged_result();      // kv-stuck-length: blk.0.attn.probs from position 8
 diff::DiffResult incompatible_result();  // different models
 diff::DiffResult hostile_result();       // NaN at blk.1.attn_q, names with <&>"' and worse
+// Lockstep mode with four independent roots: bias (blk.0.attn_q, explaining blk.0.attn_k),
+// rope (blk.0.attn_q.rope), matmul-layout (output) and a shape root (blk.1.ffn_gate).
+diff::DiffResult lockstep_result();
 
 // Strings hostile_result() plants; every format must carry them escaped, never raw.
 inline constexpr const char* kHostileTap = "blk.1.attn_q<&>\"'";

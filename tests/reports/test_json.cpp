@@ -27,7 +27,8 @@ TEST(ReportsJson, TopLevelKeysAreTheDocumentedOnes) {
   EXPECT_EQ(keys(j),
             (std::set<std::string>{"schema", "schema_version", "verdict", "profile",
                                    "compared_positions", "expected", "actual", "summary",
-                                   "findings", "first_divergence", "diagnosis", "logits", "taps"}));
+                                   "mode", "findings", "first_divergence", "diagnosis", "roots", "logits",
+                                   "taps"}));
   EXPECT_EQ(j["schema"], "tapdiff-report");
   EXPECT_EQ(j["schema_version"], 1);
 }
@@ -47,6 +48,7 @@ TEST(ReportsJson, EveryKeyIsInTheSchemaDocument) {
       for (const auto& v : j) collect(v);
   };
   collect(parse(testing::diverged_result()));
+  collect(parse(testing::lockstep_result()));
   // A key is documented as `key` or as the last part of a path: `classes[].key`, `dims.key`.
   const auto documented = [&](const std::string& k) {
     for (std::size_t at = text.find(k + "`"); at != std::string::npos;

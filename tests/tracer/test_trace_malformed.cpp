@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "support/temp_dir.hpp"
 #include "tapdiff/trace_reader.hpp"
@@ -59,6 +60,16 @@ public:
     if (H5Aexists_by_name(file_, object, name, H5P_DEFAULT) > 0) {
       H5Adelete_by_name(file_, object, name, H5P_DEFAULT);
     }
+  }
+  void set_int_array(const char* object, const char* name, const std::vector<std::int64_t>& v) {
+    remove_attr(object, name);
+    const hsize_t n = v.size();
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t attr = H5Acreate_by_name(file_, object, name, H5T_STD_I64LE, space, H5P_DEFAULT,
+                                         H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, H5T_NATIVE_INT64, v.data());
+    H5Aclose(attr);
+    H5Sclose(space);
   }
   void remove_link(const char* name) { H5Ldelete(file_, name, H5P_DEFAULT); }
   void replace_dataset(const char* name, hid_t type, std::vector<hsize_t> dims) {
@@ -183,6 +194,49 @@ const std::vector<Case>& cases() {
        "/committed", "inconsistent counts: 3 rows in 9 runs"},
       {"committed runs beyond the runs dataset", [](Edit& e) { e.set_pair("/committed", 0, 3, 2); },
        "/taps/blk.0.attn_q/runs", "committed runs 2 exceed its 1 rows"},
+      // Huge claims: refused from the counts, before a row is read or a buffer allocated (an
+      // HDF5 dataset can declare a billion rows it never stores).
+      {"a billion committed tokens",
+       [](Edit& e) {
+         e.set_int("/", "committed_tokens", 1'000'000'000);
+         e.replace_dataset("/tokens", H5T_STD_I64LE, {1'000'000'000});
+       },
+       "/tokens", "a committed count of 1000000000 is more than the 16777216 this reader accepts"},
+      {"a tap with a billion positions",
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {1'000'000'000, 4});
+         e.set_pair("/committed", 0, 1'000'000'000, 1);
+       },
+       "/committed",
+       "row 0 (blk.0.attn_q): 1000000000 committed positions is more than the 16777216"},
+      {"committed rows the file does not store",
+       [](Edit& e) {
+         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 4});  // never written
+       },
+       "/taps/blk.0.attn_q/data",
+       "committed rows 3 of 4 floats need 48 bytes, but the file stores only 0 for this dataset"},
+      {"a billion taps",
+       [](Edit& e) { e.replace_dataset("/committed", H5T_STD_I64LE, {1'000'000'000, 2}); },
+       "/committed", "1000000000 rows is more than the 1048576 this reader accepts"},
+      {"a row of 2^60 elements",
+       [](Edit& e) {
+         e.set_int_array("/taps/blk.0.attn_q", "row_shape", {1 << 20, 1 << 20, 1 << 20});
+       },
+       "/taps/blk.0.attn_q",
+       "attribute 'row_shape': [1048576, 1048576, 1048576] is more than the 4294967296 elements"},
+      {"a run at position 2^63-1",
+       [](Edit& e) {
+         e.set_pair("/taps/blk.0.attn_q/runs", 0, 0, std::numeric_limits<std::int64_t>::max());
+       },
+       "/taps/blk.0.attn_q/runs",
+       "run 0 (first_row 0, first_position 9223372036854775807): expected a row in 0..2 and a "
+       "position in 0..16777215"},
+      {"a run starting at row -2^63",
+       [](Edit& e) {
+         e.set_pair("/committed", 0, 3, 2);
+         e.append_run("/taps/blk.0.attn_q/runs", std::numeric_limits<std::int64_t>::min(), 5);
+       },
+       "/taps/blk.0.attn_q/runs", "run 0 (first_row 0, first_position 0): expected a row in 0..2"},
   };
   return all;
 }

@@ -109,6 +109,8 @@ void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
   h5::write_string_attr(file, sc::kFilterNames, filter.names, root);
   h5::write_string_attr(file, sc::kFilterLayers, filter.layers, root);
   h5::write_string_attr(file, sc::kFilterPositions, filter.positions, root);
+  if (!m.lockstep_source.empty())
+    h5::write_string_attr(file, sc::kLockstepSource, m.lockstep_source, root);
 
   const h5::Where hp{path, std::string("/") + sc::kHparams};
   const h5::Id hparams = h5::group_id(
@@ -167,6 +169,7 @@ RootState read_root(hid_t file, const std::string& path) {
   state.filter = {optional_string(file, sc::kFilterNames, root),
                   optional_string(file, sc::kFilterLayers, root),
                   optional_string(file, sc::kFilterPositions, root)};
+  m.lockstep_source = optional_string(file, sc::kLockstepSource, root);
   m.hparams = read_hparams(file, path);
   m.dims = read_dims(file, path);
   return state;

@@ -23,6 +23,7 @@ inline constexpr const char* kCommittedTokens = "committed_tokens";
 inline constexpr const char* kFilterNames = "tap_filter_names";          // optional
 inline constexpr const char* kFilterLayers = "tap_filter_layers";        // optional
 inline constexpr const char* kFilterPositions = "tap_filter_positions";  // optional
+inline constexpr const char* kLockstepSource = "lockstep_source";        // optional
 
 // Groups and datasets.
 inline constexpr const char* kHparams = "hparams";      // group, one attribute per key

@@ -1,4 +1,5 @@
 #include "tapdiff/tap_catalogue.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -168,6 +169,7 @@ CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const Ta
   std::set<std::pair<std::string, int>> seen;
   for (const EmittedTap& tap : emitted) {
     if (!seen.emplace(tap.name, tap.layer).second) continue;
+    if (is_weight_tap(tap.name)) continue;  // optional weight taps (tapdiff/weight_taps.hpp)
     const std::string full = full_tap_name(tap.name, tap.layer);
     const TapSpec* spec = find_tap_spec(tap.name);
     const bool fits = spec != nullptr && (spec->scope == TapScope::global

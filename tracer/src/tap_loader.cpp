@@ -36,6 +36,15 @@ std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std
   for (std::size_t i = 0; i < n; ++i) {
     PositionRun run{raw[2 * i], raw[2 * i + 1], 0};
     const std::int64_t end = i + 1 < n ? raw[2 * (i + 1)] : n_rows;
+    // Bounds before any arithmetic on them: corrupt values must not overflow.
+    if (run.first_row < 0 || run.first_row >= n_rows || end < 0 || end > n_rows ||
+        run.first_position < 0 || run.first_position >= kTraceMaxPositions) {
+      throw TraceError(where.file, where.object,
+                       "run " + std::to_string(i) + " (first_row " + std::to_string(run.first_row) +
+                           ", first_position " + std::to_string(run.first_position) +
+                           "): expected a row in 0.." + std::to_string(n_rows - 1) +
+                           " and a position in 0.." + std::to_string(kTraceMaxPositions - 1));
+    }
     run.n_rows = end - run.first_row;
     const bool first_ok = i > 0 || run.first_row == 0;
     const bool position_ok =
@@ -94,6 +103,13 @@ bool load_tap(hid_t taps, const std::string& member, const std::string& path,
   tap.n_rows = committed[static_cast<std::size_t>(index) * 2];
   const std::int64_t n_runs = committed[static_cast<std::size_t>(index) * 2 + 1];
   if (tap.n_rows <= 0 && !complete) return false;
+  if (tap.n_rows > kTraceMaxPositions) {
+    throw TraceError(path, "/committed",
+                     "row " + std::to_string(index) + " (" + member + "): " +
+                         std::to_string(tap.n_rows) + " committed positions is more than the " +
+                         std::to_string(kTraceMaxPositions) +
+                         " this reader accepts (refused before reading)");
+  }
   if (tap.n_rows < 0 || n_runs < 0 || (tap.n_rows > 0) != (n_runs > 0) || n_runs > tap.n_rows) {
     throw TraceError(path, "/committed",
                      "row " + std::to_string(index) + " (" + member +
@@ -124,7 +140,15 @@ bool load_tap(hid_t taps, const std::string& member, const std::string& path,
                          shape_string(tap.row_shape));
   }
   tap.row_size = 1;
-  for (std::int64_t d : tap.row_shape) tap.row_size *= d;
+  for (std::int64_t d : tap.row_shape) {
+    if (d > kTraceMaxRowElements / tap.row_size) {
+      throw TraceError(path, object,
+                       "attribute 'row_shape': " + shape_string(tap.row_shape) +
+                           " is more than the " + std::to_string(kTraceMaxRowElements) +
+                           " elements per row this reader accepts");
+    }
+    tap.row_size *= d;
+  }
 
   const h5::Where data_where{path, object + "/" + sc::kTapData};
   const h5::Id data = open_dataset(group.get(), sc::kTapData, data_where, H5T_FLOAT, 4, "float32");
@@ -146,6 +170,16 @@ bool load_tap(hid_t taps, const std::string& member, const std::string& path,
     throw TraceError(path, data_where.object,
                      "committed rows " + std::to_string(tap.n_rows) + " exceed its " +
                          std::to_string(dims[0]) + " rows");
+  }
+  const double claimed_bytes = double(tap.n_rows) * double(tap.row_size) * sizeof(float);
+  const hsize_t stored_bytes = H5Dget_storage_size(data.get());
+  if (claimed_bytes > double(kTraceMaxExpansion) * double(stored_bytes)) {
+    throw TraceError(path, data_where.object,
+                     "committed rows " + std::to_string(tap.n_rows) + " of " +
+                         std::to_string(tap.row_size) + " floats need " +
+                         std::to_string(static_cast<std::int64_t>(claimed_bytes)) +
+                         " bytes, but the file stores only " + std::to_string(stored_bytes) +
+                         " for this dataset (a corrupt count, refused before reading)");
   }
   const h5::Where runs_where{path, object + "/" + sc::kTapRuns};
   tap.runs = validate_runs(read_runs(group.get(), n_runs, runs_where), tap.n_rows, runs_where);

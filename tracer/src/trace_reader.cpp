@@ -31,9 +31,10 @@ h5::Id open_file(const std::string& path) {
 }
 
 // Reads rows [0, n) (n < 0: all rows) of an integer dataset whose rows hold `width` values,
-// after checking it has at least n rows of that width.
+// after checking it has at least n rows of that width and n is at most `max_rows`.
 std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std::size_t width,
-                                              std::int64_t n, const std::string& path) {
+                                              std::int64_t n, std::int64_t max_rows,
+                                              const std::string& path) {
   const h5::Where where{path, std::string("/") + name};
   const h5::Id ds = open_dataset(file, name, where, H5T_INTEGER, 0, "integer");
   const std::vector<hsize_t> dims = dataset_dims(ds.get(), where);
@@ -43,7 +44,15 @@ std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std:
         path, where.object,
         rank == 1 ? "expected a 1-D dataset" : "expected shape [*, " + std::to_string(width) + "]");
   }
-  if (n < 0) n = static_cast<std::int64_t>(dims[0]);
+  const bool all_rows = n < 0;
+  if (all_rows ? dims[0] > static_cast<hsize_t>(max_rows) : n > max_rows) {
+    throw TraceError(path, where.object,
+                     (all_rows ? std::to_string(dims[0]) + " rows"
+                               : "a committed count of " + std::to_string(n)) +
+                         " is more than the " + std::to_string(max_rows) +
+                         " this reader accepts (refused before reading)");
+  }
+  if (all_rows) n = static_cast<std::int64_t>(dims[0]);
   if (static_cast<hsize_t>(n) > dims[0]) {
     throw TraceError(path, where.object,
                      "committed count " + std::to_string(n) + " exceeds its " +
@@ -83,11 +92,11 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   r.path = path;
   r.file = open_file(path);
   r.root = read_root(r.file.get(), path);
-  const std::vector<std::int64_t> tokens =
-      read_committed_ints(r.file.get(), sc::kTokens, 1, r.root.committed_tokens, path);
+  const std::vector<std::int64_t> tokens = read_committed_ints(
+      r.file.get(), sc::kTokens, 1, r.root.committed_tokens, kTraceMaxPositions, path);
   r.root.metadata.tokens.assign(tokens.begin(), tokens.end());
   const std::vector<std::int64_t> committed =
-      read_committed_ints(r.file.get(), sc::kCommitted, 2, -1, path);
+      read_committed_ints(r.file.get(), sc::kCommitted, 2, -1, kTraceMaxTaps, path);
   r.taps = load_taps(r.file.get(), path, committed, r.root.complete);
   std::sort(r.taps.begin(), r.taps.end(),
             [](const TapInfo& a, const TapInfo& b) { return sort_key(a) < sort_key(b); });

@@ -7,8 +7,8 @@ namespace {
 
 nlohmann::json hparams_json(const HParams& hparams) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, value] : hparams) {
-    std::visit([&](const auto& v) { out[key] = v; }, value);
+  for (const auto& entry : hparams) {  // no structured binding: clang cannot capture one
+    std::visit([&](const auto& v) { out[entry.first] = v; }, entry.second);
   }
   return out;
 }

@@ -44,6 +44,8 @@ struct TraceMetadata {
   std::int64_t prompt_length = 0;
   std::vector<std::int32_t> tokens;  // (n,) token id at positions 0..n-1
   std::optional<TapDims> dims;       // lets readers check tap shapes against the catalogue
+  // A lockstep run: the trace every tap point continued from (its path); "" for a normal run.
+  std::string lockstep_source;
 };
 
 }  // namespace tapdiff

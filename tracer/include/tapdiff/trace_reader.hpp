@@ -18,6 +18,18 @@
 
 namespace tapdiff {
 
+// Claims beyond these are refused at open (TraceError), before anything is allocated for
+// them: an HDF5 dataset can declare any extent without storing it, so counts alone prove
+// nothing. Positions (and committed tokens) are context indices; a row is one tap at one
+// position (the largest real ones, logits and KV cache read-backs, hold a few million values).
+inline constexpr std::int64_t kTraceMaxPositions = std::int64_t{1} << 24;
+inline constexpr std::int64_t kTraceMaxTaps = std::int64_t{1} << 20;
+inline constexpr std::int64_t kTraceMaxRowElements = std::int64_t{1} << 32;
+// A tap's committed rows must be stored in the file: at most this many bytes of float32 rows per
+// byte the dataset occupies (deflate cannot compress more than 1032:1), so reading one tap never
+// allocates more than a small multiple of the file's size.
+inline constexpr std::int64_t kTraceMaxExpansion = 2048;
+
 // Rows [first_row, first_row + n_rows) hold consecutive positions from first_position.
 struct PositionRun {
   std::int64_t first_row = 0;

@@ -1,0 +1,282 @@
+// bench_models: SmolLM2-135M-Instruct, side by side in one run on `--threads` threads:
+//   - the memory read bandwidth probe, and the decode bound it gives (weight bytes read per
+//     token / bandwidth; both programs hold every weight as float32 on the host, so a token
+//     reads n_params × 4 bytes whatever the file's type);
+//   - reference decode tok/s, on the Q4_1 original and on an F32 copy written by tapdiff's own
+//     GGUF writer;
+//   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
+//     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
+//   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, and the
+//     trace bytes per token; then `tapdiff diff`'s throughput on those traces against a raw
+//     HDF5 read of the same files.
+// Writes a Markdown table with the machine and the exact command.
+//
+//   bench_models [--model Q4_1.gguf] [--f32 PATH] [--threads N] [--reps N] [--work DIR] [--out PATH]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <omp.h>
+#include <sstream>
+
+#include "app/harness.hpp"
+#include "bandwidth.hpp"
+#include "diff/compare.hpp"
+#include "engine/executor.hpp"
+#include "engine/forward.hpp"
+#include "engine/weights.hpp"
+#include "f32_copy.hpp"
+#include "hdf5_read.hpp"
+#include "machine.hpp"
+#include "model/config.hpp"
+#include "reference/forward.hpp"
+#include "sgemm_probe.hpp"
+
+namespace {
+
+using namespace tapdiff;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPrefill = 128, kDecode = 64, kRefDecode = 16, kTracePrompt = 64, kTraceGenerated = 64;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int> prompt_tokens(int n, int n_vocab) {
+  std::vector<int> t(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = (1 + 7919 * i) % n_vocab;
+  return t;
+}
+
+double best(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// Reference decode: kRefDecode one-token steps after one warm-up step, best of reps.
+double reference_decode_tps(const GgufFile& file, int reps) {
+  const ref::Weights w = ref::load_weights(file);
+  std::vector<double> tps;
+  for (int r = 0; r < reps; ++r) {
+    ref::Forward<float> forward(w, kRefDecode + 1, nullptr);
+    forward.step(1, 0);
+    const auto t0 = Clock::now();
+    for (int p = 1; p <= kRefDecode; ++p) forward.step(1 + p, p);
+    tps.push_back(kRefDecode / seconds_since(t0));
+  }
+  return best(tps);
+}
+
+struct EngineSpeed {
+  double pp = 0, tg = 0;  // tokens/s, best of reps
+};
+
+// llama-bench's definitions: pp128 = one batched prefill step of 128 tokens; tg64 = 64 decode
+// steps after a 1-token prefill. Weight loading is not timed.
+EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::ElemType precision, int reps) {
+  auto ex = engine::make_host_executor();
+  const engine::EngineWeights w = engine::load_engine_weights(*ex, file, c, precision, engine::FaultSwitch{});
+  const std::vector<int> prompt = prompt_tokens(kPrefill, c.n_vocab);
+  std::vector<double> pp, tg;
+  for (int r = 0; r < reps; ++r) {
+    engine::Forward prefill(*ex, w, c, kPrefill + 1, kPrefill, precision, engine::FaultSwitch{}, nullptr);
+    const auto t0 = Clock::now();
+    prefill.step(prompt.data(), kPrefill, 0);
+    pp.push_back(kPrefill / seconds_since(t0));
+
+    engine::Forward decode(*ex, w, c, 1 + kDecode, 1, precision, engine::FaultSwitch{}, nullptr);
+    int token = decode.step(prompt.data(), 1, 0);
+    const auto t1 = Clock::now();
+    for (int i = 0; i < kDecode; ++i) token = decode.step(&token, 1, 1 + i);
+    tg.push_back(kDecode / seconds_since(t1));
+  }
+  return {best(pp), best(tg)};
+}
+
+// One whole `tapdiff run` (load, prefill, decode, close) with every tap traced or none.
+struct TracedRun {
+  double untraced_s = 0, traced_s = 0;
+  std::uintmax_t trace_bytes = 0;
+};
+
+TracedRun traced_run(const std::string& model, const std::string& backend, const std::string& trace) {
+  RunSpec s;
+  s.backend = backend;
+  s.model = model;
+  s.prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
+  s.n_predict = kTraceGenerated;
+  s.progress = false;
+  TracedRun r;
+  auto t0 = Clock::now();
+  run_model(s);
+  r.untraced_s = seconds_since(t0);
+  s.trace = trace;
+  t0 = Clock::now();
+  run_model(s);
+  r.traced_s = seconds_since(t0);
+  r.trace_bytes = std::filesystem::file_size(trace);
+  return r;
+}
+
+std::string percent(double x) { return fmt::format("{:.0f}%", 100 * x); }
+std::string verdict(double x, double target) {
+  return x >= target ? "met" : fmt::format("missed by {:.0f} points", 100 * (target - x));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tapdiff SmolLM2-135M benchmark: reference, host engine, tracing and diff"};
+  std::string q4 = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  // Generated files go next to the executable, in its build tree.
+  const std::string exe_dir = std::filesystem::absolute(argv[0]).parent_path().string();
+  std::string f32 = exe_dir + "/SmolLM2-135M-Instruct.F32.gguf";
+  std::string work = exe_dir + "/models-traces";
+  std::string out = "bench/results/models.md";
+  int threads = 2, reps = 3;
+  app.add_option("--model", q4, "The Q4_1 original (scripts/fetch-models.sh fetches it)")->capture_default_str();
+  app.add_option("--f32", f32, "Its F32 copy (written when absent; default next to this executable)");
+  app.add_option("--threads", threads, "OpenMP threads (and OpenBLAS threads for the SGEMM yardstick)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "Repetitions; the best is reported")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--work", work, "Directory for the traces (default next to this executable)");
+  app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::string command = std::getenv("OMP_WAIT_POLICY") != nullptr
+                            ? fmt::format("OMP_WAIT_POLICY={} ", std::getenv("OMP_WAIT_POLICY"))
+                            : std::string();
+  command += fmt::format("{}", fmt::join(argv, argv + argc, " "));
+
+  try {
+    omp_set_num_threads(threads);
+    const std::string load_before = bench::load_average();
+    if (bench::write_f32_copy(q4, f32)) fmt::print(stderr, "wrote {}\n", f32);
+    const double bandwidth = bench::read_bandwidth_gbs();
+    fmt::print(stderr, "read bandwidth {:.1f} GB/s\n", bandwidth);
+
+    ModelConfig config;
+    double weight_bytes = 0;
+    const double step_flops = [&] {
+      config = load_model_config(GgufFile::open(q4));
+      return bench::gemm_flops(bench::prefill_gemms(config, kPrefill));
+    }();
+    double engine_tg_f32 = 0;  // the Q4_1 original's, for the decode breakdown
+    struct Row {
+      std::string what, model, precision;
+      double tps, bound;  // bound: tok/s at the bandwidth bound; 0 = none
+    };
+    std::vector<Row> rows;
+    std::vector<std::pair<std::string, double>> prefill_gflops;
+    for (const auto& [label, path] : {std::pair{std::string("Q4_1 original"), q4}, std::pair{std::string("F32 copy"), f32}}) {
+      const GgufFile file = GgufFile::open(path);
+      weight_bytes = 0;
+      for (const auto& t : file.tensors()) weight_bytes += double(t.n_elements) * sizeof(float);
+      const double bound = bandwidth * 1e9 / weight_bytes;
+      const double ref_tps = reference_decode_tps(file, reps);
+      fmt::print(stderr, "{}: reference decode {:.1f} tok/s (bound {:.1f})\n", label, ref_tps, bound);
+      rows.push_back({"reference decode", label, "f32", ref_tps, bound});
+      for (engine::ElemType p : {engine::ElemType::f32, engine::ElemType::f16}) {
+        const EngineSpeed e = engine_speed(file, config, p, reps);
+        const std::string precision(engine::elem_type_name(p));
+        fmt::print(stderr, "{}: engine {} pp128 {:.1f} tok/s, tg64 {:.1f} tok/s\n", label, precision, e.pp, e.tg);
+        rows.push_back({"engine pp128", label, precision, e.pp, 0});
+        rows.push_back({"engine tg64", label, precision, e.tg, bound});
+        if (engine_tg_f32 == 0) engine_tg_f32 = e.tg;
+        prefill_gflops.emplace_back(fmt::format("{}, {}", label, precision), step_flops * e.pp / kPrefill / 1e9);
+      }
+    }
+    const double sgemm_s = bench::time_sgemm(bench::prefill_gemms(config, kPrefill), threads, reps);
+    const double sgemm_gflops = step_flops / sgemm_s / 1e9;
+    fmt::print(stderr, "OpenBLAS SGEMM {:.1f} GFLOP/s\n", sgemm_gflops);
+    const double gemv_engine_s = bench::time_decode_gemvs_engine(config, reps);
+    const double gemv_split_s = bench::time_decode_gemvs_all_split(config, reps);
+    fmt::print(stderr, "decode GEMVs alone: {:.1f} tok/s (engine's slicing), {:.1f} tok/s (all split)\n",
+               1 / gemv_engine_s, 1 / gemv_split_s);
+
+    std::filesystem::create_directories(work);
+    const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5");
+    const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5");
+    const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
+    auto t0 = Clock::now();
+    const diff::DiffResult d = diff::diff_traces(work + "/reference.h5", work + "/engine-host.h5");
+    const double diff_s = seconds_since(t0);
+    const double raw_s = bench::time_hdf5_read_all(work + "/reference.h5") + bench::time_hdf5_read_all(work + "/engine-host.h5");
+
+    std::ostringstream md;
+    md << "# SmolLM2-135M-Instruct: reference, host engine, tracing and diff\n\n"
+       << "Machine: " << bench::machine_description() << "  \n"
+       << fmt::format("Threads: {} (OpenMP; OpenBLAS runs single-threaded inside the engine's OpenMP slices, "
+                      "and on {} threads for the SGEMM yardstick)  \n",
+                      threads, threads)
+       << "OMP_WAIT_POLICY: " << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") << "  \n"
+       << "Load average before the run: " << load_before << " (other work on the machine slows every figure)  \n"
+       << "Command: `" << command << "` (`make bench` runs it)  \n"
+       << fmt::format("Models: `{}` (Q4_1, sha256 pinned in scripts/fetch-models.sh) and `{}` (every tensor "
+                      "dequantized by model/ and written as F32 by tapdiff's GGUF writer).  \n",
+                      q4, f32)
+       << fmt::format("Read bandwidth (probe, {} threads): {:.1f} GB/s. Both programs hold every weight as float32 on "
+                      "the host (the engine's 16-bit modes store rounded float32), so a decode step reads {:.0f} MB of "
+                      "weights whatever the file's type: bound {:.1f} tok/s.\n\n",
+                      threads, bandwidth, weight_bytes / 1e6, bandwidth * 1e9 / weight_bytes)
+       << "## Speed against the bounds (best of " << reps << ")\n\n"
+       << "| measure | model | precision | tok/s | bound | of bound | target |\n|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows) {
+      if (r.bound > 0) {
+        const double target = r.what == "reference decode" ? 0.5 : 0.7;
+        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} tok/s (bandwidth) | {} | ≥ {}: {} |\n", r.what, r.model,
+                          r.precision, r.tps, r.bound, percent(r.tps / r.bound), percent(target),
+                          verdict(r.tps / r.bound, target));
+      } else {
+        md << fmt::format("| {} | {} | {} | {:.1f} | see prefill below | | |\n", r.what, r.model, r.precision, r.tps);
+      }
+    }
+    md << fmt::format("\n## Prefill against OpenBLAS SGEMM\n\nThe GEMMs of one pp128 step ({:.1f} GFLOP: seven "
+                      "projections per layer at 128 positions, the output head at the last one) run as plain "
+                      "`cblas_sgemm` calls on {} threads: {:.3f} s, {:.1f} GFLOP/s.\n\n",
+                      step_flops / 1e9, threads, sgemm_s, sgemm_gflops)
+       << "| engine pp128 | GEMM GFLOP/s | of SGEMM | target |\n|---|---|---|---|\n";
+    for (const auto& [what, gflops] : prefill_gflops)
+      md << fmt::format("| {} | {:.1f} | {} | ≥ 50%: {} |\n", what, gflops, percent(gflops / sgemm_gflops),
+                        verdict(gflops / sgemm_gflops, 0.5));
+    const double bound = bandwidth * 1e9 / weight_bytes;
+    md << "\n## Decode: where the time goes\n\nThe weight GEMVs of one decode step (the seven projections of "
+          "every layer and the output head, distinct float32 weights) timed alone, against the engine's whole "
+          "decode step (Q4_1 original, f32).\n\n"
+       << "| what | ms per token | tok/s | of bound |\n|---|---|---|---|\n";
+    const std::pair<const char*, double> steps[] = {
+        {"bandwidth bound", 1 / bound},
+        {"decode GEMVs alone, the engine's host GEMM (products under 2^20 flops on one thread)", gemv_engine_s},
+        {"decode GEMVs alone, every product split across the threads", gemv_split_s},
+        {"engine tg64 step (GEMVs, norms, RoPE, attention, adds)", 1 / engine_tg_f32}};
+    for (const auto& [what, s] : steps)
+      md << fmt::format("| {} | {:.1f} | {:.1f} | {} |\n", what, 1e3 * s, 1 / s, percent(1 / s / bound));
+    md << fmt::format("\nThe GEMVs alone take {} of the engine's decode step.\n", percent(gemv_engine_s * engine_tg_f32));
+    const int positions = kTracePrompt + kTraceGenerated;
+    md << fmt::format("\n## Tracing: every tap on vs none\n\nA whole run (load, one prefill step of {} prompt "
+                      "tokens, {} decode steps, close) of the Q4_1 model, every tap written to an uncompressed trace.\n\n",
+                      kTracePrompt, kTraceGenerated - 1)
+       << "| program | untraced s | traced s | overhead | trace MB | trace bytes per token |\n|---|---|---|---|---|---|\n";
+    for (const auto& [what, r] : {std::pair{"reference", ref}, std::pair{"engine host f32", eng}})
+      md << fmt::format("| {} | {:.2f} | {:.2f} | {:+.0f}% | {:.1f} | {:.0f} |\n", what, r.untraced_s, r.traced_s,
+                        100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
+                        double(r.trace_bytes) / positions);
+    md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
+                      "dataset of both files with H5Dread and no tapdiff code. Both read the files from the page "
+                      "cache (just written).\n\n",
+                      diff::verdict_text(d.verdict))
+       << "| reader | MB (both traces) | s | MB/s |\n|---|---|---|---|\n"
+       << fmt::format("| tapdiff diff (library call, no report) | {:.1f} | {:.2f} | {:.0f} |\n", traced_mb, diff_s,
+                      traced_mb / diff_s)
+       << fmt::format("| raw HDF5 read | {:.1f} | {:.2f} | {:.0f} |\n", traced_mb, raw_s, traced_mb / raw_s)
+       << fmt::format("\ndiff reaches {} of the raw read throughput.\n", percent(raw_s / diff_s));
+
+    std::filesystem::create_directories(std::filesystem::path(out).parent_path());
+    std::ofstream f(out);
+    if (!f) throw std::runtime_error("cannot write " + out);
+    f << md.str();
+    fmt::print("{}\nwritten to {}\n", md.str(), out);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_models: {}\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,111 @@
+#include "sgemm_probe.hpp"
+
+#include <algorithm>
+#include <cblas.h>
+#include <chrono>
+#include <omp.h>
+
+#include "engine/gemm/gemm.hpp"
+
+namespace tapdiff::bench {
+
+std::vector<GemmShape> prefill_gemms(const ModelConfig& c, int n_tokens) {
+  const int E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, L = c.n_layer;
+  return {{Q, n_tokens, E, L},      {KV, n_tokens, E, 2 * L}, {E, n_tokens, Q, L},
+          {F, n_tokens, E, 2 * L},  {E, n_tokens, F, L},      {c.n_vocab, 1, E, 1}};
+}
+
+double gemm_flops(const std::vector<GemmShape>& shapes) {
+  double flops = 0;
+  for (const GemmShape& s : shapes) flops += 2.0 * s.m * s.n * s.k * s.count;
+  return flops;
+}
+
+double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps) {
+  struct Operands {
+    const GemmShape* shape;
+    std::vector<std::vector<float>> weights;
+    std::vector<float> b, c;
+  };
+  std::vector<Operands> ops;
+  for (const GemmShape& s : shapes) {
+    Operands o{&s, {}, std::vector<float>(std::size_t(s.k) * s.n, 0.5f), std::vector<float>(std::size_t(s.m) * s.n)};
+    for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
+    ops.push_back(std::move(o));
+  }
+  openblas_set_num_threads(threads);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (Operands& o : ops)
+      for (const std::vector<float>& w : o.weights) {
+        const GemmShape& s = *o.shape;
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, w.data(), s.k, o.b.data(), s.k,
+                    0.0f, o.c.data(), s.m);
+      }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  openblas_set_num_threads(1);
+  return best;
+}
+
+namespace {
+
+// Every decode GEMV's operands: distinct weights, one input and one output vector per shape.
+struct DecodeGemvs {
+  struct Shape {
+    GemmShape shape;
+    std::vector<std::vector<float>> weights;
+    std::vector<float> x, y;
+  };
+  std::vector<Shape> shapes;
+  explicit DecodeGemvs(const ModelConfig& c) {
+    for (const GemmShape& s : prefill_gemms(c, 1)) {
+      Shape o{s, {}, std::vector<float>(std::size_t(s.k), 0.5f), std::vector<float>(std::size_t(s.m))};
+      for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
+      shapes.push_back(std::move(o));
+    }
+  }
+  template <typename Gemv>
+  double best_pass(int reps, Gemv gemv) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      for (Shape& o : shapes)
+        for (const std::vector<float>& w : o.weights) gemv(o.shape, w.data(), o.x.data(), o.y.data());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  }
+};
+
+}  // namespace
+
+double time_decode_gemvs_engine(const ModelConfig& c, int reps) {
+  openblas_set_num_threads(1);  // as the host executor runs it
+  DecodeGemvs gemvs(c);
+  return gemvs.best_pass(reps, [](const GemmShape& s, const float* w, const float* x, float* y) {
+    engine::GemmArgs g;
+    g.op_a = engine::GemmOp::T;
+    g.m = s.m, g.n = 1, g.k = s.k;
+    g.a = w, g.lda = s.k, g.b = x, g.ldb = s.k, g.c = y, g.ldc = s.m;
+    engine::gemm_host(g);
+  });
+}
+
+double time_decode_gemvs_all_split(const ModelConfig& c, int reps) {
+  openblas_set_num_threads(1);
+  DecodeGemvs gemvs(c);
+  return gemvs.best_pass(reps, [](const GemmShape& s, const float* w, const float* x, float* y) {
+    const int parts = omp_get_max_threads(), rows = (s.m + parts - 1) / parts;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < parts; ++p) {
+      const int i0 = std::min(s.m, p * rows), i1 = std::min(s.m, i0 + rows);
+      if (i0 < i1)
+        cblas_sgemv(CblasColMajor, CblasTrans, s.k, i1 - i0, 1.0f, w + std::int64_t(i0) * s.k, s.k, x, 1, 0.0f,
+                    y + i0, 1);
+    }
+  });
+}
+
+}  // namespace tapdiff::bench

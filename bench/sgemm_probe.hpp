@@ -1,0 +1,41 @@
+// OpenBLAS SGEMM throughput on the GEMMs of one engine prefill step: the yardstick the engine's
+// prefill (pp128) is judged by.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace tapdiff::bench {
+
+// C [m, n] = op(A) B with op(A) = Aᵀ, A a weight stored [k, m] column-major (ld k) and B the
+// activations [k, n] (ld k): the engine's gemm(T, N, out, n, in, ...) convention.
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+  int count = 0;  // how many distinct weights of this shape one step multiplies
+};
+
+// The projections of every layer for a batch of n_tokens positions (q, k, v, attn_output,
+// ffn_gate, ffn_up, ffn_down), and the output head for the last position only.
+std::vector<GemmShape> prefill_gemms(const ModelConfig& c, int n_tokens);
+double gemm_flops(const std::vector<GemmShape>& shapes);  // 2·m·n·k summed
+
+// Best-of-`reps` seconds for one pass over every shape (each weight a distinct matrix) with
+// cblas_sgemm on `threads` OpenBLAS threads; OpenBLAS is set back to one thread afterwards
+// (the engine's host executor runs it single-threaded inside OpenMP slices).
+double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps);
+
+}  // namespace tapdiff::bench
+
+namespace tapdiff::bench {
+
+// The weight GEMVs of one engine decode step: the GEMMs of prefill_gemms(c, 1). Best-of-`reps`
+// seconds for one pass over distinct float32 weights (n_params × 4 bytes, as the engine holds
+// them), through the engine's host GEMM (engine::gemm_host: OpenMP row slices, single-threaded
+// OpenBLAS sgemv in each; products under its flop threshold on one thread).
+double time_decode_gemvs_engine(const ModelConfig& c, int reps);
+// The same products with every one split into one row slice per OpenMP thread.
+double time_decode_gemvs_all_split(const ModelConfig& c, int reps);
+
+}  // namespace tapdiff::bench

@@ -1,0 +1,242 @@
+#include "diff/roots.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "diff/diagnose.hpp"
+#include "diff/tap_graph.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+// Over tolerance, whatever its inputs: what an input error means for the taps it feeds.
+bool over_tolerance(const TapComparison& t, const RowMetrics& row) {
+  return row.diverged || row.nonfinite > row.nonfinite_expected ||
+         (std::isfinite(row.nmse) && row.nmse > t.threshold_nmse);
+}
+
+std::vector<std::int64_t> diverged_positions(const TapComparison& t) {
+  std::vector<std::int64_t> out;
+  for (const auto& row : t.rows)
+    if (row.diverged) out.push_back(row.position);
+  return out;
+}
+
+PositionPattern pattern_of(const TapComparison& t, const std::vector<std::int64_t>& diverged) {
+  if (diverged.empty()) return PositionPattern::none;
+  if (diverged.size() == t.rows.size()) return PositionPattern::all;
+  std::size_t tail = 0;
+  for (const auto& row : t.rows) tail += row.position >= diverged.front();
+  return tail == diverged.size() ? PositionPattern::from : PositionPattern::some;
+}
+
+FirstDivergence divergence_at(const TapComparison& t) {
+  FirstDivergence f;
+  f.tap = t.full_name;
+  f.name = t.name;
+  f.layer = t.layer;
+  f.diverged_positions = diverged_positions(t);
+  f.position = f.diverged_positions.front();
+  f.pattern = pattern_of(t, f.diverged_positions);
+  f.metrics = *t.first_diverged();
+  return f;
+}
+
+RootFinding divergence_root(const FirstDivergence& at, std::optional<Diagnosis> d) {
+  RootFinding root;
+  root.at = at;
+  root.diagnosis = std::move(d);
+  return root;
+}
+
+bool same_inputs(const std::string& x, const std::string& y, int layer, int n_layer) {
+  const auto a = tap_inputs(x, layer, n_layer), b = tap_inputs(y, layer, n_layer);
+  if (a.empty() || a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].layer != b[i].layer) return false;
+  return true;
+}
+
+// In lockstep only these edges have no tap point (no injection) between input and output.
+bool fused(const std::string& input, const std::string& name) {
+  return input == "attn.probs" && name == "attn.out";
+}
+
+// "blk.3.ffn_gate" -> (ffn_gate, 3); global names -> (name, -1).
+std::pair<std::string, int> split_full_name(const std::string& full) {
+  if (full.rfind("blk.", 0) == 0) {
+    const auto dot = full.find('.', 4);
+    if (dot != std::string::npos) {
+      try {
+        return {full.substr(dot + 1), std::stoi(full.substr(4, dot - 4))};
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return {full, -1};
+}
+
+class Grouper {
+public:
+  Grouper(DiffResult& r, const TraceReader& a, const TraceReader& b, bool diagnose, const std::string& model)
+      : r_(r), a_(a), b_(b), diagnose_(diagnose), model_(model) {
+    for (const auto& t : r.taps) n_layer_ = std::max(n_layer_, t.layer + 1);
+    for (std::size_t i = 0; i < r.taps.size(); ++i) index_[{r.taps[i].name, r.taps[i].layer}] = i;
+  }
+
+  void divergences() {
+    const bool lockstep = r_.mode == DiffMode::lockstep;
+    std::vector<int> root_of(r_.taps.size(), -1);
+    for (std::size_t i = 0; i < r_.taps.size(); ++i) {
+      const TapComparison& t = r_.taps[i];
+      const bool diverged = t.diverged();
+      bool tainted = diverged;
+      for (const auto& row : t.rows) tainted = tainted || over_tolerance(t, row);
+      if (!tainted) continue;
+      const int linked = linked_root(t, root_of, lockstep);
+      if (!diverged) {
+        if (!lockstep) root_of[i] = linked;  // carries the root's error downstream
+        continue;
+      }
+      const FirstDivergence at = divergence_at(t);
+      std::optional<Diagnosis> d;
+      if (linked >= 0) {
+        // Normal traces: the op replayed from its own (wrong) inputs reproduces its output,
+        // so the earlier root explains it.
+        if (!lockstep) d = diagnosis(at, false);
+        if (lockstep || !d || d->baseline_residual <= t.threshold_nmse) {
+          join(linked, t, root_of, i);
+          continue;
+        }
+      }
+      if (!d) d = diagnosis(at, lockstep);
+      if (const int sibling = sibling_root(t, d); sibling >= 0) {
+        join(sibling, t, root_of, i);
+        continue;
+      }
+      root_of[i] = static_cast<int>(r_.roots.size());
+      r_.roots.push_back(divergence_root(at, std::move(d)));
+    }
+  }
+
+  void shapes() {
+    for (const auto& f : r_.findings) {
+      if (f.kind != "shape") continue;
+      const auto [name, layer] = split_full_name(f.tap);
+      // Fed by a shape-mismatched tap, or next to one (same layer, same inputs): its root's.
+      int joined = -1;
+      for (const auto& in : tap_inputs(name, layer, n_layer_))
+        if (auto s = shape_root_.find({in.name, in.layer}); s != shape_root_.end()) joined = s->second;
+      for (const auto& [tap, root] : shape_root_)
+        if (joined < 0 && tap.second == layer && same_inputs(tap.first, name, layer, n_layer_)) joined = root;
+      if (joined >= 0) {
+        r_.roots[std::size_t(joined)].explained.push_back(f.tap);
+        shape_root_[{name, layer}] = joined;
+        continue;
+      }
+      shape_root_[{name, layer}] = int(r_.roots.size());
+      RootFinding root;
+      root.kind = "shape";
+      root.at.tap = f.tap;
+      root.at.name = name;
+      root.at.layer = layer;
+      Diagnosis d;
+      d.bug_class = "shape";
+      d.variant = f.detail;
+      d.explanation = f.tap + " has another row shape in the two traces (" + f.detail +
+                      "). Look at the buffer's size and the model config field the producer takes it from.";
+      root.diagnosis = std::move(d);
+      root.expected_shape = f.expected_shape;
+      root.actual_shape = f.actual_shape;
+      r_.roots.push_back(std::move(root));
+    }
+  }
+
+private:
+  // The root whose error reaches t through an input over tolerance at t's diverged positions.
+  int linked_root(const TapComparison& t, const std::vector<int>& root_of, bool lockstep) const {
+    std::vector<std::int64_t> positions;
+    for (const auto& row : t.rows)
+      if (over_tolerance(t, row)) positions.push_back(row.position);
+    for (const auto& in : tap_inputs(t.name, t.layer, n_layer_)) {
+      // An input of another shape was never injected: whatever it fed is its root's.
+      if (auto s = shape_root_.find({in.name, in.layer}); s != shape_root_.end()) return s->second;
+      if (lockstep && !fused(in.name, t.name)) continue;
+      auto it = index_.find({in.name, in.layer});
+      if (it == index_.end() || root_of[it->second] < 0) continue;
+      const TapComparison& input = r_.taps[it->second];
+      for (const auto& row : input.rows) {
+        if (!over_tolerance(input, row)) continue;
+        for (auto p : positions)
+          if (row.position == p || (in.all_earlier_positions && row.position <= p)) return root_of[it->second];
+      }
+    }
+    return -1;
+  }
+
+  int sibling_root(const TapComparison& t, const std::optional<Diagnosis>& d) const {
+    for (std::size_t k = 0; k < r_.roots.size(); ++k) {
+      const RootFinding& root = r_.roots[k];
+      if (root.kind != "divergence" || root.at.layer != t.layer) continue;
+      // The same kind of op explained by the same hypothesis (RoPE on q and on k, both norms).
+      const bool same_hypothesis = tap_class(root.at.name) == tap_class(t.name) && d && root.diagnosis &&
+                                   !d->variant.empty() && d->variant == root.diagnosis->variant;
+      if (!same_inputs(root.at.name, t.name, t.layer, n_layer_) && !fused(root.at.name, t.name) && !same_hypothesis)
+        continue;
+      const std::string mine = d ? d->bug_class : "", theirs = root.diagnosis ? root.diagnosis->bug_class : "";
+      if (mine == theirs) return static_cast<int>(k);
+    }
+    return -1;
+  }
+
+  void join(int root, const TapComparison& t, std::vector<int>& root_of, std::size_t i) {
+    root_of[i] = root;
+    r_.roots[std::size_t(root)].explained.push_back(t.full_name);
+  }
+
+  std::optional<Diagnosis> diagnosis(const FirstDivergence& at, bool lockstep) const {
+    if (!diagnose_) return std::nullopt;
+    return diagnose_at(r_, at, a_, b_, lockstep ? a_ : b_, model_);
+  }
+
+  DiffResult& r_;
+  const TraceReader& a_;
+  const TraceReader& b_;
+  bool diagnose_;
+  std::string model_;
+  int n_layer_ = 0;
+  std::map<std::pair<std::string, int>, std::size_t> index_;
+  std::map<std::pair<std::string, int>, int> shape_root_;  // shape-mismatched tap -> its root
+};
+
+// Roots in execution order (the expected trace's tap order), the token sequence last.
+void sort_roots(std::vector<RootFinding>& roots, const TraceReader& a) {
+  std::map<std::string, std::size_t> order;
+  for (const TapInfo& t : a.taps()) order.emplace(t.full_name, order.size());
+  auto key = [&](const RootFinding& r) {
+    auto it = order.find(r.at.tap);
+    return it == order.end() ? order.size() : it->second;
+  };
+  std::stable_sort(roots.begin(), roots.end(),
+                   [&](const RootFinding& x, const RootFinding& y) { return key(x) < key(y); });
+}
+
+}  // namespace
+
+void find_roots(DiffResult& r, const TraceReader& a, const TraceReader& b, bool diagnose,
+                const std::string& model_path) {
+  r.roots.clear();
+  Grouper g(r, a, b, diagnose, model_path);
+  g.shapes();
+  if (r.mode == DiffMode::first) {
+    if (r.first) r.roots.push_back(divergence_root(*r.first, r.diagnosis));
+  } else {
+    g.divergences();
+    // No tap diverged but the tokens did: the token sequence is the one root.
+    if (r.first && r.first->tap == "tokens") r.roots.push_back(divergence_root(*r.first, r.diagnosis));
+  }
+  sort_roots(r.roots, a);
+}
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,30 @@
+// Independent roots (DiffResult::roots). Every diverged tap, in execution order, either starts
+// a new root or joins the earlier root that explains it:
+// - all (normal traces): a tap diverges by the jump test. It joins a root when one of its
+//   inputs (tap_graph) is over tolerance at its diverged positions because of that root, and
+//   replaying the op from the actual trace's own inputs reproduces it (the op itself is right,
+//   its inputs were wrong). Otherwise it is a new root: a second bug downstream of the first.
+// - lockstep: every tap over its tolerance diverges (inputs were exact). Ops ran on the
+//   expected values, so an input's own error explains nothing; only a tap computed from a
+//   diverged input without a tap point between them (attn.out from attn.probs: one kernel)
+//   joins its input's root.
+// In both, a diverged tap next to a root's tap with the same diagnosed class joins it: same
+// layer and same inputs (attn_q/k/v, ffn_gate/up), the same kernel (attn.probs/attn.out), or
+// the same kind of op reproduced by the same hypothesis (RoPE on q and k, both norms). Taps
+// whose row shapes differ become "shape" roots the same way (a tap fed by a shape-mismatched
+// tap joins its root).
+#pragma once
+
+#include <string>
+
+#include "diff/result.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff::diff {
+
+// Fills r.roots for r.mode; first mode copies r.first and r.diagnosis. diagnose: hypothesis
+// replay per root (model_path as for diagnose()).
+void find_roots(DiffResult& r, const TraceReader& expected, const TraceReader& actual, bool diagnose,
+                const std::string& model_path);
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,51 @@
+#include "diff/shapes.hpp"
+
+#include <fmt/format.h>
+
+#include "tapdiff/row_shape.hpp"
+
+namespace tapdiff::diff {
+
+std::vector<std::string> dimension_names(std::int64_t value, const TapDims& d) {
+  const std::pair<const char*, std::int64_t> symbols[] = {
+      {"n_embd", d.n_embd},
+      {"n_ff", d.n_ff},
+      {"n_vocab", d.n_vocab},
+      {"n_head·head_dim", d.n_head * d.head_dim},
+      {"n_head_kv·head_dim", d.n_head_kv * d.head_dim},
+      {"n_head", d.n_head},
+      {"n_head_kv", d.n_head_kv},
+      {"head_dim", d.head_dim},
+      {"n_ctx", d.n_ctx},
+  };
+  std::vector<std::string> out;
+  for (const auto& [name, v] : symbols)
+    if (v > 0 && v == value) out.emplace_back(name);
+  return out;
+}
+
+std::string shape_explanation(const std::vector<std::int64_t>& expected,
+                              const std::vector<std::int64_t>& actual,
+                              const std::optional<TapDims>& dims) {
+  if (expected.size() != actual.size())
+    return fmt::format("rank {} in the expected trace, {} in the actual", expected.size(), actual.size());
+  std::string out;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == actual[i]) continue;
+    const std::string what = expected.size() == 1 ? "width" : fmt::format("dimension {}", i);
+    std::string sentence = fmt::format("{} {} expected, {} actual", what, expected[i], actual[i]);
+    if (dims) {
+      const auto want = dimension_names(expected[i], *dims);
+      const auto got = dimension_names(actual[i], *dims);
+      if (!want.empty() && !got.empty())
+        sentence += fmt::format(": {} used where {} belongs", got.front(), want.front());
+      else if (!want.empty())
+        sentence += fmt::format(": the expected {} is {}; {} is no model dimension", expected[i],
+                                want.front(), actual[i]);
+    }
+    out += (out.empty() ? "" : "; ") + sentence;
+  }
+  return out;
+}
+
+}  // namespace tapdiff::diff

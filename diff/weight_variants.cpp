@@ -1,0 +1,105 @@
+#include "diff/weight_variants.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "model/dequantize.hpp"
+#include "model/half.hpp"
+#include "model/quant_blocks.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+bool block_quantized(GgmlType type) {
+  return type != GgmlType::F32 && type != GgmlType::F16 && type != GgmlType::BF16;
+}
+
+std::vector<float> decode(const GgufTensorInfo& t, const std::vector<std::uint8_t>& bytes) {
+  std::vector<float> out(t.n_elements);
+  dequantize_row(t.type, bytes.data(), out.data(), std::int64_t(t.n_elements));
+  return out;
+}
+
+std::vector<std::uint8_t> raw_bytes(const GgufTensorInfo& t) {
+  return std::vector<std::uint8_t>(t.data, t.data + t.n_bytes);
+}
+
+std::uint16_t u16_at(const std::uint8_t* p) { return std::uint16_t(p[0] | (p[1] << 8)); }
+
+// The bytes read as n f16 values; past the tensor's n_bytes the buffer held zeros.
+std::vector<float> bytes_as_f16(const GgufTensorInfo& t) {
+  std::vector<float> out(t.n_elements, 0.0f);
+  const std::uint64_t n = std::min<std::uint64_t>(t.n_elements, t.n_bytes / 2);
+  for (std::uint64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(u16_at(t.data + 2 * i));
+  return out;
+}
+
+// Only the first `kept` bytes read; the rest of the buffer zero.
+std::vector<float> truncated(const GgufTensorInfo& t, std::uint64_t kept) {
+  std::vector<std::uint8_t> bytes(t.n_bytes, 0);
+  std::memcpy(bytes.data(), t.data, std::min(kept, t.n_bytes));
+  return decode(t, bytes);
+}
+
+// Q8_0 with the fp16 block scale read as bf16.
+std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
+  std::vector<float> out(t.n_elements);
+  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
+    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
+    const float d = bf16_to_fp32(blk.d);
+    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
+  }
+  return out;
+}
+
+// Q4_K / Q5_K with the min term's sign flipped: x = d·sc·q + dmin·m.
+std::vector<float> k_quant_min_negated(const GgufTensorInfo& t, std::size_t block_bytes) {
+  std::vector<std::uint8_t> bytes = raw_bytes(t);
+  constexpr std::size_t kDminHighByte = offsetof(BlockQ4_K, dmin) + 1;
+  for (std::size_t at = 0; at + block_bytes <= bytes.size(); at += block_bytes)
+    bytes[at + kDminHighByte] ^= 0x80u;  // the f16 sign bit
+  return decode(t, bytes);
+}
+
+// A float32 vector staged as bf16 and decoded as f16.
+std::vector<float> bf16_read_as_f16(const std::vector<float>& values) {
+  std::vector<float> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = fp16_to_fp32(fp32_to_bf16(values[i]));
+  return out;
+}
+
+}  // namespace
+
+std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
+  std::vector<WeightVariant> out;
+  std::vector<float> correct = dequantize_tensor(t);
+  if (block_quantized(t.type)) {
+    out.push_back({fmt::format("the raw {} bytes read as f16 values: no dequantization",
+                               ggml_type_name(t.type)),
+                   "dequantization", false, bytes_as_f16(t)});
+    const std::uint64_t kept = std::min<std::uint64_t>(t.n_elements / 2, t.n_bytes);
+    out.push_back({fmt::format("read with a short byte size: {} of its {} bytes (elements / 2), the "
+                               "rest zero",
+                               kept, t.n_bytes),
+                   "weight-loading", false, truncated(t, kept)});
+  }
+  if (t.type == GgmlType::Q8_0)
+    out.push_back({"Q8_0 blocks decoded with the fp16 scale read as bf16", "dequantization", false,
+                   q8_0_scale_as_bf16(t)});
+  if (t.type == GgmlType::Q4_K)
+    out.push_back({"Q4_K blocks decoded with the min term negated", "dequantization", false,
+                   k_quant_min_negated(t, sizeof(BlockQ4_K))});
+  if (t.type == GgmlType::Q5_K)
+    out.push_back({"Q5_K blocks decoded with the min term negated", "dequantization", false,
+                   k_quant_min_negated(t, sizeof(BlockQ5_K))});
+  if (t.ne.size() == 1 && t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias")
+    out.push_back({"the bias staged as bf16 and decoded as f16 (bytes read as the wrong type)",
+                   "bias", false, bf16_read_as_f16(correct)});
+  out.push_back({"all zero: the buffer was allocated but never filled", "weight-loading", false,
+                 std::vector<float>(t.n_elements, 0.0f)});
+  out.insert(out.begin(), {"the correct decode", "", true, std::move(correct)});
+  return out;
+}
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,83 @@
+"""Shape findings and taps in one trace only, on traces written with python/tapdiff_trace.py: an
+engine that sized its FFN buffers with n_embd instead of n_ff. Never a crash, never skipped, and
+every report format says it."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import tapdiff_trace as tt
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+DIMS = {"n_layer": 2, "n_embd": 576, "n_head": 9, "n_head_kv": 3, "head_dim": 64, "n_ff": 1536,
+        "n_vocab": 400, "n_ctx": 3}
+TOKENS = [5, 9, 17]
+SHA = "ab" * 32
+
+
+def write(path, ffn_width, extra_tap=None, missing_tap=None):
+    rng = np.random.default_rng(7)  # the same values in both traces where the shapes agree
+    with tt.TraceWriter(str(path), producer="external", model_sha256=SHA, tokens=TOKENS,
+                        prompt_length=len(TOKENS), dims=DIMS, hparams={"n_layer": 2}) as trace:
+        trace.record("token_embd", -1, 0, rng.standard_normal((3, 576)))
+        for layer in range(2):
+            for name, width in (("ffn_norm", 576), ("ffn_gate", 1536), ("ffn_up", 1536), ("ffn.act", 1536),
+                                ("ffn_down", 576)):
+                rows = rng.standard_normal((3, width))
+                if name == missing_tap:
+                    continue
+                if width == 1536:
+                    rows = rows[:, :ffn_width]
+                trace.record(name, layer, 0, rows)
+        if extra_tap:
+            trace.record(extra_tap, -1, 0, rng.standard_normal((3, 4)))
+        trace.end_step()
+
+
+def run(*args):
+    return subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def traces(tmp_path):
+    expected, actual = tmp_path / "expected.h5", tmp_path / "actual.h5"
+    write(expected, 1536, missing_tap="ffn_down")
+    write(actual, 576, extra_tap="my_engine.extra")
+    return expected, actual
+
+
+def test_wrong_width_is_a_shape_finding_with_its_explanation(traces):
+    expected, actual = traces
+    p = run("diff", expected, actual, "--format", "json")
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    assert report["verdict"] == "diverged"
+    shapes = [r for r in report["roots"] if r["kind"] == "shape"]
+    # One root per layer: ffn_up (same inputs) and ffn.act (fed by them) join ffn_gate's root.
+    assert [(r["tap"], r["class"], r["expected_shape"], r["actual_shape"]) for r in shapes] == [
+        ("blk.0.ffn_gate", "shape", [1536], [576]), ("blk.1.ffn_gate", "shape", [1536], [576])]
+    assert shapes[0]["explained"] == ["blk.0.ffn_up", "blk.0.ffn.act"]
+    assert "n_embd used where n_ff belongs" in shapes[0]["diagnosis"]["variant"]
+    found = {f["tap"]: f for f in report["findings"] if f["kind"] == "shape"}
+    assert set(found) == {f"blk.{l}.{n}" for l in (0, 1) for n in ("ffn_gate", "ffn_up", "ffn.act")}
+    assert found["blk.1.ffn.act"]["expected_shape"] == [1536] and found["blk.1.ffn.act"]["actual_shape"] == [576]
+
+
+def test_taps_in_one_trace_only_are_listed(traces):
+    expected, actual = traces
+    kinds = {(f["kind"], f["tap"]) for f in json.loads(run("diff", expected, actual, "--format", "json").stdout)["findings"]}
+    assert {("missing-in-expected", "blk.0.ffn_down"), ("missing-in-expected", "blk.1.ffn_down"),
+            ("missing-in-expected", "my_engine.extra")} <= kinds
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "json", "junit", "html"])
+def test_every_format_shows_shapes_and_missing_taps(traces, fmt):
+    expected, actual = traces
+    for flags in ((), ("--all",)):
+        p = run("diff", expected, actual, "--format", fmt, *flags)
+        assert p.returncode == 1, p.stderr
+        out = p.stdout.replace("\\", "") if fmt == "md" else p.stdout  # Markdown escapes _ and [
+        assert "blk.0.ffn_gate" in out and "n_embd used where n_ff belongs" in out, fmt
+        assert "my_engine.extra" in out and "blk.1.ffn_down" in out, fmt
