@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "model/half.hpp"
-#include "model/quant_blocks.hpp"
+#include "diff/weight_variants.hpp"
 #include "reference/ops.hpp"
 
 namespace tapdiff::diff {
@@ -46,17 +46,6 @@ std::string input_of(const std::string& name) {
 std::string weight_of(const std::string& name, int layer, const ModelConfig& c) {
   if (name == "output") return c.tied_output ? "token_embd.weight" : "output.weight";
   return fmt::format("blk.{}.{}.weight", layer, name);
-}
-
-// Q8_0 decoded with its fp16 block scale read as bf16 (the dequant-q8-scale bug).
-std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
-  std::vector<float> out(t.n_elements);
-  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
-    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
-    const float d = bf16_to_fp32(blk.d);
-    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
-  }
-  return out;
 }
 
 Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, bool transposed,

@@ -42,16 +42,6 @@ std::vector<float> truncated(const GgufTensorInfo& t, std::uint64_t kept) {
   return decode(t, bytes);
 }
 
-// Q8_0 with the fp16 block scale read as bf16.
-std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
-  std::vector<float> out(t.n_elements);
-  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
-    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
-    const float d = bf16_to_fp32(blk.d);
-    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
-  }
-  return out;
-}
 
 // Q4_K / Q5_K with the min term's sign flipped: x = d·sc·q + dmin·m.
 std::vector<float> k_quant_min_negated(const GgufTensorInfo& t, std::size_t block_bytes) {
@@ -70,6 +60,16 @@ std::vector<float> bf16_read_as_f16(const std::vector<float>& values) {
 }
 
 }  // namespace
+
+std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
+  std::vector<float> out(t.n_elements);
+  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
+    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
+    const float d = bf16_to_fp32(blk.d);
+    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
+  }
+  return out;
+}
 
 std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
   std::vector<WeightVariant> out;

@@ -21,4 +21,7 @@ struct WeightVariant {
 // The correct decode first, then every variant that applies to the tensor's type.
 std::vector<WeightVariant> weight_variants(const GgufTensorInfo& tensor);
 
+// Q8_0 decoded with its fp16 block scale read as bf16 (the dequant-q8-scale bug).
+std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& tensor);
+
 }  // namespace tapdiff::diff
