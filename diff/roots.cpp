@@ -178,7 +178,11 @@ private:
   int sibling_root(const TapComparison& t, const std::optional<Diagnosis>& d) const {
     for (std::size_t k = 0; k < r_.roots.size(); ++k) {
       const RootFinding& root = r_.roots[k];
-      if (root.kind != "divergence" || root.at.layer != t.layer) continue;
+      if (root.kind != "divergence") continue;
+      if (root.at.layer != t.layer) {
+        if (same_op_in_another_layer(root, t, d)) return static_cast<int>(k);
+        continue;
+      }
       // The same kind of op explained by the same hypothesis (RoPE on q and on k, both norms).
       const bool same_hypothesis = tap_class(root.at.name) == tap_class(t.name) && d && root.diagnosis &&
                                    !d->variant.empty() && d->variant == root.diagnosis->variant;
@@ -188,6 +192,22 @@ private:
       if (mine == theirs) return static_cast<int>(k);
     }
     return -1;
+  }
+
+  // Every layer runs the same code: the kind of op a root already holds in another layer,
+  // reproduced by the same hypothesis, is the same bug again, not an independent one.
+  static bool same_op_in_another_layer(const RootFinding& root, const TapComparison& t,
+                                       const std::optional<Diagnosis>& d) {
+    if (!d || !root.diagnosis || d->variant.empty() || d->variant != root.diagnosis->variant ||
+        d->bug_class != root.diagnosis->bug_class)
+      return false;
+    auto same_kind = [&](const std::string& name) {
+      return name == t.name || tap_class(name) == tap_class(t.name);
+    };
+    if (same_kind(root.at.name)) return true;
+    for (const auto& tap : root.explained)
+      if (same_kind(split_full_name(tap).first)) return true;
+    return false;
   }
 
   void join(int root, const TapComparison& t, std::vector<int>& root_of, std::size_t i) {

@@ -10,7 +10,9 @@
 //   joins its input's root.
 // In both, a diverged tap next to a root's tap with the same diagnosed class joins it: same
 // layer and same inputs (attn_q/k/v, ffn_gate/up), the same kernel (attn.probs/attn.out), or
-// the same kind of op reproduced by the same hypothesis (RoPE on q and k, both norms). Taps
+// the same kind of op reproduced by the same hypothesis (RoPE on q and k, both norms). The kind of
+// op a root already holds in another layer, reproduced by the same hypothesis, joins it too:
+// one bug in the code every layer runs is one finding, however many layers show it. Taps
 // whose row shapes differ become "shape" roots the same way (a tap fed by a shape-mismatched
 // tap joins its root).
 #pragma once

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "tapdiff/row_shape.hpp"
@@ -193,8 +194,37 @@ std::string root_positions(const diff::RootFinding& root) {
 }
 
 std::string root_explained(const diff::RootFinding& root) {
+  // Taps by short name, in order of first appearance, each with the layers it appears in.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (const auto& tap : root.explained) {
+    std::string name = tap;
+    int layer = -1;
+    if (tap.rfind("blk.", 0) == 0 && tap.find('.', 4) != std::string::npos) {
+      const std::size_t dot = tap.find('.', 4);
+      name = tap.substr(dot + 1);
+      layer = std::atoi(tap.c_str() + 4);
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == name; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {name, {}});
+    it->second.push_back(layer);
+  }
   std::string out;
-  for (const auto& tap : root.explained) out += (out.empty() ? "" : ", ") + tap;
+  for (const auto& [name, layers] : groups) {
+    out += out.empty() ? "" : ", ";
+    if (layers.size() == 1) {
+      out += layers[0] < 0 ? name : fmt::format("blk.{}.{}", layers[0], name);
+      continue;
+    }
+    std::string ranges;  // "0-3,7"
+    for (std::size_t i = 0; i < layers.size();) {
+      std::size_t j = i;
+      while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+      ranges += (ranges.empty() ? "" : ",") +
+                (j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]));
+      i = j + 1;
+    }
+    out += fmt::format("{} in layers {}", name, ranges);
+  }
   return out;
 }
 

@@ -73,7 +73,8 @@ bool root_measured(const diff::RootFinding& root);
 std::string root_class(const diff::RootFinding& root);
 // "from 1 (11 positions)", or the two shapes for a shape root. Unescaped.
 std::string root_positions(const diff::RootFinding& root);
-// "blk.0.attn_k, blk.0.attn_v": the diverged taps a root explains. Unescaped.
+// "blk.0.attn_k, attn_v in layers 0-3": the diverged taps a root explains, a tap found in
+// several layers named once with its layers. Unescaped.
 std::string root_explained(const diff::RootFinding& root);
 
 // "reference f32" / "engine-host f16, fault kv-stuck-length". Unescaped.
