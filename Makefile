@@ -28,8 +28,11 @@ configure: bootstrap
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-# The default build's suite, then the C++ unit suites under ASan+UBSan, then the fuzz smoke run.
+# The real model first, so that every test that needs it finds it (exit 3: the registry is
+# unreachable, and those tests skip saying so); then the default build's suite, the C++ unit
+# suites under ASan+UBSan, and the fuzz smoke run.
 test: build
+	@scripts/fetch-models.sh || test $$? -eq 3
 	@ctest --preset $(PRESET) -j $(JOBS)
 	@$(MAKE) sanitize
 	@$(MAKE) fuzz-smoke
