@@ -2,23 +2,8 @@
 # consumer project (CONSUMER_DIR) against it with find_package(tapdiff), and runs its tests:
 # the clean check must pass and write its reports, the check of a faulty engine must fail.
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCONSUMER_DIR=... -DGENERATOR=... -P run_regression_consumer.cmake
-foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR GENERATOR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "${var} is required")
-  endif()
-endforeach()
-
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-endfunction()
-
-file(REMOVE_RECURSE ${WORK_DIR})
-set(prefix ${WORK_DIR}/prefix)
-run(${CMAKE_COMMAND} --install ${BUILD_DIR} --component tracer --prefix ${prefix})
-run(${CMAKE_COMMAND} --install ${BUILD_DIR} --component cli --prefix ${prefix})
+include(${CMAKE_CURRENT_LIST_DIR}/../../install_consumer.cmake)
+install_components(tracer cli)
 run(${prefix}/bin/tapdiff fixture --arch llama --seed 3 -o ${WORK_DIR}/model.gguf)
 run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix} -DMODEL=${WORK_DIR}/model.gguf)
