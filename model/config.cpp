@@ -24,6 +24,9 @@ int optional_int(const GgufFile& f, const std::string& key, int fallback) {
   return v ? positive_int(f, key, *v) : fallback;
 }
 
+// attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down.
+constexpr std::uint64_t kWeightsPerBlock = 9;
+
 void require(bool ok, const GgufFile& f, const std::string& key, const std::string& problem) {
   if (!ok) throw InputError(f.path(), key, problem);
 }
@@ -52,6 +55,13 @@ ModelConfig load_model_config(const GgufFile& f) {
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
+  // Checked before anything is built per block: a corrupt count must not cost 2^31 entries.
+  const std::uint64_t n_tensors = f.tensors().size();
+  require(std::uint64_t(c.n_layer) * kWeightsPerBlock + 2 <= n_tensors, f, p + "block_count",
+          fmt::format("expected at most {} blocks (the file holds {} tensors; each block has at "
+                      "least {} and the embedding and output norm 2 more), got {}",
+                      n_tensors < 2 ? 0 : (n_tensors - 2) / kWeightsPerBlock, n_tensors,
+                      kWeightsPerBlock, c.n_layer));
   c.n_embd = required_int(f, p + "embedding_length");
   c.n_head = required_int(f, p + "attention.head_count");
   c.n_head_kv = optional_int(f, p + "attention.head_count_kv", c.n_head);
@@ -65,6 +75,10 @@ ModelConfig load_model_config(const GgufFile& f) {
     require(c.n_embd % c.n_head == 0, f, p + "attention.head_count",
             fmt::format("expected a divisor of embedding_length {}, got {}", c.n_embd, c.n_head));
   c.head_dim = optional_int(f, p + "attention.key_length", c.n_embd / c.n_head);
+  require(std::int64_t(c.n_head) * c.head_dim <= std::numeric_limits<int>::max(), f,
+          p + (has_key_length ? "attention.key_length" : "attention.head_count"),
+          fmt::format("expected head_count × key_length to fit in 32 bits, got {} × {}", c.n_head,
+                      c.head_dim));
   const int value_length = optional_int(f, p + "attention.value_length", c.head_dim);
   require(value_length == c.head_dim, f, p + "attention.value_length",
           fmt::format("expected key_length {} (separate value widths are not supported), got {}",

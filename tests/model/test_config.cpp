@@ -90,7 +90,7 @@ TEST(ModelConfig, HeadCountKvDefaultsToHeadCount) {
 struct BadConfigCase {
   const char* what;
   const char* key;
-  GgufValue value;  // replaces the key's value; an empty key removes nothing
+  GgufValue value;  // the key's value, added or replacing the fixture's
   bool remove;
   const char* expected;
 };
@@ -105,6 +105,12 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
        "cfg.gguf: llama.block_count: required metadata key is missing"},
       {"block_count a string", "llama.block_count", GgufValue::string("2"), false,
        "cfg.gguf: llama.block_count: expected a non-negative integer, got string \"2\""},
+      {"block_count beyond the tensors", "llama.block_count", GgufValue::u32(2147483647), false,
+       "cfg.gguf: llama.block_count: expected at most 2 blocks (the file holds 21 tensors; each "
+       "block has at least 9 and the embedding and output norm 2 more), got 2147483647"},
+      {"q width overflows", "llama.attention.key_length", GgufValue::u32(1u << 30), false,
+       "cfg.gguf: llama.attention.key_length: expected head_count × key_length to fit in 32 "
+       "bits, got 4 × 1073741824"},
       {"zero heads", "llama.attention.head_count", GgufValue::u32(0), false,
        "cfg.gguf: llama.attention.head_count: expected a positive 32-bit count, got 0"},
       {"kv heads do not divide heads", "llama.attention.head_count_kv", GgufValue::u32(3), false,
@@ -121,10 +127,9 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
   const GgufFile base = parse(build_fixture(FixtureSpec{}));
   for (const auto& c : cases) {
     GgufWriter w;
-    for (const auto& [k, v] : base.metadata()) {
+    for (const auto& [k, v] : base.metadata())
       if (k != c.key) w.set(k, v);
-      else if (!c.remove) w.set(k, c.value);
-    }
+    if (!c.remove) w.set(c.key, c.value);
     for (const auto& t : base.tensors())
       w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
     const std::string message = config_error(w);
