@@ -26,6 +26,17 @@ double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bo
 // one H5Dwrite per step (the same rows a tracer step writes) and flushed per step.
 double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path);
 
+// The same bytes written with raw HDF5 calls in two file layouts, committed like the tracer
+// commits (rows, H5Fflush, the (n_taps, 2) count table, H5Fflush) after every step, with no
+// tracer code in the way: what each layout allows at best.
+//   per_tap:   the trace schema's: a group with its four attributes, a chunked `data` and a
+//              `runs` dataset per tap; one H5Dwrite per tap per step.
+//   per_name:  one (rows, layers, width) dataset per tap name, one chunk per row; one H5Dwrite
+//              per name per step, every layer's rows side by side.
+enum class RawLayout { per_tap, per_name };
+double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout,
+                       const std::string& path);
+
 // Nanoseconds per enabled() call that returns false, cycling through the workload's taps.
 // kind: "name" (glob rejects), "layer" (layer range rejects), "position" (position range).
 double disabled_call_ns(const TapWorkload& w, const std::string& kind, std::int64_t calls,
