@@ -16,7 +16,11 @@ namespace {
 
 CBLAS_TRANSPOSE cblas_op(GemmOp op) { return op == GemmOp::T ? CblasTrans : CblasNoTrans; }
 
-constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 20;
+// Below this a product stays on the calling thread: a 576-wide model's k/v projection (2.2e5
+// flops, about 30 us of weight reads) gains less from a second thread than waking one costs
+// under OMP_WAIT_POLICY=passive; its q/o projections (6.6e5) already gain (bench_engine,
+// docs/engine.md "Threads").
+constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 19;
 constexpr int kSliceAlign = 16;  // rows per slice a multiple of the micro-kernel height
 
 }  // namespace
