@@ -93,7 +93,7 @@ double time_decode_gemvs_engine(const ModelConfig& c, int reps) {
   });
 }
 
-double time_decode_gemvs_all_split(const ModelConfig& c, int reps) {
+double time_decode_sgemv_all_split(const ModelConfig& c, int reps) {
   openblas_set_num_threads(1);
   DecodeGemvs gemvs(c);
   return gemvs.best_pass(reps, [](const GemmShape& s, const float* w, const float* x, float* y) {

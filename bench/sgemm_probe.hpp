@@ -32,10 +32,11 @@ namespace tapdiff::bench {
 
 // The weight GEMVs of one engine decode step: the GEMMs of prefill_gemms(c, 1). Best-of-`reps`
 // seconds for one pass over distinct float32 weights (n_params × 4 bytes, as the engine holds
-// them), through the engine's host GEMM (engine::gemm_host: OpenMP row slices, single-threaded
-// OpenBLAS sgemv in each; products under its flop threshold on one thread).
+// them), through the engine's host GEMM (engine::gemm_host: OpenMP row slices, one
+// single-threaded OpenBLAS sdot per output; products under its flop threshold on one thread).
 double time_decode_gemvs_engine(const ModelConfig& c, int reps);
-// The same products with every one split into one row slice per OpenMP thread.
-double time_decode_gemvs_all_split(const ModelConfig& c, int reps);
+// The same products as OpenBLAS sgemv_t calls (the engine's path before it took sdot), every
+// one split into one row slice per OpenMP thread.
+double time_decode_sgemv_all_split(const ModelConfig& c, int reps);
 
 }  // namespace tapdiff::bench

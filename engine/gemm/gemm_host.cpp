@@ -1,4 +1,5 @@
-// The host executor's GEMM: OpenBLAS sgemm on row slices of C, one slice per OpenMP thread.
+// The host executor's GEMM: OpenBLAS on row slices of C, one slice per OpenMP thread (sgemm;
+// for a single column of B, sdot per element or sgemv).
 // OpenBLAS itself runs single-threaded (HostExecutor sets it): its pthread pool and the
 // OpenMP pool would otherwise busy-wait against each other between calls, which measured 5-6x
 // slower on 2 cores (docs/engine.md). Each C element is still one OpenBLAS dot product over
@@ -45,14 +46,21 @@ void gemm_host(const GemmArgs& g) {
     // Rows i0..i1 of op(A): rows of A under N, columns of A (ld apart) under T.
     const float* a_slice = g.op_a == GemmOp::N ? a + i0 : a + std::int64_t(i0) * g.lda;
     if (g.n == 1) {
-      // One column of op(B) (a decode step): the same product as a matrix-vector call, which
-      // OpenBLAS runs at memory bandwidth. That column is contiguous under N (k × 1) and has
-      // its elements ldb apart under T (1 × k).
+      // One column of op(B) (a decode step). That column is contiguous under N (k × 1) and
+      // has its elements ldb apart under T (1 × k).
       const int incx = g.op_b == GemmOp::N ? 1 : g.ldb;
-      const int a_rows = g.op_a == GemmOp::N ? i1 - i0 : g.k;
-      const int a_cols = g.op_a == GemmOp::N ? g.k : i1 - i0;
-      cblas_sgemv(CblasColMajor, cblas_op(g.op_a), a_rows, a_cols, g.alpha, a_slice, g.lda, b, incx,
-                  g.beta, g.c + i0, 1);
+      if (g.op_a == GemmOp::T) {
+        // Each row of op(A) is a contiguous column of A: one OpenBLAS dot per element of C.
+        // On these machines sdot streams weights of a few hundred rows far faster than sgemv_t
+        // (bench/results/models.md, "decode GEMVs alone").
+        for (int i = i0; i < i1; ++i) {
+          const float dot = cblas_sdot(g.k, a + std::int64_t(i) * g.lda, 1, b, incx);
+          g.c[i] = g.beta == 0.0f ? g.alpha * dot : g.alpha * dot + g.beta * g.c[i];
+        }
+      } else {
+        cblas_sgemv(CblasColMajor, CblasNoTrans, i1 - i0, g.k, g.alpha, a_slice, g.lda, b, incx,
+                    g.beta, g.c + i0, 1);
+      }
     } else {
       cblas_sgemm(CblasColMajor, cblas_op(g.op_a), cblas_op(g.op_b), i1 - i0, g.n, g.k, g.alpha,
                   a_slice, g.lda, b, g.ldb, g.beta, g.c + i0, g.ldc);
