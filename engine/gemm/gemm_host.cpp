@@ -17,11 +17,11 @@ namespace {
 
 CBLAS_TRANSPOSE cblas_op(GemmOp op) { return op == GemmOp::T ? CblasTrans : CblasNoTrans; }
 
-// Below this a product stays on the calling thread: a 576-wide model's k/v projection (2.2e5
-// flops, about 30 us of weight reads) gains less from a second thread than waking one costs
-// under OMP_WAIT_POLICY=passive; its q/o projections (6.6e5) already gain (bench_engine,
-// docs/engine.md "Threads").
-constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 19;
+// Below this a product stays on the calling thread: waking a sleeping OpenMP thread
+// (OMP_WAIT_POLICY=passive, the setting for shared machines) costs more than a second thread
+// saves on a 576-wide model's q/o projections (6.6e5 flops). docs/engine.md "Threads" has the
+// measurements both ways.
+constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 20;
 constexpr int kSliceAlign = 16;  // rows per slice a multiple of the micro-kernel height
 
 }  // namespace
