@@ -377,6 +377,42 @@ TEST_F(HostOps, GemmHasCublasColumnMajorSemantics) {
   }
 }
 
+// C = alpha op(A) op(B) + beta C: the matrix-vector paths (dot per element under T, sgemv under
+// N) and the sgemm path scale the product and the old C alike.
+TEST_F(HostOps, GemmAppliesAlphaAndBeta) {
+  const float alpha = 0.5f, beta = -2.0f;
+  for (const GemmOp op_a : {GemmOp::T, GemmOp::N}) {
+    for (const int n : {1, 3}) {
+      const int m = 37, k = 29;
+      const std::vector<float> A = test_values(std::size_t(m * k), 41),
+                               B = test_values(std::size_t(k * n), 42);
+      const std::vector<float> C0 = test_values(std::size_t(m * n), 43);
+      std::vector<float> C = C0;
+      const int lda = op_a == GemmOp::N ? m : k;
+      ex->gemm(GemmArgs{op_a, GemmOp::N, m, n, k, alpha, A.data(), ElemType::f32, lda, B.data(),
+                        ElemType::f32, k, beta, C.data(), m});
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double acc = 0, magnitude = 0;
+          for (int p = 0; p < k; ++p) {
+            const float a =
+                op_a == GemmOp::N ? A[std::size_t(i + p * m)] : A[std::size_t(p + i * k)];
+            const double ab = double(a) * B[std::size_t(p + j * k)];
+            acc += ab;
+            magnitude += std::abs(ab);
+          }
+          const double old = C0[std::size_t(i + j * m)];
+          const double want = alpha * acc + beta * old;
+          const double bound = (k + 2) * std::ldexp(1.0, -24) *
+                               (std::abs(alpha) * magnitude + std::abs(beta * old));
+          ASSERT_NEAR(C[std::size_t(i + j * m)], want, bound + 1e-30)
+              << "op_a " << (op_a == GemmOp::N ? "N" : "T") << " n " << n << " C[" << i << ", " << j
+              << "]";
+        }
+    }
+  }
+}
+
 TEST_F(HostOps, GemmRejectsShortLeadingDimensions) {
   std::vector<float> buf(64);
   EXPECT_THROW(ex->gemm(GemmArgs{GemmOp::N, GemmOp::N, 4, 2, 3, 1.0f, buf.data(), ElemType::f32, 3,
