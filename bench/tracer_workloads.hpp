@@ -29,10 +29,10 @@ double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path
 // The same bytes written with raw HDF5 calls in two file layouts, committed like the tracer
 // commits (rows, H5Fflush, the (n_taps, 2) count table, H5Fflush) after every step, with no
 // tracer code in the way: what each layout allows at best.
-//   per_tap:   the trace schema's: a group with its four attributes, a chunked `data` and a
+//   per_tap:   trace format 1.0's: a group with its four attributes, a chunked `data` and a
 //              `runs` dataset per tap; one H5Dwrite per tap per step.
-//   per_name:  one (rows, layers, width) dataset per tap name, one chunk per row; one H5Dwrite
-//              per name per step, every layer's rows side by side.
+//   per_name:  format 2.0's stacks: one (rows, layers, width) dataset per tap name, one chunk
+//              per row; one H5Dwrite per name per step, every layer's rows side by side.
 enum class RawLayout { per_tap, per_name };
 double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout,
                        const std::string& path);

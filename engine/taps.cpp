@@ -21,19 +21,21 @@ std::vector<float> LockstepSource::rows(std::string_view name, int layer,
                                         std::int64_t first_position, std::int64_t n_rows,
                                         std::int64_t row_elements) const {
   const TapInfo* tap = reader_->find(name, layer);
-  const std::string where = layer >= 0 ? fmt::format("blk.{}.{}", layer, name) : std::string(name);
+  const std::string object = fmt::format("/taps/{}", name);
+  const std::string tap_text = layer >= 0 ? fmt::format("layer {}: ", layer) : std::string();
   const std::int64_t last = first_position + n_rows - 1;
   if (tap == nullptr)
-    throw InputError(reader_->path(), "/taps/" + where,
-                     "lockstep needs every tap of the source trace: record it without --taps, "
-                     "--layers or --positions filters");
+    throw InputError(reader_->path(), object,
+                     tap_text +
+                         "lockstep needs every tap of the source trace: record it without --taps, "
+                         "--layers or --positions filters");
   // A shape bug (ffn-dim-wrong): nothing to inject; the diff reports the shape finding.
   if (tap->row_size != row_elements) return {};
   TapRows rows = reader_->read(*tap, first_position, last);
   if (static_cast<std::int64_t>(rows.size()) != n_rows)
-    throw InputError(reader_->path(), "/taps/" + where,
-                     fmt::format("expected positions {}..{}, the trace holds {} of them",
-                                 first_position, last, rows.size()));
+    throw InputError(reader_->path(), object,
+                     tap_text + fmt::format("expected positions {}..{}, the trace holds {} of them",
+                                            first_position, last, rows.size()));
   return std::move(rows.values);
 }
 

@@ -1,4 +1,4 @@
-"""Read and write tapdiff traces (docs/trace-schema.md) with h5py and numpy only.
+"""Read and write tapdiff traces (docs/trace-schema.md, format 2.0) with h5py and numpy only.
 
 Meant for PyTorch forward hooks and notebooks: the writer produces the same files as
 tapdiff's C++ TraceWriter, the reader accepts what either writes.
@@ -12,8 +12,11 @@ tapdiff's C++ TraceWriter, the reader accepts what either writes.
     with TraceReader("run.h5") as trace:
         positions, values = trace.read("attn_q", 0)
 
-Tap names are short ("attn_q"); per-layer taps are stored as "blk.{layer}.{name}", global
-taps (layer -1) under their name (docs/taps.md). From a PyTorch forward hook:
+A tap is a short name ("attn_q") and a layer (-1 for a global tap); its full name is
+"blk.{layer}.{name}", or the name alone for a global tap (docs/taps.md). The taps of one name
+and row shape are stored side by side in one stack, /taps/<name>, a slot per layer. record()
+copies the rows and holds them until end_step(), which writes each stack's new rows in one
+block and commits them. From a PyTorch forward hook:
 
     def tap(name, layer):
         def hook(module, inputs, output):           # output: (1, n_tokens, dim)
@@ -23,7 +26,9 @@ taps (layer -1) under their name (docs/taps.md). From a PyTorch forward hook:
     model.model.layers[3].self_attn.q_proj.register_forward_hook(tap("attn_q", 3))
 
 Taps known in advance are best passed as precreate=[(name, layer, row_shape), ...]: a kill
-during the step that first creates a tap can cost the whole trace (docs/trace-schema.md).
+during the step that first creates a stack or a slot can cost the whole trace
+(docs/trace-schema.md), and the stacks created up front are chunked a row of all their
+slots at a time.
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ import h5py
 import numpy as np
 
 FORMAT_NAME = "tapdiff-trace"
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (2, 0)
 PRODUCERS = ("reference", "engine-host", "engine-cuda", "external")
 DIM_NAMES = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx")
 REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", "model_sha256",
                     "precision", "fault")
 REQUIRED_INTS = ("prompt_length", "complete", "committed_steps", "committed_tokens")
+RUN_CHUNK_ROWS = 64
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -62,6 +68,12 @@ def full_tap_name(name: str, layer: int) -> str:
     return f"blk.{layer}.{name}" if layer >= 0 else name
 
 
+def _layer_problem(name: str, layer: int) -> Optional[str]:
+    if layer < -1 or (layer == -1 and name.startswith("blk.")):
+        return f"bad layer {layer} for tap {name!r}"
+    return None
+
+
 @dataclass
 class TapInfo:
     name: str
@@ -70,6 +82,9 @@ class TapInfo:
     row_shape: Tuple[int, ...]
     n_rows: int
     runs: List[Tuple[int, int, int]] = field(default_factory=list)  # first_row, first_position, n
+    stack: str = ""  # the group under /taps that holds the tap
+    slot: int = 0    # its column in the stack's data and runs
+    index: int = 0   # its row in /committed
 
     def positions(self) -> np.ndarray:
         if not self.runs:
@@ -77,21 +92,97 @@ class TapInfo:
         return np.concatenate([np.arange(p, p + n, dtype=np.int64) for _, p, n in self.runs])
 
 
-class _Tap:
-    """A tap being written: its datasets and the bookkeeping the commit protocol needs."""
+class _Slot:
+    """One tap of a stack being written: counts written so far and rows waiting for end_step()."""
 
-    def __init__(self, group: h5py.Group, row_shape: Tuple[int, ...], chunk_bytes: int, index: int):
-        row_bytes = int(np.prod(row_shape)) * 4
-        chunk_rows = min(256, max(1, chunk_bytes // row_bytes))
-        self.data = group.create_dataset("data", shape=(0,) + row_shape,
-                                         maxshape=(None,) + row_shape,
-                                         chunks=(chunk_rows,) + row_shape, dtype="<f4")
-        self.runs = group.create_dataset("runs", shape=(0, 2), maxshape=(None, 2), chunks=(64, 2),
-                                         dtype="<i8")
-        self.row_shape = row_shape
-        self.index = index
-        self.rows = 0
+    def __init__(self, layer: int, index: int):
+        self.layer, self.index = layer, index
+        self.rows = 0   # rows and runs written to the datasets
+        self.runs = 0
         self.last_position = -1
+        self.pending: List[np.ndarray] = []
+        self.pending_rows = 0
+        self.pending_runs: List[Tuple[int, int]] = []  # (first_row, first_position)
+
+    @property
+    def recorded(self) -> int:
+        return self.rows + self.pending_rows
+
+
+class _Stack:
+    """A stack being written: /taps/<group> with one slot per layer of one tap name and shape."""
+
+    def __init__(self, group: h5py.Group, name: str, row_shape: Tuple[int, ...], n_slots: int,
+                 chunk_bytes: int):
+        row_bytes = int(np.prod(row_shape)) * 4
+        self.chunk_rows = min(256, max(1, chunk_bytes // (row_bytes * n_slots)))
+        self.data = group.create_dataset("data", shape=(0, 0) + row_shape,
+                                         maxshape=(None, None) + row_shape,
+                                         chunks=(self.chunk_rows, n_slots) + row_shape, dtype="<f4")
+        self.runs = group.create_dataset("runs", shape=(0, 0, 2), maxshape=(None, None, 2),
+                                         chunks=(RUN_CHUNK_ROWS, n_slots, 2), dtype="<i8")
+        group.attrs["name"] = name
+        group.attrs["row_shape"] = np.array(row_shape, dtype=np.int64)
+        self.group, self.name, self.row_shape = group, name, row_shape
+        self.slots: List[_Slot] = []
+
+    def add_slots(self, slots: List[_Slot]) -> None:
+        self.slots.extend(slots)
+        self.data.resize(len(self.slots), axis=1)
+        self.runs.resize(len(self.slots), axis=1)
+        self.group.attrs["layers"] = np.array([s.layer for s in self.slots], dtype=np.int64)
+        # Written last: a reader skips a stack without 'index' in an incomplete trace.
+        self.group.attrs["index"] = np.array([s.index for s in self.slots], dtype=np.int64)
+
+    def write_pending(self) -> None:
+        """Writes the rows and runs recorded since the last commit; one block when it can."""
+        rows = [(s, slot) for s, slot in enumerate(self.slots) if slot.pending_rows]
+        if rows:
+            end = max(slot.rows + slot.pending_rows for _, slot in rows)
+            _grow(self.data, end, self.chunk_rows)
+            if _same_span(rows, lambda slot: (slot.rows, slot.pending_rows)):
+                first, lo, hi = rows[0][1], rows[0][0], rows[-1][0] + 1
+                block = np.empty((first.pending_rows, hi - lo) + self.row_shape, np.float32)
+                for s, slot in rows:
+                    np.concatenate(slot.pending, out=block[:, s - lo])
+                self.data[first.rows:first.rows + first.pending_rows, lo:hi] = block
+            else:
+                for s, slot in rows:
+                    rows_of_slot = np.concatenate(slot.pending)
+                    self.data[slot.rows:slot.rows + slot.pending_rows, s] = rows_of_slot
+        runs = [(s, slot) for s, slot in enumerate(self.slots) if slot.pending_runs]
+        if runs:
+            _grow(self.runs, max(slot.runs + len(slot.pending_runs) for _, slot in runs),
+                  RUN_CHUNK_ROWS)
+            if _same_span(runs, lambda slot: (slot.runs, slot.pending_runs)):
+                first, lo, hi = runs[0][1], runs[0][0], runs[-1][0] + 1
+                block = np.broadcast_to(np.array(first.pending_runs, np.int64)[:, None],
+                                        (len(first.pending_runs), hi - lo, 2))
+                self.runs[first.runs:first.runs + len(first.pending_runs), lo:hi] = block
+            else:
+                for s, slot in runs:
+                    self.runs[slot.runs:slot.runs + len(slot.pending_runs), s] = slot.pending_runs
+        for slot in self.slots:
+            slot.rows += slot.pending_rows
+            slot.runs += len(slot.pending_runs)
+            slot.pending, slot.pending_rows, slot.pending_runs = [], 0, []
+
+    def trim(self) -> None:
+        """Shrinks the datasets to the most rows and runs any slot committed."""
+        self.data.resize(max((s.rows for s in self.slots), default=0), axis=0)
+        self.runs.resize(max((s.runs for s in self.slots), default=0), axis=0)
+
+
+def _grow(ds: h5py.Dataset, rows: int, chunk_rows: int) -> None:
+    """Extends dimension 0 to hold `rows`, by whole chunks (the extent may run ahead)."""
+    if rows > ds.shape[0]:
+        ds.resize(-(-rows // chunk_rows) * chunk_rows, axis=0)
+
+
+def _same_span(slots: List[Tuple[int, _Slot]], key) -> bool:
+    """True when the slots are adjacent and key() gives the same value for each."""
+    return (slots[-1][0] - slots[0][0] + 1 == len(slots)
+            and all(key(slot) == key(slots[0][1]) for _, slot in slots))
 
 
 class TraceWriter:
@@ -119,11 +210,14 @@ class TraceWriter:
                 reject(f"hparams[{key!r}]: expected int, float or str, got {type(value).__name__}")
         self.path = path
         self._chunk_bytes = chunk_bytes
-        self._taps: Dict[str, _Tap] = {}
+        self._stacks: Dict[Tuple[str, Tuple[int, ...]], _Stack] = {}
+        self._slots: Dict[Tuple[str, int], Tuple[_Stack, _Slot]] = {}
+        self._by_index: List[_Slot] = []  # every slot, by its row in /committed
         self._pending_tokens: List[int] = [int(t) for t in tokens]
         self.steps = 0
         self.committed_steps = 0
         self._open = True
+        stacks = self._precreate_plan(precreate)
         # v110 at most: files stay readable by HDF5 1.10 (Debian's libhdf5). No lock, so a
         # reader may look at the trace while it is written. Built under a temporary name and
         # renamed after its first commit, so that a trace file is never half-created.
@@ -159,12 +253,30 @@ class TraceWriter:
         self._committed = self._f.create_dataset("committed", shape=(0, 2), maxshape=(None, 2),
                                                  chunks=(256, 2), dtype="<i8", fillvalue=0)
         self._tap_group = self._f.create_group("taps")
-        # Creating a group rewrites /taps in place; a kill during that flush can make the whole
-        # group unreadable. Taps listed here are created before the first commit instead.
-        for name, layer, row_shape in precreate:
-            self._create_tap(name, layer, tuple(int(d) for d in row_shape))
+        # Creating a stack rewrites /taps in place, adding a slot rewrites the stack's
+        # attributes; a kill during that flush can make them unreadable. Stacks listed here
+        # are created, with all their slots, before the first commit instead.
+        for (name, row_shape), layers in stacks.items():
+            self._new_stack(name, row_shape, layers)
         self._commit()
         os.replace(self._partial, path)
+
+    def _precreate_plan(self, precreate) -> Dict[Tuple[str, Tuple[int, ...]], List[int]]:
+        """{(name, row_shape): layers} of the stacks to create up front, checked."""
+        stacks: Dict[Tuple[str, Tuple[int, ...]], List[int]] = {}
+        seen = set()
+        for name, layer, row_shape in precreate:
+            self._check_tap(name, layer)
+            shape = tuple(int(d) for d in row_shape)
+            if not 1 <= len(shape) <= 4 or min(shape) < 1:
+                raise TraceError(self.path, f"/taps/{name}", f"layer {layer}: row shape "
+                                 f"{list(shape)}: expected 1 to 4 dimensions, each >= 1")
+            if (name, layer) in seen:
+                raise TraceError(self.path, f"/taps/{name}",
+                                 f"layer {layer}: listed twice in precreate")
+            seen.add((name, layer))
+            stacks.setdefault((name, shape), []).append(layer)
+        return stacks
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -175,57 +287,70 @@ class TraceWriter:
         else:
             self.abandon()
 
-    def record(self, name: str, layer: int, first_position: int, rows) -> None:
-        """rows: (n_rows, *row_shape) for positions first_position .. first_position+n_rows-1."""
-        full = full_tap_name(name, layer)
-        obj = f"/taps/{full}"
-        if not self._open:
-            raise TraceError(self.path, "/", "the trace is already closed")
+    def _check_tap(self, name: str, layer: int) -> None:
+        obj = f"/taps/{name}"
         if not name or not _NAME.match(name) or name[0] == "." or name[-1] == ".":
             raise TraceError(self.path, obj,
                              "tap name may only use letters, digits, '_', '.' and '-'")
-        if layer < -1 or (layer == -1 and name.startswith("blk.")):
-            raise TraceError(self.path, obj, f"bad layer {layer} for tap {name!r}")
-        if first_position < 0:
-            raise TraceError(self.path, obj, f"first_position {first_position} < 0")
-        values = np.ascontiguousarray(rows, dtype=np.float32)
-        if values.ndim < 2 or values.shape[0] < 1 or 0 in values.shape or values.ndim > 5:
-            raise TraceError(self.path, obj, f"rows: expected (n_rows, *row_shape) with 1 to 4 row "
-                                             f"dimensions, got shape {values.shape}")
-        row_shape = tuple(int(d) for d in values.shape[1:])
-        tap = self._taps.get(full)
-        if tap is None or (tap.rows == 0 and tap.row_shape != row_shape):
-            tap = self._create_tap(name, layer, row_shape)
-        if row_shape != tap.row_shape:
-            raise TraceError(self.path, obj, f"row shape {list(row_shape)} differs from "
-                                             f"{list(tap.row_shape)} recorded earlier")
-        if first_position <= tap.last_position:
-            raise TraceError(self.path, obj,
-                             f"position {first_position} recorded after position "
-                             f"{tap.last_position}: positions of a tap must increase")
-        n = values.shape[0]
-        if tap.rows == 0 or first_position != tap.last_position + 1:
-            runs = tap.runs.shape[0]
-            tap.runs.resize((runs + 1, 2))
-            tap.runs[runs] = (tap.rows, first_position)
-        tap.data.resize((tap.rows + n,) + row_shape)
-        tap.data[tap.rows:tap.rows + n] = values
-        tap.rows += n
-        tap.last_position = first_position + n - 1
+        problem = _layer_problem(name, layer)
+        if problem:
+            raise TraceError(self.path, obj, problem)
 
-    def _create_tap(self, name: str, layer: int, row_shape: Tuple[int, ...]) -> _Tap:
-        full = full_tap_name(name, layer)
-        old = self._taps.get(full)
-        if old is not None:  # a pre-created tap without rows takes the recorded shape
-            del self._tap_group[full]
-        group = self._tap_group.create_group(full)
-        group.attrs["name"] = name
-        group.attrs["layer"] = np.int64(layer)
-        group.attrs["row_shape"] = np.array(row_shape, dtype=np.int64)
-        group.attrs["index"] = np.int64(old.index if old is not None else len(self._taps))
-        tap = _Tap(group, row_shape, self._chunk_bytes, int(group.attrs["index"]))
-        self._taps[full] = tap
-        return tap
+    def record(self, name: str, layer: int, first_position: int, rows) -> None:
+        """rows: (n_rows, *row_shape) for positions first_position .. first_position+n_rows-1.
+        The rows are copied; they are written and committed at the next end_step()."""
+        if not self._open:
+            raise TraceError(self.path, "/", "the trace is already closed")
+        self._check_tap(name, layer)
+        obj = f"/taps/{name}"
+        if first_position < 0:
+            raise TraceError(self.path, obj, f"layer {layer}: first_position {first_position} < 0")
+        values = np.array(rows, dtype=np.float32)
+        if values.ndim < 2 or values.shape[0] < 1 or 0 in values.shape or values.ndim > 5:
+            raise TraceError(self.path, obj, f"layer {layer}: rows: expected (n_rows, *row_shape) "
+                                             f"with 1 to 4 row dimensions, got shape "
+                                             f"{values.shape}")
+        row_shape = tuple(int(d) for d in values.shape[1:])
+        stack, slot = self._slots.get((name, layer), (None, None))
+        if slot is None or (slot.recorded == 0 and stack.row_shape != row_shape):
+            # A new tap, or a pre-created one recorded with another shape: it takes a new slot
+            # (and index) in the stack of its shape; the old slot keeps 0 rows.
+            stack, slot = self._add_slot(name, layer, row_shape)
+        if row_shape != stack.row_shape:
+            raise TraceError(self.path, obj, f"layer {layer}: row shape {list(row_shape)} differs "
+                                             f"from {list(stack.row_shape)} recorded earlier")
+        if first_position <= slot.last_position:
+            raise TraceError(self.path, obj,
+                             f"layer {layer}: position {first_position} recorded after position "
+                             f"{slot.last_position}: positions of a tap must increase")
+        if slot.recorded == 0 or first_position != slot.last_position + 1:
+            slot.pending_runs.append((slot.recorded, first_position))
+        slot.pending.append(values)
+        slot.pending_rows += values.shape[0]
+        slot.last_position = first_position + values.shape[0] - 1
+
+    def _new_stack(self, name: str, row_shape: Tuple[int, ...], layers: List[int]) -> _Stack:
+        n = sum(1 for stack_name, _ in self._stacks if stack_name == name)
+        group = self._tap_group.create_group(name if n == 0 else f"{name}#{n + 1}")
+        stack = _Stack(group, name, row_shape, len(layers), self._chunk_bytes)
+        self._stacks[(name, row_shape)] = stack
+        slots = [_Slot(layer, len(self._by_index) + i) for i, layer in enumerate(layers)]
+        self._by_index.extend(slots)
+        stack.add_slots(slots)
+        for slot in slots:
+            self._slots[(name, slot.layer)] = (stack, slot)
+        return stack
+
+    def _add_slot(self, name: str, layer: int, row_shape: Tuple[int, ...]) -> Tuple[_Stack, _Slot]:
+        stack = self._stacks.get((name, row_shape))
+        if stack is None:
+            stack = self._new_stack(name, row_shape, [layer])
+        else:
+            slot = _Slot(layer, len(self._by_index))
+            self._by_index.append(slot)
+            stack.add_slots([slot])
+            self._slots[(name, layer)] = (stack, slot)
+        return self._slots[(name, layer)]
 
     def append_tokens(self, tokens: Iterable[int]) -> None:
         self._pending_tokens.extend(int(t) for t in tokens)
@@ -239,6 +364,8 @@ class TraceWriter:
         if not self._open:
             return
         self._commit()
+        for stack in self._stacks.values():
+            stack.trim()
         self._f.attrs["complete"] = np.int64(1)
         self._f.close()
         self._open = False
@@ -255,13 +382,12 @@ class TraceWriter:
             self._tokens.resize((n + len(self._pending_tokens),))
             self._tokens[n:] = np.asarray(self._pending_tokens, dtype=np.int32)
             self._pending_tokens = []
+        for stack in self._stacks.values():
+            stack.write_pending()
         self._f.flush()
-        table = np.zeros((len(self._taps), 2), dtype=np.int64)
-        for tap in self._taps.values():
-            table[tap.index] = (tap.rows, tap.runs.shape[0])
-        self._committed.resize((len(self._taps), 2))
-        if len(self._taps):
-            self._committed[:] = table
+        self._committed.resize((len(self._by_index), 2))
+        if self._by_index:
+            self._committed[:] = np.array([(s.rows, s.runs) for s in self._by_index], np.int64)
         self._f.attrs["committed_steps"] = np.int64(self.steps)
         self._f.attrs["committed_tokens"] = np.int64(self._tokens.shape[0])
         self._f.flush()
@@ -314,6 +440,14 @@ class TraceReader:
             self._fail(where, f"attribute {key!r}: expected an integer")
         return int(value)
 
+    def _ints(self, obj, where: str, key: str) -> Tuple[int, ...]:
+        if key not in obj.attrs:
+            self._fail(where, f"attribute {key!r}: missing")
+        value = np.asarray(obj.attrs[key])
+        if value.dtype.kind not in "iu" or value.ndim > 1:
+            self._fail(where, f"attribute {key!r}: expected a 1-D array of integers")
+        return tuple(int(v) for v in value.reshape(-1))
+
     def _load(self) -> None:
         f = self._f
         fmt = self._attr(f, "/", "format", "str")
@@ -324,9 +458,13 @@ class TraceReader:
         if not match:
             self._fail("/", f"attribute 'format_version': expected MAJOR.MINOR, got {version!r}")
         self.format_version = (int(match.group(1)), int(match.group(2)))
-        if self.format_version[0] != FORMAT_VERSION[0]:
-            self._fail("/", f"format_version {version} is not supported by this reader "
-                            f"({FORMAT_VERSION[0]}.x)")
+        supported = f"({FORMAT_VERSION[0]}.x)"
+        if self.format_version[0] > FORMAT_VERSION[0]:
+            self._fail("/", f"format_version {version} is newer than this reader supports "
+                            f"{supported}: upgrade tapdiff to read it")
+        if self.format_version[0] < FORMAT_VERSION[0]:
+            self._fail("/", f"format_version {version} is older than any this reader supports "
+                            f"{supported}: record the trace again with this tapdiff")
         self.metadata: Dict[str, object] = {k: self._attr(f, "/", k, "str")
                                             for k in REQUIRED_STRINGS}
         if self.metadata["producer"] not in PRODUCERS:
@@ -347,11 +485,16 @@ class TraceReader:
         self.tokens = self._committed_rows("tokens", ints["committed_tokens"], 1)
         committed = self._committed_rows("committed", None, 2)
         self._taps: Dict[Tuple[str, int], TapInfo] = {}
+        self._index_owner: Dict[int, str] = {}
         if "taps" not in f or not isinstance(f["taps"], h5py.Group):
             self._fail("/taps", "missing group")
         for member, group in f["taps"].items():
-            tap = self._load_tap(member, group, committed)
-            if tap is not None:
+            for tap in self._load_stack(member, group, committed):
+                other = self._taps.get((tap.name, tap.layer))
+                if other is not None:
+                    self._fail(f"/taps/{member}", f"slot {tap.slot} (layer {tap.layer}): the tap "
+                                                  f"{tap.full_name} has rows in slot {other.slot} "
+                                                  f"of /taps/{other.stack} too")
                 self._taps[(tap.name, tap.layer)] = tap
 
     def _committed_rows(self, name: str, n: Optional[int], width: int) -> np.ndarray:
@@ -366,45 +509,105 @@ class TraceReader:
             self._fail(f"/{name}", f"committed count {n} exceeds its {ds.shape[0]} rows")
         return ds[:n].astype(np.int64)
 
-    def _load_tap(self, member: str, group, committed: np.ndarray) -> Optional[TapInfo]:
+    def _load_stack(self, member: str, group, committed: np.ndarray) -> List[TapInfo]:
         where = f"/taps/{member}"
+        if not isinstance(group, h5py.Group):
+            self._fail(where, "expected a group")
         if "index" not in group.attrs and not self.complete:
-            return None
-        index = self._attr(group, where, "index", "int")
-        if not 0 <= index < committed.shape[0]:
-            if not self.complete:
-                return None
-            self._fail(where, f"attribute 'index': {index} is outside /committed")
-        n_rows, n_runs = (int(v) for v in committed[index])
-        if n_rows <= 0:
-            return None
+            return []  # being created when the writer stopped
+        name, row_shape, layers, index = self._stack_attrs(group, where)
+        data, runs = self._stack_datasets(group, where, row_shape, len(layers))
+        counted = []  # (slot, n_rows, n_runs) of the slots that are taps
+        for s, (layer, idx) in enumerate(zip(layers, index)):
+            slot_name = f"slot {s} (layer {layer})"
+            if not 0 <= idx < committed.shape[0]:
+                if not self.complete:
+                    continue  # added when the writer stopped
+                self._fail(where, f"attribute 'index': {slot_name}: {idx} is outside /committed "
+                                  f"({committed.shape[0]} rows)")
+            if idx in self._index_owner:
+                self._fail(where, f"attribute 'index': {slot_name}: {idx} is also the index of "
+                                  f"{self._index_owner[idx]}")
+            self._index_owner[idx] = f"slot {s} of {where}"
+            n_rows, n_runs = (int(v) for v in committed[idx])
+            for ds, count, what in ((data, n_rows, "rows"), (runs, n_runs, "runs")):
+                if not 0 <= count <= ds.shape[0]:
+                    self._fail(ds.name, f"{slot_name}: {count} committed {what} (/committed row "
+                                        f"{idx}) do not fit its {ds.shape[0]} rows")
+            if n_rows == 0:
+                continue  # pre-created and never written: not a tap
+            if n_runs == 0:
+                self._fail(f"{where}/runs", f"{slot_name}: {n_rows} committed rows but no runs")
+            counted.append((s, n_rows, n_runs))
+        if not counted:
+            return []
+        all_runs = runs[:max(n for _, _, n in counted)].astype(np.int64)  # one read per stack
+        return [TapInfo(name, layers[s], full_tap_name(name, layers[s]), row_shape, n_rows,
+                        self._runs(f"{where}/runs", f"slot {s} (layer {layers[s]})",
+                                   all_runs[:n_runs, s], n_rows),
+                        member, s, index[s])
+                for s, n_rows, n_runs in counted]
+
+    def _stack_attrs(self, group, where: str):
+        """(name, row_shape, layers, index) of a stack, checked."""
         name = self._attr(group, where, "name", "str")
-        layer = self._attr(group, where, "layer", "int")
-        if full_tap_name(name, layer) != member:
-            self._fail(where, f"name {name!r} and layer {layer} do not make the group's name")
-        if "row_shape" not in group.attrs:
-            self._fail(where, "attribute 'row_shape': missing")
-        row_shape = tuple(int(d) for d in np.atleast_1d(group.attrs["row_shape"]))
-        data = group.get("data")
-        if not isinstance(data, h5py.Dataset):
-            self._fail(f"{where}/data", "missing dataset")
+        row_shape = self._ints(group, where, "row_shape")
+        if not 1 <= len(row_shape) <= 4 or min(row_shape) < 1:
+            self._fail(where, f"attribute 'row_shape': expected 1 to 4 dimensions, each >= 1, "
+                              f"got {list(row_shape)}")
+        layers = self._ints(group, where, "layers")
+        index = self._ints(group, where, "index")
+        if len(layers) != len(index):
+            self._fail(where, f"attributes 'layers' and 'index': expected the same length, got "
+                              f"{len(layers)} and {len(index)}")
+        for key, values in (("layers", layers), ("index", index)):
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                self._fail(where, f"attribute {key!r}: {repeated[0]} appears more than once")
+        for layer in layers:
+            problem = _layer_problem(name, layer)
+            if problem:
+                self._fail(where, f"attribute 'layers': {problem}")
+        return name, row_shape, layers, index
+
+    def _stack_datasets(self, group, where: str, row_shape: Tuple[int, ...], n_slots: int):
+        """(data, runs) of a stack, their types and shapes checked."""
+        data = self._stack_dataset(group, where, "data")
         if data.dtype != np.dtype("<f4"):
             self._fail(f"{where}/data", f"expected float32 elements, got {data.dtype}")
-        if tuple(data.shape[1:]) != row_shape:
-            self._fail(f"{where}/data", f"expected shape [*, {', '.join(map(str, row_shape))}], "
+        if data.ndim != 2 + len(row_shape):
+            self._fail(f"{where}/data", f"expected rank {2 + len(row_shape)}, got {data.ndim}")
+        if data.shape[1] < n_slots or tuple(data.shape[2:]) != row_shape:
+            shape = ", ".join(map(str, row_shape))
+            self._fail(f"{where}/data", f"expected shape [*, >= {n_slots}, {shape}], "
                                         f"got {list(data.shape)}")
-        if n_rows > data.shape[0]:
-            self._fail(f"{where}/data", f"committed rows {n_rows} exceed its {data.shape[0]} rows")
-        raw = group["runs"][:n_runs].astype(np.int64) if n_runs else np.zeros((0, 2), np.int64)
-        runs = []
+        runs = self._stack_dataset(group, where, "runs")
+        if runs.dtype.kind not in "iu":
+            self._fail(f"{where}/runs", f"expected integer elements, got {runs.dtype}")
+        if runs.ndim != 3 or runs.shape[1] < n_slots or runs.shape[2] != 2:
+            self._fail(f"{where}/runs", f"expected shape [*, >= {n_slots}, 2], "
+                                        f"got {list(runs.shape)}")
+        return data, runs
+
+    def _stack_dataset(self, group, where: str, key: str) -> h5py.Dataset:
+        ds = group.get(key)
+        if not isinstance(ds, h5py.Dataset):
+            self._fail(f"{where}/{key}", "missing dataset")
+        return ds
+
+    def _runs(self, where: str, slot_name: str, raw: np.ndarray,
+              n_rows: int) -> List[Tuple[int, int, int]]:
+        """(first_row, first_position, n) of a slot's committed runs, checked."""
+        runs: List[Tuple[int, int, int]] = []
         for i, (first_row, first_position) in enumerate(raw):
             end = int(raw[i + 1][0]) if i + 1 < len(raw) else n_rows
             count = end - int(first_row)
             last = runs[-1][1] + runs[-1][2] - 1 if runs else -1
             if (i == 0 and first_row != 0) or count < 1 or first_position <= last:
-                self._fail(f"{where}/runs", f"run {i}: expected rows and positions to increase")
+                self._fail(where, f"{slot_name}: run {i}: expected rows and positions to "
+                                  f"increase from row 0")
             runs.append((int(first_row), int(first_position), count))
-        return TapInfo(name, layer, member, row_shape, n_rows, runs)
+        return runs
 
     def taps(self) -> List[TapInfo]:
         return list(self._taps.values())
@@ -413,7 +616,7 @@ class TraceReader:
         try:
             return self._taps[(name, layer)]
         except KeyError:
-            self._fail(f"/taps/{full_tap_name(name, layer)}", "no such tap in the trace")
+            self._fail(f"/taps/{name}", f"layer {layer}: no such tap in the trace")
 
     def read(self, name: str, layer: int = -1, first_position: int = 0,
              last_position: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
@@ -425,8 +628,10 @@ class TraceReader:
         if wanted.size == 0:
             return positions[:0], np.zeros((0,) + tap.row_shape, np.float32)
         r0, r1 = int(wanted[0]), int(wanted[-1]) + 1  # positions increase: one row range
+        where = f"/taps/{tap.stack}/data"
         try:
-            values = self._f[f"taps/{tap.full_name}/data"][r0:r1]
+            values = self._f[where][r0:r1, tap.slot]
         except Exception as e:  # h5py's errors on a damaged file
-            self._fail(f"/taps/{tap.full_name}/data", f"cannot read rows {r0}..{r1 - 1}: {e}")
+            self._fail(where, f"slot {tap.slot} (layer {layer}): cannot read rows "
+                              f"{r0}..{r1 - 1}: {e}")
         return positions[r0:r1], values

@@ -57,7 +57,9 @@ def golden(tmp_path):
 def test_update_shows_the_changed_tap_and_overwrites_only_with_write(golden):
     _, trace = golden
     with h5py.File(trace, "r+", locking=False) as f:
-        f["taps/blk.1.ffn_up/data"][0, 5] += 1e-3  # as if the engine had changed at this element
+        ffn_up = f["taps/ffn_up"]
+        layer_1 = list(ffn_up.attrs["layers"]).index(1)
+        ffn_up["data"][0, layer_1, 5] += 1e-3  # as if the engine had changed at this element
     stale = trace.read_bytes()
 
     p = run("golden", "update", trace, check_code=1)

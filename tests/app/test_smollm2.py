@@ -4,10 +4,14 @@ engine's (llama.cpp), the host engine matches the reference at f32 and f16, and 
 64-token prompt + 64 generated tokens is written, diffed and reported."""
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import gguf  # independent GGUF reader (PyPI): the vocabulary for decoding, from the outside
-import h5py
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+import tapdiff_trace as tt  # noqa: E402
 
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 SOURCE = os.environ["TAPDIFF_SOURCE_DIR"]
@@ -108,13 +112,13 @@ def assert_greedy_matches_llama_cpp(case, trace):
     """Our greedy ids equal llama.cpp's up to the pinned near-tie, and at it llama.cpp's choice is
     our runner-up within NEAR_TIE logits."""
     c = PINNED[case]
-    with h5py.File(trace, "r") as f:
-        generated = [int(t) for t in f["tokens"][len(c["prompt_ids"]):]]
+    with tt.TraceReader(str(trace)) as f:
+        generated = [int(t) for t in f.tokens[len(c["prompt_ids"]):]]
         agree = c["agree"]
         assert generated[:agree] == c["generated_ids"][:agree]
         if agree < len(c["generated_ids"]):
             ours, theirs = generated[agree], c["generated_ids"][agree]
-            logits = f["taps"]["output"]["data"][agree]  # row i chooses generated token i
+            logits = f.read("output")[1][agree]  # row i chooses generated token i
             assert ours != theirs and list(logits.argsort()[::-1][:2]) == [ours, theirs]
             assert logits[ours] - logits[theirs] < NEAR_TIE
     return generated
@@ -127,9 +131,9 @@ def check(case, precision, out_dir, *extra):
             "--precision", precision, "--keep-traces", out_dir, *extra)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     assert "PASS" in p.stdout
-    with h5py.File(out_dir / "reference.h5", "r") as ref, h5py.File(out_dir / "engine.h5", "r") as eng:
-        assert ref.attrs["prompt_length"] == eng.attrs["prompt_length"] == len(c["prompt_ids"])
-        return list(ref["tokens"][:]), list(eng["tokens"][:])
+    with tt.TraceReader(str(out_dir / "reference.h5")) as ref, tt.TraceReader(str(out_dir / "engine.h5")) as eng:
+        assert ref.metadata["prompt_length"] == eng.metadata["prompt_length"] == len(c["prompt_ids"])
+        return list(ref.tokens), list(eng.tokens)
 
 
 def test_fetch_reports_an_unreachable_registry_with_exit_3(tmp_path):
@@ -180,17 +184,19 @@ def test_full_trace_of_64_prompt_and_64_generated_tokens(smollm2, tmp_path):
     assert ref_tokens == eng_tokens and len(ref_tokens) == 128
     generated = assert_greedy_matches_llama_cpp("trace", tmp_path / "reference.h5")
     assert "The sky is blue during the day and red at sunset because the Earth's atmosphere" in detokenize(generated)
-    with h5py.File(tmp_path / "reference.h5", "r") as ref, h5py.File(tmp_path / "engine.h5", "r") as eng:
-        assert ref.attrs["complete"] == eng.attrs["complete"] == 1
-        assert set(ref["taps"]) == set(eng["taps"])
-        layers = {int(ref["taps"][name].attrs["layer"]) for name in ref["taps"]}
-        assert layers == set(range(-1, 30))
+    with tt.TraceReader(str(tmp_path / "reference.h5")) as ref, tt.TraceReader(str(tmp_path / "engine.h5")) as eng:
+        assert ref.complete and eng.complete
+        ref_taps = {(t.name, t.layer): t for t in ref.taps()}
+        eng_taps = {(t.name, t.layer): t for t in eng.taps()}
+        assert set(ref_taps) == set(eng_taps)
+        assert {layer for _, layer in ref_taps} == set(range(-1, 30))
         # Every position of every layer tap is in both traces (the last generated token is
         # never fed, so 127 positions).
-        for name in ("blk.0.attn_q", "blk.29.resid.ffn", "blk.17.kv.k", "blk.29.attn.probs"):
-            assert ref["taps"][name]["data"].shape[0] == eng["taps"][name]["data"].shape[0] == 127
+        for tap in (("attn_q", 0), ("resid.ffn", 29), ("kv.k", 17), ("attn.probs", 29)):
+            assert ref_taps[tap].n_rows == eng_taps[tap].n_rows == 127
         # Logits: the prompt's last position, then every decode step.
-        assert ref["taps"]["output"]["data"].shape == eng["taps"]["output"]["data"].shape == (64, 49152)
+        for taps in (ref_taps, eng_taps):
+            assert (taps[("output", -1)].n_rows, taps[("output", -1)].row_shape) == (64, (49152,))
     text = report.read_text()
     assert "PASS" in text and "taps within the f32 profile" in text
     assert "greedy choices identical" in text

@@ -25,15 +25,16 @@
 
 namespace {
 
-const char* const kObjects[] = {"/", "/taps/blk.0.attn_q", "/taps/output", "/hparams"};
+const char* const kObjects[] = {"/", "/taps/attn_q", "/taps/output", "/hparams"};
 const char* const kAttributes[] = {
     "format",           "format_version",   "producer",  "complete",      "committed_steps",
-    "committed_tokens", "prompt_length",    "name",      "layer",         "row_shape",
+    "committed_tokens", "prompt_length",    "name",      "layers",        "row_shape",
     "index",            "tap_filter_names", "precision", "model_sha256", "n_layer"};
+const char* const kArrayAttributes[] = {"row_shape", "layers", "index"};
 const char* const kDatasets[] = {"/tokens",           "/committed",
-                                 "/taps/blk.0.attn_q/data", "/taps/blk.0.attn_q/runs",
+                                 "/taps/attn_q/data", "/taps/attn_q/runs",
                                  "/taps/output/data", "/taps/output/runs"};
-const char* const kLinks[] = {"/tokens", "/committed", "/taps/output", "/taps/blk.0.attn_q/runs",
+const char* const kLinks[] = {"/tokens", "/committed", "/taps/output", "/taps/attn_q/runs",
                               "/taps/output/data", "/hparams"};
 
 template <typename T, std::size_t N>
@@ -81,23 +82,26 @@ void set_string(hid_t file, const char* object, const char* name, const std::str
   H5Tclose(type);
 }
 
-// Writes `values` as row `row` of a 2-D int64 dataset, growing it first when it can grow.
-void write_row(hid_t file, const char* dataset, hsize_t row, const std::vector<std::int64_t>& v) {
+// Writes `values` as row `row` (of slot `slot` in a stack's 3-D runs) of an int64 dataset whose
+// last dimension is values.size(), growing it first when it can grow.
+void write_row(hid_t file, const char* dataset, hsize_t row, hsize_t slot,
+               const std::vector<std::int64_t>& v) {
   const hid_t ds = H5Dopen2(file, dataset, H5P_DEFAULT);
   if (ds < 0) return;
   const hid_t space = H5Dget_space(ds);
-  hsize_t dims[2] = {0, 0};
-  if (H5Sget_simple_extent_ndims(space) == 2 && H5Sget_simple_extent_dims(space, dims, nullptr) == 2 &&
-      dims[1] == v.size()) {
+  hsize_t dims[3] = {0, 0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if ((rank == 2 || rank == 3) && H5Sget_simple_extent_dims(space, dims, nullptr) == rank &&
+      dims[rank - 1] == v.size() && (rank == 2 || slot < dims[1])) {
     if (row >= dims[0]) {
-      const hsize_t grown[2] = {row + 1, dims[1]};
+      hsize_t grown[3] = {row + 1, dims[1], dims[2]};
       H5Dset_extent(ds, grown);
     }
     const hid_t file_space = H5Dget_space(ds);
-    const hsize_t start[2] = {row, 0};
-    const hsize_t count[2] = {1, dims[1]};
+    const hsize_t start[3] = {row, rank == 2 ? 0 : slot, 0};
+    const hsize_t count[3] = {1, rank == 2 ? dims[1] : 1, v.size()};
     if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0) {
-      const hid_t mem = H5Screate_simple(2, count, nullptr);
+      const hid_t mem = H5Screate_simple(rank, count, nullptr);
       H5Dwrite(ds, H5T_NATIVE_INT64, mem, file_space, H5P_DEFAULT, v.data());
       H5Sclose(mem);
     }
@@ -155,7 +159,8 @@ void apply_edit(hid_t file, FuzzedDataProvider& in) {
     case 2: {
       std::vector<std::int64_t> v(in.ConsumeIntegralInRange<std::size_t>(0, 5));
       for (auto& x : v) x = interesting_int(in);
-      write_attribute(file, pick(in, kObjects), "row_shape", H5T_NATIVE_INT64, {v.size()}, v.data());
+      write_attribute(file, pick(in, kObjects), pick(in, kArrayAttributes), H5T_NATIVE_INT64,
+                      {v.size()}, v.data());
       break;
     }
     case 3: {
@@ -168,7 +173,8 @@ void apply_edit(hid_t file, FuzzedDataProvider& in) {
     case 4: {
       const char* dataset = pick(in, kDatasets);
       const hsize_t row = in.ConsumeIntegralInRange<hsize_t>(0, 9);
-      write_row(file, dataset, row, {interesting_int(in), interesting_int(in)});
+      const hsize_t slot = in.ConsumeIntegralInRange<hsize_t>(0, 1);
+      write_row(file, dataset, row, slot, {interesting_int(in), interesting_int(in)});
       break;
     }
     case 5: {
@@ -181,7 +187,7 @@ void apply_edit(hid_t file, FuzzedDataProvider& in) {
   }
 }
 
-// A valid trace: two taps (a layer tap and a global one) at positions 0..3, read once.
+// A valid trace: a stack of two layer taps and a global one, at positions 0..3, read once.
 std::vector<char> base_trace(const std::string& path) {
   tapdiff::TraceMetadata m;
   m.producer = tapdiff::Producer::external;
@@ -194,6 +200,7 @@ std::vector<char> base_trace(const std::string& path) {
     for (int p = 0; p < 4; ++p) {
       const std::vector<float> q(8, float(p)), logits(16, -float(p));
       w.record("attn_q", 0, p, 1, tapdiff::RowShape{8}, q.data());
+      w.record("attn_q", 1, p, 1, tapdiff::RowShape{8}, q.data());
       w.record("output", -1, p, 1, tapdiff::RowShape{16}, logits.data());
       w.end_step();
     }

@@ -8,13 +8,15 @@ logits pick.
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from numpy_forward import Model  # noqa: E402
+import tapdiff_trace as tt  # noqa: E402
 
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 REL_TOL = 1e-5
@@ -29,19 +31,15 @@ FIXTURES = {
 
 
 def read_trace(path):
-    """{(name, layer, position): row} from a tapdiff trace, using h5py only."""
+    """{(name, layer, position): row} from a tapdiff trace, read with python/tapdiff_trace.py."""
     rows = {}
-    with h5py.File(path, "r") as f:
-        assert f.attrs["complete"] == 1
-        tokens = f["tokens"][()].tolist()
-        for group in f["taps"].values():
-            name, layer = group.attrs["name"], int(group.attrs["layer"])
-            name = name.decode() if isinstance(name, bytes) else name
-            data, runs = group["data"][()], group["runs"][()]
-            bounds = list(runs[1:, 0]) + [data.shape[0]]
-            for (first_row, first_pos), end in zip(runs, bounds):
-                for r in range(first_row, end):
-                    rows[(name, layer, int(first_pos + r - first_row))] = data[r].ravel()
+    with tt.TraceReader(str(path)) as trace:
+        assert trace.complete
+        tokens = trace.tokens.tolist()
+        for tap in trace.taps():
+            positions, values = trace.read(tap.name, tap.layer)
+            for position, row in zip(positions, values):
+                rows[(tap.name, tap.layer, int(position))] = row.ravel()
     return tokens, rows
 
 

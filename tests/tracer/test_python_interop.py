@@ -1,6 +1,7 @@
-"""Python <-> C++ interop of traces: python/tapdiff_trace.py writes what the C++ reader reads
-(checked through trace_test_dump) and reads what the C++ writer writes; the h5py-only example
-in docs/trace-schema.md produces a valid trace."""
+"""Python <-> C++ interop of traces (format 2.0): python/tapdiff_trace.py writes what the C++
+reader reads (checked through trace_test_dump) and reads what the C++ writer writes; the
+h5py-only example in docs/trace-schema.md produces a valid trace; both readers refuse the same
+malformed stacks."""
 
 import json
 import os
@@ -37,6 +38,10 @@ def dump(path, values=True):
     result = subprocess.run(args, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def slot_of(group, layer):
+    return list(group.attrs["layers"]).index(layer)
 
 
 def test_python_writes_cpp_reads(tmp_path):
@@ -102,7 +107,10 @@ def test_cpp_writes_python_reads(tmp_path):
         np.testing.assert_array_equal(values[0], tap_row(3, -1, 1, 16))
     # Closed traces have exact dataset shapes: plain h5py needs no tapdiff code.
     with h5py.File(path, "r") as f:
-        assert f["taps/blk.1.attn_k/data"].shape == (5, 16)
+        g = f["taps/attn_k"]
+        assert sorted(g.attrs["layers"]) == [0, 1]
+        assert g["data"].shape == (5, 2, 16)
+        np.testing.assert_array_equal(g["data"][4, slot_of(g, 1)], tap_row(2, 1, 4, 16))
         assert f.attrs["format"] == "tapdiff-trace"
 
 
@@ -118,15 +126,23 @@ def test_python_reads_an_interrupted_cpp_trace(tmp_path):
         np.testing.assert_array_equal(values[3], tap_row(0, 1, 3, 16))
 
 
-def test_uncommitted_rows_are_invisible_to_both_readers(tmp_path):
+def test_uncommitted_rows_slots_and_stacks_are_invisible_to_both_readers(tmp_path):
     path = tmp_path / "abandoned.h5"
     w = tt.TraceWriter(str(path), tokens=[1])
     for p in range(3):
         w.record("attn_v", 2, p, np.full((1, 4), p, np.float32))
         w.end_step()
     w.record("attn_v", 2, 3, np.full((1, 4), 3, np.float32))  # no end_step
-    w.record("new_tap", 0, 3, np.ones((1, 2), np.float32))
+    w.record("attn_v", 5, 3, np.ones((1, 4), np.float32))  # a new slot of the stack
+    w.record("new_tap", 0, 3, np.ones((1, 2), np.float32))  # a new stack
     w.abandon()
+    with h5py.File(path, "r+") as f:
+        g = f["taps/attn_v"]
+        assert list(g.attrs["layers"]) == [2, 5] and f["committed"].shape == (1, 2)
+        assert "new_tap" in f["taps"]
+        # As if the writer had died between writing row 3 and committing it.
+        g["data"].resize(max(4, g["data"].shape[0]), axis=0)
+        g["data"][3, 0] = 3
     with tt.TraceReader(str(path)) as r:
         assert not r.complete
         assert [t.full_name for t in r.taps()] == ["blk.2.attn_v"]
@@ -149,28 +165,49 @@ def test_python_reads_the_c_example(tmp_path):
             assert not row[:, p + 1:].any()
 
 
-def test_writer_rejections_name_the_tap(tmp_path):
+def test_writer_rejections_name_the_stack_and_layer(tmp_path):
     with tt.TraceWriter(str(tmp_path / "r.h5")) as w:
         w.record("attn_q", 0, 0, np.zeros((1, 4), np.float32))
-        with pytest.raises(tt.TraceError, match=r"/taps/blk.0.attn_q: row shape \[2, 2\] differs"):
+        with pytest.raises(tt.TraceError,
+                           match=r"/taps/attn_q: layer 0: row shape \[2, 2\] differs from \[4\]"):
             w.record("attn_q", 0, 1, np.zeros((1, 2, 2), np.float32))
-        with pytest.raises(tt.TraceError, match="positions of a tap must increase"):
+        with pytest.raises(tt.TraceError, match="layer 0: .*positions of a tap must increase"):
             w.record("attn_q", 0, 0, np.zeros((1, 4), np.float32))
         with pytest.raises(tt.TraceError, match="producer"):
             tt.TraceWriter(str(tmp_path / "p.h5"), producer="gpu")
+    with pytest.raises(tt.TraceError, match="/taps/attn_k: layer 1: listed twice in precreate"):
+        tt.TraceWriter(str(tmp_path / "twice.h5"),
+                       precreate=[("attn_k", 1, [4]), ("attn_k", 1, [8])])
 
 
-def test_readers_refuse_a_newer_major_version(tmp_path):
-    path = tmp_path / "v2.h5"
+def write_header_only(path, version):
     with tt.TraceWriter(str(path)):
         pass
     with h5py.File(path, "r+") as f:
-        f.attrs["format_version"] = "2.1"
-    with pytest.raises(tt.TraceError, match="format_version 2.1"):
+        f.attrs["format_version"] = version
+
+
+def test_both_readers_accept_a_newer_minor_version(tmp_path):
+    path = tmp_path / "v2.1.h5"
+    write_header_only(path, "2.1")
+    with tt.TraceReader(str(path)) as r:
+        assert r.format_version == (2, 1)
+    assert dump(path)["complete"] is True
+
+
+@pytest.mark.parametrize("version, message", [
+    ("3.0", "format_version 3.0 is newer than this reader supports (2.x): upgrade tapdiff to read it"),
+    ("1.0", "format_version 1.0 is older than any this reader supports (2.x): record the trace "
+            "again with this tapdiff"),
+])
+def test_both_readers_refuse_another_major_version(tmp_path, version, message):
+    path = tmp_path / f"v{version}.h5"
+    write_header_only(path, version)
+    with pytest.raises(tt.TraceError, match=re.escape(f"{path}: /: {message}")):
         tt.TraceReader(str(path))
     result = subprocess.run([DUMP, str(path)], capture_output=True, text=True)
     assert result.returncode == 2
-    assert f"{path}: /: format_version 2.1 is newer than this reader supports" in result.stderr
+    assert f"{path}: /: {message}" in result.stderr
 
 
 def test_schema_doc_example_writes_a_valid_trace(tmp_path):
@@ -182,15 +219,191 @@ def test_schema_doc_example_writes_a_valid_trace(tmp_path):
     subprocess.run([sys.executable, "-c", match.group(1), str(path)], check=True)
     got = dump(path)
     assert got["complete"] is True
-    assert {t["full_name"] for t in got["taps"]} == {"token_embd", "blk.0.attn_q"}
-    assert got["values"]["blk.0.attn_q"]["positions"] == [0, 1, 2]
+    assert {t["full_name"] for t in got["taps"]} == {"token_embd", "blk.0.attn_q", "blk.1.attn_q"}
+    assert got["values"]["blk.1.attn_q"]["positions"] == [0, 1, 2]
+    with tt.TraceReader(str(path)) as r:
+        q1 = r.read("attn_q", 1)[1]
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(q1, f["taps/attn_q/data"][:, 1])
 
 
-def test_precreated_taps_take_the_recorded_shape(tmp_path):
+def test_precreated_slot_recorded_with_another_shape_moves_to_that_shape_stack(tmp_path):
     path = tmp_path / "pre.h5"
     with tt.TraceWriter(str(path), precreate=[("attn_q", 0, [4]), ("attn_k", 0, [2])]) as w:
         w.record("attn_q", 0, 0, np.ones((1, 6), np.float32))  # not the declared [4]
         w.end_step()
     with tt.TraceReader(str(path)) as r:
-        assert [(t.full_name, t.row_shape) for t in r.taps()] == [("blk.0.attn_q", (6,))]
+        assert [(t.full_name, t.row_shape, t.stack) for t in r.taps()] == [
+            ("blk.0.attn_q", (6,), "attn_q#2")]
+    with h5py.File(path, "r") as f:
+        old, new = f["taps/attn_q"], f["taps/attn_q#2"]
+        assert list(old.attrs["layers"]) == list(new.attrs["layers"]) == [0]
+        assert new.attrs["name"] == "attn_q"
+        assert int(new.attrs["index"][0]) not in (int(old.attrs["index"][0]),
+                                                  int(f["taps/attn_k"].attrs["index"][0]))
+        assert list(f["committed"][old.attrs["index"][0]]) == [0, 0]
     assert [t["full_name"] for t in dump(path)["taps"]] == ["blk.0.attn_q"]
+
+
+def test_precreated_stacks_hold_all_their_slots_from_the_first_commit(tmp_path):
+    path = tmp_path / "pre_only.h5"
+    tt.TraceWriter(str(path), chunk_bytes=1024,
+                   precreate=[("attn_v", layer, [4]) for layer in range(3)]).abandon()
+    with h5py.File(path, "r") as f:
+        g = f["taps/attn_v"]
+        assert list(g.attrs["layers"]) == [0, 1, 2]
+        assert sorted(g.attrs["index"]) == [0, 1, 2]
+        assert g["data"].chunks == (1024 // (4 * 4 * 3), 3, 4)  # a row of every slot per chunk
+        assert f["committed"][:].tolist() == [[0, 0]] * 3
+    with tt.TraceReader(str(path)) as r:
+        assert r.taps() == []  # slots without rows are not taps
+
+
+def test_layers_of_a_name_share_a_stack_written_once_per_step(tmp_path, monkeypatch):
+    writes = []
+    original = h5py.Dataset.__setitem__
+
+    def counting(ds, key, value):
+        writes.append(ds.name)
+        original(ds, key, value)
+
+    path = tmp_path / "stack.h5"
+    rows = {(layer, p): np.full((1, 8), 10 * layer + p, np.float32)
+            for layer in range(4) for p in range(2)}
+    with tt.TraceWriter(str(path), tokens=[1, 2]) as w:
+        monkeypatch.setattr(h5py.Dataset, "__setitem__", counting)
+        for p in range(2):
+            for layer in (2, 0, 3, 1):
+                w.record("attn_q", layer, p, rows[(layer, p)])
+            w.end_step()
+        monkeypatch.undo()
+    assert writes.count("/taps/attn_q/data") == 2
+    assert writes.count("/taps/attn_q/runs") == 1  # one run per slot, written with the first rows
+    with h5py.File(path, "r") as f:
+        g = f["taps/attn_q"]
+        assert list(g.attrs["layers"]) == [2, 0, 3, 1]
+        assert len(set(g.attrs["index"])) == 4
+        assert g["data"].shape == (2, 4, 8)
+        for s, layer in enumerate(g.attrs["layers"]):
+            np.testing.assert_array_equal(g["data"][:, s], np.concatenate([rows[(layer, 0)],
+                                                                            rows[(layer, 1)]]))
+    values = dump(path)["values"]
+    for layer in range(4):
+        np.testing.assert_array_equal(np.array(values[f"blk.{layer}.attn_q"]["values"]),
+                                      [10 * layer] * 8 + [10 * layer + 1] * 8)
+
+
+def test_a_second_row_shape_of_a_name_gets_its_own_stack(tmp_path):
+    path = tmp_path / "shapes.h5"
+    with tt.TraceWriter(str(path), tokens=[1]) as w:
+        w.record("ffn_up", 0, 0, np.full((1, 16), 1, np.float32))
+        w.record("ffn_up", 1, 0, np.full((1, 8), 2, np.float32))
+        w.record("ffn_up", 2, 0, np.full((1, 16), 3, np.float32))
+        w.end_step()
+    with h5py.File(path, "r") as f:
+        assert sorted(f["taps"]) == ["ffn_up", "ffn_up#2"]
+        assert list(f["taps/ffn_up"].attrs["layers"]) == [0, 2]
+        assert list(f["taps/ffn_up#2"].attrs["layers"]) == [1]
+        assert list(f["taps/ffn_up#2"].attrs["row_shape"]) == [8]
+    with tt.TraceReader(str(path)) as r:
+        assert {t.full_name: t.row_shape for t in r.taps()} == {
+            "blk.0.ffn_up": (16,), "blk.1.ffn_up": (8,), "blk.2.ffn_up": (16,)}
+        np.testing.assert_array_equal(r.read("ffn_up", 1)[1], np.full((1, 8), 2, np.float32))
+        np.testing.assert_array_equal(r.read("ffn_up", 2)[1], np.full((1, 16), 3, np.float32))
+    got = dump(path)
+    assert {t["full_name"]: t["row_shape"] for t in got["taps"]} == {
+        "blk.0.ffn_up": [16], "blk.1.ffn_up": [8], "blk.2.ffn_up": [16]}
+    assert got["values"]["blk.1.ffn_up"]["values"] == [2.0] * 8
+
+
+def test_slots_of_a_stack_record_different_positions(tmp_path):
+    path = tmp_path / "positions.h5"
+    recorded = {0: [0, 1, 2, 3, 4], 1: [0, 2, 3], 2: [3, 4]}  # layer 2 joins at step 3
+    with tt.TraceWriter(str(path), tokens=range(5)) as w:
+        for p in range(5):
+            for layer, positions in recorded.items():
+                if p in positions:
+                    w.record("kv.k", layer, p, np.full((1, 2, 3), 100 * layer + p, np.float32))
+            w.end_step()
+    expected_runs = {0: [(0, 0)], 1: [(0, 0), (1, 2)], 2: [(0, 3)]}
+    with h5py.File(path, "r") as f:
+        g = f["taps/kv.k"]
+        assert g["data"].shape == (5, 3, 2, 3)  # trimmed to the longest slot
+        for layer, runs in expected_runs.items():
+            s = slot_of(g, layer)
+            n_rows, n_runs = f["committed"][g.attrs["index"][s]]
+            assert n_rows == len(recorded[layer])
+            assert [tuple(r) for r in g["runs"][:n_runs, s]] == runs
+    with tt.TraceReader(str(path)) as r:
+        for layer, positions in recorded.items():
+            got_positions, values = r.read("kv.k", layer)
+            assert list(got_positions) == positions
+            assert list(values[:, 0, 0]) == [100 * layer + p for p in positions]
+        assert list(r.read("kv.k", 1, 1, 3)[0]) == [2, 3]
+    values = dump(path)["values"]
+    for layer, positions in recorded.items():
+        assert values[f"blk.{layer}.kv.k"]["positions"] == positions
+        assert values[f"blk.{layer}.kv.k"]["values"][::6] == [100 * layer + p for p in positions]
+
+
+@pytest.fixture
+def two_stacks(tmp_path):
+    """attn_q layers 0 and 1 of width 4 in /taps/attn_q, layer 2 of width 2 in /taps/attn_q#2."""
+    path = tmp_path / "two_stacks.h5"
+    with tt.TraceWriter(str(path), tokens=[1]) as w:
+        for layer, width in ((0, 4), (1, 4), (2, 2)):
+            w.record("attn_q", layer, 0, np.ones((1, width), np.float32))
+        w.end_step()
+    return path
+
+
+@pytest.mark.parametrize("stack, attr, value, message", [
+    ("attn_q#2", "layers", [1], "/taps/attn_q#2: slot 0 (layer 1): the tap blk.1.attn_q has rows "
+                                "in slot 1 of /taps/attn_q too"),
+    ("attn_q", "layers", [1, 1], "/taps/attn_q: attribute 'layers': 1 appears more than once"),
+    ("attn_q", "index", [0], "/taps/attn_q: attributes 'layers' and 'index': expected the same "
+                             "length, got 2 and 1"),
+    ("attn_q", "layers", [-2, 0], "/taps/attn_q: attribute 'layers': bad layer -2"),
+    ("attn_q", "index", [0, 2], "/taps/attn_q#2: attribute 'index': slot 0 (layer 2): 2 is also "
+                                "the index of slot 1 of /taps/attn_q"),
+    ("attn_q#2", "index", [7], "/taps/attn_q#2: attribute 'index': slot 0 (layer 2): 7 is outside "
+                               "/committed (3 rows)"),
+    ("attn_q#2", "row_shape", [4],
+     "/taps/attn_q#2/data: expected shape [*, >= 1, 4], got [1, 1, 2]"),
+])
+def test_both_readers_refuse_malformed_stacks(two_stacks, stack, attr, value, message):
+    with h5py.File(two_stacks, "r+") as f:
+        f[f"taps/{stack}"].attrs[attr] = np.array(value, np.int64)
+    with pytest.raises(tt.TraceError, match=re.escape(f"{two_stacks}: {message}")):
+        tt.TraceReader(str(two_stacks))
+    result = subprocess.run([DUMP, str(two_stacks)], capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout
+    assert f"{two_stacks}: {message.split(':')[0]}" in result.stderr, result.stderr
+
+
+def runs_not_from_row_0(f):
+    f["taps/attn_q#2/runs"][0, 0] = (1, 0)
+    return "/taps/attn_q#2/runs: slot 0 (layer 2): run 0: expected rows and positions to increase"
+
+
+def data_of_rank_2(f):
+    del f["taps/attn_q#2/data"]
+    f["taps/attn_q#2"].create_dataset("data", data=np.ones((1, 2), np.float32))
+    return "/taps/attn_q#2/data: expected rank 3, got 2"
+
+
+def more_committed_rows_than_data(f):
+    f["committed"][int(f["taps/attn_q#2"].attrs["index"][0])] = (5, 1)
+    return "/taps/attn_q#2/data: slot 0 (layer 2): 5 committed rows"
+
+
+@pytest.mark.parametrize("damage", [runs_not_from_row_0, data_of_rank_2,
+                                    more_committed_rows_than_data])
+def test_both_readers_refuse_malformed_stack_datasets(two_stacks, damage):
+    with h5py.File(two_stacks, "r+") as f:
+        message = damage(f)
+    with pytest.raises(tt.TraceError, match=re.escape(f"{two_stacks}: {message}")):
+        tt.TraceReader(str(two_stacks))
+    result = subprocess.run([DUMP, str(two_stacks)], capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout
+    assert f"{two_stacks}: {message.split(':')[0]}" in result.stderr, result.stderr

@@ -110,7 +110,7 @@ TEST(TraceCApi, ErrorsComeBackAsStatusesWithMessages) {
   const int64_t shape2x2[] = {2, 2};
   EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 0, 1, shape4, 1, row), TAPDIFF_OK);
   EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 1, 1, shape2x2, 2, row), TAPDIFF_ERR_ARGUMENT);
-  EXPECT_NE(std::string(tapdiff_last_error()).find("/taps/blk.0.attn_v: row shape [2, 2] differs"),
+  EXPECT_NE(std::string(tapdiff_last_error()).find("/taps/attn_v: layer 0: row shape [2, 2] differs"),
             std::string::npos)
       << tapdiff_last_error();
   EXPECT_EQ(tapdiff_trace_record(t, "attn_v", 0, 1, 1, shape4, 9, row), TAPDIFF_ERR_ARGUMENT);
@@ -193,11 +193,12 @@ TEST(TraceFile, H5dumpReadsTheHeader) {
   std::string output;
   ASSERT_EQ(test::run_program({C_ENGINE_TAP, path}, &output), 0) << output;
   ASSERT_EQ(test::run_program({h5dump, "-H", path}, &output), 0) << output;
-  EXPECT_NE(output.find("GROUP \"blk.0.attn.probs\""), std::string::npos);
+  EXPECT_NE(output.find("GROUP \"attn.probs\""), std::string::npos);
+  EXPECT_NE(output.find("ATTRIBUTE \"layers\""), std::string::npos);
   EXPECT_NE(output.find("ATTRIBUTE \"format\""), std::string::npos);
   EXPECT_NE(output.find("DATASET \"committed\""), std::string::npos);
   ASSERT_EQ(test::run_program({h5dump, "-a", "/format_version", path}, &output), 0) << output;
-  EXPECT_NE(output.find("\"1.0\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"2.0\""), std::string::npos) << output;
 }
 
 }  // namespace

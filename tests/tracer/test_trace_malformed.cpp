@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,12 +19,14 @@ namespace {
 
 using test::TempDir;
 
-// A valid trace: blk.0.attn_q with 3 rows of 4 floats at positions 0..2.
+// A valid trace: blk.0.attn_q and blk.1.attn_q (slots 0 and 1 of /taps/attn_q, indices 0 and
+// 1), each with 3 rows of 4 floats at positions 0..2.
 void write_valid(const std::string& path) {
   TraceWriter w(path, test::sample_metadata());
   for (int p = 0; p < 3; ++p) {
     const std::vector<float> row(4, static_cast<float>(p));
     w.record("attn_q", 0, p, 1, {4}, row.data());
+    w.record("attn_q", 1, p, 1, {4}, row.data());
     w.end_step();
   }
   w.close();
@@ -81,32 +84,46 @@ public:
   }
   // Overwrites row `row` of an int64 (n, 2) dataset.
   void set_pair(const char* name, hsize_t row, std::int64_t a, std::int64_t b) {
+    write_pair(name, {row, 0}, {a, b});
+  }
+  // Overwrites runs[run, slot] of a stack's (n_runs, n_slots, 2) runs dataset.
+  void set_run(const char* name, hsize_t run, hsize_t slot, std::int64_t first_row,
+               std::int64_t first_position) {
+    write_pair(name, {run, slot, 0}, {first_row, first_position});
+  }
+  // Adds a run row to a stack's runs dataset and sets it for one slot.
+  void append_run(const char* name, hsize_t slot, std::int64_t first_row,
+                  std::int64_t first_position) {
+    const hid_t ds = H5Dopen2(file_, name, H5P_DEFAULT);
+    hsize_t dims[3];
+    const hid_t old_space = H5Dget_space(ds);
+    H5Sget_simple_extent_dims(old_space, dims, nullptr);
+    H5Sclose(old_space);
+    const hsize_t new_dims[3] = {dims[0] + 1, dims[1], 2};
+    H5Dset_extent(ds, new_dims);
+    H5Dclose(ds);
+    set_run(name, dims[0], slot, first_row, first_position);
+  }
+  void copy_object(const char* from, const char* to) {
+    H5Ocopy(file_, from, file_, to, H5P_DEFAULT, H5P_DEFAULT);
+  }
+
+private:
+  // Writes two int64 values along the last dimension, starting at `start`.
+  void write_pair(const char* name, std::vector<hsize_t> start,
+                  const std::array<std::int64_t, 2>& values) {
     const hid_t ds = H5Dopen2(file_, name, H5P_DEFAULT);
     const hid_t space = H5Dget_space(ds);
-    const hsize_t start[2] = {row, 0};
-    const hsize_t count[2] = {1, 2};
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    const hid_t mem = H5Screate_simple(2, count, nullptr);
-    const std::int64_t values[2] = {a, b};
-    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, values);
+    std::vector<hsize_t> count(start.size(), 1);
+    count.back() = 2;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+    const hid_t mem = H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr);
+    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, values.data());
     H5Sclose(mem);
     H5Sclose(space);
     H5Dclose(ds);
   }
-  // Appends a run row to a tap's runs dataset.
-  void append_run(const char* name, std::int64_t first_row, std::int64_t first_position) {
-    const hid_t ds = H5Dopen2(file_, name, H5P_DEFAULT);
-    hsize_t dims[2];
-    const hid_t old_space = H5Dget_space(ds);
-    H5Sget_simple_extent_dims(old_space, dims, nullptr);
-    H5Sclose(old_space);
-    const hsize_t new_dims[2] = {dims[0] + 1, 2};
-    H5Dset_extent(ds, new_dims);
-    H5Dclose(ds);
-    set_pair(name, dims[0], first_row, first_position);
-  }
 
-private:
   hid_t file_;
 };
 
@@ -125,8 +142,11 @@ const std::vector<Case>& cases() {
        "attribute 'format': missing"},
       {"missing format_version", [](Edit& e) { e.remove_attr("/", "format_version"); }, "/",
        "attribute 'format_version': missing"},
-      {"newer major version", [](Edit& e) { e.set_string("/", "format_version", "2.0"); }, "/",
-       "format_version 2.0 is newer than this reader supports (1.x)"},
+      {"newer major version", [](Edit& e) { e.set_string("/", "format_version", "3.0"); }, "/",
+       "format_version 3.0 is newer than this reader supports (2.x): upgrade tapdiff"},
+      {"older major version (per-tap groups)",
+       [](Edit& e) { e.set_string("/", "format_version", "1.0"); }, "/",
+       "format_version 1.0 is older than any this reader supports (2.x): record the trace again"},
       {"unparsable version", [](Edit& e) { e.set_string("/", "format_version", "one"); }, "/",
        "expected MAJOR.MINOR, got \"one\""},
       {"missing producer", [](Edit& e) { e.remove_attr("/", "producer"); }, "/",
@@ -145,55 +165,88 @@ const std::vector<Case>& cases() {
       {"tokens shorter than committed", [](Edit& e) { e.set_int("/", "committed_tokens", 50); },
        "/tokens", "committed count 50 exceeds its 2 rows"},
       {"data of the wrong rank",
-       [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 4, 1});
-       },
-       "/taps/blk.0.attn_q/data", "expected rank 2, got 3"},
+       [](Edit& e) { e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {3, 4}); },
+       "/taps/attn_q/data", "expected shape [*, >= 2 slots, 4], got [3, 4]"},
       {"data of the wrong row width",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 5});
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {3, 2, 5});
        },
-       "/taps/blk.0.attn_q/data", "expected shape [*, 4], got [3, 5]"},
+       "/taps/attn_q/data", "expected shape [*, >= 2 slots, 4], got [3, 2, 5]"},
+      {"data with fewer slots than the stack",
+       [](Edit& e) {
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {3, 1, 4});
+       },
+       "/taps/attn_q/data", "expected shape [*, >= 2 slots, 4], got [3, 1, 4]"},
       {"data of the wrong type",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_STD_I32LE, {3, 4});
+         e.replace_dataset("/taps/attn_q/data", H5T_STD_I32LE, {3, 2, 4});
        },
-       "/taps/blk.0.attn_q/data", "expected float32 elements, got integer of 4 bytes"},
+       "/taps/attn_q/data", "expected float32 elements, got integer of 4 bytes"},
       {"float64 data",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F64LE, {3, 4});
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F64LE, {3, 2, 4});
        },
-       "/taps/blk.0.attn_q/data", "expected float32 elements, got float of 8 bytes"},
+       "/taps/attn_q/data", "expected float32 elements, got float of 8 bytes"},
       {"fewer data rows than committed",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {2, 4});
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {2, 2, 4});
        },
-       "/taps/blk.0.attn_q/data", "committed rows 3 exceed its 2 rows"},
-      {"missing data", [](Edit& e) { e.remove_link("/taps/blk.0.attn_q/data"); },
-       "/taps/blk.0.attn_q/data", "missing dataset"},
-      {"missing layer", [](Edit& e) { e.remove_attr("/taps/blk.0.attn_q", "layer"); },
-       "/taps/blk.0.attn_q", "attribute 'layer': missing"},
-      {"layer disagrees with the group name",
-       [](Edit& e) { e.set_int("/taps/blk.0.attn_q", "layer", 1); }, "/taps/blk.0.attn_q",
-       "make 'blk.1.attn_q', not the group's name"},
+       "/taps/attn_q/data", "slot 0: committed rows 3 exceed its 2 rows"},
+      {"missing data", [](Edit& e) { e.remove_link("/taps/attn_q/data"); }, "/taps/attn_q/data",
+       "missing dataset"},
+      {"runs of the wrong shape",
+       [](Edit& e) { e.replace_dataset("/taps/attn_q/runs", H5T_STD_I64LE, {1, 2}); },
+       "/taps/attn_q/runs", "expected shape [*, >= 2 slots, 2], got [1, 2]"},
+      {"missing layers", [](Edit& e) { e.remove_attr("/taps/attn_q", "layers"); }, "/taps/attn_q",
+       "attribute 'layers': missing"},
+      {"layers and index of different lengths",
+       [](Edit& e) { e.set_int_array("/taps/attn_q", "layers", {0}); }, "/taps/attn_q",
+       "attributes 'layers' and 'index': expected one value per slot in each, got 1 and 2"},
+      {"a layer in two slots", [](Edit& e) { e.set_int_array("/taps/attn_q", "layers", {0, 0}); },
+       "/taps/attn_q", "attribute 'layers': layer 0 appears in two slots"},
+      {"a layer below -1", [](Edit& e) { e.set_int_array("/taps/attn_q", "layers", {0, -5}); },
+       "/taps/attn_q", "attribute 'layers': slot 1: expected a layer index or -1, got -5"},
+      {"a global slot of a blk.* name",
+       [](Edit& e) {
+         e.copy_object("/taps/attn_q", "/taps/blk.x");
+         e.remove_link("/taps/attn_q");
+         e.set_string("/taps/blk.x", "name", "blk.x");
+         e.set_int_array("/taps/blk.x", "layers", {0, -1});
+       },
+       "/taps/blk.x", "attribute 'layers': slot 1: expected a layer index, got -1"},
+      {"name disagrees with the group's name",
+       [](Edit& e) { e.set_string("/taps/attn_q", "name", "attn_k"); }, "/taps/attn_q",
+       "attribute 'name': 'attn_k' does not name this group (expected 'attn_k' or 'attn_k#<k>')"},
       {"row_shape of rank 0",
        [](Edit& e) {
-         e.remove_attr("/taps/blk.0.attn_q", "row_shape");
-         e.set_int("/taps/blk.0.attn_q", "row_shape", 4);
+         e.remove_attr("/taps/attn_q", "row_shape");
+         e.set_int("/taps/attn_q", "row_shape", 4);
        },
-       "/taps/blk.0.attn_q", "attribute 'row_shape': expected a 1-D integer array"},
-      {"index outside /committed", [](Edit& e) { e.set_int("/taps/blk.0.attn_q", "index", 7); },
-       "/taps/blk.0.attn_q", "attribute 'index': 7 is outside /committed"},
+       "/taps/attn_q", "attribute 'row_shape': expected a 1-D integer array"},
+      {"index outside /committed", [](Edit& e) { e.set_int_array("/taps/attn_q", "index", {0, 7}); },
+       "/taps/attn_q", "attribute 'index': slot 1 (blk.1.attn_q): 7 is outside /committed (2 taps)"},
+      {"two slots with one index",
+       [](Edit& e) { e.set_int_array("/taps/attn_q", "index", {1, 1}); }, "/taps/attn_q",
+       "attribute 'index': slot 1 (blk.1.attn_q) has index 1, already that of blk.0.attn_q"},
+      {"one tap in two stacks",
+       [](Edit& e) {
+         e.copy_object("/taps/attn_q", "/taps/attn_q#2");
+         e.set_int_array("/taps/attn_q#2", "index", {2, 3});
+         e.replace_dataset("/committed", H5T_STD_I64LE, {4, 2});
+         for (hsize_t i = 0; i < 4; ++i) e.set_pair("/committed", i, 3, 1);
+       },
+       "/taps/attn_q#2", "tap blk.0.attn_q is also in slot 0 of /taps/attn_q"},
       {"runs that go backwards",
        [](Edit& e) {
-         e.set_pair("/committed", 0, 3, 2);
-         e.append_run("/taps/blk.0.attn_q/runs", 1, 0);
+         e.set_pair("/committed", 1, 3, 2);
+         e.append_run("/taps/attn_q/runs", 1, 1, 0);
        },
-       "/taps/blk.0.attn_q/runs", "run 1 (first_row 1, first_position 0): expected rows and"},
+       "/taps/attn_q/runs",
+       "slot 1 (blk.1.attn_q): run 1 (first_row 1, first_position 0): expected rows and"},
       {"more committed runs than rows", [](Edit& e) { e.set_pair("/committed", 0, 3, 9); },
-       "/committed", "inconsistent counts: 3 rows in 9 runs"},
+       "/committed", "row 0 (blk.0.attn_q): inconsistent counts: 3 rows in 9 runs"},
       {"committed runs beyond the runs dataset", [](Edit& e) { e.set_pair("/committed", 0, 3, 2); },
-       "/taps/blk.0.attn_q/runs", "committed runs 2 exceed its 1 rows"},
+       "/taps/attn_q/runs", "committed runs 2 exceed its 1 rows"},
       // Huge claims: refused from the counts, before a row is read or a buffer allocated (an
       // HDF5 dataset can declare a billion rows it never stores).
       {"a billion committed tokens",
@@ -204,39 +257,40 @@ const std::vector<Case>& cases() {
        "/tokens", "a committed count of 1000000000 is more than the 16777216 this reader accepts"},
       {"a tap with a billion positions",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {1'000'000'000, 4});
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {1'000'000'000, 2, 4});
          e.set_pair("/committed", 0, 1'000'000'000, 1);
        },
        "/committed",
        "row 0 (blk.0.attn_q): 1000000000 committed positions is more than the 16777216"},
       {"committed rows the file does not store",
        [](Edit& e) {
-         e.replace_dataset("/taps/blk.0.attn_q/data", H5T_IEEE_F32LE, {3, 4});  // never written
+         e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {3, 2, 4});  // never written
        },
-       "/taps/blk.0.attn_q/data",
-       "committed rows 3 of 4 floats need 48 bytes, but the file stores only 0 for this dataset"},
+       "/taps/attn_q/data",
+       "committed rows of 4 floats need 96 bytes, but the file stores only 0 for this dataset"},
       {"a billion taps",
        [](Edit& e) { e.replace_dataset("/committed", H5T_STD_I64LE, {1'000'000'000, 2}); },
        "/committed", "1000000000 rows is more than the 1048576 this reader accepts"},
       {"a row of 2^60 elements",
        [](Edit& e) {
-         e.set_int_array("/taps/blk.0.attn_q", "row_shape", {1 << 20, 1 << 20, 1 << 20});
+         e.set_int_array("/taps/attn_q", "row_shape", {1 << 20, 1 << 20, 1 << 20});
        },
-       "/taps/blk.0.attn_q",
+       "/taps/attn_q",
        "attribute 'row_shape': [1048576, 1048576, 1048576] is more than the 4294967296 elements"},
       {"a run at position 2^63-1",
        [](Edit& e) {
-         e.set_pair("/taps/blk.0.attn_q/runs", 0, 0, std::numeric_limits<std::int64_t>::max());
+         e.set_run("/taps/attn_q/runs", 0, 1, 0, std::numeric_limits<std::int64_t>::max());
        },
-       "/taps/blk.0.attn_q/runs",
-       "run 0 (first_row 0, first_position 9223372036854775807): expected a row in 0..2 and a "
-       "position in 0..16777215"},
+       "/taps/attn_q/runs",
+       "slot 1 (blk.1.attn_q): run 0 (first_row 0, first_position 9223372036854775807): expected "
+       "a row in 0..2 and a position in 0..16777215"},
       {"a run starting at row -2^63",
        [](Edit& e) {
          e.set_pair("/committed", 0, 3, 2);
-         e.append_run("/taps/blk.0.attn_q/runs", std::numeric_limits<std::int64_t>::min(), 5);
+         e.append_run("/taps/attn_q/runs", 0, std::numeric_limits<std::int64_t>::min(), 5);
        },
-       "/taps/blk.0.attn_q/runs", "run 0 (first_row 0, first_position 0): expected a row in 0..2"},
+       "/taps/attn_q/runs",
+       "slot 0 (blk.0.attn_q): run 0 (first_row 0, first_position 0): expected a row in 0..2"},
   };
   return all;
 }
@@ -267,7 +321,7 @@ TEST(TraceMalformed, NewerMinorVersionOpens) {
   write_valid(path);
   {
     Edit edit(path);
-    edit.set_string("/", "format_version", "1.7");
+    edit.set_string("/", "format_version", "2.7");
     edit.set_string("/", "a_future_attribute", "ignored");
   }
   const TraceReader r(path);

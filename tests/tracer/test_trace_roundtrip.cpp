@@ -55,7 +55,7 @@ TEST(TraceRoundTrip, EveryMetadataField) {
     w.close();
   }
   const TraceReader r(path);
-  EXPECT_EQ(r.format_version().to_string(), "1.0");
+  EXPECT_EQ(r.format_version().to_string(), "2.0");
   EXPECT_TRUE(r.complete());
   EXPECT_EQ(r.committed_steps(), 3);
   const TraceMetadata& got = r.metadata();
@@ -122,7 +122,7 @@ TEST(TraceRoundTrip, EveryRowShapeAndScope) {
     EXPECT_EQ(rows.row(3)[t.shape.elements() - 1],
               300.0f + static_cast<float>(t.shape.elements() - 1))
         << t.name;
-    EXPECT_EQ(test::raw_dims(path, "/taps/" + info.full_name + "/data")[0], 4u)
+    EXPECT_EQ(test::raw_dims(path, "/taps/" + info.stack + "/data")[0], 4u)
         << "a closed trace's datasets have their exact size";
   }
   // Catalogue taps come in execution order, then the others.
@@ -256,7 +256,7 @@ TEST(TraceRoundTrip, CompressedTracesReadTheSame) {
   ASSERT_EQ(values.size(), 5u * 64u);
   EXPECT_EQ(std::vector<float>(values.begin() + 4 * 64, values.end()), test::tap_row(2, 1, 4, 64));
   const hid_t f = test::open_raw(path, H5F_ACC_RDONLY);
-  const hid_t d = H5Dopen2(f, "/taps/blk.1.ffn_up/data", H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, "/taps/ffn_up/data", H5P_DEFAULT);
   const hid_t dcpl = H5Dget_create_plist(d);
   EXPECT_EQ(H5Pget_nfilters(dcpl), 2) << "shuffle + deflate";
   H5Pclose(dcpl);
@@ -304,21 +304,21 @@ TEST(TraceRoundTrip, RejectedRecordsNameTheTapAndChangeNothing) {
       {[&] {
          w.record("attn_q", 0, 1, 1, {4, 2}, row.data());
        },
-       "/taps/blk.0.attn_q", "row shape [4, 2] differs from [8]"},
-      {[&] { w.record("attn_q", 0, 0, 1, {8}, row.data()); }, "/taps/blk.0.attn_q",
-       "positions of a tap must increase"},
-      {[&] { w.record("attn q", 0, 1, 1, {8}, row.data()); }, "/taps/blk.0.attn q", "may only use"},
-      {[&] { w.record("", 0, 1, 1, {8}, row.data()); }, "/taps/blk.0.", "empty tap name"},
+       "/taps/attn_q", "layer 0: row shape [4, 2] differs from [8]"},
+      {[&] { w.record("attn_q", 0, 0, 1, {8}, row.data()); }, "/taps/attn_q",
+       "layer 0: position 0 recorded after position 0: positions of a tap must increase"},
+      {[&] { w.record("attn q", 0, 1, 1, {8}, row.data()); }, "/taps/attn q", "may only use"},
+      {[&] { w.record("", 0, 1, 1, {8}, row.data()); }, "/taps/", "empty tap name"},
       {[&] { w.record("blk.0.attn_q", -1, 1, 1, {8}, row.data()); }, "/taps/blk.0.attn_q",
        "global tap"},
       {[&] { w.record("attn_q", -2, 1, 1, {8}, row.data()); }, "/taps/attn_q", "layer -2"},
-      {[&] { w.record("attn_q", 0, -1, 1, {8}, row.data()); }, "/taps/blk.0.attn_q", "< 0"},
-      {[&] { w.record("attn_q", 0, 1, 0, {8}, row.data()); }, "/taps/blk.0.attn_q", "n_rows 0"},
+      {[&] { w.record("attn_q", 0, -1, 1, {8}, row.data()); }, "/taps/attn_q", "< 0"},
+      {[&] { w.record("attn_q", 0, 1, 0, {8}, row.data()); }, "/taps/attn_q", "n_rows 0"},
       {[&] {
          w.record("attn_q", 0, 1, 1, {8, 0}, row.data());
        },
-       "/taps/blk.0.attn_q", "dimension < 1"},
-      {[&] { w.record("attn_q", 0, 1, 1, {8}, nullptr); }, "/taps/blk.0.attn_q", "rows is null"},
+       "/taps/attn_q", "dimension < 1"},
+      {[&] { w.record("attn_q", 0, 1, 1, {8}, nullptr); }, "/taps/attn_q", "rows is null"},
   };
   for (const Case& c : cases) {
     try {
@@ -352,6 +352,8 @@ TEST(TraceRoundTrip, BadMetadataIsRejectedAtOpen) {
   EXPECT_THROW(TraceWriter(dir.file("c.h5"), sample_metadata(), options), TraceError);
 }
 
+std::vector<float> wrong_width_values() { return {1, 2, 3, 4, 5, 6, 7, 8}; }
+
 // With dims, every catalogue tap the filter enables exists before the first step (see
 // precreate_catalogue); a producer recording another shape than the catalogue's still gets
 // its rows traced, and taps it never records stay invisible to readers.
@@ -373,8 +375,9 @@ TEST(TraceRoundTrip, PrecreatedCatalogueTapsTakeTheRecordedShape) {
   options.filter = TapFilter::parse("!blk.1.*");
   {
     TraceWriter w(path, m, options);
-    EXPECT_EQ(test::raw_dims(path, "/taps/blk.0.ffn_up/data"), (std::vector<hsize_t>{0, 16}));
-    const std::vector<float> wrong_width(8, 1.0f);  // ffn_up at n_embd wide: a shape bug
+    // One stack per name, a slot per enabled layer (blk.1 is filtered out).
+    EXPECT_EQ(test::raw_dims(path, "/taps/ffn_up/data"), (std::vector<hsize_t>{0, 1, 16}));
+    const std::vector<float> wrong_width = wrong_width_values();  // n_embd wide: a shape bug
     w.record("ffn_up", 0, 0, 1, {8}, wrong_width.data());
     const std::vector<float> q(8, 2.0f);
     w.record("attn_q", 0, 0, 1, {8}, q.data());
@@ -384,6 +387,8 @@ TEST(TraceRoundTrip, PrecreatedCatalogueTapsTakeTheRecordedShape) {
   const TraceReader r(path);
   ASSERT_EQ(r.taps().size(), 2u);
   EXPECT_EQ(r.tap("ffn_up", 0).row_shape, std::vector<std::int64_t>{8});
+  EXPECT_EQ(r.tap("ffn_up", 0).stack, "ffn_up#2") << "the catalogue's shape keeps /taps/ffn_up";
+  EXPECT_EQ(test::all_values(r, "ffn_up", 0), wrong_width_values());
   EXPECT_EQ(r.tap("attn_q", 0).row_shape, std::vector<std::int64_t>{8});
   const CatalogueReport report =
       check_catalogue(r.emitted_taps(), dims, TapFilter::parse(r.filter()));
@@ -420,7 +425,8 @@ TEST(TraceRoundTrip, UnknownTapLookups) {
     r.tap("attn_q", 0);
     ADD_FAILURE();
   } catch (const TraceError& e) {
-    EXPECT_EQ(e.object(), "/taps/blk.0.attn_q");
+    EXPECT_EQ(e.object(), "/taps/attn_q");
+    EXPECT_EQ(e.problem(), "layer 0: no such tap in the trace");
   }
 }
 

@@ -4,13 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "extendable.hpp"
 #include "h5_attr.hpp"
 #include "metadata_io.hpp"
 #include "schema.hpp"
 #include "space_reserve.hpp"
-#include "tap_stream.hpp"
+#include "tap_stack.hpp"
 #include "tapdiff/trace_reader.hpp"
 
 namespace tapdiff {
@@ -22,25 +23,44 @@ constexpr std::uint64_t kMargin = 1u << 20;
 
 std::string object(const char* name) { return std::string("/") + name; }
 
-void copy_tap(const TraceReader& in, const TapInfo& tap, std::int64_t index, hid_t taps,
-              const StreamConfig& config, SpaceReserve& reserve, const std::string& path,
-              std::vector<std::int64_t>& committed) {
-  TapStream out(tap.name, tap.layer, RowShape(tap.row_shape), index);
-  const std::int64_t window = std::max<std::int64_t>(
-      1, kWindowBytes / (tap.row_size * static_cast<std::int64_t>(sizeof(float))));
-  for (const PositionRun& run : tap.runs) {
-    for (std::int64_t done = 0; done < run.n_rows; done += window) {
-      const std::int64_t first = run.first_position + done;
-      const std::int64_t n = std::min(window, run.n_rows - done);
-      const TapRows rows = in.read(tap, first, first + n - 1);
-      out.stage(first, n, rows.values.data());
-      reserve.ensure(kMargin + 2 * out.write_bound(config));
-      out.write_staged(taps, config, path);
+// Copies one stack window by window: a window is the same rows of every slot, written in one
+// block where the slots agree.
+void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, hid_t taps_group,
+                const StreamConfig& config, SpaceReserve& reserve, const std::string& path,
+                std::vector<std::int64_t>& committed) {
+  const TapInfo& first = *taps.front();
+  TapStack out(first.name, first.stack, RowShape(first.row_shape));
+  std::int64_t max_rows = 0;
+  for (const TapInfo* tap : taps) {
+    out.add_slot(tap->layer, static_cast<std::int64_t>(committed.size() / 2));
+    committed.push_back(0);
+    committed.push_back(0);
+    max_rows = std::max(max_rows, tap->n_rows);
+  }
+  const std::int64_t row_bytes = first.row_size * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t window =
+      std::max<std::int64_t>(1, kWindowBytes / (row_bytes * static_cast<std::int64_t>(taps.size())));
+  for (std::int64_t r0 = 0; r0 < max_rows; r0 += window) {
+    for (std::size_t slot = 0; slot < taps.size(); ++slot) {
+      const TapInfo& tap = *taps[slot];
+      for (const PositionRun& run : tap.runs) {
+        const std::int64_t lo = std::max(r0, run.first_row);
+        const std::int64_t hi = std::min(r0 + window, run.first_row + run.n_rows);
+        if (lo >= hi) continue;
+        const std::int64_t position = run.first_position + (lo - run.first_row);
+        const TapRows rows = in.read(tap, position, position + (hi - lo) - 1);
+        out.stage(slot, position, hi - lo, rows.values.data());
+      }
     }
+    reserve.ensure(kMargin + 2 * out.write_bound(config));
+    out.write_staged(taps_group, config, path);
   }
   out.trim(path);
-  committed.push_back(out.rows_written());
-  committed.push_back(out.runs_written());
+  for (std::size_t slot = 0; slot < taps.size(); ++slot) {
+    const std::size_t i = static_cast<std::size_t>(out.index(slot)) * 2;
+    committed[i] = out.rows_written(slot);
+    committed[i + 1] = out.runs_written(slot);
+  }
   out.close();
 }
 
@@ -70,10 +90,13 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   const h5::Id taps =
       h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    {path, object(sc::kTaps)}, "cannot create group");
+  std::map<std::string, std::vector<const TapInfo*>> stacks;  // the taps of each, by slot
+  for (const TapInfo& tap : in.taps()) stacks[tap.stack].push_back(&tap);
   std::vector<std::int64_t> committed;  // (n_taps, 2)
-  for (const TapInfo& tap : in.taps()) {
-    copy_tap(in, tap, static_cast<std::int64_t>(committed.size() / 2), taps.get(), config, reserve,
-             path, committed);
+  for (auto& [name, taps_of_stack] : stacks) {
+    std::sort(taps_of_stack.begin(), taps_of_stack.end(),
+              [](const TapInfo* a, const TapInfo* b) { return a->slot < b->slot; });
+    copy_stack(in, taps_of_stack, taps.get(), config, reserve, path, committed);
   }
   Extendable committed_ds;
   committed_ds.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk,

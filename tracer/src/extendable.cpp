@@ -2,22 +2,13 @@
 
 namespace tapdiff {
 
-void Extendable::create(hid_t parent, const char* name, hid_t file_type,
-                        const std::vector<hsize_t>& row_dims, hsize_t chunk_rows,
-                        const DatasetOptions& options, const h5::Where& where) {
-  rank_ = 1 + static_cast<int>(row_dims.size());
-  chunk_rows_ = chunk_rows < 1 ? 1 : chunk_rows;
-  exact_ = options.exact_extent;
-  std::array<hsize_t, kMaxRank> max_dims{H5S_UNLIMITED};
-  std::array<hsize_t, kMaxRank> chunk{chunk_rows_};
-  dims_[0] = 0;
-  for (std::size_t i = 0; i < row_dims.size(); ++i) {
-    dims_[i + 1] = max_dims[i + 1] = chunk[i + 1] = row_dims[i];
-  }
-  const h5::Id space = h5::space_id(H5Screate_simple(rank_, dims_.data(), max_dims.data()), where,
+h5::Id create_chunked_dataset(hid_t parent, const char* name, hid_t file_type, int rank,
+                              const hsize_t* dims, const hsize_t* max_dims, const hsize_t* chunk,
+                              const DatasetOptions& options, const h5::Where& where) {
+  const h5::Id space = h5::space_id(H5Screate_simple(rank, dims, max_dims), where,
                                     "cannot create a dataspace");
   const h5::Id dcpl = h5::plist_id(H5Pcreate(H5P_DATASET_CREATE), where, "cannot create");
-  h5::check(H5Pset_chunk(dcpl.get(), rank_, chunk.data()), where, "cannot set chunking");
+  h5::check(H5Pset_chunk(dcpl.get(), rank, chunk), where, "cannot set chunking");
   // No modification times: smaller object headers, and a trace's bytes depend on its data only.
   h5::check(H5Pset_obj_track_times(dcpl.get(), false), where, "cannot set time tracking");
   // Rows past the committed count are never read, so never pay for writing fill values.
@@ -31,15 +22,31 @@ void Extendable::create(hid_t parent, const char* name, hid_t file_type,
   }
   const h5::Id dapl = h5::plist_id(H5Pcreate(H5P_DATASET_ACCESS), where, "cannot create");
   if (!options.compress) {
-    // Uncached: a partial-chunk write goes straight to the file instead of making the flush
-    // rewrite the whole chunk at every step.
+    // Uncached: a step's block goes straight to the file, and a partial-chunk write does not
+    // make every flush rewrite the whole chunk.
     h5::check(H5Pset_chunk_cache(dapl.get(), H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0,
                                  H5D_CHUNK_CACHE_W0_DEFAULT),
               where, "cannot set the chunk cache");
   }
-  dataset_ = h5::dataset_id(
+  return h5::dataset_id(
       H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), dapl.get()), where,
       "cannot create dataset");
+}
+
+void Extendable::create(hid_t parent, const char* name, hid_t file_type,
+                        const std::vector<hsize_t>& row_dims, hsize_t chunk_rows,
+                        const DatasetOptions& options, const h5::Where& where) {
+  rank_ = 1 + static_cast<int>(row_dims.size());
+  chunk_rows_ = chunk_rows < 1 ? 1 : chunk_rows;
+  exact_ = options.exact_extent;
+  std::array<hsize_t, kMaxRank> max_dims{H5S_UNLIMITED};
+  std::array<hsize_t, kMaxRank> chunk{chunk_rows_};
+  dims_[0] = 0;
+  for (std::size_t i = 0; i < row_dims.size(); ++i) {
+    dims_[i + 1] = max_dims[i + 1] = chunk[i + 1] = row_dims[i];
+  }
+  dataset_ = create_chunked_dataset(parent, name, file_type, rank_, dims_.data(), max_dims.data(),
+                                    chunk.data(), options, where);
   size_ = 0;
 }
 

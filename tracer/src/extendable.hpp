@@ -18,6 +18,12 @@ struct DatasetOptions {
   bool exact_extent = false;  // grow to the rows written (for rarely growing datasets)
 };
 
+// A chunked dataset without fill values or modification times; uncompressed ones get no chunk
+// cache (writes go straight to the file), compressed ones need it (whole-chunk writes).
+h5::Id create_chunked_dataset(hid_t parent, const char* name, hid_t file_type, int rank,
+                              const hsize_t* dims, const hsize_t* max_dims, const hsize_t* chunk,
+                              const DatasetOptions& options, const h5::Where& where);
+
 class Extendable {
 public:
   static constexpr int kMaxRank = 5;  // rows + a row of up to 4 dimensions

@@ -122,6 +122,14 @@ void write_float_attr(hid_t object, const char* name, double value, const Where&
   write_scalar(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, where);
 }
 
+void rewrite_int_array_attr(hid_t object, const char* name,
+                            const std::vector<std::int64_t>& values, const Where& where) {
+  if (has_attr(object, name)) {
+    check(H5Adelete(object, name), where, "cannot replace " + quoted(name));
+  }
+  write_int_array_attr(object, name, values, where);
+}
+
 void write_int_array_attr(hid_t object, const char* name, const std::vector<std::int64_t>& values,
                           const Where& where) {
   const hsize_t n = values.size();

@@ -25,6 +25,10 @@ void write_float_attr(hid_t object, const char* name, double value, const Where&
 void write_int_array_attr(hid_t object, const char* name, const std::vector<std::int64_t>& values,
                           const Where& where);
 
+// Replaces (or creates) a 1-D int64 attribute whose length may change.
+void rewrite_int_array_attr(hid_t object, const char* name,
+                            const std::vector<std::int64_t>& values, const Where& where);
+
 // An int64 scalar attribute kept open for rewriting (committed counts, complete).
 Id create_int_attr(hid_t object, const char* name, std::int64_t value, const Where& where);
 void rewrite_int_attr(const Id& attr, std::int64_t value, const Where& where, const char* name);

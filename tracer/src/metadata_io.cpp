@@ -42,7 +42,8 @@ void check_format(hid_t file, const h5::Where& root, FormatVersion& version) {
   if (parsed->major < kTraceFormatVersion.major) {
     throw TraceError(root.file, root.object,
                      "format_version " + text + " is older than any this reader supports (" +
-                         std::to_string(kTraceFormatVersion.major) + ".x)");
+                         std::to_string(kTraceFormatVersion.major) +
+                         ".x): record the trace again with this tapdiff");
   }
   version = *parsed;
 }

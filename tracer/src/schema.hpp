@@ -32,17 +32,17 @@ inline constexpr const char* kTokens = "tokens";        // int32 (n,)
 inline constexpr const char* kCommitted = "committed";  // int64 (n_taps, 2): rows, runs
 inline constexpr const char* kTaps = "taps";            // group of tap groups
 
-// Inside /taps/<full name>.
+// Inside /taps/<stack>: the taps of one name and row shape, one slot per layer.
 inline constexpr const char* kTapName = "name";
-inline constexpr const char* kTapLayer = "layer";
 inline constexpr const char* kTapRowShape = "row_shape";
-inline constexpr const char* kTapIndex = "index";
-inline constexpr const char* kTapData = "data";  // float32 (rows, *row_shape)
-inline constexpr const char* kTapRuns = "runs";  // int64 (n_runs, 2): first_row, first_position
+inline constexpr const char* kTapLayers = "layers";  // int64 (n_slots,)
+inline constexpr const char* kTapIndex = "index";    // int64 (n_slots,): rows of /committed
+inline constexpr const char* kTapData = "data";      // float32 (rows, n_slots, *row_shape)
+inline constexpr const char* kTapRuns = "runs";  // int64 (n_runs, n_slots, 2): first_row, position
+inline constexpr char kStackSuffix = '#';        // "<name>#2": a further row shape of a name
 
 // Chunking of the bookkeeping datasets (rows of each).
 inline constexpr std::size_t kTokensChunk = 1024;
-inline constexpr std::size_t kRunsChunk = 64;
 inline constexpr std::size_t kCommittedChunk = 256;
 
 }  // namespace tapdiff::schema

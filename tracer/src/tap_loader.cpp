@@ -1,6 +1,7 @@
 #include "tap_loader.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "h5_attr.hpp"
 #include "schema.hpp"
@@ -29,8 +30,9 @@ std::string dims_text(const std::vector<hsize_t>& dims) {
 }
 
 // Runs must start at row 0, cover increasing rows and increasing positions.
+// tap: "slot 0 (blk.0.attn_q): ", which slot's runs these are.
 std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std::int64_t n_rows,
-                                       const h5::Where& where) {
+                                       const h5::Where& where, const std::string& tap) {
   std::vector<PositionRun> runs;
   const std::size_t n = raw.size() / 2;
   for (std::size_t i = 0; i < n; ++i) {
@@ -40,9 +42,9 @@ std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std
     if (run.first_row < 0 || run.first_row >= n_rows || end < 0 || end > n_rows ||
         run.first_position < 0 || run.first_position >= kTraceMaxPositions) {
       throw TraceError(where.file, where.object,
-                       "run " + std::to_string(i) + " (first_row " + std::to_string(run.first_row) +
-                           ", first_position " + std::to_string(run.first_position) +
-                           "): expected a row in 0.." + std::to_string(n_rows - 1) +
+                       tap + "run " + std::to_string(i) + " (first_row " +
+                           std::to_string(run.first_row) + ", first_position " +
+                           std::to_string(run.first_position) + "): expected a row in 0.." + std::to_string(n_rows - 1) +
                            " and a position in 0.." + std::to_string(kTraceMaxPositions - 1));
     }
     run.n_rows = end - run.first_row;
@@ -52,8 +54,9 @@ std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std
         (runs.empty() || run.first_position > runs.back().first_position + runs.back().n_rows - 1);
     if (!first_ok || run.n_rows < 1 || !position_ok) {
       throw TraceError(where.file, where.object,
-                       "run " + std::to_string(i) + " (first_row " + std::to_string(run.first_row) +
-                           ", first_position " + std::to_string(run.first_position) +
+                       tap + "run " + std::to_string(i) + " (first_row " +
+                           std::to_string(run.first_row) + ", first_position " +
+                           std::to_string(run.first_position) +
                            "): expected rows and positions to increase from row 0");
     }
     runs.push_back(run);
@@ -61,129 +64,223 @@ std::vector<PositionRun> validate_runs(const std::vector<std::int64_t>& raw, std
   return runs;
 }
 
-std::vector<std::int64_t> read_runs(hid_t group, std::int64_t n_runs, const h5::Where& where) {
+// runs[:n_runs, :n_slots] as (n_runs, n_slots, 2) values.
+std::vector<std::int64_t> read_runs(hid_t group, std::int64_t n_runs, std::size_t n_slots,
+                                    const h5::Where& where) {
   const h5::Id runs = open_dataset(group, sc::kTapRuns, where, H5T_INTEGER, 0, "integers");
   const std::vector<hsize_t> dims = dataset_dims(runs.get(), where);
-  if (dims.size() != 2 || dims[1] != 2) {
-    throw TraceError(where.file, where.object, "expected shape [*, 2], got " + dims_text(dims));
+  if (dims.size() != 3 || dims[1] < n_slots || dims[2] != 2) {
+    throw TraceError(where.file, where.object,
+                     "expected shape [*, >= " + std::to_string(n_slots) + " slots, 2], got " +
+                         dims_text(dims));
   }
   if (static_cast<hsize_t>(n_runs) > dims[0]) {
     throw TraceError(where.file, where.object,
                      "committed runs " + std::to_string(n_runs) + " exceed its " +
                          std::to_string(dims[0]) + " rows");
   }
-  std::vector<std::int64_t> raw(static_cast<std::size_t>(n_runs) * 2);
+  std::vector<std::int64_t> raw(static_cast<std::size_t>(n_runs) * n_slots * 2);
   if (n_runs == 0) return raw;
   const h5::Id space = h5::space_id(H5Dget_space(runs.get()), where, "cannot read");
-  const hsize_t start[2] = {0, 0};
-  const hsize_t count[2] = {static_cast<hsize_t>(n_runs), 2};
+  const hsize_t start[3] = {0, 0, 0};
+  const hsize_t count[3] = {static_cast<hsize_t>(n_runs), n_slots, 2};
   h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), where,
             "cannot select runs");
-  const h5::Id mem = h5::space_id(H5Screate_simple(2, count, nullptr), where, "cannot read");
+  const h5::Id mem = h5::space_id(H5Screate_simple(3, count, nullptr), where, "cannot read");
   h5::check(H5Dread(runs.get(), H5T_NATIVE_INT64, mem.get(), space.get(), H5P_DEFAULT, raw.data()),
             where, "cannot read the committed runs");
   return raw;
 }
 
-bool load_tap(hid_t taps, const std::string& member, const std::string& path,
-              const std::vector<std::int64_t>& committed, bool complete, TapInfo& tap) {
+std::vector<std::int64_t> read_row_shape(hid_t group, const h5::Where& where) {
+  std::vector<std::int64_t> shape = h5::read_int_array_attr(group, sc::kTapRowShape, where);
+  if (shape.empty() || shape.size() > RowShape::kMaxRank ||
+      std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 1; })) {
+    throw TraceError(where.file, where.object,
+                     "attribute 'row_shape': expected 1 to 4 dimensions >= 1, got " +
+                         shape_string(shape));
+  }
+  std::int64_t size = 1;
+  for (std::int64_t d : shape) {
+    if (d > kTraceMaxRowElements / size) {
+      throw TraceError(where.file, where.object,
+                       "attribute 'row_shape': " + shape_string(shape) + " is more than the " +
+                           std::to_string(kTraceMaxRowElements) +
+                           " elements per row this reader accepts");
+    }
+    size *= d;
+  }
+  return shape;
+}
+
+// The group of a stack is named after its tap name, with "#<k>" for a further row shape.
+void check_stack_name(const std::string& member, const std::string& name, const h5::Where& where) {
+  const bool plain = member == name;
+  const bool numbered = member.size() > name.size() + 1 && member.compare(0, name.size(), name) == 0 &&
+                        member[name.size()] == sc::kStackSuffix &&
+                        std::all_of(member.begin() + static_cast<std::ptrdiff_t>(name.size()) + 1,
+                                    member.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!plain && !numbered) {
+    throw TraceError(where.file, where.object,
+                     "attribute 'name': '" + name + "' does not name this group (expected '" +
+                         name + "' or '" + name + sc::kStackSuffix + "<k>')");
+  }
+}
+
+struct SlotAttrs {
+  std::vector<std::int64_t> layers;
+  std::vector<std::int64_t> index;
+};
+
+SlotAttrs read_slots(hid_t group, const std::string& name, const h5::Where& where) {
+  SlotAttrs slots{h5::read_int_array_attr(group, sc::kTapLayers, where),
+                  h5::read_int_array_attr(group, sc::kTapIndex, where)};
+  if (slots.layers.size() != slots.index.size() || slots.layers.empty()) {
+    throw TraceError(where.file, where.object,
+                     "attributes 'layers' and 'index': expected one value per slot in each, got " +
+                         std::to_string(slots.layers.size()) + " and " +
+                         std::to_string(slots.index.size()));
+  }
+  const bool blk_name = name.compare(0, 4, "blk.") == 0;
+  for (std::size_t i = 0; i < slots.layers.size(); ++i) {
+    const std::int64_t layer = slots.layers[i];
+    if (layer < -1 || layer > 1'000'000 || (layer == -1 && blk_name)) {
+      throw TraceError(where.file, where.object,
+                       "attribute 'layers': slot " + std::to_string(i) +
+                           ": expected a layer index" + (blk_name ? "" : " or -1") + ", got " +
+                           std::to_string(layer));
+    }
+    if (std::find(slots.layers.begin(), slots.layers.begin() + static_cast<std::ptrdiff_t>(i),
+                  layer) != slots.layers.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw TraceError(where.file, where.object,
+                       "attribute 'layers': layer " + std::to_string(layer) +
+                           " appears in two slots");
+    }
+  }
+  return slots;
+}
+
+h5::Id open_data(hid_t group, const std::vector<std::int64_t>& row_shape, std::size_t n_slots,
+                 const h5::Where& where) {
+  h5::Id data = open_dataset(group, sc::kTapData, where, H5T_FLOAT, 4, "float32");
+  const std::vector<hsize_t> dims = dataset_dims(data.get(), where);
+  bool ok = dims.size() == row_shape.size() + 2 && dims[1] >= n_slots;
+  for (std::size_t i = 0; ok && i < row_shape.size(); ++i) {
+    ok = dims[i + 2] == static_cast<hsize_t>(row_shape[i]);
+  }
+  if (!ok) {
+    throw TraceError(where.file, where.object,
+                     "expected shape [*, >= " + std::to_string(n_slots) + " slots, " +
+                         shape_string(row_shape).substr(1) + ", got " + dims_text(dims) +
+                         " (row_shape attribute " + shape_string(row_shape) + ")");
+  }
+  return data;
+}
+
+// Appends the taps of one stack: slots with committed rows. In an incomplete trace, a stack
+// or slot created in the interrupted step is left out.
+void load_stack(hid_t taps, const std::string& member, const std::string& path,
+                const std::vector<std::int64_t>& committed, bool complete,
+                std::vector<std::string>& index_owner, std::vector<TapInfo>& out) {
   const std::string object = std::string("/") + sc::kTaps + "/" + member;
   const h5::Where where{path, object};
   const h5::Id group = h5::group_id(H5Gopen2(taps, member.c_str(), H5P_DEFAULT), where,
                                     "cannot open (is it a group?)");
-  if (!complete && !h5::has_attr(group.get(), sc::kTapIndex)) return false;
-  const std::int64_t index = h5::read_int_attr(group.get(), sc::kTapIndex, where);
+  if (!complete && !h5::has_attr(group.get(), sc::kTapIndex)) return;
+  const std::string name = h5::read_string_attr(group.get(), sc::kTapName, where);
+  check_stack_name(member, name, where);
+  const std::vector<std::int64_t> row_shape = read_row_shape(group.get(), where);
+  const SlotAttrs slots = read_slots(group.get(), name, where);
+  const std::size_t n_slots = slots.layers.size();
+
+  struct Counts {
+    std::int64_t rows = 0;
+    std::int64_t runs = 0;
+  };
+  std::vector<Counts> counts(n_slots);
   const std::int64_t n_taps = static_cast<std::int64_t>(committed.size() / 2);
-  if (index < 0 || index >= n_taps) {
-    if (!complete) return false;
-    throw TraceError(path, object,
-                     "attribute 'index': " + std::to_string(index) + " is outside /committed (" +
-                         std::to_string(n_taps) + " taps)");
-  }
-  tap.n_rows = committed[static_cast<std::size_t>(index) * 2];
-  const std::int64_t n_runs = committed[static_cast<std::size_t>(index) * 2 + 1];
-  if (tap.n_rows <= 0 && !complete) return false;
-  if (tap.n_rows > kTraceMaxPositions) {
-    throw TraceError(path, "/committed",
-                     "row " + std::to_string(index) + " (" + member + "): " +
-                         std::to_string(tap.n_rows) + " committed positions is more than the " +
-                         std::to_string(kTraceMaxPositions) +
-                         " this reader accepts (refused before reading)");
-  }
-  if (tap.n_rows < 0 || n_runs < 0 || (tap.n_rows > 0) != (n_runs > 0) || n_runs > tap.n_rows) {
-    throw TraceError(path, "/committed",
-                     "row " + std::to_string(index) + " (" + member +
-                         "): inconsistent counts: " + std::to_string(tap.n_rows) + " rows in " +
-                         std::to_string(n_runs) + " runs");
-  }
-
-  tap.name = h5::read_string_attr(group.get(), sc::kTapName, where);
-  const std::int64_t layer = h5::read_int_attr(group.get(), sc::kTapLayer, where);
-  if (layer < -1 || layer > 1'000'000) {
-    throw TraceError(
-        path, object,
-        "attribute 'layer': expected -1 or a layer index, got " + std::to_string(layer));
-  }
-  tap.layer = static_cast<int>(layer);
-  tap.full_name = full_tap_name(tap.name, tap.layer);
-  if (tap.full_name != member) {
-    throw TraceError(path, object,
-                     "name '" + tap.name + "' and layer " + std::to_string(layer) + " make '" +
-                         tap.full_name + "', not the group's name");
-  }
-  tap.row_shape = h5::read_int_array_attr(group.get(), sc::kTapRowShape, where);
-  if (tap.row_shape.empty() || tap.row_shape.size() > RowShape::kMaxRank ||
-      std::any_of(tap.row_shape.begin(), tap.row_shape.end(),
-                  [](std::int64_t d) { return d < 1; })) {
-    throw TraceError(path, object,
-                     "attribute 'row_shape': expected 1 to 4 dimensions >= 1, got " +
-                         shape_string(tap.row_shape));
-  }
-  tap.row_size = 1;
-  for (std::int64_t d : tap.row_shape) {
-    if (d > kTraceMaxRowElements / tap.row_size) {
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    const std::int64_t index = slots.index[i];
+    const std::string tap = full_tap_name(name, static_cast<int>(slots.layers[i]));
+    if (index < 0 || index >= n_taps) {
+      if (!complete) continue;
       throw TraceError(path, object,
-                       "attribute 'row_shape': " + shape_string(tap.row_shape) +
-                           " is more than the " + std::to_string(kTraceMaxRowElements) +
-                           " elements per row this reader accepts");
+                       "attribute 'index': slot " + std::to_string(i) + " (" + tap + "): " +
+                           std::to_string(index) + " is outside /committed (" +
+                           std::to_string(n_taps) + " taps)");
     }
-    tap.row_size *= d;
+    std::string& owner = index_owner[static_cast<std::size_t>(index)];
+    if (!owner.empty()) {
+      throw TraceError(path, object,
+                       "attribute 'index': slot " + std::to_string(i) + " (" + tap + ") has index " +
+                           std::to_string(index) + ", already that of " + owner);
+    }
+    owner = tap;
+    Counts& c = counts[i];
+    c.rows = committed[static_cast<std::size_t>(index) * 2];
+    c.runs = committed[static_cast<std::size_t>(index) * 2 + 1];
+    if (c.rows > kTraceMaxPositions) {
+      throw TraceError(path, "/committed",
+                       "row " + std::to_string(index) + " (" + tap + "): " +
+                           std::to_string(c.rows) + " committed positions is more than the " +
+                           std::to_string(kTraceMaxPositions) +
+                           " this reader accepts (refused before reading)");
+    }
+    if (c.rows < 0 || c.runs < 0 || (c.rows > 0) != (c.runs > 0) || c.runs > c.rows) {
+      throw TraceError(path, "/committed",
+                       "row " + std::to_string(index) + " (" + tap + "): inconsistent counts: " +
+                           std::to_string(c.rows) + " rows in " + std::to_string(c.runs) +
+                           " runs");
+    }
   }
 
+  std::int64_t row_size = 1;
+  for (std::int64_t d : row_shape) row_size *= d;
   const h5::Where data_where{path, object + "/" + sc::kTapData};
-  const h5::Id data = open_dataset(group.get(), sc::kTapData, data_where, H5T_FLOAT, 4, "float32");
+  const h5::Id data = open_data(group.get(), row_shape, n_slots, data_where);
   const std::vector<hsize_t> dims = dataset_dims(data.get(), data_where);
-  if (dims.size() != tap.row_shape.size() + 1) {
-    throw TraceError(path, data_where.object,
-                     "expected rank " + std::to_string(tap.row_shape.size() + 1) + ", got " +
-                         std::to_string(dims.size()));
-  }
-  for (std::size_t i = 0; i < tap.row_shape.size(); ++i) {
-    if (dims[i + 1] != static_cast<hsize_t>(tap.row_shape[i])) {
+  std::int64_t max_runs = 0;
+  double claimed_bytes = 0;
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    if (static_cast<hsize_t>(counts[i].rows) > dims[0]) {
       throw TraceError(path, data_where.object,
-                       "expected shape [*, " + shape_string(tap.row_shape).substr(1) + ", got " +
-                           dims_text(dims) + " (row_shape attribute " +
-                           shape_string(tap.row_shape) + ")");
+                       "slot " + std::to_string(i) + ": committed rows " +
+                           std::to_string(counts[i].rows) + " exceed its " +
+                           std::to_string(dims[0]) + " rows");
     }
+    max_runs = std::max(max_runs, counts[i].runs);
+    claimed_bytes += double(counts[i].rows) * double(row_size) * sizeof(float);
   }
-  if (static_cast<hsize_t>(tap.n_rows) > dims[0]) {
-    throw TraceError(path, data_where.object,
-                     "committed rows " + std::to_string(tap.n_rows) + " exceed its " +
-                         std::to_string(dims[0]) + " rows");
-  }
-  const double claimed_bytes = double(tap.n_rows) * double(tap.row_size) * sizeof(float);
   const hsize_t stored_bytes = H5Dget_storage_size(data.get());
   if (claimed_bytes > double(kTraceMaxExpansion) * double(stored_bytes)) {
     throw TraceError(path, data_where.object,
-                     "committed rows " + std::to_string(tap.n_rows) + " of " +
-                         std::to_string(tap.row_size) + " floats need " +
+                     "committed rows of " + std::to_string(row_size) + " floats need " +
                          std::to_string(static_cast<std::int64_t>(claimed_bytes)) +
                          " bytes, but the file stores only " + std::to_string(stored_bytes) +
                          " for this dataset (a corrupt count, refused before reading)");
   }
   const h5::Where runs_where{path, object + "/" + sc::kTapRuns};
-  tap.runs = validate_runs(read_runs(group.get(), n_runs, runs_where), tap.n_rows, runs_where);
-  return tap.n_rows > 0;
+  const std::vector<std::int64_t> runs = read_runs(group.get(), max_runs, n_slots, runs_where);
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    if (counts[i].rows <= 0) continue;
+    TapInfo tap;
+    tap.name = name;
+    tap.layer = static_cast<int>(slots.layers[i]);
+    tap.full_name = full_tap_name(name, tap.layer);
+    tap.stack = member;
+    tap.slot = i;
+    tap.row_shape = row_shape;
+    tap.row_size = row_size;
+    tap.n_rows = counts[i].rows;
+    std::vector<std::int64_t> raw(static_cast<std::size_t>(counts[i].runs) * 2);
+    for (std::size_t r = 0; r < raw.size() / 2; ++r) {
+      raw[2 * r] = runs[(r * n_slots + i) * 2];
+      raw[2 * r + 1] = runs[(r * n_slots + i) * 2 + 1];
+    }
+    tap.runs = validate_runs(raw, tap.n_rows, runs_where,
+                             "slot " + std::to_string(i) + " (" + tap.full_name + "): ");
+    out.push_back(std::move(tap));
+  }
 }
 
 }  // namespace
@@ -225,10 +322,19 @@ std::vector<TapInfo> load_taps(hid_t file, const std::string& path,
   const h5::Id taps =
       h5::group_id(H5Gopen2(file, sc::kTaps, H5P_DEFAULT), where, "cannot open (is it a group?)");
   std::vector<TapInfo> result;
+  std::vector<std::string> index_owner(committed.size() / 2);
   for (const std::string& member : group_members(taps.get(), where)) {
-    TapInfo tap;
-    if (load_tap(taps.get(), member, path, committed, complete, tap))
-      result.push_back(std::move(tap));
+    load_stack(taps.get(), member, path, committed, complete, index_owner, result);
+  }
+  // A tap lives in one slot, and each slot counts its rows in its own row of /committed.
+  std::map<std::string, const TapInfo*> by_name;
+  for (const TapInfo& t : result) {
+    const auto [it, fresh] = by_name.emplace(t.full_name, &t);
+    if (!fresh) {
+      throw TraceError(path, where.object + "/" + t.stack,
+                       "tap " + t.full_name + " is also in slot " + std::to_string(it->second->slot) +
+                           " of /taps/" + it->second->stack);
+    }
   }
   return result;
 }

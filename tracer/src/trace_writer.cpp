@@ -17,7 +17,7 @@
 #include "record_checks.hpp"
 #include "schema.hpp"
 #include "space_reserve.hpp"
-#include "tap_stream.hpp"
+#include "tap_stack.hpp"
 #include "tapdiff/tap_catalogue.hpp"
 
 namespace tapdiff {
@@ -26,7 +26,6 @@ namespace {
 namespace sc = schema;
 constexpr std::uint64_t kMetadataMargin = 1u << 20;  // object headers, B-tree nodes, heaps
 constexpr std::uint64_t kTapMetadataBytes = 16 * 1024;
-constexpr std::uint64_t kDirectWriteBytes = 256 * 1024;  // records this large skip staging
 
 std::string object(const char* name) { return std::string("/") + name; }
 
@@ -50,9 +49,15 @@ struct TraceWriter::Impl {
   Extendable committed;
   SpaceReserve reserve;
 
-  std::vector<std::unique_ptr<TapStream>> streams;  // by index
-  std::unordered_map<std::string, std::size_t> stream_by_name;
-  std::string key;                            // scratch full name for lookups
+  struct TapRef {
+    std::size_t stack;
+    std::size_t slot;
+  };
+  std::vector<std::unique_ptr<TapStack>> stacks;
+  std::unordered_map<std::string, std::vector<std::size_t>> stacks_by_name;
+  std::unordered_map<std::string, TapRef> taps;  // by full name
+  std::int64_t n_taps = 0;                       // rows of /committed
+  std::string key;                               // scratch full name for lookups
   std::vector<std::int32_t> pending_tokens;   // (n,) appended since the last write
   std::vector<std::int64_t> committed_table;  // (n_taps, 2): rows, runs
   std::uint64_t staged_bytes = 0;
@@ -62,7 +67,9 @@ struct TraceWriter::Impl {
   void open(const TraceMetadata& metadata, const TapFilter& filter);
   void precreate_catalogue(const TapDims& dims, const TapFilter& filter);
   void usable() const;
-  TapStream& stream(std::string_view name, int layer, const RowShape& shape);
+  std::size_t stack_for(std::string_view name, const RowShape& shape);  // index in stacks
+  TapRef add_tap(std::string_view name, int layer, const RowShape& shape);
+  TapRef tap_for_record(std::string_view name, int layer, const RowShape& shape);
   void write_out();
   void commit();
   void finish();
@@ -129,24 +136,24 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
   }
 }
 
-// Adding a group rewrites the /taps symbol table in place, and a kill in that flush can make
-// the whole group unreadable (HDF5 1.10 without SWMR). Creating every catalogue tap before
-// the file gets its name keeps that window out of the run; taps outside the catalogue are
-// still created when first written.
+// Adding a group (or a slot) rewrites the /taps symbol table (or the stack's attributes) in
+// place, and a kill in that flush can make the group unreadable (HDF5 1.10 without SWMR).
+// Creating every catalogue stack with its slots before the file gets its name keeps that
+// window out of the run; taps outside the catalogue are still created when first written.
 void TraceWriter::Impl::precreate_catalogue(const TapDims& dims, const TapFilter& filter) {
-  std::vector<std::pair<const TapSpec*, int>> taps;
+  std::vector<std::pair<const TapSpec*, int>> enabled;
   for (const TapSpec& spec : tap_catalogue()) {
     const int first = spec.scope == TapScope::global ? -1 : 0;
     const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
     for (int layer = first; layer <= last; ++layer) {
-      if (filter.tap_enabled(spec.name, layer)) taps.emplace_back(&spec, layer);
+      if (filter.tap_enabled(spec.name, layer)) enabled.emplace_back(&spec, layer);
     }
   }
-  reserve.ensure(kMetadataMargin + taps.size() * kTapMetadataBytes);
-  for (const auto& [spec, layer] : taps) {
-    stream(spec->name, layer, RowShape(catalogue_row_shape(*spec, dims)))
-        .ensure_created(taps_group.get(), config, path);
+  reserve.ensure(kMetadataMargin + enabled.size() * kTapMetadataBytes);
+  for (const auto& [spec, layer] : enabled) {
+    add_tap(spec->name, layer, RowShape(catalogue_row_shape(*spec, dims)));
   }
+  for (const auto& s : stacks) s->ensure_created(taps_group.get(), config, path);
 }
 
 void TraceWriter::Impl::usable() const {
@@ -156,23 +163,48 @@ void TraceWriter::Impl::usable() const {
   }
 }
 
-TapStream& TraceWriter::Impl::stream(std::string_view name, int layer, const RowShape& shape) {
+std::size_t TraceWriter::Impl::stack_for(std::string_view name, const RowShape& shape) {
+  std::vector<std::size_t>& of_name = stacks_by_name[std::string(name)];
+  for (std::size_t i : of_name) {
+    if (stacks[i]->shape() == shape) return i;
+  }
+  std::string group(name);
+  if (!of_name.empty()) group += sc::kStackSuffix + std::to_string(of_name.size() + 1);
+  of_name.push_back(stacks.size());
+  stacks.push_back(std::make_unique<TapStack>(std::string(name), std::move(group), shape));
+  return stacks.size() - 1;
+}
+
+TraceWriter::Impl::TapRef TraceWriter::Impl::add_tap(std::string_view name, int layer,
+                                                     const RowShape& shape) {
+  const std::size_t at = stack_for(name, shape);
+  const TapRef ref{at, stacks[at]->add_slot(layer, n_taps++)};
+  taps[full_tap_name(name, layer)] = ref;
+  return ref;
+}
+
+// The tap's slot; a tap without rows yet that is recorded with another row shape than it was
+// created with (a shape bug is a finding, not a reason to drop the tap) moves to a stack of
+// that shape, leaving an empty slot behind.
+TraceWriter::Impl::TapRef TraceWriter::Impl::tap_for_record(std::string_view name, int layer,
+                                                            const RowShape& shape) {
   key = full_tap_name(name, layer);
-  const auto it = stream_by_name.find(key);
-  if (it != stream_by_name.end()) return *streams[it->second];
-  const std::size_t index = streams.size();
-  streams.push_back(std::make_unique<TapStream>(std::string(name), layer, shape,
-                                                static_cast<std::int64_t>(index)));
-  stream_by_name.emplace(key, index);
-  return *streams.back();
+  const auto it = taps.find(key);
+  if (it == taps.end()) return add_tap(name, layer, shape);
+  const TapStack& stack = *stacks[it->second.stack];
+  if (stack.shape() == shape) return it->second;
+  if (stack.rows_recorded(it->second.slot) == 0) return add_tap(name, layer, shape);
+  throw TraceError(path, stack.object(),
+                   stack.tap_text(it->second.slot) + "row shape " + shape.to_string() +
+                       " differs from " + stack.shape().to_string() + " recorded earlier");
 }
 
 void TraceWriter::Impl::write_out() {
   std::uint64_t bound =
       kMetadataMargin + (pending_tokens.size() + sc::kTokensChunk) * sizeof(std::int32_t);
-  for (const auto& s : streams) bound += s->write_bound(config);
+  for (const auto& s : stacks) bound += s->write_bound(config);
   reserve.ensure(bound);
-  for (const auto& s : streams) s->write_staged(taps_group.get(), config, path);
+  for (const auto& s : stacks) s->write_staged(taps_group.get(), config, path);
   staged_bytes = 0;
   tokens.append(pending_tokens.size(), H5T_NATIVE_INT32, pending_tokens.data(),
                 {path, object(sc::kTokens)});
@@ -188,14 +220,16 @@ void TraceWriter::Impl::flush(const char* why) {
 void TraceWriter::Impl::commit() {
   write_out();
   flush("cannot flush the step's rows");
-  committed_table.resize(streams.size() * 2);
-  for (const auto& s : streams) {
-    const std::size_t i = static_cast<std::size_t>(s->index()) * 2;
-    committed_table[i] = s->rows_written();
-    committed_table[i + 1] = s->runs_written();
+  committed_table.assign(static_cast<std::size_t>(n_taps) * 2, 0);
+  for (const auto& s : stacks) {
+    for (std::size_t slot = 0; slot < s->slots(); ++slot) {
+      const std::size_t i = static_cast<std::size_t>(s->index(slot)) * 2;
+      committed_table[i] = s->rows_written(slot);
+      committed_table[i + 1] = s->runs_written(slot);
+    }
   }
   const h5::Where root{path, "/"};
-  committed.write(0, streams.size(), H5T_NATIVE_INT64, committed_table.data(),
+  committed.write(0, static_cast<hsize_t>(n_taps), H5T_NATIVE_INT64, committed_table.data(),
                   {path, object(sc::kCommitted)});
   h5::rewrite_int_attr(attr_steps, steps, root, sc::kCommittedSteps);
   h5::rewrite_int_attr(attr_tokens, static_cast<std::int64_t>(tokens.size()), root,
@@ -214,13 +248,13 @@ void TraceWriter::Impl::commit() {
 void TraceWriter::Impl::finish() {
   commit();
   reserve.ensure(kMetadataMargin);
-  for (const auto& s : streams) s->trim(path);
+  for (const auto& s : stacks) s->trim(path);
   tokens.trim({path, object(sc::kTokens)});
   committed.trim({path, object(sc::kCommitted)});
   h5::rewrite_int_attr(attr_complete, 1, {path, "/"}, sc::kComplete);
   flush("cannot flush at close");
   reserve.release_unused();
-  for (const auto& s : streams) s->close();
+  for (const auto& s : stacks) s->close();
   tokens.close();
   committed.close();
   attr_complete.reset();
@@ -232,7 +266,7 @@ void TraceWriter::Impl::finish() {
 
 void TraceWriter::Impl::release() noexcept {
   if (file.valid()) reserve.release_unused();
-  for (const auto& s : streams) s->close();
+  for (const auto& s : stacks) s->close();
   tokens.close();
   committed.close();
   attr_complete.reset();
@@ -285,28 +319,15 @@ void TraceWriter::record(std::string_view name, int layer, std::int64_t first_po
   });
   if (first_enabled < 0) return;
 
-  TapStream& s = w.stream(name, layer, row_shape);
-  if (s.empty() && s.shape() != row_shape) {
-    w.guarded([&] { s.reshape(row_shape, w.taps_group.get(), w.path); });
-  }
-  s.check(first_enabled, row_shape, w.path);
+  const Impl::TapRef ref = w.tap_for_record(name, layer, row_shape);
+  TapStack& s = *w.stacks[ref.stack];
+  s.check_position(ref.slot, first_enabled, w.path);
   const std::int64_t row_size = row_shape.elements();
-  const std::uint64_t bytes = static_cast<std::uint64_t>(n_rows * row_size) * sizeof(float);
-  if (s.staged_bytes() == 0 && bytes >= kDirectWriteBytes) {
-    // A batch (prefill) this large goes straight from the caller's memory: no copy.
-    w.guarded([&] {
-      w.reserve.ensure(kMetadataMargin + s.write_now_bound(n_rows, w.config));
-      positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
-        s.write_now(p, n, rows + (p - first_position) * row_size, w.taps_group.get(), w.config,
-                    w.path);
-      });
-    });
-    return;
-  }
+  const std::uint64_t before = s.staged_bytes();
   positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
-    s.stage(p, n, rows + (p - first_position) * row_size);
-    w.staged_bytes += static_cast<std::uint64_t>(n * row_size) * sizeof(float);
+    s.stage(ref.slot, p, n, rows + (p - first_position) * row_size);
   });
+  w.staged_bytes += s.staged_bytes() - before;
   if (w.staged_bytes > w.options.stage_limit_bytes) w.guarded([&] { w.write_out(); });
 }
 

@@ -1,5 +1,5 @@
 // The one exception type of the tracer: every message names the file, the HDF5 object and
-// what was expected, e.g. "trace.h5: /taps/blk.0.attn_q/data: expected rank 2, got 3".
+// what was expected, e.g. "trace.h5: /taps/attn_q/data: expected rank 3, got 2".
 // The CLI maps TraceError to exit code 2.
 #pragma once
 

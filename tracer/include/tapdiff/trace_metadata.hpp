@@ -19,10 +19,10 @@ inline constexpr std::string_view kTraceFormatName = "tapdiff-trace";
 struct FormatVersion {
   int major = 0;
   int minor = 0;
-  std::string to_string() const;  // "1.0"
+  std::string to_string() const;  // "2.0"
   static std::optional<FormatVersion> parse(std::string_view text);
 };
-inline constexpr FormatVersion kTraceFormatVersion{1, 0};
+inline constexpr FormatVersion kTraceFormatVersion{2, 0};
 
 enum class Producer { reference, engine_host, engine_cuda, external };
 std::string_view producer_name(Producer producer);  // "engine-host"

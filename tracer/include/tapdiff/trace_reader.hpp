@@ -40,7 +40,9 @@ struct PositionRun {
 struct TapInfo {
   std::string name;  // short name
   int layer = -1;
-  std::string full_name;  // HDF5 group name under /taps
+  std::string full_name;  // blk.{layer}.{name}, or name for a global tap
+  std::string stack;      // its stack: the HDF5 group under /taps
+  std::size_t slot = 0;   // its slot in the stack
   std::vector<std::int64_t> row_shape;
   std::int64_t row_size = 0;  // product of row_shape
   std::int64_t n_rows = 0;    // committed rows

@@ -3,7 +3,8 @@
 // close(). Layout: docs/trace-schema.md.
 //
 // Disabled taps cost one enabled() call: no allocation, no copy, no HDF5 call. Enabled rows
-// are copied into a per-tap staging buffer by record() and written by end_step().
+// are copied into their stack's staging buffer by record() (every layer of a tap name side
+// by side) and written by end_step(), one block per stack.
 // One thread at a time (HDF5 is built serial here). The tracer silences HDF5's error printing
 // and, when it initialises HDF5, disables its exit-time cleanup (see docs/trace-schema.md).
 #pragma once
@@ -25,7 +26,7 @@ namespace tapdiff {
 struct WriterOptions {
   TapFilter filter;
   // Steps per durable commit. 1: a crash loses at most the step in progress. Larger values
-  // write each tap in bigger blocks (faster decode tracing) and lose up to that many steps.
+  // write fewer, bigger blocks and lose up to that many steps (bench/results/tracer.md).
   int commit_every = 1;
   // gzip + shuffle, applied by close(): it writes a compressed copy and renames it over the
   // trace (streaming compressed chunks is not crash-safe in HDF5). Costs a read and a
@@ -33,8 +34,10 @@ struct WriterOptions {
   bool compress = false;
   int gzip_level = 4;
   bool fsync = false;  // fsync after every commit: survive power loss, not just a kill
-  std::size_t chunk_bytes = 64 * 1024;        // target HDF5 chunk size per tap
-  std::size_t stage_limit_bytes = 64u << 20;  // write staged rows early beyond this
+  std::size_t chunk_bytes = 64 * 1024;  // target HDF5 chunk size (rows of every slot)
+  // Staged rows are written early beyond this: a prefill larger than the limit writes its
+  // stacks in column blocks that later steps complete (slower, bounded memory).
+  std::size_t stage_limit_bytes = 256u << 20;
 };
 
 class TraceWriter {

@@ -1,0 +1,172 @@
+// Format 2.0's stacks (docs/trace-schema.md, "/taps/<stack>"): the layers of a tap name side by
+// side, one block per step, and slots that each keep their own rows, runs and shape.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "support/temp_dir.hpp"
+#include "support/test_values.hpp"
+#include "tapdiff/trace_reader.hpp"
+#include "tapdiff/trace_writer.hpp"
+#include "trace_test_util.hpp"
+
+namespace tapdiff {
+namespace {
+
+using test::sample_metadata;
+using test::TempDir;
+
+constexpr std::int64_t kWidth = 16;
+
+std::vector<std::int64_t> read_int_array_attr(const std::string& file, const char* object,
+                                              const char* name) {
+  const hid_t f = test::open_raw(file, H5F_ACC_RDONLY);
+  const hid_t a = H5Aopen_by_name(f, object, name, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t s = H5Aget_space(a);
+  std::vector<std::int64_t> values(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+  H5Aread(a, H5T_NATIVE_INT64, values.data());
+  H5Sclose(s);
+  H5Aclose(a);
+  H5Fclose(f);
+  return values;
+}
+
+std::vector<hsize_t> chunk_dims(const std::string& file, const char* dataset) {
+  const hid_t f = test::open_raw(file, H5F_ACC_RDONLY);
+  const hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+  const hid_t dcpl = H5Dget_create_plist(d);
+  std::vector<hsize_t> dims(8);
+  dims.resize(static_cast<std::size_t>(H5Pget_chunk(dcpl, 8, dims.data())));
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  H5Fclose(f);
+  return dims;
+}
+
+// Every layer of a step lands in one chunk row of its name's stack, so a decode step is one
+// write per stack; the reader gives each layer back on its own.
+TEST(TraceStacks, EveryLayerOfAStepSharesAChunkRow) {
+  TempDir dir;
+  const std::string path = dir.file("decode.h5");
+  constexpr int kLayers = 5;
+  constexpr int kSteps = 4;
+  {
+    TraceWriter w(path, sample_metadata());
+    for (int p = 0; p < kSteps; ++p) {
+      for (int l = 0; l < kLayers; ++l) {
+        const std::vector<float> row = test::tap_row(1, l, p, kWidth);
+        w.record("attn_q", l, p, 1, {kWidth}, row.data());
+      }
+      w.end_step();
+    }
+    w.close();
+  }
+  EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/data"),
+            (std::vector<hsize_t>{kSteps, kLayers, kWidth}));
+  const std::vector<hsize_t> chunk = chunk_dims(path, "/taps/attn_q/data");
+  ASSERT_EQ(chunk.size(), 3u);
+  EXPECT_EQ(chunk[1], static_cast<hsize_t>(kLayers)) << "a chunk holds every slot";
+  EXPECT_EQ(read_int_array_attr(path, "/taps/attn_q", "layers"),
+            (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  const TraceReader r(path);
+  ASSERT_EQ(r.taps().size(), static_cast<std::size_t>(kLayers));
+  for (int l = 0; l < kLayers; ++l) {
+    const TapInfo& tap = r.tap("attn_q", l);
+    EXPECT_EQ(tap.stack, "attn_q");
+    EXPECT_EQ(tap.slot, static_cast<std::size_t>(l));
+    std::vector<float> expected;
+    for (int p = 0; p < kSteps; ++p) {
+      const std::vector<float> row = test::tap_row(1, l, p, kWidth);
+      expected.insert(expected.end(), row.begin(), row.end());
+    }
+    EXPECT_EQ(r.read(tap).values, expected) << "layer " << l;
+  }
+}
+
+// Slots out of step with each other: a layer that starts late, one with a gap, one added to
+// the stack after the stack was written (no dims declared), through every write path (one
+// commit per step or batched, early write-outs past a tiny stage limit, gzip).
+TEST(TraceStacks, SlotsKeepTheirOwnRowsRunsAndPositions) {
+  // layer -> positions it records, in recording order, one step per position 0..7.
+  const std::map<int, std::vector<std::int64_t>> recorded = {
+      {0, {0, 1, 2, 3, 4, 5, 6, 7}},
+      {1, {3, 4, 5, 6, 7}},  // joins late: its slot is added after the stack exists
+      {2, {0, 1, 5, 6, 7}},  // a gap: two runs
+      {7, {7}},              // one row, at the last step
+  };
+  struct Variant {
+    const char* what;
+    int commit_every;
+    std::size_t stage_limit;
+    bool compress;
+  };
+  const Variant variants[] = {{"commit every step", 1, 256u << 20, false},
+                              {"commit every 3 steps", 3, 256u << 20, false},
+                              {"stage limit of one row", 1, 1, false},
+                              {"gzip at close", 2, 256u << 20, true}};
+  for (const Variant& v : variants) {
+    TempDir dir;
+    const std::string path = dir.file("slots.h5");
+    WriterOptions options;
+    options.commit_every = v.commit_every;
+    options.stage_limit_bytes = v.stage_limit;
+    options.compress = v.compress;
+    {
+      TraceWriter w(path, sample_metadata(), options);
+      for (std::int64_t p = 0; p < 8; ++p) {
+        for (const auto& [layer, positions] : recorded) {
+          if (std::find(positions.begin(), positions.end(), p) == positions.end()) continue;
+          const std::vector<float> row = test::tap_row(3, layer, p, kWidth);
+          w.record("ffn_up", layer, p, 1, {kWidth}, row.data());
+        }
+        w.end_step();
+      }
+      w.close();
+    }
+    const TraceReader r(path);
+    ASSERT_EQ(r.taps().size(), recorded.size()) << v.what;
+    for (const auto& [layer, positions] : recorded) {
+      const TapInfo& tap = r.tap("ffn_up", layer);
+      EXPECT_EQ(tap.stack, "ffn_up") << v.what;
+      EXPECT_EQ(tap.positions(), positions) << v.what << ", layer " << layer;
+      const TapRows rows = r.read(tap);
+      ASSERT_EQ(rows.size(), positions.size()) << v.what;
+      for (std::size_t i = 0; i < positions.size(); ++i) {
+        const std::vector<float> expected = test::tap_row(3, layer, positions[i], kWidth);
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), rows.row(i)))
+            << v.what << ", layer " << layer << ", position " << positions[i];
+      }
+    }
+    EXPECT_EQ(r.tap("ffn_up", 2).runs.size(), 2u) << v.what;
+  }
+}
+
+// A name recorded with two row shapes (here, every other layer a different width): one stack
+// per shape, the second named "<name>#2".
+TEST(TraceStacks, ASecondRowShapeGetsItsOwnStack) {
+  TempDir dir;
+  const std::string path = dir.file("shapes.h5");
+  {
+    TraceWriter w(path, sample_metadata());
+    for (int l = 0; l < 4; ++l) {
+      const std::int64_t width = l % 2 == 0 ? 8 : 12;
+      const std::vector<float> row = test::tap_row(5, l, 0, width);
+      w.record("ffn_gate", l, 0, 1, {width}, row.data());
+    }
+    w.end_step();
+    w.close();
+  }
+  EXPECT_EQ(read_int_array_attr(path, "/taps/ffn_gate", "layers"),
+            (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(read_int_array_attr(path, "/taps/ffn_gate#2", "layers"),
+            (std::vector<std::int64_t>{1, 3}));
+  const TraceReader r(path);
+  for (int l = 0; l < 4; ++l) {
+    const std::int64_t width = l % 2 == 0 ? 8 : 12;
+    EXPECT_EQ(r.tap("ffn_gate", l).row_shape, std::vector<std::int64_t>{width});
+    EXPECT_EQ(test::all_values(r, "ffn_gate", l), test::tap_row(5, l, 0, width));
+  }
+}
+
+}  // namespace
+}  // namespace tapdiff

@@ -1,0 +1,43 @@
+// A chunked dataset of (rows, slots, *inner) that grows in its first two dimensions: the
+// `data` and `runs` of a tap stack (docs/trace-schema.md). Rows grow by whole chunks, so most
+// steps change no extent; trim() sets the exact size at close.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "extendable.hpp"
+#include "h5.hpp"
+
+namespace tapdiff {
+
+class SlotTable {
+public:
+  static constexpr int kMaxRank = 6;  // rows, slots, and a row of up to 4 dimensions
+
+  void create(hid_t parent, const char* name, hid_t file_type, hsize_t slots,
+              const std::vector<hsize_t>& inner, hsize_t chunk_rows, hsize_t chunk_slots,
+              const DatasetOptions& options, const h5::Where& where);
+  bool created() const { return dataset_.valid(); }
+  hsize_t chunk_rows() const { return chunk_[0]; }
+
+  // Writes rows [row, row + n_rows) of slots [slot, slot + n_slots) from `mem`, which holds
+  // (mem_rows, mem_slots, *inner) elements with the block at (0, mem_slot); grows the extent.
+  void write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
+             const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
+             const h5::Where& where);
+  void set_slots(hsize_t slots, const h5::Where& where);
+  void trim(hsize_t rows, const h5::Where& where);
+  void close() { dataset_.reset(); }
+
+private:
+  void set_extent(const h5::Where& where);
+
+  h5::Id dataset_;
+  std::array<hsize_t, kMaxRank> dims_{};   // extent
+  std::array<hsize_t, kMaxRank> chunk_{};  // chunk shape
+  int rank_ = 2;
+  bool exact_ = false;
+};
+
+}  // namespace tapdiff

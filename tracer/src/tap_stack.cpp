@@ -1,0 +1,282 @@
+#include "tap_stack.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "h5_attr.hpp"
+#include "schema.hpp"
+#include "tapdiff/trace_error.hpp"
+
+namespace tapdiff {
+namespace {
+
+constexpr std::size_t kReleaseStagingBytes = 16u << 20;  // keep smaller buffers for reuse
+constexpr std::uint64_t kNewStackMetadataBytes = 16 * 1024;
+constexpr std::uint64_t kMaxChunkRows = 256;        // narrow taps: keep a barely used chunk small
+constexpr std::uint64_t kMaxChunkBytes = 1u << 20;  // wide rows: split the slots across chunks
+constexpr hsize_t kRunsChunkRows = 4;               // a slot has one run unless filters split it
+
+}  // namespace
+
+// A prefill stages hundreds of MB that the kernel would otherwise fault in 4 KiB at a time
+// (most of a prefill's tracing time on these machines): large buffers ask for huge pages.
+StagingBuffer allocate_staging(std::size_t floats) {
+  constexpr std::size_t kHugePage = 2u << 20;
+  const std::size_t bytes = floats * sizeof(float);
+  if (bytes < kHugePage) return StagingBuffer(static_cast<float*>(std::malloc(bytes + 1)));
+  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* memory = std::aligned_alloc(kHugePage, rounded);
+  if (memory != nullptr) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  return StagingBuffer(static_cast<float*>(memory));
+}
+
+TapStack::TapStack(std::string name, std::string group, const RowShape& shape)
+    : name_(std::move(name)),
+      group_name_(std::move(group)),
+      shape_(shape),
+      row_size_(shape.elements()) {}
+
+std::string TapStack::object() const { return std::string("/") + schema::kTaps + "/" + group_name_; }
+
+std::string TapStack::tap_text(std::size_t slot) const {
+  const int layer = slots_[slot].layer;
+  return layer < 0 ? std::string() : "layer " + std::to_string(layer) + ": ";
+}
+
+std::size_t TapStack::add_slot(int layer, std::int64_t index) {
+  reserve_staging(row_capacity_, slots_.size() + 1);
+  Slot slot;
+  slot.layer = layer;
+  slot.index = index;
+  slots_.push_back(slot);
+  return slots_.size() - 1;
+}
+
+// Makes room for `rows` staged rows of `slots` slots, keeping what is staged. Capacities
+// double, so a stack whose layers arrive one by one (no dims declared) or whose rows pile up
+// over several steps (commit_every) moves its staged rows only a few times. Not zeroed: only
+// staged rows are ever written out.
+void TapStack::reserve_staging(std::int64_t rows, std::size_t slots) {
+  if (rows <= row_capacity_ && slots <= slot_capacity_) return;
+  const std::int64_t new_rows =
+      rows <= row_capacity_ ? row_capacity_ : std::max(rows, 2 * row_capacity_);
+  const std::size_t new_slots = slots <= slot_capacity_ ? slot_capacity_
+                                : staged_rows_ == 0    ? slots
+                                                       : std::max(slots, 2 * slot_capacity_);
+  const std::size_t row = static_cast<std::size_t>(row_size_);
+  StagingBuffer grown = allocate_staging(static_cast<std::size_t>(new_rows) * new_slots * row);
+  for (std::int64_t r = 0; r < staged_rows_; ++r) {
+    std::memcpy(grown.get() + static_cast<std::size_t>(r) * new_slots * row,
+                staged_.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,
+                slots_.size() * row * sizeof(float));
+  }
+  staged_ = std::move(grown);
+  row_capacity_ = new_rows;
+  slot_capacity_ = new_slots;
+}
+
+void TapStack::check_position(std::size_t slot, std::int64_t first_position,
+                              const std::string& path) const {
+  const std::int64_t last = slots_[slot].last_position;
+  if (first_position <= last) {
+    throw TraceError(path, object(),
+                     tap_text(slot) + "position " + std::to_string(first_position) +
+                         " recorded after position " + std::to_string(last) +
+                         ": positions of a tap must increase");
+  }
+}
+
+void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
+                     const float* rows) {
+  Slot& s = slots_[slot];
+  const std::int64_t recorded = s.rows_written + s.staged;
+  if (recorded == 0 || first_position != s.last_position + 1) {
+    s.runs.push_back({recorded, first_position});
+  }
+  s.last_position = first_position + n_rows - 1;
+  const std::size_t row = static_cast<std::size_t>(row_size_);
+  reserve_staging(s.staged + n_rows, slots_.size());
+  staged_rows_ = std::max(staged_rows_, s.staged + n_rows);
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(staged_.get() +
+                    (static_cast<std::size_t>(s.staged + r) * slot_capacity_ + slot) * row,
+                rows + static_cast<std::size_t>(r) * row, row * sizeof(float));
+  }
+  s.staged += n_rows;
+  staged_bytes_ += static_cast<std::uint64_t>(n_rows) * row * sizeof(float);
+}
+
+hsize_t TapStack::chunk_slots() const {
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float);
+  return std::clamp<std::uint64_t>(kMaxChunkBytes / row_bytes, 1, std::max<std::size_t>(1, slots()));
+}
+
+hsize_t TapStack::chunk_rows(const StreamConfig& config) const {
+  const std::uint64_t bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float) * chunk_slots();
+  return std::clamp<std::uint64_t>(config.chunk_bytes / bytes, 1, kMaxChunkRows);
+}
+
+std::uint64_t TapStack::write_bound(const StreamConfig& config) const {
+  if (staged_rows_ == 0 && slots_in_file_ == slots_.size()) return 0;
+  // Every chunk the staged rows touch may be newly allocated (a compressed partial chunk is
+  // rewritten elsewhere at every flush, and gzip can expand incompressible data slightly).
+  std::int64_t first = -1;
+  std::int64_t end = 0;
+  for (const Slot& s : slots_) {
+    if (s.staged == 0) continue;
+    first = first < 0 ? s.rows_written : std::min(first, s.rows_written);
+    end = std::max(end, s.rows_written + s.staged);
+  }
+  const std::uint64_t per_chunk = group_.valid() ? data_.chunk_rows() : chunk_rows(config);
+  const std::uint64_t slots_per_chunk = chunk_slots();
+  const std::uint64_t chunk_bytes =
+      per_chunk * slots_per_chunk * static_cast<std::uint64_t>(row_size_) * sizeof(float);
+  std::uint64_t chunks = 0;
+  if (first >= 0) {
+    const std::uint64_t row_chunks = (static_cast<std::uint64_t>(end) + per_chunk - 1) / per_chunk -
+                                     static_cast<std::uint64_t>(first) / per_chunk;
+    chunks = row_chunks * ((slots_.size() + slots_per_chunk - 1) / slots_per_chunk);
+  }
+  if (config.dataset.compress) chunks = (chunks + 1) * 2;
+  std::uint64_t bytes = chunks * chunk_bytes + 4096 + kRunsChunkRows * 16 * slots_.size();
+  if (!group_.valid() || slots_in_file_ != slots_.size()) bytes += kNewStackMetadataBytes;
+  return bytes;
+}
+
+void TapStack::create(hid_t taps_group, const StreamConfig& config, const std::string& path) {
+  const h5::Where where{path, object()};
+  group_ = h5::group_id(
+      H5Gcreate2(taps_group, group_name_.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where,
+      "cannot create group");
+  h5::write_string_attr(group_.get(), schema::kTapName, name_, where);
+  h5::write_int_array_attr(group_.get(), schema::kTapRowShape, shape_.to_vector(), where);
+  std::vector<hsize_t> row_dims;
+  for (std::int64_t d : shape_.to_vector()) row_dims.push_back(static_cast<hsize_t>(d));
+  const hsize_t slots = slots_.size();
+  data_.create(group_.get(), schema::kTapData, H5T_IEEE_F32LE, slots, row_dims, chunk_rows(config),
+               chunk_slots(), config.dataset, {path, where.object + "/" + schema::kTapData});
+  DatasetOptions runs_options;
+  runs_options.exact_extent = true;
+  runs_ds_.create(group_.get(), schema::kTapRuns, H5T_STD_I64LE, slots, {2}, kRunsChunkRows, slots,
+                  runs_options, {path, where.object + "/" + schema::kTapRuns});
+  write_slot_attrs(path);
+}
+
+void TapStack::write_slot_attrs(const std::string& path) {
+  const h5::Where where{path, object()};
+  std::vector<std::int64_t> layers;
+  std::vector<std::int64_t> indices;
+  for (const Slot& s : slots_) {
+    layers.push_back(s.layer);
+    indices.push_back(s.index);
+  }
+  if (slots_in_file_ > 0) {
+    data_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapData});
+    runs_ds_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapRuns});
+  }
+  h5::rewrite_int_array_attr(group_.get(), schema::kTapLayers, layers, where);
+  h5::rewrite_int_array_attr(group_.get(), schema::kTapIndex, indices, where);
+  slots_in_file_ = slots_.size();
+}
+
+void TapStack::ensure_created(hid_t taps_group, const StreamConfig& config,
+                              const std::string& path) {
+  if (!group_.valid()) create(taps_group, config, path);
+  if (slots_in_file_ != slots_.size()) write_slot_attrs(path);
+}
+
+// Slots next to each other that wrote the same rows and staged the same number go out as one
+// block: every layer of a step in one write.
+void TapStack::write_rows(const std::string& path) {
+  const h5::Where where{path, object() + "/" + schema::kTapData};
+  const std::size_t n = slots_.size();
+  for (std::size_t first = 0; first < n;) {
+    const Slot& s = slots_[first];
+    std::size_t last = first + 1;
+    while (last < n && slots_[last].rows_written == s.rows_written &&
+           slots_[last].staged == s.staged) {
+      ++last;
+    }
+    if (s.staged > 0) {
+      data_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first,
+                  last - first, H5T_NATIVE_FLOAT, staged_.get(),
+                  static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where);
+    }
+    first = last;
+  }
+  for (Slot& s : slots_) {
+    s.rows_written += s.staged;
+    s.staged = 0;
+  }
+}
+
+void TapStack::write_runs(const std::string& path) {
+  const h5::Where where{path, object() + "/" + schema::kTapRuns};
+  const std::size_t n = slots_.size();
+  for (std::size_t first = 0; first < n;) {
+    const Slot& s = slots_[first];
+    const std::int64_t fresh = static_cast<std::int64_t>(s.runs.size()) - s.runs_written;
+    std::size_t last = first + 1;
+    while (last < n && slots_[last].runs_written == s.runs_written &&
+           static_cast<std::int64_t>(slots_[last].runs.size()) == s.runs_written + fresh) {
+      ++last;
+    }
+    if (fresh > 0) {
+      std::vector<std::int64_t> block(static_cast<std::size_t>(fresh) * (last - first) * 2);
+      for (std::int64_t r = 0; r < fresh; ++r) {
+        for (std::size_t k = first; k < last; ++k) {
+          const auto& run = slots_[k].runs[static_cast<std::size_t>(s.runs_written + r)];
+          const std::size_t at = (static_cast<std::size_t>(r) * (last - first) + (k - first)) * 2;
+          block[at] = run[0];
+          block[at + 1] = run[1];
+        }
+      }
+      runs_ds_.write(static_cast<hsize_t>(s.runs_written), static_cast<hsize_t>(fresh), first,
+                     last - first, H5T_NATIVE_INT64, block.data(), static_cast<hsize_t>(fresh),
+                     last - first, 0, where);
+    }
+    first = last;
+  }
+  for (Slot& s : slots_) s.runs_written = static_cast<std::int64_t>(s.runs.size());
+}
+
+void TapStack::write_staged(hid_t taps_group, const StreamConfig& config,
+                            const std::string& path) {
+  if (staged_rows_ == 0 && group_.valid() && slots_in_file_ == slots_.size()) return;
+  ensure_created(taps_group, config, path);
+  if (staged_rows_ == 0) return;
+  write_rows(path);
+  write_runs(path);
+  staged_rows_ = 0;
+  staged_bytes_ = 0;
+  const std::uint64_t capacity_bytes = static_cast<std::uint64_t>(row_capacity_) *
+                                       slot_capacity_ * static_cast<std::uint64_t>(row_size_) *
+                                       sizeof(float);
+  if (capacity_bytes > kReleaseStagingBytes) {
+    staged_.reset();
+    row_capacity_ = 0;
+  }
+}
+
+void TapStack::trim(const std::string& path) {
+  std::int64_t rows = 0;
+  std::int64_t runs = 0;
+  for (const Slot& s : slots_) {
+    rows = std::max(rows, s.rows_written);
+    runs = std::max(runs, s.runs_written);
+  }
+  data_.trim(static_cast<hsize_t>(rows), {path, object() + "/" + schema::kTapData});
+  runs_ds_.trim(static_cast<hsize_t>(runs), {path, object() + "/" + schema::kTapRuns});
+}
+
+void TapStack::close() {
+  data_.close();
+  runs_ds_.close();
+  group_.reset();
+}
+
+}  // namespace tapdiff

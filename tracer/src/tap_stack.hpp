@@ -1,0 +1,107 @@
+// The taps of one name and one row shape being written side by side (docs/trace-schema.md,
+// "/taps/<stack>"): slot s is the tap (name, layer(s)). Rows are staged per slot by stage()
+// and written by write_staged(): slots that staged the same rows on top of the same written
+// rows (every layer of a forward step) go out in one HDF5 write.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "h5.hpp"
+#include "slot_table.hpp"
+#include "tapdiff/row_shape.hpp"
+
+namespace tapdiff {
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using StagingBuffer = std::unique_ptr<float[], FreeDeleter>;
+
+struct StreamConfig {
+  std::size_t chunk_bytes = 64 * 1024;  // target chunk size
+  DatasetOptions dataset;
+};
+
+class TapStack {
+public:
+  // group: the stack's name under /taps (the tap name, or "<name>#<k>" for a further shape).
+  TapStack(std::string name, std::string group, const RowShape& shape);
+
+  const std::string& name() const { return name_; }
+  const std::string& group_name() const { return group_name_; }
+  const RowShape& shape() const { return shape_; }
+  std::size_t slots() const { return slots_.size(); }
+  int layer(std::size_t slot) const { return slots_[slot].layer; }
+  std::int64_t index(std::size_t slot) const { return slots_[slot].index; }
+  std::int64_t rows_written(std::size_t slot) const { return slots_[slot].rows_written; }
+  std::int64_t runs_written(std::size_t slot) const { return slots_[slot].runs_written; }
+  // Rows recorded so far (written or staged): a slot without any may still move elsewhere.
+  std::int64_t rows_recorded(std::size_t slot) const {
+    return slots_[slot].rows_written + slots_[slot].staged;
+  }
+  std::uint64_t staged_bytes() const { return staged_bytes_; }
+
+  // A new slot for (name, layer) whose committed counts go to row `index` of /committed.
+  std::size_t add_slot(int layer, std::int64_t index);
+  std::string object() const;                    // "/taps/<group>", for messages
+  std::string tap_text(std::size_t slot) const;  // "layer 3: " or "" for a global tap
+
+  // Throws TraceError unless first_position follows the slot's last position.
+  void check_position(std::size_t slot, std::int64_t first_position,
+                      const std::string& path) const;
+  // rows: (n_rows, shape().elements()) for positions first_position.. (already checked).
+  void stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
+             const float* rows);
+
+  // Creates the group and datasets now if they do not exist yet (pre-created stacks).
+  void ensure_created(hid_t taps_group, const StreamConfig& config, const std::string& path);
+  // Bytes the next write_staged() may add to the file, for SpaceReserve.
+  std::uint64_t write_bound(const StreamConfig& config) const;
+  // Creates the HDF5 objects on first use, then writes staged rows and new runs.
+  void write_staged(hid_t taps_group, const StreamConfig& config, const std::string& path);
+  void trim(const std::string& path);
+  void close();
+
+private:
+  struct Slot {
+    int layer = -1;
+    std::int64_t index = 0;
+    std::int64_t rows_written = 0;
+    std::int64_t staged = 0;  // rows in the staging buffer
+    std::int64_t last_position = -1;
+    std::vector<std::array<std::int64_t, 2>> runs;  // (first_row, first_position)
+    std::int64_t runs_written = 0;
+  };
+
+  hsize_t chunk_rows(const StreamConfig& config) const;
+  hsize_t chunk_slots() const;
+  void create(hid_t taps_group, const StreamConfig& config, const std::string& path);
+  void write_slot_attrs(const std::string& path);
+  void write_rows(const std::string& path);
+  void write_runs(const std::string& path);
+  void reserve_staging(std::int64_t rows, std::size_t slots);
+
+  std::string name_;
+  std::string group_name_;
+  RowShape shape_;
+  std::int64_t row_size_;
+  std::vector<Slot> slots_;
+
+  StagingBuffer staged_;  // (row_capacity_, slot_capacity_, row size)
+  std::int64_t row_capacity_ = 0;
+  std::size_t slot_capacity_ = 0;
+  std::int64_t staged_rows_ = 0;  // the most rows any slot staged
+  std::uint64_t staged_bytes_ = 0;
+
+  h5::Id group_;
+  std::size_t slots_in_file_ = 0;  // slots the file's attributes and extents describe
+  SlotTable data_;
+  SlotTable runs_ds_;
+};
+
+}  // namespace tapdiff
