@@ -463,6 +463,8 @@ TEST(TraceSummary, DescribesTheTrace) {
   EXPECT_EQ(s["n_taps"], 1);
   EXPECT_EQ(s["taps"][0]["positions"], "0-2,5");
   EXPECT_EQ(s["taps"][0]["row_shape"], nlohmann::json({2}));
+  EXPECT_EQ(s["taps"][0]["stack"], "/taps/attn_norm");
+  EXPECT_EQ(s["taps"][0]["slot"], 0);
   EXPECT_EQ(s["catalogue"]["ok"], false);
   EXPECT_EQ(s["catalogue"]["missing"].size(), tap_catalogue().size() - 1);
   EXPECT_EQ(position_ranges({}), "");

@@ -2,27 +2,18 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <tuple>
 
 #include "h5.hpp"
 #include "metadata_io.hpp"
 #include "schema.hpp"
+#include "stack_reader.hpp"
 #include "tap_loader.hpp"
 
 namespace tapdiff {
 namespace {
 
 namespace sc = schema;
-constexpr std::size_t kChunkCacheBytes = 32u << 20;  // per compressed stack, filled as read
-constexpr std::size_t kChunkCacheSlots = 12'421;     // a prime, ~100 x the chunks that fit
-
-h5::Id open_with_chunk_cache(hid_t file, const h5::Where& where, std::size_t bytes) {
-  const h5::Id dapl = h5::plist_id(H5Pcreate(H5P_DATASET_ACCESS), where, "cannot create");
-  h5::check(H5Pset_chunk_cache(dapl.get(), kChunkCacheSlots, bytes, 0.0), where,
-            "cannot set the chunk cache");
-  return h5::dataset_id(H5Dopen2(file, where.object.c_str(), dapl.get()), where, "cannot open");
-}
 
 h5::Id open_file(const std::string& path) {
   const h5::Where root{path, "/"};
@@ -94,25 +85,8 @@ struct TraceReader::Impl {
   h5::Id file;
   RootState root;
   std::vector<TapInfo> taps;
-  std::map<std::string, h5::Id> data_by_stack;  // opened on first read, kept for the chunk cache
-
-  hid_t stack_data(const std::string& stack, const h5::Where& where);
+  std::unique_ptr<StackReader> stacks;
 };
-
-// A chunk holds a row of every slot, and readers go through a stack slot by slot. Without a
-// chunk cache HDF5 reads just the slot's bytes of an uncompressed chunk (measured fastest); a
-// compressed chunk must be inflated whole, so a cache keeps it for the other slots.
-hid_t TraceReader::Impl::stack_data(const std::string& stack, const h5::Where& where) {
-  const auto it = data_by_stack.find(stack);
-  if (it != data_by_stack.end()) return it->second.get();
-  h5::Id data = open_with_chunk_cache(file.get(), where, 0);
-  const h5::Id dcpl = h5::plist_id(H5Dget_create_plist(data.get()), where, "cannot read");
-  if (H5Pget_nfilters(dcpl.get()) > 0) {
-    data.reset();  // HDF5 ignores the access properties of a dataset opened twice
-    data = open_with_chunk_cache(file.get(), where, kChunkCacheBytes);
-  }
-  return data_by_stack.emplace(stack, std::move(data)).first->second.get();
-}
 
 TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   h5::init_library();
@@ -128,6 +102,7 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   r.taps = load_taps(r.file.get(), path, committed, r.root.complete);
   std::sort(r.taps.begin(), r.taps.end(),
             [](const TapInfo& a, const TapInfo& b) { return sort_key(a) < sort_key(b); });
+  r.stacks = std::make_unique<StackReader>(r.file.get(), r.path);
 }
 
 TraceReader::~TraceReader() = default;
@@ -174,26 +149,8 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
   }
   if (r0 < 0) return out;
 
-  const h5::Where where{impl_->path, "/taps/" + tap.stack + "/data"};
-  const hid_t data = impl_->stack_data(tap.stack, where);
-  std::vector<hsize_t> start{static_cast<hsize_t>(r0), tap.slot};
-  std::vector<hsize_t> count{static_cast<hsize_t>(r1 - r0), 1};
-  for (std::int64_t d : tap.row_shape) {
-    start.push_back(0);
-    count.push_back(static_cast<hsize_t>(d));
-  }
-  const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
-  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                                nullptr),
-            where, "cannot select rows");
-  const h5::Id mem =
-      h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
-                   "cannot read");
   out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
-  h5::check(H5Dread(data, H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, out.values.data()),
-            where,
-            "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of slot " +
-                std::to_string(tap.slot) + " (" + tap.full_name + ")");
+  impl_->stacks->read(tap, r0, r1, out.values.data());
   return out;
 }
 

@@ -59,6 +59,8 @@ nlohmann::json trace_summary(const TraceReader& trace) {
     taps.push_back({{"name", t.name},
                     {"layer", t.layer},
                     {"full_name", t.full_name},
+                    {"stack", "/taps/" + t.stack},
+                    {"slot", t.slot},
                     {"row_shape", t.row_shape},
                     {"rows", t.n_rows},
                     {"positions", position_ranges(t.positions())}});
