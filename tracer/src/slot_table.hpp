@@ -20,6 +20,7 @@ public:
               const DatasetOptions& options, const h5::Where& where);
   bool created() const { return dataset_.valid(); }
   hsize_t chunk_rows() const { return chunk_[0]; }
+  hsize_t chunk_slots() const { return chunk_[1]; }
 
   // Writes rows [row, row + n_rows) of slots [slot, slot + n_slots) from `mem`, which holds
   // (mem_rows, mem_slots, *inner) elements with the block at (0, mem_slot); grows the extent.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "h5_attr.hpp"
 #include "schema.hpp"
@@ -20,19 +21,24 @@ constexpr std::uint64_t kMaxChunkRows = 256;        // narrow taps: keep a barel
 constexpr std::uint64_t kMaxChunkBytes = 1u << 20;  // wide rows: split the slots across chunks
 constexpr hsize_t kRunsChunkRows = 4;               // a slot has one run unless filters split it
 
-}  // namespace
-
 // A prefill stages hundreds of MB that the kernel would otherwise fault in 4 KiB at a time
 // (most of a prefill's tracing time on these machines): large buffers ask for huge pages.
 StagingBuffer allocate_staging(std::size_t floats) {
   constexpr std::size_t kHugePage = 2u << 20;
-  const std::size_t bytes = floats * sizeof(float);
-  if (bytes < kHugePage) return StagingBuffer(static_cast<float*>(std::malloc(bytes + 1)));
-  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* memory = std::aligned_alloc(kHugePage, rounded);
-  if (memory != nullptr) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  const std::size_t bytes = std::max<std::size_t>(floats * sizeof(float), 1);
+  void* memory = nullptr;
+  if (bytes < kHugePage) {
+    memory = std::malloc(bytes);
+  } else {
+    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    memory = std::aligned_alloc(kHugePage, rounded);
+    if (memory != nullptr) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  }
+  if (memory == nullptr) throw std::bad_alloc();
   return StagingBuffer(static_cast<float*>(memory));
 }
+
+}  // namespace
 
 TapStack::TapStack(std::string name, std::string group, const RowShape& shape)
     : name_(std::move(name)),
@@ -131,8 +137,9 @@ std::uint64_t TapStack::write_bound(const StreamConfig& config) const {
     first = first < 0 ? s.rows_written : std::min(first, s.rows_written);
     end = std::max(end, s.rows_written + s.staged);
   }
+  // Chunks keep the shape the dataset was created with, whatever slots came later.
   const std::uint64_t per_chunk = group_.valid() ? data_.chunk_rows() : chunk_rows(config);
-  const std::uint64_t slots_per_chunk = chunk_slots();
+  const std::uint64_t slots_per_chunk = group_.valid() ? data_.chunk_slots() : chunk_slots();
   const std::uint64_t chunk_bytes =
       per_chunk * slots_per_chunk * static_cast<std::uint64_t>(row_size_) * sizeof(float);
   std::uint64_t chunks = 0;
