@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <numeric>
+#include <tuple>
 
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
@@ -47,8 +49,10 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, const TapInfo& tb,
-                 std::int64_t last_position, const ToleranceProfile& profile, DiffResult& r) {
+// The rows of one tap in both traces, compared position by position (shapes agree).
+TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta,
+                          const TapInfo& tb, std::int64_t last_position,
+                          const ToleranceProfile& profile, DiffResult& r) {
   TapComparison c;
   c.name = ta.name;
   c.layer = ta.layer;
@@ -57,16 +61,7 @@ void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, 
   c.row_shape = ta.row_shape;
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
-  if (ta.row_shape != tb.row_shape) {
-    const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
-    r.findings.push_back({"shape", ta.full_name,
-                          fmt::format("row shape {} in the expected trace, {} in the actual trace: {}",
-                                      shape_string(ta.row_shape), shape_string(tb.row_shape),
-                                      shape_explanation(ta.row_shape, tb.row_shape, dims)),
-                          ta.row_shape, tb.row_shape});
-    return;
-  }
-  if (last_position < 0) return;
+  if (last_position < 0) return c;
   const TapRows ra = a.read(ta, 0, last_position);
   const TapRows rb = b.read(tb, 0, last_position);
   std::size_t i = 0, j = 0;
@@ -96,7 +91,7 @@ void compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta, 
       ++j;
     }
   }
-  r.taps.push_back(std::move(c));
+  return c;
 }
 
 // The jump test, now that every tap's errors are known. In lockstep every op ran on the
@@ -203,15 +198,35 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   // Weights first: a loader or dequantization bug is the first finding, before any activation.
   const std::optional<WeightFinding> weight_finding =
       compare_weights(a, b, options.model_path, options.diagnose, r);
+  std::vector<std::pair<const TapInfo*, const TapInfo*>> pairs;  // execution order
   for (const TapInfo& info : a.taps()) {
     if (is_weight_tap(info.name)) continue;
     const TapInfo* other = b.find(info.name, info.layer);
     if (!other) {
       r.findings.push_back({"missing-in-actual", info.full_name, "recorded in the expected trace only"});
-      continue;
+    } else if (info.row_shape != other->row_shape) {
+      const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
+      r.findings.push_back({"shape", info.full_name,
+                            fmt::format("row shape {} in the expected trace, {} in the actual trace: {}",
+                                        shape_string(info.row_shape), shape_string(other->row_shape),
+                                        shape_explanation(info.row_shape, other->row_shape, dims)),
+                            info.row_shape, other->row_shape});
+    } else {
+      pairs.emplace_back(&info, other);
     }
-    compare_tap(a, b, info, *other, r.compared_positions - 1, profile, r);
   }
+  // Read stack by stack: each trace then reads a stack's rows once for all its layers
+  // (tracer/src/stack_reader.hpp), not once per layer; the results keep execution order.
+  std::vector<std::size_t> by_stack(pairs.size());
+  std::iota(by_stack.begin(), by_stack.end(), std::size_t{0});
+  std::stable_sort(by_stack.begin(), by_stack.end(), [&](std::size_t x, std::size_t y) {
+    return std::tie(pairs[x].first->stack, pairs[x].first->slot) <
+           std::tie(pairs[y].first->stack, pairs[y].first->slot);
+  });
+  std::vector<TapComparison> compared(pairs.size());
+  for (std::size_t i : by_stack)
+    compared[i] = compare_tap(a, b, *pairs[i].first, *pairs[i].second, r.compared_positions - 1, profile, r);
+  for (TapComparison& c : compared) r.taps.push_back(std::move(c));
   for (const TapInfo& info : b.taps())
     if (!is_weight_tap(info.name) && !a.find(info.name, info.layer))
       r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});

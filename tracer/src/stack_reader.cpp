@@ -1,18 +1,42 @@
 #include "stack_reader.hpp"
 
+#include <cstring>
 #include <vector>
+
+#include "tapdiff/row_shape.hpp"
 
 namespace tapdiff {
 namespace {
 
 constexpr std::size_t kChunkCacheBytes = 32u << 20;  // per compressed stack, filled as read
 constexpr std::size_t kChunkCacheSlots = 12'421;     // a prime, ~100 x the chunks that fit
+constexpr std::uint64_t kBlockBytes = 64u << 20;     // the most a kept block may hold
 
 h5::Id open_with_chunk_cache(hid_t file, const h5::Where& where, std::size_t bytes) {
   const h5::Id dapl = h5::plist_id(H5Pcreate(H5P_DATASET_ACCESS), where, "cannot create");
   h5::check(H5Pset_chunk_cache(dapl.get(), kChunkCacheSlots, bytes, 0.0), where,
             "cannot set the chunk cache");
   return h5::dataset_id(H5Dopen2(file, where.object.c_str(), dapl.get()), where, "cannot open");
+}
+
+// Reads [row, row + n_rows) x [slot, slot + n_slots) x the whole row into out.
+void select_and_read(hid_t data, const h5::Id& space, hsize_t row, hsize_t n_rows, hsize_t slot,
+                     hsize_t n_slots, const std::vector<std::int64_t>& row_shape, float* out,
+                     const h5::Where& where, const std::string& what) {
+  std::vector<hsize_t> start{row, slot};
+  std::vector<hsize_t> count{n_rows, n_slots};
+  for (std::int64_t d : row_shape) {
+    start.push_back(0);
+    count.push_back(static_cast<hsize_t>(d));
+  }
+  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                                nullptr),
+            where, "cannot select rows");
+  const h5::Id mem =
+      h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
+                   "cannot read");
+  h5::check(H5Dread(data, H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, out), where,
+            "cannot read " + what);
 }
 
 }  // namespace
@@ -29,25 +53,49 @@ hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
   return data_.emplace(stack, std::move(data)).first->second.get();
 }
 
-void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
-  const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
-  std::vector<hsize_t> start{static_cast<hsize_t>(r0), tap.slot};
-  std::vector<hsize_t> count{static_cast<hsize_t>(r1 - r0), 1};
-  for (std::int64_t d : tap.row_shape) {
-    start.push_back(0);
-    count.push_back(static_cast<hsize_t>(d));
-  }
-  const hid_t data = open(tap.stack, where);
+// Reads rows [r0, r1) of every slot into block_; false when that would be too large.
+bool StackReader::read_block(const TapInfo& tap, hid_t data, std::int64_t r0, std::int64_t r1,
+                             const h5::Where& where) {
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
-  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                                nullptr),
-            where, "cannot select rows");
-  const h5::Id mem =
-      h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
-                   "cannot read");
-  h5::check(H5Dread(data, H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, out), where,
-            "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of slot " +
-                std::to_string(tap.slot) + " (" + tap.full_name + ")");
+  hsize_t dims[2 + RowShape::kMaxRank] = {};
+  if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2) return false;
+  const std::uint64_t bytes = static_cast<std::uint64_t>(r1 - r0) * dims[1] *
+                              static_cast<std::uint64_t>(tap.row_size) * sizeof(float);
+  if (dims[1] < 2 || bytes > kBlockBytes) return false;
+  block_.stack.clear();
+  block_.values.resize(bytes / sizeof(float));
+  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0, dims[1],
+                  tap.row_shape, block_.values.data(), where,
+                  "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of every slot");
+  block_.stack = tap.stack;
+  block_.r0 = r0;
+  block_.r1 = r1;
+  block_.slots = dims[1];
+  return true;
+}
+
+void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
+  const bool again = tap.stack == last_stack_ && r0 == last_r0_ && r1 == last_r1_;
+  last_stack_ = tap.stack;
+  last_r0_ = r0;
+  last_r1_ = r1;
+  const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
+  const hid_t data = open(tap.stack, where);
+  const bool in_block = block_.stack == tap.stack && block_.r0 <= r0 && r1 <= block_.r1;
+  if (in_block || (again && read_block(tap, data, r0, r1, where))) {
+    const std::size_t row = static_cast<std::size_t>(tap.row_size);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::size_t at = static_cast<std::size_t>(r - block_.r0) * block_.slots + tap.slot;
+      std::memcpy(out + static_cast<std::size_t>(r - r0) * row, block_.values.data() + at * row,
+                  row * sizeof(float));
+    }
+    return;
+  }
+  const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
+  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), tap.slot, 1,
+                  tap.row_shape, out, where,
+                  "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of slot " +
+                      std::to_string(tap.slot) + " (" + tap.full_name + ")");
 }
 
 }  // namespace tapdiff

@@ -1,13 +1,18 @@
 // Reads a tap's rows out of its stack (/taps/<stack>/data, docs/trace-schema.md), keeping each
-// stack's dataset open. Uncompressed stacks have no chunk cache: HDF5 then reads just the
-// slot's bytes of each chunk (measured faster than a cache, and a block cache kept for the
-// other slots gained nothing: faulting in the memory cost what the reads saved). A compressed
-// chunk must be inflated whole, so a chunk cache keeps it for the other slots.
+// stack's dataset open. A chunk holds a row of every slot:
+// - Read slot by slot, HDF5 fetches just the slot's bytes of each chunk: one read call per row.
+//   Uncompressed stacks get no chunk cache for this (measured faster than one).
+// - A caller going through one stack slot after slot (diff does) asks for the same rows of
+//   the same stack twice in a row: the second read fetches those rows of every slot in one
+//   block, kept until another stack or range is read, and the following slots come from it.
+//   Callers that hop between stacks (execution order) never pay for a block.
+// - A compressed chunk must be inflated whole: a chunk cache keeps it for the other slots.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "h5.hpp"
 #include "tapdiff/trace_reader.hpp"
@@ -22,11 +27,23 @@ public:
   void read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out);
 
 private:
+  struct Block {
+    std::string stack;
+    std::int64_t r0 = 0, r1 = 0;  // rows [r0, r1) of every slot
+    hsize_t slots = 0;
+    std::vector<float> values;  // (r1 - r0, slots, row size)
+  };
+
   hid_t open(const std::string& stack, const h5::Where& where);
+  bool read_block(const TapInfo& tap, hid_t data, std::int64_t r0, std::int64_t r1,
+                  const h5::Where& where);
 
   hid_t file_;
   const std::string& path_;
   std::map<std::string, h5::Id> data_;  // by stack
+  Block block_;
+  std::string last_stack_;  // the previous read, to see a caller going slot after slot
+  std::int64_t last_r0_ = -1, last_r1_ = -1;
 };
 
 }  // namespace tapdiff
