@@ -12,6 +12,10 @@
 namespace tapdiff {
 namespace {
 
+// A child group still running this long after the forwarded signal (a build that traps or
+// ignores SIGINT, a tool that keeps going) is killed, so that an interrupt always returns.
+constexpr unsigned kKillAfterSeconds = 5;
+
 // Signal handlers can reach only globals: the running child's process group and the signal.
 volatile std::sig_atomic_t g_child_group = 0;
 volatile std::sig_atomic_t g_signal = 0;
@@ -19,6 +23,11 @@ volatile std::sig_atomic_t g_signal = 0;
 void forward_signal(int signal) {
   g_signal = signal;
   if (g_child_group > 0) kill(-pid_t(g_child_group), signal);
+  alarm(kKillAfterSeconds);
+}
+
+void kill_child_group(int) {
+  if (g_child_group > 0) kill(-pid_t(g_child_group), SIGKILL);
 }
 
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd) {
@@ -84,7 +93,7 @@ void throw_if_interrupted() {
 }
 
 namespace {
-struct sigaction g_previous_int, g_previous_term;
+struct sigaction g_previous_int, g_previous_term, g_previous_alarm;
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
@@ -94,11 +103,15 @@ InterruptGuard::InterruptGuard() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
+  action.sa_handler = kill_child_group;
+  sigaction(SIGALRM, &action, &g_previous_alarm);
 }
 
 InterruptGuard::~InterruptGuard() {
+  alarm(0);
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
+  sigaction(SIGALRM, &g_previous_alarm, nullptr);
 }
 
 std::string shell_quote(const std::string& text) {

@@ -1,7 +1,7 @@
 // Child processes for the commands that drive other programs (`bisect` drives git). Each
 // child runs in its own process group; while an InterruptGuard lives, SIGINT and SIGTERM are
 // forwarded to the running child's group instead of killing tapdiff, so the caller can clean
-// up before exiting.
+// up before exiting. A group that outlives the signal by 5 s is killed (SIGKILL).
 #pragma once
 
 #include <stdexcept>

@@ -130,18 +130,24 @@ def test_no_commit_builds_exits_125_with_the_candidates(history, tmp_path):
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-def test_interrupt_removes_the_worktree(history, tmp_path):
+@pytest.mark.parametrize("build", [
+    "touch {started}; sleep 60",
+    "trap '' INT; touch {started}; sleep 60",  # ignores SIGINT, as its children do: killed 5 s later
+], ids=["build-stops", "build-ignores-sigint"])
+def test_interrupt_removes_the_worktree(history, tmp_path, build):
     repo, golden, _ = history
     before = user_state(repo)
     started = tmp_path / "started"
-    p = bisect(repo, golden, tmp_path / "tmp", build=f"touch {started}; sleep 60", popen=True)
+    p = bisect(repo, golden, tmp_path / "tmp", build=build.format(started=started), popen=True)
     deadline = time.time() + 60
     while not started.exists() and time.time() < deadline and p.poll() is None:
         time.sleep(0.05)
     assert started.exists(), p.communicate()
+    sent = time.time()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGINT, out + err
+    assert time.time() - sent < 20, "the build outlived the interrupt"
     assert "interrupted" in err and "worktree was removed" in err
     assert user_state(repo) == before
     assert list((tmp_path / "tmp").iterdir()) == []
