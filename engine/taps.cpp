@@ -6,6 +6,7 @@
 #include "engine/kernels/convert.hpp"
 #include "engine/kernels/host_loop.hpp"
 #include "model/error.hpp"
+#include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
 
@@ -22,7 +23,7 @@ std::vector<float> LockstepSource::rows(std::string_view name, int layer,
                                         std::int64_t row_elements) const {
   const TapInfo* tap = reader_->find(name, layer);
   const std::string object = fmt::format("/taps/{}", name);
-  const std::string tap_text = layer >= 0 ? fmt::format("layer {}: ", layer) : std::string();
+  const std::string tap_text = tap_layer_prefix(layer);
   const std::int64_t last = first_position + n_rows - 1;
   if (tap == nullptr)
     throw InputError(reader_->path(), object,

@@ -38,7 +38,6 @@ void Extendable::create(hid_t parent, const char* name, hid_t file_type,
                         const DatasetOptions& options, const h5::Where& where) {
   rank_ = 1 + static_cast<int>(row_dims.size());
   chunk_rows_ = chunk_rows < 1 ? 1 : chunk_rows;
-  exact_ = options.exact_extent;
   std::array<hsize_t, kMaxRank> max_dims{H5S_UNLIMITED};
   std::array<hsize_t, kMaxRank> chunk{chunk_rows_};
   dims_[0] = 0;
@@ -64,8 +63,7 @@ void Extendable::write(hsize_t first_row, hsize_t n, hid_t mem_type, const void*
   if (end > dims_[0]) {
     // Small appends grow the extent by whole chunks (no metadata change for most steps); a
     // batch of at least a chunk gets its exact size (nothing to trim, nor to prune, at close).
-    const bool exact = exact_ || n >= chunk_rows_;
-    set_extent(exact ? end : (end + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_, where);
+    set_extent(n >= chunk_rows_ ? end : (end + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_, where);
   }
   if (!file_space_.valid()) {
     file_space_ = h5::space_id(H5Dget_space(dataset_.get()), where, "cannot write");

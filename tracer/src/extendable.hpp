@@ -15,7 +15,7 @@ struct DatasetOptions {
   bool compress = false;  // shuffle + gzip; needs the chunk cache (whole-chunk writes)
   int gzip_level = 4;
   bool zero_fill = false;     // unwritten rows read as 0 (only for /committed)
-  bool exact_extent = false;  // grow to the rows written (for rarely growing datasets)
+  bool exact_extent = false;  // SlotTable: grow to the rows written (a stack's runs rarely grow)
 };
 
 // A chunked dataset without fill values or modification times; uncompressed ones get no chunk
@@ -57,7 +57,6 @@ private:
   std::array<hsize_t, kMaxRank> dims_{};  // dims_[0]: the extent; then the row's dimensions
   int rank_ = 1;
   hsize_t chunk_rows_ = 1;
-  bool exact_ = false;
   hsize_t size_ = 0;  // rows written
 };
 

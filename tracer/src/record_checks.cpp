@@ -42,7 +42,7 @@ void check_record(const std::string& path, std::string_view name, int layer,
                   std::int64_t first_position, std::int64_t n_rows, const RowShape& row_shape,
                   const float* rows) {
   const std::string object = "/taps/" + std::string(name);
-  const std::string tap = layer >= 0 ? "layer " + std::to_string(layer) + ": " : "";
+  const std::string tap = tap_layer_prefix(layer);
   auto reject = [&](const std::string& problem) { throw TraceError(path, object, tap + problem); };
   if (const std::string problem = name_problem(name, layer); !problem.empty()) reject(problem);
   if (layer < -1 || layer > kMaxLayer)

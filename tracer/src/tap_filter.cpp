@@ -114,6 +114,10 @@ bool TapFilter::name_enabled(std::string_view name, int layer) const {
   return verdict;
 }
 
+std::string tap_layer_prefix(int layer) {
+  return layer < 0 ? std::string() : "layer " + std::to_string(layer) + ": ";
+}
+
 std::string full_tap_name(std::string_view name, int layer) {
   if (layer < 0) return std::string(name);
   char digits[16];

@@ -10,6 +10,7 @@
 
 #include "h5_attr.hpp"
 #include "schema.hpp"
+#include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_error.hpp"
 
 namespace tapdiff {
@@ -49,8 +50,7 @@ TapStack::TapStack(std::string name, std::string group, const RowShape& shape)
 std::string TapStack::object() const { return std::string("/") + schema::kTaps + "/" + group_name_; }
 
 std::string TapStack::tap_text(std::size_t slot) const {
-  const int layer = slots_[slot].layer;
-  return layer < 0 ? std::string() : "layer " + std::to_string(layer) + ": ";
+  return tap_layer_prefix(slots_[slot].layer);
 }
 
 std::size_t TapStack::add_slot(int layer, std::int64_t index) {

@@ -32,11 +32,8 @@ public:
   // group: the stack's name under /taps (the tap name, or "<name>#<k>" for a further shape).
   TapStack(std::string name, std::string group, const RowShape& shape);
 
-  const std::string& name() const { return name_; }
-  const std::string& group_name() const { return group_name_; }
   const RowShape& shape() const { return shape_; }
   std::size_t slots() const { return slots_.size(); }
-  int layer(std::size_t slot) const { return slots_[slot].layer; }
   std::int64_t index(std::size_t slot) const { return slots_[slot].index; }
   std::int64_t rows_written(std::size_t slot) const { return slots_[slot].rows_written; }
   std::int64_t runs_written(std::size_t slot) const { return slots_[slot].runs_written; }

@@ -127,8 +127,7 @@ const TapInfo* TraceReader::find(std::string_view name, int layer) const {
 const TapInfo& TraceReader::tap(std::string_view name, int layer) const {
   if (const TapInfo* t = find(name, layer)) return *t;
   throw TraceError(impl_->path, "/taps/" + std::string(name),
-                   (layer >= 0 ? "layer " + std::to_string(layer) + ": " : std::string()) +
-                       "no such tap in the trace");
+                   tap_layer_prefix(layer) + "no such tap in the trace");
 }
 
 TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,

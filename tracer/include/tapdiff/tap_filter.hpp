@@ -144,6 +144,9 @@ private:
 
 // "blk.3.attn_q" for layer 3, "output" for a global tap (layer -1).
 std::string full_tap_name(std::string_view name, int layer);
+// "layer 3: " for a per-layer tap, "" for a global one: how messages about a slot of a stack
+// (/taps/<name>) say which tap they mean.
+std::string tap_layer_prefix(int layer);
 
 // Glob match with '*' and '?' (no escapes), as used by TapFilter.
 bool glob_match(std::string_view pattern, std::string_view text);
