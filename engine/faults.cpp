@@ -102,6 +102,66 @@ const std::vector<FaultSpec> kFaults = {
      "the generation loop records (and feeds) the step index instead of the chosen token id",
      "a loop variable pushed where the sampled token belonged",
      "token-sequence", "engine/generate.cpp: the generation loop", "n_predict >= 1"},
+    {Fault::ffn_norm_loads_attn_norm, "ffn-norm-loads-attn-norm",
+     "each layer's ffn_norm weight is loaded from the attn_norm tensor",
+     "a copy-pasted loader line whose tensor name was not edited",
+     "weight-loading", "engine/weights.cpp: load_engine_weights", ""},
+    {Fault::kv_layer_shared, "kv-layer-shared",
+     "every layer reads and writes layer 0's K/V cache buffers",
+     "a per-layer cache accessor that lost its layer index; each layer overwrites the others",
+     "kv-cache", "engine/kv_cache.cpp: KvCache::k / KvCache::v",
+     "n_layer >= 2 and n_predict >= 2 (a decode step)"},
+    {Fault::attn_keys_off_by_one, "attn-keys-off-by-one",
+     "attention reads one key fewer than valid: the step's last position misses its own key",
+     "a key count computed as the last position's index instead of the number of keys",
+     "attention-mask", "engine/forward.cpp: the attention call's n_keys",
+     "a prompt of >= 2 tokens"},
+    {Fault::softmax_sum_all_keys, "softmax-sum-all-keys",
+     "softmax over all n_keys cache rows, the causal mask applied after it (no renormalization)",
+     "a softmax bounded by the key count instead of the masked length; masking done afterwards",
+     "softmax", "engine/kernels/attention.hpp: the softmax sum", "a prompt of >= 2 tokens"},
+    {Fault::norm_weight_plus_one, "norm-weight-plus-one",
+     "RMSNorm multiplies by (1 + w) instead of w (all norms)",
+     "Gemma's (1 + weight) norm convention applied to a model that stores the weight itself",
+     "normalization", "engine/kernels/rmsnorm.hpp: the weight multiply", ""},
+    {Fault::final_norm_skipped, "final-norm-skipped",
+     "the output head reads the residual stream: the final RMSNorm is skipped",
+     "a model port that dropped output_norm before the lm head",
+     "normalization", "engine/forward.cpp: Forward::output_head", ""},
+    {Fault::resid_attn_dropped, "resid-attn-dropped",
+     "the attention block's residual add overwrites the stream with attn_output (x = y)",
+     "an add kernel called in its copy mode (x = y instead of x += y) at one call site",
+     "residual", "engine/forward.cpp: the attention residual add", ""},
+    {Fault::ffn_gelu_for_silu, "ffn-gelu-for-silu",
+     "the FFN activation is gelu(gate) * up (tanh approximation) instead of silu(gate) * up",
+     "a GeGLU activation kernel reused for a SwiGLU model", "activation",
+     "engine/kernels/silu_mul.hpp: the activation", ""},
+    {Fault::ffn_gate_up_swapped, "ffn-gate-up-swapped",
+     "the FFN activation computes silu(up) * gate instead of silu(gate) * up",
+     "gate and up operands passed in the wrong order to the fused SwiGLU kernel", "activation",
+     "engine/forward.cpp: the silu_mul call", ""},
+    {Fault::attn_v_aliases_k, "attn-v-aliases-k",
+     "the V projection writes into the K activation buffer (same shape): K is overwritten by V",
+     "an activation pointer copy-pasted from the line above (v = act.k)", "buffer",
+     "engine/forward.cpp: Forward::attention_block, the v buffer", ""},
+    {Fault::lm_head_stale_row, "lm-head-stale-row",
+     "the head reads the norm row of the prefill's last position at every decode step",
+     "a head input offset computed for the prefill batch and reused by decode steps "
+     "(like a graph captured once): decode reads a stale row",
+     "buffer", "engine/forward.cpp: Forward::output_head, the head's input row",
+     "a prompt of >= 2 tokens and n_predict >= 2 (a decode step)"},
+    {Fault::embed_scaled, "embed-scaled",
+     "the embedding rows are multiplied by sqrt(n_embd)",
+     "Gemma's embedding scale applied to a model that has none", "embedding",
+     "engine/kernels/embed.hpp: the embedding gather", ""},
+    {Fault::dequant_q8_unsigned, "dequant-q8-unsigned",
+     "Q8_0 quants read as uint8 instead of int8: negative quants become q + 256",
+     "a dequantization kernel that loads the signed quant bytes through an unsigned type",
+     "dequantization", "engine/kernels/dequant.hpp: q8_0", "a Q8_0 weight"},
+    {Fault::rope_q_not_rotated, "rope-q-not-rotated",
+     "RoPE rotates K only; Q is left unrotated",
+     "the Q half of a RoPE call pair lost when the two calls were merged", "rope",
+     "engine/forward.cpp: the RoPE call", "a position > 0 (prompt >= 2 tokens or n_predict >= 2)"},
 };
 // clang-format on
 
@@ -223,6 +283,40 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::token_id_bookkeeping:
       if (n_predict < 1) return no("n-predict 0 generates no token");
+      break;
+    case Fault::ffn_norm_loads_attn_norm:
+    case Fault::norm_weight_plus_one:
+    case Fault::final_norm_skipped:
+    case Fault::resid_attn_dropped:
+    case Fault::ffn_gelu_for_silu:
+    case Fault::ffn_gate_up_swapped:
+    case Fault::attn_v_aliases_k:
+    case Fault::embed_scaled:
+      break;
+    case Fault::kv_layer_shared:
+      // One layer alone owns the shared buffer; the prefill reads only what it just wrote.
+      if (c.n_layer < 2)
+        return no(fmt::format("n_layer {}: one layer has nobody to share with", c.n_layer));
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      break;
+    case Fault::attn_keys_off_by_one:
+    case Fault::softmax_sum_all_keys:
+      // A one-token prompt would leave attention no key; a softmax over one row length masks none.
+      if (n_prompt < 2) return no(fmt::format("the prompt has {} token (needs >= 2)", n_prompt));
+      break;
+    case Fault::lm_head_stale_row:
+      if (n_prompt < 2)
+        return no(fmt::format("the prompt has {} token: row 0 is the right row", n_prompt));
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      break;
+    case Fault::dequant_q8_unsigned:
+      if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
+      break;
+    case Fault::rope_q_not_rotated:
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
   }
   return std::nullopt;

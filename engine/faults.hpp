@@ -44,6 +44,20 @@ enum class Fault : std::uint8_t {
   kv_not_written_decode,
   ffn_dim_wrong,
   token_id_bookkeeping,
+  ffn_norm_loads_attn_norm,
+  kv_layer_shared,
+  attn_keys_off_by_one,
+  softmax_sum_all_keys,
+  norm_weight_plus_one,
+  final_norm_skipped,
+  resid_attn_dropped,
+  ffn_gelu_for_silu,
+  ffn_gate_up_swapped,
+  attn_v_aliases_k,
+  lm_head_stale_row,
+  embed_scaled,
+  dequant_q8_unsigned,
+  rope_q_not_rotated,
 };
 
 struct FaultSpec {

@@ -38,6 +38,8 @@ void Forward::norm(const Buffer& weight, int n) {
                 c_.n_embd,          c_.rms_eps};
   // Fault norm-weight-dropped: the norm kernel gets no weight.
   if (faults_.is(Fault::norm_weight_dropped)) a.weight = nullptr;
+  // Fault norm-weight-plus-one: the kernel told to use the (1 + w) convention.
+  if (faults_.is(Fault::norm_weight_plus_one)) a.weight_plus_one = true;
   ex_.rmsnorm(a);
   round(act_.norm.as<float>(), std::int64_t(n) * c_.n_embd);  // a GEMM input
 }
@@ -66,8 +68,11 @@ int Forward::step(const int* tokens, int n, int p0) {
   upload_ints(act_.rope_positions, host_ints_);
 
   const int E = c_.n_embd;
-  ex_.embed(EmbedArgs{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
-                      act_.x.as<float>(), n, E, c_.n_vocab});
+  EmbedArgs embed{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
+                  act_.x.as<float>(), n, E, c_.n_vocab};
+  // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
+  if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
+  ex_.embed(embed);
   taps_.probe("token_embd", -1, p0, n, {E}, act_.x.as<float>());
 
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -85,7 +90,8 @@ void Forward::attention_block(int l, int p0, int n) {
   float* norm_out = act_.norm.as<float>();
   float* q = act_.q.as<float>();
   float* k = act_.k.as<float>();
-  float* v = act_.v.as<float>();
+  // Fault attn-v-aliases-k: v points at the k buffer (same shape), so V's GEMM overwrites K.
+  float* v = faults_.is(Fault::attn_v_aliases_k) ? act_.k.as<float>() : act_.v.as<float>();
 
   norm(L.attn_norm, n);
   taps_.probe("attn_norm", l, p0, n, {E}, norm_out);
@@ -117,7 +123,8 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::rope_wrong_pairing))
     rope.pairing = rope.pairing == RopePairing::norm ? RopePairing::neox : RopePairing::norm;
   if (faults_.is(Fault::rope_wrong_base)) rope.base = 10000.0f;
-  ex_.rope(rope);
+  // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
+  if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
   rope.x = k;
   rope.n_heads = HKV;
   ex_.rope(rope);
@@ -150,6 +157,9 @@ void Forward::attention_block(int l, int p0, int n) {
   at.n_head_kv = HKV;
   at.head_dim = D;
   at.n_keys = cache_.visible_keys(n);
+  // Fault attn-keys-off-by-one: the key count taken as the step's last position (p0 + n - 1),
+  // an index, not a count: the step's last row misses its own key.
+  if (faults_.is(Fault::attn_keys_off_by_one)) at.n_keys = cache_.visible_keys(n) - 1;
   at.probs_stride = cache_.capacity();
   at.scale = 1.0f / sqrtf(float(D));
   // A decode step's single query sees the whole valid length; only a batch needs the mask.
@@ -159,6 +169,8 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::attn_scale)) at.scale = 1.0f / float(D);
   if (faults_.is(Fault::causal_mask_off)) at.causal = false;
   if (faults_.is(Fault::gqa_head_map)) at.kv_head_map = KvHeadMap::modulo;
+  // Fault softmax-sum-all-keys: softmax over all n_keys rows, the mask applied afterwards.
+  if (faults_.is(Fault::softmax_sum_all_keys)) at.softmax_over_all_keys = true;
   ex_.attention(at);
   round(at.out, std::int64_t(n) * Q);  // a GEMM input
   // attn.probs is record-only: the kernel computed attn.out from its own probabilities.
@@ -176,7 +188,10 @@ void Forward::attention_block(int l, int p0, int n) {
     gemm(OP_T, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
   taps_.probe("attn_output", l, p0, n, {E}, proj);
 
-  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
+  AddArgs residual{act_.x.as<float>(), proj, std::int64_t(n) * E};
+  // Fault resid-attn-dropped: this call site uses the add kernel's copy mode: x = attn_output.
+  if (faults_.is(Fault::resid_attn_dropped)) residual.copy = true;
+  ex_.add(residual);
   taps_.probe("resid.attn", l, p0, n, {E}, act_.x.as<float>());
 }
 
@@ -202,7 +217,15 @@ void Forward::ffn_block(int l, int p0, int n) {
   taps_.probe("ffn_gate", l, p0, n, {F}, gate);
   taps_.probe("ffn_up", l, p0, n, {F}, up);
 
-  ex_.silu_mul(SiluMulArgs{gate, up, act, std::int64_t(n) * F});
+  SiluMulArgs swiglu{gate, up, act, std::int64_t(n) * F};
+  // Fault ffn-gate-up-swapped: the operands in the wrong order: silu(up) * gate.
+  if (faults_.is(Fault::ffn_gate_up_swapped)) {
+    swiglu.gate = up;
+    swiglu.up = gate;
+  }
+  // Fault ffn-gelu-for-silu: the GeGLU activation.
+  if (faults_.is(Fault::ffn_gelu_for_silu)) swiglu.gelu = true;
+  ex_.silu_mul(swiglu);
   round(act, std::int64_t(n) * F);  // a GEMM input
   taps_.probe("ffn.act", l, p0, n, {F}, act);
 
@@ -217,13 +240,24 @@ void Forward::ffn_block(int l, int p0, int n) {
 
 int Forward::output_head(int p0, int n) {
   const int E = c_.n_embd, V = c_.n_vocab;
-  norm(w_.output_norm, n);
-  taps_.probe("output_norm", -1, p0, n, {E}, act_.norm.as<float>());
+  // The head's input: output_norm of the residual stream. Fault final-norm-skipped: the head
+  // reads the residual stream itself.
+  const bool skip_norm = faults_.is(Fault::final_norm_skipped);
+  if (!skip_norm) norm(w_.output_norm, n);
+  float* head_in = skip_norm ? act_.x.as<float>() : act_.norm.as<float>();
+  taps_.probe("output_norm", -1, p0, n, {E}, head_in);
 
   // Logits for the step's last position only (prefill needs no others).
   // logits [1, V] = last [1, E] · Wᵀ. Column-major: W is [E, V] (ld E), last is [E, 1] (ld E),
   // logits [V, 1] (ld V): Wᵀ · last, op(A) = T.
-  const float* last = act_.norm.as<float>() + std::int64_t(n - 1) * E;
+  int head_row = n - 1;
+  // Fault lm-head-stale-row: the row is fixed by the first step (the prefill) and reused, so a
+  // decode step (one fresh row, row 0) reads the prefill's last row, left over in the buffer.
+  if (faults_.is(Fault::lm_head_stale_row)) {
+    if (stale_head_row_ < 0) stale_head_row_ = n - 1;
+    head_row = stale_head_row_;
+  }
+  const float* last = head_in + std::int64_t(head_row) * E;
   float* logits = act_.logits.as<float>();
   if (faults_.is(Fault::lm_head_op_n))
     // Fault lm-head-op-n: op(A) = N with lda = V reads W as a column-major [V, E] matrix.

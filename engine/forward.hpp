@@ -60,6 +60,7 @@ private:
   Activations act_;
   TapProbe taps_;
   std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
+  int stale_head_row_ = -1;              // fault lm-head-stale-row: the first step's head row
 };
 
 }  // namespace tapdiff::engine

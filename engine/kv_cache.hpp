@@ -34,11 +34,12 @@ public:
   // After a step: its n_new appended rows become valid.
   void advance(std::int64_t n_new);
 
+  // Fault kv-layer-shared: the layer index is lost and every layer gets layer 0's buffers.
   void* k(int layer) const {
-    return k_[static_cast<std::size_t>(layer)].data();
+    return k_[faults_.is(Fault::kv_layer_shared) ? 0 : static_cast<std::size_t>(layer)].data();
   }  // (capacity, kv_dim)
   void* v(int layer) const {
-    return v_[static_cast<std::size_t>(layer)].data();
+    return v_[faults_.is(Fault::kv_layer_shared) ? 0 : static_cast<std::size_t>(layer)].data();
   }  // (capacity, kv_dim)
 
 private:

@@ -69,6 +69,7 @@ private:
     Buffer values = ex_.allocate(std::size_t(n) * sizeof(float));
     DequantArgs args{t.data, t.type, values.as<float>(), n};
     args.q8_scale_as_bf16 = faults_.is(Fault::dequant_q8_scale);
+    args.q8_quant_unsigned = faults_.is(Fault::dequant_q8_unsigned);
     const bool quantized = is_block_quantized(t.type);
     // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero past
     // the tensor's n_bytes < 2n) that is decoded as F16.
@@ -125,7 +126,9 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
       L.bv = load.bias(b + "attn_v.bias");
     }
     L.wo = load.matrix(b + "attn_output.weight");
-    L.ffn_norm = load.vector(b + "ffn_norm.weight");
+    // Fault ffn-norm-loads-attn-norm: the copy-pasted line kept attn_norm's tensor name.
+    L.ffn_norm = faults.is(Fault::ffn_norm_loads_attn_norm) ? load.vector(b + "attn_norm.weight")
+                                                           : load.vector(b + "ffn_norm.weight");
     L.w_gate = load.matrix(b + "ffn_gate.weight");
     L.w_up = load.matrix(b + "ffn_up.weight");
     L.w_down = load.matrix(b + "ffn_down.weight");

@@ -12,9 +12,17 @@ struct AddArgs {
   float* x = nullptr;        // (n,)
   const float* y = nullptr;  // (n,)
   std::int64_t n = 0;
+  // Fault resid-attn-dropped: the kernel's copy mode (x = y) where an add belonged.
+  bool copy = false;
 };
 
-TD_HD inline void add_body(const AddArgs& a, std::int64_t i) { a.x[i] += a.y[i]; }
+TD_HD inline void add_body(const AddArgs& a, std::int64_t i) {
+  if (a.copy) {
+    a.x[i] = a.y[i];
+    return;
+  }
+  a.x[i] += a.y[i];
+}
 
 void validate(const AddArgs& a);
 void add_host(const AddArgs& a);

@@ -35,6 +35,9 @@ struct AttentionArgs {
   float scale = 1.0f;
   bool causal = true;
   KvHeadMap kv_head_map = KvHeadMap::grouped;
+  // Fault softmax-sum-all-keys: the softmax runs over all n_keys rows and the causal mask is
+  // applied afterwards (masked weights zeroed, the visible ones not renormalized).
+  bool softmax_over_all_keys = false;
 };
 
 TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
@@ -51,8 +54,9 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
   if (a.causal && std::int64_t(a.positions[row]) + 1 < visible)
     visible = std::int64_t(a.positions[row]) + 1;
 
+  const std::int64_t softmax_len = a.softmax_over_all_keys ? a.n_keys : visible;
   float max = -INFINITY;
-  for (std::int64_t t = 0; t < visible; ++t) {
+  for (std::int64_t t = 0; t < softmax_len; ++t) {
     float dot = 0.0f;
     for (int d = 0; d < a.head_dim; ++d)
       dot += q[d] * load_element(a.k_cache, a.cache_type, t * kv_row + kv_col + d);
@@ -60,7 +64,7 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
     max = p[t] > max ? p[t] : max;
   }
   float sum = 0.0f;
-  for (std::int64_t t = 0; t < visible; ++t) sum += (p[t] = expf(p[t] - max));
+  for (std::int64_t t = 0; t < softmax_len; ++t) sum += (p[t] = expf(p[t] - max));
   for (std::int64_t t = 0; t < visible; ++t) p[t] /= sum;
   for (std::int64_t t = visible > 0 ? visible : 0; t < a.probs_stride; ++t) p[t] = 0.0f;
 

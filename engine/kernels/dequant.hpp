@@ -33,6 +33,8 @@ struct DequantArgs {
   std::int64_t n = 0;    // a multiple of the type's block size
   // Fault dequant-q8-scale: the Q8_0 block scale decoded as bf16 instead of f16.
   bool q8_scale_as_bf16 = false;
+  // Fault dequant-q8-unsigned: the Q8_0 quant bytes read as uint8 instead of int8.
+  bool q8_quant_unsigned = false;
 };
 
 namespace dequant_detail {
@@ -84,10 +86,13 @@ TD_HD inline float q5_1(const std::uint8_t* b, int j) {
   const int q = nibble(b + offsetof(BlockQ5_1, qs), j) | (high << 4);
   return f16(b) * float(q) + f16(b + offsetof(BlockQ5_1, m));
 }
-TD_HD inline float q8_0(const std::uint8_t* b, int j, bool scale_as_bf16) {
+TD_HD inline float q8_0(const std::uint8_t* b, int j, bool scale_as_bf16, bool quant_unsigned) {
   // The fault branch reads the fp16 scale's bits as a bf16: a 16-bit float-type mix-up.
   const float d = scale_as_bf16 ? bf16_bits_to_f32(u16(b)) : f16(b);
-  return d * float(static_cast<std::int8_t>(b[offsetof(BlockQ8_0, qs) + j]));
+  const std::uint8_t q = b[offsetof(BlockQ8_0, qs) + j];
+  // The other fault branch loads the quant through an unsigned type: -1 reads as 255.
+  if (quant_unsigned) return d * float(q);
+  return d * float(static_cast<std::int8_t>(q));
 }
 TD_HD inline float q4_k(const std::uint8_t* b, int e) {
   int sc = 0, m = 0;
@@ -136,7 +141,8 @@ TD_HD inline float dequant_element(const DequantArgs& a, std::int64_t i) {
     case GgmlType::Q5_1:
       return dd::q5_1(s + (i / kQK) * sizeof(BlockQ5_1), int(i % kQK));
     case GgmlType::Q8_0:
-      return dd::q8_0(s + (i / kQK) * sizeof(BlockQ8_0), int(i % kQK), a.q8_scale_as_bf16);
+      return dd::q8_0(s + (i / kQK) * sizeof(BlockQ8_0), int(i % kQK), a.q8_scale_as_bf16,
+                         a.q8_quant_unsigned);
     case GgmlType::Q4_K:
       return dd::q4_k(s + (i / kQK_K) * sizeof(BlockQ4_K), int(i % kQK_K));
     case GgmlType::Q5_K:

@@ -16,11 +16,14 @@ struct EmbedArgs {
   std::int64_t n_rows = 0;
   std::int64_t n_embd = 0;
   std::int64_t n_vocab = 0;
+  // Fault embed-scaled: Gemma's sqrt(n_embd) embedding scale, for a model that has none.
+  bool scale_sqrt_n_embd = false;
 };
 
 TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i) {
   const std::int64_t r = i / a.n_embd, c = i % a.n_embd;
-  a.out[i] = load_element(a.table, a.table_type, std::int64_t(a.tokens[r]) * a.n_embd + c);
+  const float e = load_element(a.table, a.table_type, std::int64_t(a.tokens[r]) * a.n_embd + c);
+  a.out[i] = a.scale_sqrt_n_embd ? e * sqrtf(float(a.n_embd)) : e;
 }
 
 void validate(const EmbedArgs& a);

@@ -17,6 +17,8 @@ struct RmsNormArgs {
   std::int64_t n_rows = 0;
   std::int64_t n = 0;
   float eps = 1e-5f;
+  // Fault norm-weight-plus-one: Gemma's convention, x̂ · (1 + w), for a model storing w itself.
+  bool weight_plus_one = false;
 };
 
 TD_HD inline void rmsnorm_row(const RmsNormArgs& a, std::int64_t r) {
@@ -25,6 +27,10 @@ TD_HD inline void rmsnorm_row(const RmsNormArgs& a, std::int64_t r) {
   float ss = 0.0f;
   for (std::int64_t i = 0; i < a.n; ++i) ss += x[i] * x[i];
   const float inv = 1.0f / sqrtf(ss / float(a.n) + a.eps);
+  if (a.weight_plus_one && a.weight != nullptr) {
+    for (std::int64_t i = 0; i < a.n; ++i) out[i] = x[i] * inv * (1.0f + a.weight[i]);
+    return;
+  }
   for (std::int64_t i = 0; i < a.n; ++i)
     out[i] = x[i] * inv * (a.weight != nullptr ? a.weight[i] : 1.0f);
 }

@@ -207,7 +207,10 @@ def test_faults_lists_the_catalogue():
                  "lm-head-op-n", "bias-dropped", "bias-misread", "dequant-q8-scale", "attn-scale",
                  "causal-mask-off", "gqa-head-map", "norm-weight-dropped", "dequant-missing",
                  "tensor-bytes-truncated", "weight-not-wired", "rope-position-ignored", "kv-not-written-decode",
-                 "ffn-dim-wrong", "token-id-bookkeeping"]:
+                 "ffn-dim-wrong", "token-id-bookkeeping", "ffn-norm-loads-attn-norm", "kv-layer-shared",
+                 "attn-keys-off-by-one", "softmax-sum-all-keys", "norm-weight-plus-one", "final-norm-skipped",
+                 "resid-attn-dropped", "ffn-gelu-for-silu", "ffn-gate-up-swapped", "attn-v-aliases-k",
+                 "lm-head-stale-row", "embed-scaled", "dequant-q8-unsigned", "rope-q-not-rotated"]:
         assert name in out, name
 
 

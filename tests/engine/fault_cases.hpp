@@ -98,6 +98,24 @@ inline std::vector<FaultCase> fault_cases() {
       {"kv-not-written-decode", llama_spec(), {"blk.0.kv.k", 5}},
       {"ffn-dim-wrong", llama_spec(), {"blk.0.ffn_gate", 0}},
       {"token-id-bookkeeping", llama_spec(), {"tokens", 5}},
+      {"ffn-norm-loads-attn-norm", llama_spec(), {"blk.0.ffn_norm", 0}},
+      {"kv-layer-shared", llama_spec(), {"blk.0.attn.probs", 5}},
+      {"attn-keys-off-by-one", llama_spec(), {"blk.0.attn.probs", 4}},
+      {"softmax-sum-all-keys", llama_spec(), {"blk.0.attn.probs", 0}},
+      {"norm-weight-plus-one", llama_spec(), {"blk.0.attn_norm", 0}},
+      {"final-norm-skipped", llama_spec(), {"output_norm", 0}},
+      {"resid-attn-dropped", llama_spec(), {"blk.0.resid.attn", 0}},
+      {"ffn-gelu-for-silu", llama_spec(), {"blk.0.ffn.act", 0}},
+      {"ffn-gate-up-swapped", llama_spec(), {"blk.0.ffn.act", 0}},
+      {"attn-v-aliases-k", llama_spec(), {"blk.0.attn_k", 0}},
+      {"attn-v-aliases-k", qwen2_spec(), {"blk.0.attn_k", 0}},
+      {"lm-head-stale-row", llama_spec(), {"output", 5}},
+      {"lm-head-stale-row", qwen2_spec(), {"output", 5}},  // tied output
+      {"embed-scaled", llama_spec(), {"token_embd", 0}},
+      {"dequant-q8-unsigned", llama_spec(GgmlType::Q8_0), {"token_embd", 0}},
+      {"dequant-q8-unsigned", q8_projections(), {"blk.0.attn_q", 0}},
+      {"rope-q-not-rotated", llama_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-q-not-rotated", qwen2_spec(), {"blk.0.attn_q.rope", 1}},
   };
 }
 

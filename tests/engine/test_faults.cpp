@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, TwentyThreeFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, ThirtySevenFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -34,7 +34,21 @@ TEST(FaultCatalogue, TwentyThreeFaultsInDesignOrderWithEveryField) {
                                           "rope-position-ignored",
                                           "kv-not-written-decode",
                                           "ffn-dim-wrong",
-                                          "token-id-bookkeeping"};
+                                          "token-id-bookkeeping",
+                                          "ffn-norm-loads-attn-norm",
+                                          "kv-layer-shared",
+                                          "attn-keys-off-by-one",
+                                          "softmax-sum-all-keys",
+                                          "norm-weight-plus-one",
+                                          "final-norm-skipped",
+                                          "resid-attn-dropped",
+                                          "ffn-gelu-for-silu",
+                                          "ffn-gate-up-swapped",
+                                          "attn-v-aliases-k",
+                                          "lm-head-stale-row",
+                                          "embed-scaled",
+                                          "dequant-q8-unsigned",
+                                          "rope-q-not-rotated"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
@@ -103,6 +117,14 @@ TEST(FaultInjection, InapplicableFaultsAreNamedNotSilent) {
   EXPECT_TRUE(fault_not_applicable(Fault::kv_not_written_decode, llama, c, 5, 1).has_value());
   EXPECT_TRUE(fault_not_applicable(Fault::token_id_bookkeeping, llama, c, 5, 0).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::token_id_bookkeeping, llama, c, 5, 1).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::kv_layer_shared, llama, c, 5, 1).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::attn_keys_off_by_one, llama, c, 1, 4).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::softmax_sum_all_keys, llama, c, 1, 4).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::lm_head_stale_row, llama, c, 1, 4).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::lm_head_stale_row, llama, c, 5, 1).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::dequant_q8_unsigned, llama, c, 5, 4).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::dequant_q8_unsigned, q8, c, 5, 4).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::embed_scaled, llama, c, 1, 0).has_value());
 }
 
 // ffn-dim-wrong reads the first n_embd rows of the FFN weights: refused when n_ff <= n_embd,
