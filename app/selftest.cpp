@@ -92,6 +92,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     const std::string cls = diagnosis ? diagnosis->bug_class : "";
     row.found = at ? finding_text(at->tap, at->position, cls) : "PASS";
     row.variant = diagnosis ? diagnosis->variant : "";
+    row.evidence = diagnosis ? diff::evidence_text(diagnosis->evidence) : "";
     if (job.fault.empty()) {
       row.expected = "PASS";
       row.ok = d.verdict == diff::Verdict::pass;
@@ -104,8 +105,11 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
         const auto weight = weight_tap_tensor(e->tap);
         const auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
                                                weight ? file.find_tensor(*weight) : nullptr);
-        row.expected = finding_text(tap_full_name(e->tap, e->layer), position, std::string(e->bug_class));
-        row.ok = row.found == row.expected;
+        const std::string tap = tap_full_name(e->tap, e->layer);
+        row.expected = finding_text(tap, position, std::string(e->bug_class));
+        row.class_withheld = at && cls == "unexplained" && finding_text(at->tap, at->position, "") ==
+                                                               finding_text(tap, position, "");
+        row.ok = row.found == row.expected || row.class_withheld;
       }
     }
     rows.push_back(std::move(row));
@@ -115,15 +119,21 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
 }
 
 std::string selftest_table(const std::vector<SelftestRow>& rows) {
-  std::string out = "| fault | model | precision | expected | found | diagnosis variant | verdict |\n"
-                    "|---|---|---|---|---|---|---|\n";
-  int passed = 0;
+  std::string out = "| fault | model | precision | expected | found | evidence | diagnosis variant | verdict |\n"
+                    "|---|---|---|---|---|---|---|---|\n";
+  int passed = 0, diagnosed = 0, reproduced = 0, withheld = 0;
   for (const auto& r : rows) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.fault, r.model, r.precision, r.expected,
-                       r.found, r.variant, r.ok ? "ok" : "MISS");
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.fault, r.model, r.precision, r.expected,
+                       r.found, r.evidence, r.variant, !r.ok ? "MISS" : r.class_withheld ? "ok (class withheld)" : "ok");
     passed += r.ok;
+    diagnosed += !r.evidence.empty();
+    reproduced += r.evidence == "reproduced";
+    withheld += r.class_withheld;
   }
   out += fmt::format("\nselftest: {} passed, {} failed\n", passed, int(rows.size()) - passed);
+  out += fmt::format("evidence: {} of {} diagnosed findings reproduced by a named variant, {} classes withheld "
+                     "as unexplained\n",
+                     reproduced, diagnosed, withheld);
   return out;
 }
 

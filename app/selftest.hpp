@@ -1,6 +1,7 @@
 // The self-test: every catalogue fault on every self-test model where it applies, in f32 and
 // f16; the engine with the fault against the reference, diffed, and the finding checked
-// against fixtures/fault_expectations. Clean runs must pass (no false positive).
+// against fixtures/fault_expectations: the exact tap and first position, and the class right
+// or withheld as unexplained, never wrong. Clean runs must pass (no false positive).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,11 @@ struct SelftestRow {
   std::string expected;  // "blk.0.attn.probs @ P=5 · kv-cache"
   std::string found;     // same form, or "PASS"
   std::string variant;   // the diagnosis variant
+  std::string evidence;  // "reproduced", "tied", "indicated", "unexplained"; "" without a diagnosis
+  // ok: the finding is where the expectation says and its class is right, or withheld
+  // ("unexplained": no evidence named one). A wrong class is a miss: a false lead.
   bool ok = false;
+  bool class_withheld = false;
 };
 
 std::vector<SelftestRow> run_selftest(const SelftestOptions& options);

@@ -5,43 +5,16 @@
 #include <fmt/format.h>
 
 #include "diff/hypotheses.hpp"
+#include "diff/judge.hpp"
+#include "diff/observations.hpp"
 #include "diff/tap_graph.hpp"
 
 namespace tapdiff::diff {
 namespace {
 
-using Row = std::vector<float>;
-
-constexpr std::size_t kEvaluatedPositions = 4;  // replay at the first few diverged positions
-constexpr double kReproduces = 1e-3;            // residual nmse under which a variant explains B
-constexpr double kBetterThanBaseline = 0.01;    // ... and at most this fraction of the baseline's
-
-
-// When no hypothesis reproduces the values, the tap itself says where to look.
-std::string class_of_tap(const std::string& name) {
-  const auto cls = tap_class(name);
-  if (cls == "rope") return "rope";
-  if (cls == "cache") return "kv-cache";
-  if (cls == "norm") return "normalization";
-  if (cls == "embedding") return "dequantization";
-  if (name == "attn.probs" || name == "attn.out") return "attention";
-  if (cls == "projection" || cls == "logits") return "matmul";
-  return "unexplained";
-}
-
-double residual_nmse(const std::vector<Row>& actual, const std::vector<std::vector<float>>& replayed) {
-  double err = 0, ref = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    if (replayed[i].size() != actual[i].size()) return INFINITY;
-    for (std::size_t k = 0; k < actual[i].size(); ++k) {
-      const double d = double(actual[i][k]) - replayed[i][k];
-      if (!std::isfinite(d)) return INFINITY;
-      err += d * d;
-      ref += double(actual[i][k]) * actual[i][k];
-    }
-  }
-  return ref > 0 ? err / ref : err;
-}
+constexpr std::size_t kDivergedPositions = 6;  // replay at the first few diverged positions
+constexpr std::size_t kIntactPositions = 2;    // ... and at intact ones, which a variant must keep intact
+constexpr double kNoiseFraction = 0.1;         // of the tap's threshold: replays closer than this are equal
 
 const TapComparison* find_tap(const DiffResult& r, const std::string& full_name) {
   for (const auto& t : r.taps)
@@ -49,44 +22,120 @@ const TapComparison* find_tap(const DiffResult& r, const std::string& full_name)
   return nullptr;
 }
 
-// Signatures: position 0 intact or not, the position pattern, a constant offset per row.
-std::vector<std::string> signatures(const DiffResult& r, const FirstDivergence& f, const TraceReader& a,
-                                    const TraceReader& b) {
-  std::vector<std::string> out;
-  out.push_back(fmt::format("diverges at {}", position_pattern_text(f.pattern, f.position)));
-  const TapComparison* t = find_tap(r, f.tap);
-  if (t && !t->rows.empty() && t->rows.front().position == 0 && f.position > 0)
-    out.push_back(fmt::format("position 0 intact (nmse {:.2g}): RoPE, the attention scale and the "
-                              "KV cache leave a lone first position untouched",
-                              t->rows.front().nmse));
-  if (f.position >= a.metadata().prompt_length && f.position > 0)
-    out.push_back(fmt::format("the prompt (positions 0..{}) is intact: the first decode step is the first to diverge",
-                              a.metadata().prompt_length - 1));
-  if (f.metrics.nonfinite > f.metrics.nonfinite_expected)
-    out.push_back(fmt::format("{} non-finite values appear here while every input is finite", f.metrics.nonfinite));
-  if (f.diverged_positions.size() >= 2 && t) {
-    // B - A the same vector at every diverged position: an additive constant, i.e. a bias.
-    const TapInfo& ia = a.tap(f.name, f.layer);
-    const TapInfo& ib = b.tap(f.name, f.layer);
-    std::vector<double> first_delta;
-    double spread = 0, size = 0;
-    for (std::size_t k = 0; k < std::min<std::size_t>(f.diverged_positions.size(), 8); ++k) {
-      const auto p = f.diverged_positions[k];
-      const TapRows ra = a.read(ia, p, p), rb = b.read(ib, p, p);
-      if (ra.size() != 1 || rb.size() != 1) break;
-      std::vector<double> delta(std::size_t(ra.row_size));
-      for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = double(rb.row(0)[i]) - ra.row(0)[i];
-      if (first_delta.empty()) {
-        first_delta = delta;
-        for (double d : delta) size += d * d;
-      } else {
-        for (std::size_t i = 0; i < delta.size(); ++i) spread += (delta[i] - first_delta[i]) * (delta[i] - first_delta[i]);
-      }
-    }
-    if (size > 0 && spread < 1e-4 * size)
-      out.push_back("the error is the same vector at every diverged position: a constant offset per row (a bias)");
-  }
+// The first diverged positions, then the first and the last intact one of the same phase:
+// engines run the prompt and the decode steps through different code paths, so a variant
+// is held to keeping intact only what its own phase left intact.
+std::vector<std::int64_t> evaluated_positions(const TapComparison* t, const FirstDivergence& f,
+                                              std::int64_t prompt_length) {
+  std::vector<std::int64_t> out(f.diverged_positions.begin(),
+                                f.diverged_positions.begin() +
+                                    std::ptrdiff_t(std::min(kDivergedPositions, f.diverged_positions.size())));
+  if (!t) return out;
+  bool prefill = false, decode = false;
+  for (auto p : out) (p < prompt_length ? prefill : decode) = true;
+  std::vector<std::int64_t> intact;
+  for (const auto& row : t->rows)
+    if (!row.diverged && (row.position < prompt_length ? prefill : decode)) intact.push_back(row.position);
+  if (!intact.empty()) out.push_back(intact.front());
+  if (intact.size() >= kIntactPositions) out.push_back(intact.back());
   return out;
+}
+
+// Over its tolerance at any of these positions (diverged, or carrying an upstream error).
+bool wrong_at(const TapComparison& t, const std::vector<std::int64_t>& positions) {
+  for (const auto& row : t.rows)
+    if (std::find(positions.begin(), positions.end(), row.position) != positions.end() &&
+        (row.diverged || !(row.nmse <= t.threshold_nmse)))
+      return true;
+  return false;
+}
+
+// The run that tells tied variants apart.
+std::string separating_experiment(const std::vector<std::string>& classes) {
+  auto has = [&](const char* c) { return std::find(classes.begin(), classes.end(), c) != classes.end(); };
+  if (has("rope") || has("kv-cache") || has("attention-mask") || has("buffer"))
+    return "rerun with a longer prompt and more decode steps (--n-predict), recording every position: the tied "
+           "variants predict the same values at these positions only";
+  if (has("embedding") || has("token-sequence"))
+    return "rerun with a prompt whose token ids repeat and include neighbours (t and t + 1)";
+  return "rerun on another prompt (other tokens, another length): the tied variants agree on this input only";
+}
+
+std::string where_text(const FirstDivergence& f) {
+  return f.layer >= 0 ? fmt::format("{} at layer {}", f.name, f.layer) : f.name;
+}
+
+std::string explain(const Diagnosis& d, const FirstDivergence& f) {
+  const std::string where = where_text(f);
+  const std::string baseline = d.baseline_residual
+                                   ? fmt::format("the correct computation from the same inputs leaves {:.2g}",
+                                                 *d.baseline_residual)
+                                   : "this tap has no replay";
+  switch (d.evidence) {
+    case Evidence::reproduced:
+      return fmt::format("{} at position {} is reproduced by the hypothesis \"{}\" (relative residual {:.2g}; {}). "
+                         "Look at {}.",
+                         where, f.position, d.variant, d.residual, baseline, code_area(d.bug_class));
+    case Evidence::tied: {
+      std::string names;
+      for (const auto& t : d.ties) names += fmt::format("{}\"{}\" ({})", names.empty() ? "" : " and ", t.variant, t.bug_class);
+      return fmt::format("{} at position {} is reproduced equally well by {}: the run cannot tell them apart. To "
+                         "separate them, {}.",
+                         where, f.position, names, d.separating_experiment);
+    }
+    case Evidence::indicated:
+      return fmt::format("{} first diverges at position {} (nmse {:.3g}); no replayed variant reproduces it ({}), "
+                         "but the signatures point to {}. Look at {}.",
+                         where, f.position, f.metrics.nmse, baseline, d.bug_class, code_area(d.bug_class));
+    case Evidence::unexplained:
+      break;
+  }
+  return fmt::format("{} first diverges at position {} (nmse {:.3g}) and no replayed variant reproduces it ({}). "
+                     "The class is unknown: the signatures say what was observed. Look at the code that computes "
+                     "{} and its inputs as this run recorded them.",
+                     where, f.position, f.metrics.nmse, baseline, f.name);
+}
+
+// Argmax of a logits row.
+int argmax(const Row& row) {
+  return row.empty() ? -1 : int(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// Every tap agrees and the tokens differ: what the actual run's loop fed instead of its own choice.
+Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
+  Diagnosis d;
+  d.bug_class = "token-sequence";
+  d.evidence = Evidence::indicated;
+  d.signatures.push_back(fmt::format("every tap agrees on positions 0..{}, then the tokens differ", f.position - 1));
+  const auto& tokens = b.metadata().tokens;
+  const std::int64_t p = f.position;
+  const Row logits = trace_row(b, "output", -1, p - 1);
+  if (p > 0 && p < std::int64_t(tokens.size()) && !logits.empty()) {
+    const int fed = tokens[std::size_t(p)], chosen = argmax(logits);
+    d.signatures.push_back(fmt::format("the actual run's own logits at position {} choose token {}; it continued "
+                                       "with token {}",
+                                       p - 1, chosen, fed));
+    if (fed != chosen) {
+      const Row earlier = trace_row(b, "output", -1, p - 2);
+      Row second = logits;
+      if (chosen >= 0) second[std::size_t(chosen)] = -INFINITY;
+      if (fed == tokens[std::size_t(p - 1)])
+        d.variant = "the previous token fed again (the token written before it was chosen)";
+      else if (!earlier.empty() && fed == argmax(earlier))
+        d.variant = "the token chosen one step earlier (a stale sampled-token buffer)";
+      else if (fed == argmax(second))
+        d.variant = "the second-best token (an off-by-one in the argmax or top-k)";
+      else if (fed == chosen + 1 || fed == chosen - 1)
+        d.variant = "the chosen token id off by one";
+      if (!d.variant.empty()) d.evidence = Evidence::reproduced;
+    }
+  }
+  d.explanation = fmt::format(
+      "The two runs computed the same values for every common position but continued with different tokens at "
+      "position {}{}. Look at {}.",
+      p, d.variant.empty() ? "" : ": the actual run fed " + d.variant, code_area(d.bug_class));
+  (void)a;
+  return d;
 }
 
 }  // namespace
@@ -98,13 +147,19 @@ std::string code_area(const std::string& cls) {
   if (cls == "matmul-layout") return "the GEMM call site: op flags and leading dimensions";
   if (cls == "attention-mask") return "the causal mask of the attention kernel";
   if (cls == "attention-scale") return "the softmax scale of the attention kernel";
+  if (cls == "softmax") return "the attention softmax: the range it normalizes over and the running max and sum";
   if (cls == "gqa-mapping") return "the kv-head index computed for each query head";
   if (cls == "dequantization") return "the dequantization kernel of this tensor's type";
   if (cls == "weight-loading") return "the weight loader: each tensor's byte size, offset and upload into its buffer";
   if (cls == "shape") return "the config value that sizes this op's buffers and GEMM dimensions";
   if (cls == "normalization") return "RMSNorm: the weight multiply and epsilon";
   if (cls == "token-sequence") return "the generation loop's token bookkeeping";
+  if (cls == "residual") return "the residual adds around attention and the FFN";
+  if (cls == "activation") return "the FFN's gated activation: which projection is gated and the activation function";
+  if (cls == "embedding") return "the embedding lookup: the row index and any scaling";
+  if (cls == "buffer") return "the op's output buffer: aliasing with another buffer, a missing write or copy";
   if (cls == "non-finite") return "the first op producing NaN/Inf (overflow in f16, division by zero, uninitialized memory)";
+  if (cls == "nondeterministic") return "races and uninitialized reads: two runs of the same engine on the same input disagree";
   return "the op that produces this tap";
 }
 
@@ -115,77 +170,68 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
 
 Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
+  if (f.tap == "tokens") return diagnose_tokens(f, a, b);
   Diagnosis d;
-  if (f.tap == "tokens") {
-    d.bug_class = "token-sequence";
-    d.signatures.push_back(fmt::format("every tap agrees on positions 0..{}, then the tokens differ", f.position - 1));
-    d.explanation = fmt::format(
-        "The two runs computed the same values for every common position but continued with different "
-        "tokens at position {}: the actual run's generation loop fed or recorded a token other than the one its "
-        "own logits chose. Look at {}.",
-        f.position, code_area(d.bug_class));
-    return d;
-  }
-  d.signatures = signatures(r, f, a, b);
+  d.bug_class = "unexplained";
+  const Observations seen = observe(r, f, a, b);
+  d.signatures = seen.lines;
   if (f.metrics.nonfinite > f.metrics.nonfinite_expected) {
     d.bug_class = "non-finite";
+    d.evidence = Evidence::indicated;
     d.explanation = fmt::format("{} at position {} is the first tap holding NaN/Inf while its inputs are finite. "
                                 "Look at {}.", f.tap, f.position, code_area(d.bug_class));
     return d;
   }
 
+  const TapComparison* t = find_tap(r, f.tap);
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256);
     const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::int64_t(a.metadata().tokens.size());
     ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx};
-    const auto candidates = candidates_for(f.name, f.layer, in);
-
-    std::vector<std::int64_t> positions(f.diverged_positions.begin(),
-                                        f.diverged_positions.begin() +
-                                            std::ptrdiff_t(std::min(kEvaluatedPositions, f.diverged_positions.size())));
-    std::vector<Row> actual;
-    const TapInfo& ib = b.tap(f.name, f.layer);
+    auto candidates = candidates_for(f.name, f.layer, in);
+    const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
+    // A copy of a tap that is wrong itself at these positions is the same wrong output
+    // twice (every layer's attention one-hot, say), not aliasing.
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const Candidate& c) {
+                                      const TapComparison* source = c.generic ? find_tap(r, c.takes) : nullptr;
+                                      return source && wrong_at(*source, f.diverged_positions);
+                                    }),
+                     candidates.end());
+    Rows actual, expected;
     for (auto p : positions) {
-      const TapRows rows = b.read(ib, p, p);
-      actual.emplace_back(rows.row(0), rows.row(0) + rows.row_size);
+      actual.push_back(trace_row(b, f.name, f.layer, p));
+      expected.push_back(trace_row(a, f.name, f.layer, p));
     }
-    std::vector<std::pair<double, const Candidate*>> scored;
-    for (const auto& c : candidates) {
-      std::vector<std::vector<float>> replayed;
-      for (auto p : positions) replayed.push_back(c.replay(p));
-      const double residual = residual_nmse(actual, replayed);
-      if (c.baseline)
-        d.baseline_residual = residual;
-      else
-        scored.emplace_back(residual, &c);
+    const double noise = kNoiseFraction * (t ? t->threshold_nmse : 1e-8);
+    const Judgement j = judge(candidates, positions, actual, expected, noise);
+    d.baseline_residual = j.baseline_residual;
+    if (!j.reproducing.empty()) {
+      const Judged& best = j.reproducing.front();
+      d.variant = best.candidate->variant;
+      d.residual = best.residual;
+      d.bug_class = best.candidate->bug_class;
+      d.evidence = Evidence::reproduced;
+      std::vector<std::string> classes;
+      for (const Judged& tie : j.reproducing) {
+        d.ties.push_back({tie.candidate->variant, tie.residual, tie.candidate->bug_class});
+        classes.push_back(tie.candidate->bug_class);
+        if (tie.candidate->bug_class != d.bug_class) d.evidence = Evidence::tied;
+      }
+      if (d.ties.size() == 1) d.ties.clear();
+      if (d.evidence == Evidence::tied) d.bug_class = "unexplained";
+      if (!d.ties.empty()) d.separating_experiment = separating_experiment(classes);
     }
-    std::stable_sort(scored.begin(), scored.end(), [](auto& x, auto& y) { return x.first < y.first; });
-    for (std::size_t i = 0; i < scored.size() && d.runners_up.size() < 3; ++i)
-      if (i > 0 || !(scored[0].first <= kReproduces && scored[0].first <= kBetterThanBaseline * d.baseline_residual))
-        d.runners_up.push_back({scored[i].second->variant, scored[i].first});
-    if (!scored.empty() && scored[0].first <= kReproduces &&
-        scored[0].first <= kBetterThanBaseline * d.baseline_residual) {
-      d.bug_class = scored[0].second->bug_class;
-      d.variant = scored[0].second->variant;
-      d.residual = scored[0].first;
-    }
+    for (const Judged& h : j.runners_up) d.runners_up.push_back({h.candidate->variant, h.residual, h.candidate->bug_class});
   } catch (const std::exception& e) {
     d.signatures.push_back(fmt::format("hypothesis replay skipped: {}", e.what()));
   }
 
-  const std::string where = f.layer >= 0 ? fmt::format("{} at layer {}", f.name, f.layer) : f.name;
-  if (d.variant.empty()) {
-    d.bug_class = class_of_tap(f.name);
-    d.explanation = fmt::format(
-        "{} first diverges at position {} (nmse {:.3g}), and no replayed hypothesis reproduces it (the correct "
-        "computation from the actual run's own inputs leaves a residual of {:.3g}). Look at {}.",
-        where, f.position, f.metrics.nmse, d.baseline_residual, code_area(d.bug_class));
-  } else {
-    d.explanation = fmt::format(
-        "{} at position {} is reproduced by the hypothesis \"{}\" (residual {:.2g}; the correct computation "
-        "from the same inputs leaves {:.2g}). Look at {}.",
-        where, f.position, d.variant, d.residual, d.baseline_residual, code_area(d.bug_class));
+  if (d.evidence == Evidence::unexplained && seen.constant_offset && tap_class(f.name) == "projection") {
+    d.bug_class = "bias";
+    d.evidence = Evidence::indicated;
   }
+  d.explanation = explain(d, f);
   return d;
 }
 

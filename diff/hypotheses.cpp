@@ -1,39 +1,20 @@
 #include "diff/hypotheses.hpp"
 
+#include "diff/hypothesis_families.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <optional>
 
 #include "model/half.hpp"
+#include "diff/replay_rows.hpp"
 #include "diff/weight_variants.hpp"
 #include "reference/ops.hpp"
+#include "tapdiff/tap_filter.hpp"
 
 namespace tapdiff::diff {
 namespace {
-
-using Row = std::vector<float>;
-using Rows = std::vector<Row>;  // by position 0..p; empty rows where the trace has none
-
-// One row of the actual trace, or empty.
-Row actual_row(const TraceReader& r, const std::string& name, int layer, std::int64_t p) {
-  const TapInfo* t = r.find(name, layer);
-  if (!t) return {};
-  const TapRows rows = r.read(*t, p, p);
-  if (rows.size() != 1) return {};
-  return Row(rows.row(0), rows.row(0) + rows.row_size);
-}
-
-// Rows 0..p of a tap in the actual trace (empty rows for positions it lacks).
-Rows actual_rows_upto(const TraceReader& r, const std::string& name, int layer, std::int64_t p) {
-  Rows out(static_cast<std::size_t>(p + 1));
-  const TapInfo* t = r.find(name, layer);
-  if (!t) return out;
-  const TapRows rows = r.read(*t, 0, p);
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    out[std::size_t(rows.positions[i])] = Row(rows.row(i), rows.row(i) + rows.row_size);
-  return out;
-}
 
 std::string input_of(const std::string& name) {
   if (name == "attn_q" || name == "attn_k" || name == "attn_v") return "attn_norm";
@@ -58,6 +39,8 @@ Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, boo
   return out;
 }
 
+}  // namespace
+
 void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                            std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
@@ -71,74 +54,174 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   const GgufTensorInfo* wt = in.model.tensor(wname);
   if (!wt || W->empty()) return;
   const auto n_out = static_cast<std::size_t>(wt->ne.size() > 1 ? wt->ne[1] : 1);
-  auto x = [&, x_name, x_layer](std::int64_t p) { return actual_row(in.actual, x_name, x_layer, p); };
+  auto x = [&, x_name, x_layer](std::int64_t p) { return trace_row(in.actual, x_name, x_layer, p); };
+  // keep: owns a weight or bias made here for one variant.
+  auto with = [=](const std::vector<float>* weight, const std::vector<float>* bias, bool transposed = false,
+                  std::shared_ptr<const void> keep = {}) {
+    return [=](std::int64_t p) {
+      (void)keep;
+      return matvec_row(*weight, x(p), n_out, transposed, bias);
+    };
+  };
 
-  out.push_back({"W x" + std::string(has_bias ? " + b" : ""), "", true,
-                 [=](std::int64_t p) { return matvec_row(*W, x(p), n_out, false, B); }});
+  out.push_back({"W x" + std::string(has_bias ? " + b" : ""), "", true, with(W, B)});
   out.push_back({"W^T x: the weight read transposed (op flag / leading dimension)", "matmul-layout", false,
-                 [=](std::int64_t p) { return matvec_row(*W, x(p), n_out, true, B); }});
+                 with(W, B, true)});
   if (has_bias) {
-    out.push_back({"W x without the bias", "bias", false,
-                   [=](std::int64_t p) { return matvec_row(*W, x(p), n_out, false, nullptr); }});
+    out.push_back({"W x without the bias", "bias", false, with(W, nullptr)});
     auto misread = std::make_shared<std::vector<float>>(*B);
     for (float& v : *misread) v = fp16_to_fp32(fp32_to_bf16(v));
     out.push_back({"W x + b with the bias bytes decoded as the wrong 16-bit type (bf16 read as f16)",
-                   "bias", false, [=](std::int64_t p) { return matvec_row(*W, x(p), n_out, false, misread.get()); }});
+                   "bias", false, with(W, misread.get(), false, misread)});
+    auto doubled = std::make_shared<std::vector<float>>(*B), negated = std::make_shared<std::vector<float>>(*B);
+    for (float& v : *doubled) v *= 2;
+    for (float& v : *negated) v = -v;
+    out.push_back({"W x + 2b: the bias added twice", "bias", false, with(W, doubled.get(), false, doubled)});
+    out.push_back({"W x - b: the bias subtracted", "bias", false, with(W, negated.get(), false, negated)});
   }
   if (wt->type == GgmlType::Q8_0) {
     auto wrong = std::make_shared<std::vector<float>>(q8_0_scale_as_bf16(*wt));
     out.push_back({"W dequantized with the Q8_0 block scale read as bf16 instead of f16", "dequantization",
-                   false, [=](std::int64_t p) { return matvec_row(*wrong, x(p), n_out, false, B); }});
+                   false, with(wrong.get(), B, false, wrong)});
+  }
+  // The GEMM fed from the norm's input instead of its output (a buffer mixed up).
+  if (x_name == "attn_norm" || x_name == "ffn_norm" || x_name == "output_norm") {
+    const std::string raw = x_name == "ffn_norm" ? "resid.attn" : x_name == "output_norm" ? "resid.ffn"
+                            : layer == 0        ? "token_embd"
+                                                : "resid.ffn";
+    const int raw_layer = x_name == "output_norm" ? c.n_layer - 1 : x_name == "attn_norm" ? layer - 1 : layer;
+    out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw, x_name), "buffer",
+                   false, [=, &in](std::int64_t p) {
+                     return matvec_row(*W, trace_row(in.actual, raw, raw_layer, p),
+                                       n_out, false, B);
+                   }});
+  }
+  // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
+  std::vector<std::string> others;
+  if (name == "output") {
+    others.push_back(c.tied_output ? "output.weight" : "token_embd.weight");
+  } else {
+    for (int l : {layer - 1, layer + 1})
+      if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}.weight", l, name));
+    for (const char* sibling : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})
+      if (sibling != name && input_of(sibling) == x_name) others.push_back(fmt::format("blk.{}.{}.weight", layer, sibling));
+  }
+  for (const auto& other : others) {
+    const GgufTensorInfo* ot = in.model.tensor(other);
+    if (!ot || ot->ne != wt->ne) continue;
+    const std::vector<float>* O = &in.model.weight(other);
+    out.push_back({fmt::format("x multiplied by {} instead of {}", other, wname), "weight-loading", false,
+                   with(O, B)});
   }
 }
 
 void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   const GgufTensorInfo* wt = in.model.tensor("token_embd.weight");
-  if (!wt) return;
+  if (!wt || wt->ne.size() < 2) return;
   const auto E = static_cast<std::size_t>(wt->ne[0]);
+  const auto V = static_cast<std::size_t>(wt->ne[1]);
   const auto& tokens = in.actual.metadata().tokens;
-  auto row_of = [tokens, E](const std::vector<float>& W, std::int64_t p) {
-    if (p >= std::int64_t(tokens.size())) return Row{};
-    const auto t = static_cast<std::size_t>(tokens[std::size_t(p)]);
-    if ((t + 1) * E > W.size()) return Row{};
-    return Row(W.begin() + std::ptrdiff_t(t * E), W.begin() + std::ptrdiff_t((t + 1) * E));
+  // The row of token id tokens[p] + shift, scaled; read as a column of the table when transposed.
+  auto lookup = [tokens, E, V](const std::vector<float>* W, std::function<std::int64_t(std::int64_t)> token_at,
+                               float scale = 1.0f, bool transposed = false) {
+    return [=](std::int64_t p) {
+      const std::int64_t t = token_at(p);
+      if (p >= std::int64_t(tokens.size()) || t < 0 || std::size_t(t) >= V || W->size() != E * V) return Row{};
+      Row r(E);
+      for (std::size_t i = 0; i < E; ++i)
+        r[i] = scale * (transposed ? (std::size_t(t) < E && i < V ? (*W)[std::size_t(t) + i * E] : 0.0f)
+                                   : (*W)[std::size_t(t) * E + i]);
+      return r;
+    };
+  };
+  auto token = [tokens](std::int64_t shift, std::int64_t from) {
+    return [tokens, shift, from](std::int64_t p) -> std::int64_t {
+      const std::int64_t at = p + from;
+      return at < 0 || at >= std::int64_t(tokens.size()) ? -1 : std::int64_t(tokens[std::size_t(at)]) + shift;
+    };
   };
   const std::vector<float>* W = &in.model.weight("token_embd.weight");
-  out.push_back({"the token's embedding row", "", true, [=](std::int64_t p) { return row_of(*W, p); }});
+  out.push_back({"the token's embedding row", "", true, lookup(W, token(0, 0))});
+  out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup(W, token(1, 0))});
+  out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup(W, token(-1, 0))});
+  out.push_back({"the row of the previous position's token", "embedding", false, lookup(W, token(0, -1))});
+  out.push_back({"the row of the first token of the prompt at every position", "embedding", false,
+                 [=](std::int64_t p) { return lookup(W, token(0, -p))(p); }});
+  out.push_back({fmt::format("the row scaled by sqrt(n_embd) = {:.4g}", std::sqrt(double(E))), "embedding", false,
+                 lookup(W, token(0, 0), float(std::sqrt(double(E))))});
+  out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
+                 lookup(W, token(0, 0), 1.0f, true)});
   if (wt->type == GgmlType::Q8_0) {
     auto wrong = std::make_shared<std::vector<float>>(q8_0_scale_as_bf16(*wt));
-    out.push_back({"embedding row dequantized with the Q8_0 block scale read as bf16", "dequantization",
-                   false, [=](std::int64_t p) { return row_of(*wrong, p); }});
+    out.push_back({"embedding row dequantized with the Q8_0 block scale read as bf16", "dequantization", false,
+                   [wrong, f = lookup(wrong.get(), token(0, 0))](std::int64_t p) { return f(p); }});
   }
 }
 
+// The norms' variants: each constant replaced (epsilon), the definition changed (mean removed as
+// in LayerNorm, (1 + w) as in Gemma, no normalization at all), another norm's weight wired in.
 void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  std::string x_name = "resid.attn", w_name = fmt::format("blk.{}.ffn_norm.weight", layer);
+  std::string x_name = "resid.attn", w_name = fmt::format("blk.{}.ffn_norm.weight", layer),
+              other_w = fmt::format("blk.{}.attn_norm.weight", layer);
   int x_layer = layer;
   if (name == "attn_norm") {
     x_name = layer == 0 ? "token_embd" : "resid.ffn";
     x_layer = layer == 0 ? -1 : layer - 1;
-    w_name = fmt::format("blk.{}.attn_norm.weight", layer);
+    std::swap(w_name, other_w);
   } else if (name == "output_norm") {
     x_name = "resid.ffn";
     x_layer = c.n_layer - 1;
     w_name = "output_norm.weight";
+    other_w = fmt::format("blk.{}.ffn_norm.weight", c.n_layer - 1);
   }
-  const std::vector<float>* w = &in.model.weight(w_name);
-  const float eps = c.rms_eps;
-  auto run = [&in, x_name, x_layer, eps](const float* weight, float e) {
-    return [&in, x_name, x_layer, weight, e](std::int64_t p) {
-      const Row x = actual_row(in.actual, x_name, x_layer, p);
-      if (x.empty()) return Row{};
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized };
+  auto run = [&in, x_name, x_layer](const std::vector<float>* weight, float eps, Form form = Form::rms) {
+    return [&in, x_name, x_layer, weight, eps, form](std::int64_t p) {
+      const Row x = trace_row(in.actual, x_name, x_layer, p);
+      if (x.empty() || (weight && weight->size() != x.size())) return Row{};
       std::vector<double> xd(x.begin(), x.end()), y(x.size());
-      ref::rmsnorm(xd.data(), weight, int(x.size()), e, y.data());
+      if (form == Form::mean_removed) {
+        double mean = 0;
+        for (double v : xd) mean += v;
+        mean /= double(xd.size());
+        for (double& v : xd) v -= mean;
+      }
+      std::vector<float> w1;
+      const float* w = weight ? weight->data() : nullptr;
+      if (form == Form::one_plus_w && weight) {
+        w1 = *weight;
+        for (float& v : w1) v += 1.0f;
+        w = w1.data();
+      }
+      if (form == Form::unnormalized)
+        for (std::size_t i = 0; i < xd.size(); ++i) y[i] = xd[i] * (w ? w[i] : 1.0f);
+      else
+        ref::rmsnorm(xd.data(), w, int(x.size()), eps, y.data());
       return Row(y.begin(), y.end());
     };
   };
-  out.push_back({"rmsnorm(x) * w", "", true, run(w->data(), eps)});
+  const std::vector<float>* w = &in.model.weight(w_name);
+  const float eps = c.rms_eps;
+  out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
-  (void)eps;
+  for (float other : {1e-5f, 1e-6f, 1e-12f, 0.0f, 1.0f})
+    if (other != eps)
+      out.push_back({fmt::format("epsilon {:g} instead of the model's {:g}", other, eps), "normalization", false,
+                     run(w, other)});
+  out.push_back({"the mean subtracted before the RMS (LayerNorm instead of RMSNorm)", "normalization", false,
+                 run(w, eps, Form::mean_removed)});
+  out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
+                 run(w, eps, Form::one_plus_w)});
+  out.push_back({"x * w: the weight applied, the normalization skipped", "normalization", false,
+                 run(w, eps, Form::unnormalized)});
+  Candidate skipped{fmt::format("{} passed through: the norm not applied", x_name), "normalization", false,
+                    run(nullptr, eps, Form::unnormalized)};
+  skipped.takes = full_tap_name(x_name, x_layer);
+  out.push_back(std::move(skipped));
+  if (const std::vector<float>* o = &in.model.weight(other_w); !o->empty() && o->size() == w->size())
+    out.push_back({fmt::format("rmsnorm(x) * {} (another norm's weight wired in)", other_w), "weight-loading",
+                   false, run(o, eps)});
 }
 
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -149,17 +232,18 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const ref::Pairing right = c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox;
   const ref::Pairing wrong = right == ref::Pairing::norm ? ref::Pairing::neox : ref::Pairing::norm;
   auto rotate = [&in, src, layer, heads, c](std::function<std::int64_t(std::int64_t)> pos, float base,
-                                             ref::Pairing pairing, bool apply = true) {
-    return [&in, src, layer, heads, c, pos, base, pairing, apply](std::int64_t p) {
-      const Row x = actual_row(in.actual, src, layer, p);
+                                             ref::Pairing pairing, bool apply = true, int n_rot = 0) {
+    return [&in, src, layer, heads, c, pos, base, pairing, apply, n_rot](std::int64_t p) {
+      const Row x = trace_row(in.actual, src, layer, p);
       if (x.empty() || !apply) return x;
       std::vector<double> xd(x.begin(), x.end());
-      ref::rope(xd.data(), heads, c.head_dim, c.n_rot, pos(p), base, pairing);
+      ref::rope(xd.data(), heads, c.head_dim, n_rot > 0 ? n_rot : c.n_rot, pos(p), base, pairing);
       return Row(xd.begin(), xd.end());
     };
   };
   const auto at_p = [](std::int64_t p) { return p; };
   const float base = c.rope_freq_base;
+  const std::int64_t prompt = in.prompt_length;
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   out.push_back({fmt::format("pairs taken the other way ({} instead of {})",
                              wrong == ref::Pairing::norm ? "adjacent NORM" : "half-split NEOX",
@@ -171,142 +255,22 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return p - 1; }, base, right)});
   out.push_back({"rotated at p + 1 (off by one)", "rope", false,
                  rotate([](std::int64_t p) { return p + 1; }, base, right)});
-  out.push_back({"not rotated at all", "rope", false, rotate(at_p, base, right, false)});
+  out.push_back({"rotated at -p (the sine's sign flipped)", "rope", false,
+                 rotate([](std::int64_t p) { return -p; }, base, right)});
+  out.push_back({"rotated at the decode step index p - prompt length instead of p", "rope", false,
+                 rotate([prompt](std::int64_t p) { return p >= prompt ? p - prompt : p; }, base, right)});
+  Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
+  unrotated.takes = full_tap_name(src, layer);
+  out.push_back(std::move(unrotated));
   for (float other : {10000.0f, 500000.0f, 1000000.0f, 100000.0f})
     if (other != base)
       out.push_back({fmt::format("frequency base {:g} instead of the model's {:g}", other, base), "rope",
                      false, rotate(at_p, other, right)});
+  for (int n_rot : {c.head_dim, c.n_rot / 2})
+    if (n_rot > 0 && n_rot != c.n_rot && n_rot % 2 == 0)
+      out.push_back({fmt::format("{} dimensions of each head rotated instead of {}", n_rot, c.n_rot), "rope", false,
+                     rotate(at_p, base, right, true, n_rot)});
 }
-
-// How a buggy engine may have filled and sliced its KV cache, replayed from the actual
-// trace's own per-position K/V rows (rows the engine computed before writing the cache).
-enum class Cursor { row, element, stuck };     // where position q's row was written
-enum class Visible { causal, one, capacity, prompt };  // which cache slots attention read
-
-struct CacheReplay {
-  Cursor cursor = Cursor::row;
-  Visible visible = Visible::causal;
-  bool own_row_written = true;
-};
-
-// The cache memory ([n_ctx][kv_dim]) as the engine left it after position p's write, given
-// the prompt was written in one batch and each later position one at a time.
-std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::int64_t n_ctx,
-                                   std::size_t kv_dim, const CacheReplay& how, std::int64_t p) {
-  std::vector<double> cache(static_cast<std::size_t>(n_ctx) * kv_dim, 0.0);
-  std::int64_t length = 0;
-  auto write = [&](std::int64_t first, std::int64_t n) {
-    const std::int64_t at = how.cursor == Cursor::element ? length
-                            : how.cursor == Cursor::stuck ? 0
-                                                          : length * std::int64_t(kv_dim);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const Row& row = rows[std::size_t(first + r)];
-      for (std::size_t i = 0; i < kv_dim && i < row.size(); ++i) {
-        const auto dst = std::size_t(at) + std::size_t(r) * kv_dim + i;
-        if (dst < cache.size()) cache[dst] = row[i];
-      }
-    }
-    if (how.cursor != Cursor::stuck) length += n;
-  };
-  const std::int64_t batch = std::min(prompt, p + 1);
-  write(0, batch);
-  for (std::int64_t q = batch; q <= p; ++q)
-    if (q < p || how.own_row_written) write(q, 1);
-    else if (how.cursor != Cursor::stuck) ++length;
-  return cache;
-}
-
-std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int64_t n_ctx, std::int64_t p) {
-  switch (how.visible) {
-    case Visible::causal: return p + 1;
-    case Visible::one: return 1;
-    case Visible::capacity: return n_ctx;
-    case Visible::prompt: return std::max(prompt, p + 1);
-  }
-  return p + 1;
-}
-
-void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  const ModelConfig& c = in.model.config();
-  const bool probs = name == "attn.probs";
-  const auto kv_dim = static_cast<std::size_t>(c.kv_dim());
-  const float right_scale = 1.0f / std::sqrt(float(c.head_dim));
-  struct Setup {
-    CacheReplay cache;
-    float scale;
-    ref::GqaMap map;
-  };
-  auto replay = [&in, layer, probs, kv_dim, c](Setup s) {
-    return [&in, layer, probs, kv_dim, c, s](std::int64_t p) {
-      const Row q = actual_row(in.actual, "attn_q.rope", layer, p);
-      const Rows ks = actual_rows_upto(in.actual, "attn_k.rope", layer, p);
-      const Rows vs = actual_rows_upto(in.actual, "attn_v", layer, p);
-      if (q.empty()) return Row{};
-      // In prefill every prompt row exists before attention runs: the mask-off variant sees them.
-      const std::int64_t upto = s.cache.visible == Visible::prompt ? std::max(in.prompt_length - 1, p) : p;
-      const Rows k_all = upto > p ? actual_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
-      const Rows v_all = upto > p ? actual_rows_upto(in.actual, "attn_v", layer, upto) : vs;
-      for (std::int64_t t = 0; t <= upto; ++t)
-        if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
-      const auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
-      const auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
-      const std::int64_t n_keys = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
-      std::vector<double> qd(q.begin(), q.end()), o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-      ref::attention(qd.data(), K.data(), V.data(), 0, n_keys, ref::AttentionShape{c.n_head, c.n_head_kv, c.head_dim},
-                     s.scale, s.map, o.data(), pr.data(), in.n_ctx);
-      return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());
-    };
-  };
-  const Setup right{{}, right_scale, ref::GqaMap::grouped};
-  out.push_back({"softmax(q·K[0..p] / sqrt(d)) over the causal keys", "", true, replay(right)});
-  Setup s = right;
-  s.cache.visible = Visible::one;
-  s.cache.cursor = Cursor::stuck;
-  out.push_back({"one visible key, slot 0 overwritten by each decode step: the cache length never advances",
-                 "kv-cache", false, replay(s)});
-  s = right;
-  s.cache.cursor = Cursor::element;
-  out.push_back({"cache rows written at element offset = length instead of length * kv_dim",
-                 "kv-cache", false, replay(s)});
-  s = right;
-  s.cache.visible = Visible::capacity;
-  out.push_back({"keys over the whole cache capacity, unwritten slots included (not sliced to the valid length)",
-                 "kv-cache", false, replay(s)});
-  s = right;
-  s.cache.own_row_written = false;
-  out.push_back({"the current position's K/V never appended to the cache", "kv-cache", false, replay(s)});
-  s = right;
-  s.cache.visible = Visible::prompt;
-  out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
-                 false, replay(s)});
-  s = right;
-  s.scale = 1.0f / float(c.head_dim);
-  out.push_back({"scores scaled by 1/d instead of 1/sqrt(d)", "attention-scale", false, replay(s)});
-  s = right;
-  s.scale = 1.0f;
-  out.push_back({"scores not scaled", "attention-scale", false, replay(s)});
-  if (c.n_head_kv > 1 && c.n_head_kv < c.n_head) {
-    s = right;
-    s.map = ref::GqaMap::modulo;
-    out.push_back({"query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
-                   "gqa-mapping", false, replay(s)});
-  }
-}
-
-void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  const std::string src = name == "kv.k" ? "attn_k.rope" : "attn_v";
-  out.push_back({"the row computed for this position", "", true,
-                 [&in, src, layer](std::int64_t p) { return actual_row(in.actual, src, layer, p); }});
-  out.push_back({"zeros: the row was never written", "kv-cache", false, [&in, src, layer](std::int64_t p) {
-                   Row r = actual_row(in.actual, src, layer, p);
-                   std::fill(r.begin(), r.end(), 0.0f);
-                   return r;
-                 }});
-  out.push_back({"the previous position's row (the write cursor did not advance)", "kv-cache", false,
-                 [&in, src, layer](std::int64_t p) { return p > 0 ? actual_row(in.actual, src, layer, p - 1) : Row{}; }});
-}
-
-}  // namespace
 
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {
   std::vector<Candidate> out;
@@ -323,6 +287,12 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
     attention_candidates(name, layer, in, out);
   else if (name == "kv.k" || name == "kv.v")
     cache_candidates(name, layer, in, out);
+  else if (name == "resid.attn" || name == "resid.ffn")
+    residual_candidates(name, layer, in, out);
+  else if (name == "ffn.act")
+    activation_candidates(layer, in, out);
+  // Generic variants last: where one predicts what a named variant does, the named one stays.
+  if (!out.empty()) buffer_candidates(name, layer, in, out);
   return out;
 }
 

@@ -21,6 +21,14 @@ struct Candidate {
   bool baseline = false;  // the correct computation
   // The replayed row at `position` (row_size floats), or empty when it cannot be replayed.
   std::function<std::vector<float>(std::int64_t position)> replay;
+  // It predicts zeros by design ("never written"): only such a variant may explain an actual
+  // tensor that is all zero (any variant predicting small values would fit that by accident).
+  bool explains_zeros = false;
+  // What the values are taken from instead of being computed: a tap's full name, "zeros" or
+  // "previous position"; "" when they are computed. A generic variant taking what a named one
+  // takes is the same hypothesis and is dropped.
+  std::string takes;
+  bool generic = false;  // from buffer_candidates(), which any tap gets
 };
 
 struct ReplayInputs {

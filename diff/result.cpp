@@ -23,6 +23,16 @@ std::string diff_mode_text(DiffMode mode) {
   return "";
 }
 
+std::string evidence_text(Evidence evidence) {
+  switch (evidence) {
+    case Evidence::reproduced: return "reproduced";
+    case Evidence::tied: return "tied";
+    case Evidence::indicated: return "indicated";
+    case Evidence::unexplained: return "unexplained";
+  }
+  return "";
+}
+
 std::string verdict_text(Verdict verdict) {
   switch (verdict) {
     case Verdict::pass: return "PASS";

@@ -86,19 +86,35 @@ struct LogitsSummary {
 
 struct Hypothesis {
   std::string variant;      // "W^T x + b (weights transposed)"
-  double residual = 0;      // nmse of B against the replayed value
+  double residual = 0;      // its squared error against B, relative to the tensors' scale
+  std::string bug_class;    // the class it would indicate
 };
+
+// How much a diagnosis rests on: a replayed variant, signatures, or nothing but observations.
+enum class Evidence {
+  reproduced,   // a named variant replays the actual values, clearly better than anything else
+  tied,         // several variants of different classes replay them equally well
+  indicated,    // signatures point to a class; nothing was replayed
+  unexplained,  // neither: the signatures say what was observed
+};
+std::string evidence_text(Evidence evidence);  // "reproduced", "tied", "indicated", "unexplained"
 
 struct Diagnosis {
   std::string bug_class;    // "kv-cache", "rope", "bias", "matmul-layout", "attention-mask",
                             // "attention-scale", "gqa-mapping", "dequantization",
                             // "weight-loading", "shape", "normalization", "token-sequence",
-                            // "non-finite", "unexplained"
+                            // "residual", "activation", "embedding", "buffer",
+                            // "non-finite", "nondeterministic"; "unexplained" when no
+                            // evidence names one (never the tap's op family)
+  Evidence evidence = Evidence::unexplained;
   std::string variant;      // the hypothesis that reproduces B, "" when none does
-  double residual = 0;      // its nmse against B
-  double baseline_residual = 0;  // the correct computation's nmse against B
-  std::vector<Hypothesis> runners_up;  // next best hypotheses, best first
-  std::vector<std::string> signatures; // "position 0 intact", "constant offset per row", ...
+  double residual = 0;      // its relative squared error against B
+  std::optional<double> baseline_residual;  // the correct computation's; absent without replay
+  std::vector<Hypothesis> ties;         // every variant as good as the best, the best first; empty
+                                        // when one is clearly best
+  std::string separating_experiment;    // with ties: the run that tells them apart
+  std::vector<Hypothesis> runners_up;   // next best hypotheses, best first
+  std::vector<std::string> signatures;  // "position 0 intact", "constant offset per row", ...
   std::string explanation;  // one paragraph, names the code area to inspect
 };
 

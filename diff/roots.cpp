@@ -105,7 +105,7 @@ public:
         // Normal traces: the op replayed from its own (wrong) inputs reproduces its output,
         // so the earlier root explains it.
         if (!lockstep) d = diagnosis(at, false);
-        if (lockstep || !d || d->baseline_residual <= t.threshold_nmse) {
+        if (lockstep || !d || !d->baseline_residual || *d->baseline_residual <= t.threshold_nmse) {
           join(linked, t, root_of, i);
           continue;
         }
@@ -143,6 +143,7 @@ public:
       root.at.layer = layer;
       Diagnosis d;
       d.bug_class = "shape";
+      d.evidence = Evidence::indicated;
       d.variant = f.detail;
       d.explanation = f.tap + " has another row shape in the two traces (" + f.detail +
                       "). Look at the buffer's size and the model config field the producer takes it from.";

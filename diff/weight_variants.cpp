@@ -59,6 +59,38 @@ std::vector<float> bf16_read_as_f16(const std::vector<float>& values) {
   return out;
 }
 
+// Q8_0 with its int8 quants read as uint8 (negative q become q + 256).
+std::vector<float> q8_0_quants_unsigned(const GgufTensorInfo& t) {
+  std::vector<float> out(t.n_elements);
+  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
+    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
+    const float d = fp16_to_fp32(blk.d);
+    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(std::uint8_t(blk.qs[j]));
+  }
+  return out;
+}
+
+// The two halves of every group of `group` elements exchanged: in the 4-bit formats the low
+// nibbles of a block's bytes hold its first half, the high nibbles the second.
+std::vector<float> halves_swapped(std::vector<float> values, std::size_t group) {
+  for (std::size_t at = 0; at + group <= values.size(); at += group)
+    std::swap_ranges(values.begin() + std::ptrdiff_t(at), values.begin() + std::ptrdiff_t(at + group / 2),
+                     values.begin() + std::ptrdiff_t(at + group / 2));
+  return values;
+}
+
+// Layer index and the rest of a per-layer tensor name: "blk.3.ffn_norm.weight" -> (3, "ffn_norm.weight").
+std::pair<int, std::string> split_layer(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return {-1, name};
+  const auto dot = name.find('.', 4);
+  if (dot == std::string::npos) return {-1, name};
+  try {
+    return {std::stoi(name.substr(4, dot - 4)), name.substr(dot + 1)};
+  } catch (const std::exception&) {
+    return {-1, name};
+  }
+}
+
 }  // namespace
 
 std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
@@ -84,9 +116,18 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
                                kept, t.n_bytes),
                    "weight-loading", false, truncated(t, kept)});
   }
-  if (t.type == GgmlType::Q8_0)
+  if (t.type == GgmlType::Q8_0) {
     out.push_back({"Q8_0 blocks decoded with the fp16 scale read as bf16", "dequantization", false,
                    q8_0_scale_as_bf16(t)});
+    out.push_back({"Q8_0 quants read as unsigned bytes (int8 read as uint8)", "dequantization", false,
+                   q8_0_quants_unsigned(t)});
+  }
+  if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_0 || t.type == GgmlType::Q5_1)
+    out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
+                   "dequantization", false, halves_swapped(correct, kQK)});
+  if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K)
+    out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
+                   "dequantization", false, halves_swapped(correct, 64)});
   if (t.type == GgmlType::Q4_K)
     out.push_back({"Q4_K blocks decoded with the min term negated", "dequantization", false,
                    k_quant_min_negated(t, sizeof(BlockQ4_K))});
@@ -99,6 +140,22 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
   out.push_back({"all zero: the buffer was allocated but never filled", "weight-loading", false,
                  std::vector<float>(t.n_elements, 0.0f)});
   out.insert(out.begin(), {"the correct decode", "", true, std::move(correct)});
+  return out;
+}
+
+std::vector<WeightVariant> loader_mixups(const GgufTensorInfo& t, const GgufFile& file) {
+  std::vector<WeightVariant> out;
+  const auto [layer, rest] = split_layer(t.name);
+  for (const GgufTensorInfo& other : file.tensors()) {
+    if (other.name == t.name || other.type != t.type || other.ne != t.ne) continue;
+    const auto [other_layer, other_rest] = split_layer(other.name);
+    const bool sibling = other_layer == layer;                               // same layer, another tensor
+    const bool neighbour = other_rest == rest && std::abs(other_layer - layer) == 1;  // the same one, next layer
+    if (!sibling && !neighbour) continue;
+    out.push_back({fmt::format("the bytes of {}: the loader read another tensor of the same type and shape",
+                               other.name),
+                   "weight-loading", false, dequantize_tensor(other)});
+  }
   return out;
 }
 

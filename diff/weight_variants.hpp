@@ -21,6 +21,10 @@ struct WeightVariant {
 // The correct decode first, then every variant that applies to the tensor's type.
 std::vector<WeightVariant> weight_variants(const GgufTensorInfo& tensor);
 
+// Another tensor's bytes loaded in its place: each tensor of the same type and shape in the
+// same layer, and the same tensor of the neighbouring layers (a name or offset mix-up).
+std::vector<WeightVariant> loader_mixups(const GgufTensorInfo& tensor, const GgufFile& file);
+
 // Q8_0 decoded with its fp16 block scale read as bf16 (the dequant-q8-scale bug).
 std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& tensor);
 

@@ -285,7 +285,8 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
                                               c.rows, c.cols));
     d.signatures.push_back(fmt::format("GGUF type {}, {} bytes", ggml_type_name(t->type), t->n_bytes));
     std::vector<std::pair<VariantScore, const WeightVariant*>> scored;
-    const std::vector<WeightVariant> variants = weight_variants(*t);
+    std::vector<WeightVariant> variants = weight_variants(*t);
+    for (auto& mixup : loader_mixups(*t, model.file())) variants.push_back(std::move(mixup));
     for (const WeightVariant& w : variants) {
       const VariantScore s = score_variant(w.values, b, tb, c.rows, c.cols, tol);
       if (w.baseline) d.baseline_residual = s.residual;
@@ -324,17 +325,23 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
     d.signatures.push_back(fmt::format("replay from the GGUF bytes skipped: {}", e.what()));
   }
   if (d.variant.empty()) {
+    // No decode reproduces the values: zero rows point to a load that never happened; any
+    // other difference is unexplained (it could be the decoder or the loader).
     const bool zeros = !v.zero_in_actual.empty() && v.zero_in_actual.back() >= v.differing.front();
-    d.bug_class = zeros ? "weight-loading" : "dequantization";
+    d.bug_class = zeros ? "weight-loading" : "unexplained";
+    d.evidence = zeros ? Evidence::indicated : Evidence::unexplained;
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}), and no replayed decode of "
-        "its GGUF bytes reproduces the actual values. Look at {}.",
-        tensor, c.summary, code_area(d.bug_class));
+        "its GGUF bytes reproduces the actual values. {}",
+        tensor, c.summary,
+        zeros ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
+              : "Look at the loader and the dequantization kernel of its type.");
   } else {
+    d.evidence = Evidence::reproduced;
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}). Replaying its GGUF bytes, "
         "\"{}\" reproduces every compared row (residual {:.2g}; the correct decode leaves {:.2g}). Look at {}.",
-        tensor, c.summary, d.variant, d.residual, d.baseline_residual, code_area(d.bug_class));
+        tensor, c.summary, d.variant, d.residual, d.baseline_residual.value_or(0), code_area(d.bug_class));
   }
   return d;
 }

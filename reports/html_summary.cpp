@@ -47,7 +47,7 @@ std::string html_banner(const diff::DiffResult& r) {
   out += fmt::format("<div class=\"verdict\">{}</div>\n<div class=\"headline\">{}</div>\n",
                      diff::verdict_text(r.verdict), h(headline(r)));
   if (r.diagnosis) {
-    std::string line = "<b>" + h(r.diagnosis->bug_class) + "</b>";
+    std::string line = "<b>" + h(class_with_evidence(*r.diagnosis)) + "</b>";
     if (!r.diagnosis->variant.empty()) line += " \u2014 " + h(r.diagnosis->variant);
     out += "<div class=\"because\">" + line + "</div>\n";
   }
@@ -116,7 +116,8 @@ std::string html_diagnosis(const diff::DiffResult& r) {
     return out + "</section>\n";
   }
   const auto& d = *r.diagnosis;
-  out += fmt::format("<h2>Diagnosis <span class=\"badge\">{}</span></h2>\n", h(d.bug_class));
+  out += fmt::format("<h2>Diagnosis <span class=\"badge\">{}</span> <span class=\"quiet\">{}</span></h2>\n",
+                     h(d.bug_class), h(diff::evidence_text(d.evidence)));
   if (!d.explanation.empty()) out += "<p class=\"explanation\">" + h(d.explanation) + "</p>\n";
   out +=
       "<table class=\"hypotheses\"><thead><tr><th>hypothesis replayed on the actual trace's "
@@ -131,9 +132,16 @@ std::string html_diagnosis(const diff::DiffResult& r) {
     out +=
         "<tr><td colspan=\"3\" class=\"quiet\">no replayed hypothesis reproduces the actual "
         "values</td></tr>\n";
+  for (std::size_t i = 1; i < d.ties.size(); ++i)
+    row("best", "= " + h(d.ties[i].variant) + " (" + h(d.ties[i].bug_class) + ")", d.ties[i].residual);
   for (const auto& hyp : d.runners_up) row("runner", h(hyp.variant), hyp.residual);
-  row("baseline", "the correct computation", d.baseline_residual);
+  if (d.baseline_residual)
+    row("baseline", "the correct computation", *d.baseline_residual);
+  else
+    out += "<tr><td colspan=\"3\" class=\"quiet\">this tap has no replay</td></tr>\n";
   out += "</tbody></table>\n";
+  if (!d.separating_experiment.empty())
+    out += "<p class=\"quiet\">To separate the tied hypotheses: " + h(d.separating_experiment) + ".</p>\n";
   if (!d.signatures.empty()) {
     out += "<div class=\"chips\"><span class=\"k\">signatures</span>";
     for (const auto& s : d.signatures) out += "<span class=\"chip\">" + h(s) + "</span>";
@@ -158,7 +166,7 @@ std::string html_roots(const diff::DiffResult& r) {
         "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td><span class=\"kind\">{}</span></td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         i + 1, h(root.at.tap), root.at.layer >= 0 ? std::to_string(root.at.layer) : "\u2014",
-        h(root_class(root)), h(root_positions(root)), root_measured(root) ? sci(root.at.metrics.nmse) : "\u2014",
+        h(root_class_with_evidence(root)), h(root_positions(root)), root_measured(root) ? sci(root.at.metrics.nmse) : "\u2014",
         root.diagnosis ? h(root.diagnosis->variant) : "", h(root_explained(root)));
   }
   return out + "</tbody></table>\n</section>\n";

@@ -112,14 +112,20 @@ json first_json(const std::optional<diff::FirstDivergence>& first) {
 
 json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
   if (!d) return nullptr;
-  json runners = json::array();
-  for (const auto& h : d->runners_up)
-    runners.push_back({{"variant", h.variant}, {"residual", number(h.residual)}});
+  auto hypotheses = [](const std::vector<diff::Hypothesis>& list) {
+    json out = json::array();
+    for (const auto& h : list)
+      out.push_back({{"variant", h.variant}, {"class", h.bug_class}, {"residual", number(h.residual)}});
+    return out;
+  };
   return {{"class", d->bug_class},
+          {"evidence", diff::evidence_text(d->evidence)},
           {"variant", d->variant.empty() ? json(nullptr) : json(d->variant)},
-          {"residual", number(d->residual)},
-          {"baseline_residual", number(d->baseline_residual)},
-          {"runners_up", runners},
+          {"residual", d->variant.empty() ? json(nullptr) : number(d->residual)},
+          {"baseline_residual", d->baseline_residual ? number(*d->baseline_residual) : json(nullptr)},
+          {"ties", hypotheses(d->ties)},
+          {"separating_experiment", d->separating_experiment.empty() ? json(nullptr) : json(d->separating_experiment)},
+          {"runners_up", hypotheses(d->runners_up)},
           {"signatures", d->signatures},
           {"explanation", d->explanation}};
 }
@@ -133,6 +139,7 @@ json roots_json(const std::vector<diff::RootFinding>& roots) {
                    {"name", root.at.name},
                    {"layer", root.at.layer},
                    {"class", root_class(root)},
+                   {"evidence", root.diagnosis ? json(diff::evidence_text(root.diagnosis->evidence)) : json(nullptr)},
                    {"position", shape ? json(nullptr) : json(root.at.position)},
                    {"pattern", pattern_key(root.at.pattern)},
                    {"diverged_positions", root.at.diverged_positions},

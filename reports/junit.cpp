@@ -70,7 +70,7 @@ Case verdict_case(const diff::DiffResult& r) {
   tc.failure_type = r.verdict == diff::Verdict::diverged ? "diverged" : "incompatible";
   tc.message = diff::verdict_text(r.verdict) + ": " + headline(r);
   if (r.diagnosis) {
-    tc.message += "; diagnosis " + r.diagnosis->bug_class;
+    tc.message += "; diagnosis " + class_with_evidence(*r.diagnosis);
     if (!r.diagnosis->variant.empty()) tc.message += " (" + r.diagnosis->variant + ")";
   }
   tc.body = render_text(r, RenderOptions{});

@@ -71,12 +71,20 @@ void write_first(std::string& out, const diff::DiffResult& r) {
     const auto& d = *r.diagnosis;
     row("**diagnosis**", "**" + md_escape(d.bug_class) + "**" +
                              (d.variant.empty() ? "" : " \u2014 " + md_escape(d.variant)));
+    row("evidence", diff::evidence_text(d.evidence));
     row("residual",
         d.variant.empty()
             ? "no replayed hypothesis reproduces the actual values (correct "
               "computation: " +
-                  sci(d.baseline_residual) + ")"
-            : sci(d.residual) + " (correct computation: " + sci(d.baseline_residual) + ")");
+                  baseline_text(d) + ")"
+            : sci(d.residual) + " (correct computation: " + baseline_text(d) + ")");
+    if (!d.ties.empty()) {
+      std::string list;
+      for (const auto& t : d.ties)
+        list += (list.empty() ? "" : "; ") + md_escape(t.variant) + " (" + md_escape(t.bug_class) + ") " + sci(t.residual);
+      row("tied", list);
+      row("to separate", md_escape(d.separating_experiment));
+    }
     if (!d.runners_up.empty()) {
       std::string list;
       for (const auto& h : d.runners_up)
@@ -107,7 +115,7 @@ void write_roots(std::string& out, const diff::DiffResult& r) {
     const std::string variant = root.diagnosis ? root.diagnosis->variant : "";
     out += fmt::format("| {} | {} | {} | **{}** | {} | {} | {} | {} |\n", i + 1, md_code(root.at.tap),
                        root.at.layer >= 0 ? std::to_string(root.at.layer) : "\u2014",
-                       md_escape(root_class(root)), md_escape(root_positions(root)),
+                       md_escape(root_class_with_evidence(root)), md_escape(root_positions(root)),
                        root_measured(root) ? sci(root.at.metrics.nmse) : "\u2014", md_escape(variant),
                        md_escape(root_explained(root)));
   }

@@ -1,12 +1,14 @@
 #include "reports/summary.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
+#include "reports/numbers.hpp"
 #include "tapdiff/row_shape.hpp"
 
 namespace tapdiff::reports {
@@ -176,6 +178,22 @@ bool root_measured(const diff::RootFinding& root) {
 
 std::string root_class(const diff::RootFinding& root) {
   return root.diagnosis && !root.diagnosis->bug_class.empty() ? root.diagnosis->bug_class : "-";
+}
+
+std::string root_class_with_evidence(const diff::RootFinding& root) {
+  return root.diagnosis && !root.diagnosis->bug_class.empty() ? class_with_evidence(*root.diagnosis) : "-";
+}
+
+std::string class_with_evidence(const diff::Diagnosis& d) {
+  if (d.evidence != diff::Evidence::tied) return fmt::format("{} ({})", d.bug_class, diff::evidence_text(d.evidence));
+  std::vector<std::string> classes;
+  for (const auto& t : d.ties)
+    if (std::find(classes.begin(), classes.end(), t.bug_class) == classes.end()) classes.push_back(t.bug_class);
+  return fmt::format("{} (tied: {})", d.bug_class, fmt::join(classes, " | "));
+}
+
+std::string baseline_text(const diff::Diagnosis& d) {
+  return d.baseline_residual ? sci(*d.baseline_residual) : "no replay";
 }
 
 std::string root_positions(const diff::RootFinding& root) {

@@ -71,6 +71,11 @@ std::string mode_summary(const diff::DiffResult& result);
 bool root_measured(const diff::RootFinding& root);
 // The root's diagnosed class ("shape", "bias", ...; "-" without a diagnosis).
 std::string root_class(const diff::RootFinding& root);
+std::string root_class_with_evidence(const diff::RootFinding& root);  // "rope (reproduced)"
+// "rope (reproduced)", "unexplained (tied: rope | buffer)": the class with its evidence.
+std::string class_with_evidence(const diff::Diagnosis& d);
+// "1.2e-05" or "no replay".
+std::string baseline_text(const diff::Diagnosis& d);
 // "from 1 (11 positions)", or the two shapes for a shape root. Unescaped.
 std::string root_positions(const diff::RootFinding& root);
 // "blk.0.attn_k, attn_v in layers 0-3": the diverged taps a root explains, a tap found in

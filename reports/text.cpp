@@ -70,7 +70,7 @@ void write_header(Writer& w, const diff::DiffResult& r) {
   const Style& s = w.style;
   w.out += s.verdict(r.verdict) + "  " + s.bold(terminal_safe(headline(r))) + "\n";
   if (r.diagnosis) {
-    std::string line = terminal_safe(r.diagnosis->bug_class);
+    std::string line = terminal_safe(class_with_evidence(*r.diagnosis));
     if (!r.diagnosis->variant.empty()) line += ": " + terminal_safe(r.diagnosis->variant);
     w.out += std::string(display_width(diff::verdict_text(r.verdict)) + 2, ' ') + line + "\n";
   }
@@ -113,7 +113,7 @@ void write_roots(Writer& w, const diff::DiffResult& r) {
   std::size_t tap_width = 3, class_width = 5, pos_width = 9;
   for (const auto& root : r.roots) {
     tap_width = std::max(tap_width, display_width(terminal_safe(root.at.tap)));
-    class_width = std::max(class_width, display_width(terminal_safe(root_class(root))));
+    class_width = std::max(class_width, display_width(terminal_safe(root_class_with_evidence(root))));
     pos_width = std::max(pos_width, display_width(root_positions(root)));
   }
   w.out += "  " + w.style.dim(fmt::format("{:>2}  {}  {:>5}  {}  {}  {:>9}  {}", "#", pad("tap", tap_width),
@@ -130,7 +130,7 @@ void write_roots(Writer& w, const diff::DiffResult& r) {
     w.out += fmt::format("  {:>2}  {}  {:>5}  {}  {}  {:>9}  {}\n", i + 1,
                          w.style.red(pad(terminal_safe(root.at.tap), tap_width)),
                          root.at.layer >= 0 ? std::to_string(root.at.layer) : "-",
-                         w.style.cyan(pad(terminal_safe(root_class(root)), class_width)),
+                         w.style.cyan(pad(terminal_safe(root_class_with_evidence(root)), class_width)),
                          pad(root_positions(root), pos_width), measured ? sci(root.at.metrics.nmse) : "-",
                          variant);
     if (shape && root.diagnosis)
@@ -174,15 +174,24 @@ void write_diagnosis(Writer& w, const diff::DiffResult& r) {
   if (!r.diagnosis) return;
   const auto& d = *r.diagnosis;
   w.heading("diagnosis  " + w.style.cyan(terminal_safe(d.bug_class)));
+  w.field("evidence", diff::evidence_text(d.evidence));
+  const std::string indent(kLabel + 2, ' ');
   if (d.variant.empty()) {
     w.field("variant", "no replayed hypothesis reproduces the actual values");
-    w.field("residual", fmt::format("the correct computation: {}", sci(d.baseline_residual)));
+    w.field("residual", fmt::format("the correct computation: {}", baseline_text(d)));
   } else {
     w.field("variant", terminal_safe(d.variant));
-    w.field("residual", fmt::format("{}  (the correct computation: {})", sci(d.residual),
-                                    sci(d.baseline_residual)));
+    w.field("residual", fmt::format("{}  (the correct computation: {})", sci(d.residual), baseline_text(d)));
   }
-  const std::string indent(kLabel + 2, ' ');
+  for (std::size_t i = 0; i < d.ties.size(); ++i) {
+    const std::string line = fmt::format("{}  {} ({})", sci(d.ties[i].residual), terminal_safe(d.ties[i].variant),
+                                         terminal_safe(d.ties[i].bug_class));
+    if (i == 0)
+      w.field("tied", line);
+    else
+      w.out += indent + line + "\n";
+  }
+  if (!d.separating_experiment.empty()) w.field("to separate", wrap_words(terminal_safe(d.separating_experiment), kLabel + 2));
   for (std::size_t i = 0; i < d.runners_up.size(); ++i) {
     const auto& h = d.runners_up[i];
     const std::string line = sci(h.residual) + "  " + terminal_safe(h.variant);

@@ -259,7 +259,7 @@ def test_tokenize_prints_ids_and_pieces():
 @pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
 def test_selftest_localizes_every_applicable_fault_on_stories260k():
     out = run("selftest", "--model", STORIES, check_code=0).stdout
-    assert "selftest: 36 passed, 0 failed" in out
+    assert "selftest: 62 passed, 0 failed" in out
     assert "| kv-stuck-length | stories260K.gguf | f16 | blk.0.attn.probs @ 5 · kv-cache |" in out
 
 
@@ -272,7 +272,7 @@ def test_weights_first_finds_a_loader_bug_before_any_activation(tmp_path):
         "--inject", "weight-not-wired", "-o", eng, check_code=0)
     out = run("diff", ref, eng, check_code=1).stdout
     assert out.startswith("DIVERGED  weight.blk.0.attn_v.weight at position 0")
-    assert "weight-loading: all zero: the buffer was allocated but never filled" in out
+    assert "weight-loading (reproduced): all zero: the buffer was allocated but never filled" in out
     # Bad --weights values and an impossible combination are usage errors.
     assert run("run", "-m", model, "--tokens", "1,2", "--weights", "most", "-o", ref).returncode == 2
     p = run("run", "-m", model, "--tokens", "1,2", "--weights", "--positions", "0-1", "-o", ref)

@@ -170,6 +170,8 @@ TEST(DiffCompare, MissingTapIsListed) {
   EXPECT_EQ(r.findings[0].tap, "blk.1.attn_q");
 }
 
+// No model to replay with: the class comes from the signatures alone (here the same offset at
+// every position of a projection: a bias), marked "indicated", never from the tap's op family.
 TEST(DiffCompare, DiagnosisWithoutTheModelStillReports) {
   TraceSpec b;
   b.perturb = [](const std::string& n, int l, int, std::vector<float>& row) {
@@ -179,7 +181,9 @@ TEST(DiffCompare, DiagnosisWithoutTheModelStillReports) {
   o.profile = builtin_profile("f32");
   const auto r = diff_traces(write_trace("diag_a", {}), write_trace("diag_b", b), o);
   ASSERT_TRUE(r.diagnosis.has_value());
-  EXPECT_EQ(r.diagnosis->bug_class, "matmul");
+  EXPECT_EQ(r.diagnosis->bug_class, "bias");
+  EXPECT_EQ(r.diagnosis->evidence, Evidence::indicated);
+  EXPECT_FALSE(r.diagnosis->baseline_residual.has_value());
   bool skipped = false;
   for (const auto& s : r.diagnosis->signatures) skipped = skipped || s.find("replay skipped") != std::string::npos;
   EXPECT_TRUE(skipped);

@@ -196,6 +196,7 @@ diff::RootFinding root_at(diff::DiffResult& r, const std::string& full_name, std
   root.at.metrics = *t.first_diverged();
   diff::Diagnosis d;
   d.bug_class = cls;
+  d.evidence = diff::Evidence::reproduced;
   d.variant = variant;
   d.residual = 1e-14;
   d.baseline_residual = nmse;
@@ -227,6 +228,7 @@ diff::DiffResult lockstep_result() {
   shape.explained = {"blk.1.ffn_up"};
   diff::Diagnosis d;
   d.bug_class = "shape";
+  d.evidence = diff::Evidence::indicated;
   d.variant = "width 172 expected, 64 actual: n_embd used where n_ff belongs";
   shape.diagnosis = d;
   r.roots.push_back(shape);
@@ -301,6 +303,7 @@ diff::DiffResult diverged_result() {
 
   diff::Diagnosis d;
   d.bug_class = "kv-cache";
+  d.evidence = diff::Evidence::reproduced;
   d.variant = "attention over position p only (KV length never advances)";
   d.residual = 1.8e-15;
   d.baseline_residual = 0.47;
@@ -369,6 +372,7 @@ diff::DiffResult hostile_result() {
   r.first = f;
   diff::Diagnosis d;
   d.bug_class = "non-finite";
+  d.evidence = diff::Evidence::indicated;
   d.residual = kNaN;
   d.baseline_residual = std::numeric_limits<double>::infinity();
   d.signatures = {"NaN <first> & \"origin\""};

@@ -13,7 +13,8 @@ TEST(ReportsText, DivergedLeadsWithVerdictAndFirstDivergence) {
   const std::string out = render(testing::diverged_result(), Format::text);
   EXPECT_EQ(first_line(out), "DIVERGED  blk.0.attn.probs at position 8");
   for (const char* expected :
-       {"kv-cache: attention over position p only (KV length never advances)", "first divergence",
+       {"kv-cache (reproduced): attention over position p only (KV length never advances)",
+        "evidence     reproduced", "first divergence",
         "blk.0.attn.probs  (layer 0, class attention)",
         "8 · every position from 8 on · 8 of 16 positions diverged",
         "head 1, key position 3: expected 2.1370e-01, actual 0", "threshold 1.00e-03",

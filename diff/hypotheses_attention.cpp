@@ -1,0 +1,229 @@
+#include "diff/hypothesis_families.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "diff/replay_rows.hpp"
+#include "reference/ops.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+// How a buggy engine may have filled and sliced its KV cache, replayed from the actual
+// trace's own per-position K/V rows (rows the engine computed before writing the cache).
+enum class Cursor { row, element, stuck };     // where position q's row was written
+enum class Visible { causal, one, capacity, prompt, before, next, batch_short };  // which cache slots attention read
+
+struct CacheReplay {
+  Cursor cursor = Cursor::row;
+  Visible visible = Visible::causal;
+  bool own_row_written = true;
+};
+
+// The cache memory ([n_ctx][kv_dim]) as the engine left it after position p's write, given
+// the prompt was written in one batch and each later position one at a time.
+std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::int64_t n_ctx,
+                                   std::size_t kv_dim, const CacheReplay& how, std::int64_t p) {
+  std::vector<double> cache(static_cast<std::size_t>(n_ctx) * kv_dim, 0.0);
+  std::int64_t length = 0;
+  auto write = [&](std::int64_t first, std::int64_t n) {
+    const std::int64_t at = how.cursor == Cursor::element ? length
+                            : how.cursor == Cursor::stuck ? 0
+                                                          : length * std::int64_t(kv_dim);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const Row& row = rows[std::size_t(first + r)];
+      for (std::size_t i = 0; i < kv_dim && i < row.size(); ++i) {
+        const auto dst = std::size_t(at) + std::size_t(r) * kv_dim + i;
+        if (dst < cache.size()) cache[dst] = row[i];
+      }
+    }
+    if (how.cursor != Cursor::stuck) length += n;
+  };
+  const std::int64_t batch = std::min(prompt, p + 1);
+  write(0, batch);
+  for (std::int64_t q = batch; q <= p; ++q)
+    if (q < p || how.own_row_written) write(q, 1);
+    else if (how.cursor != Cursor::stuck) ++length;
+  return cache;
+}
+
+std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int64_t n_ctx, std::int64_t p) {
+  switch (how.visible) {
+    case Visible::causal: return p + 1;
+    case Visible::one: return 1;
+    case Visible::capacity: return n_ctx;
+    case Visible::prompt: return std::max(prompt, p + 1);
+    case Visible::before: return std::max<std::int64_t>(p, 1);
+    case Visible::next: return p + 2;
+    case Visible::batch_short: return std::min(p + 1, (p < prompt ? prompt : p + 1) - 1);
+  }
+  return p + 1;
+}
+
+// The mask applied to probabilities already normalized over n_keys keys: the masked-out ones
+// zeroed, the rest not renormalized, and the output recomputed from what is left.
+void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
+                        const ref::AttentionShape& shape, ref::GqaMap map, std::int64_t visible,
+                        std::int64_t n_keys, std::int64_t stride) {
+  const int kv_dim = shape.n_head_kv * shape.head_dim;
+  for (int h = 0; h < shape.n_head; ++h) {
+    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+    double* ph = probs.data() + std::int64_t(h) * stride;
+    for (std::int64_t t = visible; t < n_keys; ++t) ph[t] = 0;
+    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
+    std::fill(oh, oh + shape.head_dim, 0.0);
+    for (std::int64_t t = 0; t < visible; ++t)
+      for (int d = 0; d < shape.head_dim; ++d) oh[d] += ph[t] * V[std::size_t(t * kv_dim + g * shape.head_dim + d)];
+  }
+}
+
+}  // namespace
+
+void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const ModelConfig& c = in.model.config();
+  const bool probs = name == "attn.probs";
+  const auto kv_dim = static_cast<std::size_t>(c.kv_dim());
+  const float right_scale = 1.0f / std::sqrt(float(c.head_dim));
+  struct Setup {
+    CacheReplay cache;
+    float scale;
+    ref::GqaMap map;
+    bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
+    bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
+  };
+  auto replay = [&in, layer, probs, kv_dim, c](Setup s) {
+    return [&in, layer, probs, kv_dim, c, s](std::int64_t p) {
+      const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
+      const Rows ks = trace_rows_upto(in.actual, "attn_k.rope", layer, p);
+      const Rows vs = trace_rows_upto(in.actual, "attn_v", layer, p);
+      if (q.empty()) return Row{};
+      // In prefill every prompt row exists before attention runs: the mask-off variant sees them.
+      // Likewise a bound one past p sees row p + 1 inside the prompt.
+      std::int64_t upto = s.cache.visible == Visible::prompt                        ? std::max(in.prompt_length - 1, p)
+                                : s.cache.visible == Visible::next && p + 1 < in.prompt_length ? p + 1
+                                                                                             : p;
+      const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
+      if (whole_batch) upto = in.prompt_length - 1;
+      Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
+      Rows v_all = upto > p ? trace_rows_upto(in.actual, "attn_v", layer, upto) : vs;
+      if (s.shared_across_layers && p >= in.prompt_length) {
+        const Rows k_last = trace_rows_upto(in.actual, "attn_k.rope", c.n_layer - 1, p - 1);
+        const Rows v_last = trace_rows_upto(in.actual, "attn_v", c.n_layer - 1, p - 1);
+        std::copy(k_last.begin(), k_last.end(), k_all.begin());
+        std::copy(v_last.begin(), v_last.end(), v_all.begin());
+      }
+      for (std::int64_t t = 0; t <= upto; ++t)
+        if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
+      const auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      const auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
+      const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
+      std::vector<double> qd(q.begin(), q.end()), o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
+      const ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+      ref::attention(qd.data(), K.data(), V.data(), 0, n_keys, shape, s.scale, s.map, o.data(), pr.data(), in.n_ctx);
+      if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
+      return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());
+    };
+  };
+  const Setup right{{}, right_scale, ref::GqaMap::grouped};
+  out.push_back({"softmax(q·K[0..p] / sqrt(d)) over the causal keys", "", true, replay(right)});
+  Setup s = right;
+  s.cache.visible = Visible::one;
+  s.cache.cursor = Cursor::stuck;
+  out.push_back({"one visible key, slot 0 overwritten by each decode step: the cache length never advances",
+                 "kv-cache", false, replay(s)});
+  s = right;
+  s.cache.cursor = Cursor::element;
+  out.push_back({"cache rows written at element offset = length instead of length * kv_dim",
+                 "kv-cache", false, replay(s)});
+  s = right;
+  s.cache.visible = Visible::capacity;
+  out.push_back({"keys over the whole cache capacity, unwritten slots included (not sliced to the valid length)",
+                 "kv-cache", false, replay(s)});
+  s = right;
+  s.cache.own_row_written = false;
+  out.push_back({"the current position's K/V never appended to the cache", "kv-cache", false, replay(s)});
+  s = right;
+  s.cache.visible = Visible::prompt;
+  out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
+                 false, replay(s)});
+  s = right;
+  s.scale = 1.0f / float(c.head_dim);
+  out.push_back({"scores scaled by 1/d instead of 1/sqrt(d)", "attention-scale", false, replay(s)});
+  s = right;
+  s.scale = 1.0f;
+  out.push_back({"scores not scaled", "attention-scale", false, replay(s)});
+  // The scale built from another dimension of the model.
+  const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd}, {"n_head", c.n_head}, {"kv_dim", c.kv_dim()},
+                                              {"n_rot", c.n_rot}};
+  for (const auto& [what, n] : dims)
+    if (n > 0 && n != c.head_dim) {
+      s = right;
+      s.scale = 1.0f / std::sqrt(float(n));
+      out.push_back({fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", what, n),
+                     "attention-scale", false, replay(s)});
+    }
+  s = right;
+  s.cache.visible = Visible::before;
+  out.push_back({"keys 0..p-1: the range bound off by one, the position's own key left out", "attention-mask",
+                 false, replay(s)});
+  s = right;
+  s.cache.visible = Visible::next;
+  out.push_back({"keys 0..p+1: the range bound off by one, one future key visible", "attention-mask", false,
+                 replay(s)});
+  s = right;
+  s.cache.visible = Visible::batch_short;
+  out.push_back({"the batch's key count one short: the last row of each batch loses its own key", "attention-mask",
+                 false, replay(s)});
+  s = right;
+  s.normalized_over_batch = true;
+  out.push_back({"softmax normalized over every key of the batch, the causal mask applied after it (the kept "
+                 "probabilities not renormalized)",
+                 "softmax", false, replay(s)});
+  if (layer != c.n_layer - 1) {
+    s = right;
+    s.shared_across_layers = true;
+    out.push_back({fmt::format("one cache for every layer (its index ignores the layer): the rows before the "
+                               "current step hold layer {}'s K/V",
+                               c.n_layer - 1),
+                   "kv-cache", false, replay(s)});
+  }
+  if (c.n_head_kv > 1 && c.n_head_kv < c.n_head) {
+    s = right;
+    s.map = ref::GqaMap::modulo;
+    out.push_back({"query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
+                   "gqa-mapping", false, replay(s)});
+  }
+}
+
+void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const bool is_k = name == "kv.k";
+  const std::string src = is_k ? "attn_k.rope" : "attn_v";
+  auto row_of = [&in, layer](const std::string& tap, std::int64_t shift) {
+    return [&in, layer, tap, shift](std::int64_t p) { return trace_row(in.actual, tap, layer, p + shift); };
+  };
+  out.push_back({"the row computed for this position", "", true, row_of(src, 0)});
+  Candidate zeros{"zeros: the row was never written", "kv-cache", false, [&in, src, layer](std::int64_t p) {
+                    Row r = trace_row(in.actual, src, layer, p);
+                    std::fill(r.begin(), r.end(), 0.0f);
+                    return r;
+                  }};
+  zeros.explains_zeros = true;
+  zeros.takes = "zeros";
+  out.push_back(std::move(zeros));
+  Candidate previous{"the previous position's row (the write cursor did not advance)", "kv-cache", false,
+                     row_of(src, -1)};
+  previous.takes = "previous position";
+  out.push_back(std::move(previous));
+  auto taken_from = [&](const char* variant, const std::string& tap) {
+    Candidate c{variant, "kv-cache", false, row_of(tap, 0)};
+    c.takes = fmt::format("blk.{}.{}", layer, tap);
+    out.push_back(std::move(c));
+  };
+  if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
+  taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
+             is_k ? "attn_v" : "attn_k.rope");
+}
+
+}  // namespace tapdiff::diff

@@ -1,0 +1,127 @@
+// The element-wise ops of the residual stream and the FFN (the residual adds, the gated
+// activation) and the generic buffer variants every tap can have.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "diff/hypothesis_families.hpp"
+#include "diff/replay_rows.hpp"
+#include "diff/tap_graph.hpp"
+#include "reference/ops.hpp"
+#include "tapdiff/tap_filter.hpp"
+#include "tapdiff/weight_taps.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+// out[i] = f(x[i], y[i]) over two rows of one length; empty when either is missing.
+template <typename F>
+Row elementwise(const Row& x, const Row& y, F f) {
+  if (x.empty() || x.size() != y.size()) return {};
+  Row out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = float(f(double(x[i]), double(y[i])));
+  return out;
+}
+
+double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+}  // namespace
+
+// resid = x + o, x the stream entering the block, o the block's output projection.
+void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const bool attn = name == "resid.attn";
+  const std::string x_name = attn ? (layer == 0 ? "token_embd" : "resid.ffn") : "resid.attn";
+  const int x_layer = attn ? layer - 1 : layer;
+  const std::string o_name = attn ? "attn_output" : "ffn_down";
+  auto add = [&in, x_name, x_layer, o_name, layer](double wx, double wo) {
+    return [&in, x_name, x_layer, o_name, layer, wx, wo](std::int64_t p) {
+      return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, o_name, layer, p),
+                         [wx, wo](double x, double o) { return wx * x + wo * o; });
+    };
+  };
+  const std::string x = x_name + (x_layer >= 0 ? fmt::format("[{}]", x_layer) : "");
+  out.push_back({fmt::format("{} + {}", x, o_name), "", true, add(1, 1)});
+  Candidate x_alone{fmt::format("{} alone: {} never added", x, o_name), "residual", false, add(1, 0)};
+  x_alone.takes = full_tap_name(x_name, x_layer);
+  out.push_back(std::move(x_alone));
+  Candidate o_alone{fmt::format("{} alone: the residual connection dropped", o_name), "residual", false, add(0, 1)};
+  o_alone.takes = full_tap_name(o_name, layer);
+  out.push_back(std::move(o_alone));
+  out.push_back({fmt::format("{} + 2 * {}: the block's output added twice", x, o_name), "residual", false, add(1, 2)});
+  out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o_name), "residual", false, add(2, 1)});
+  out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o_name), "residual", false, add(1, -1)});
+}
+
+// ffn.act = silu(gate) * up, and the ways a gated activation gets written wrong.
+void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  auto gated = [&in, layer](bool swapped, double (*act)(double), bool times_up = true) {
+    return [&in, layer, swapped, act, times_up](std::int64_t p) {
+      Row g = trace_row(in.actual, "ffn_gate", layer, p), u = trace_row(in.actual, "ffn_up", layer, p);
+      if (swapped) std::swap(g, u);
+      return elementwise(g, u, [act, times_up](double a, double b) { return act(a) * (times_up ? b : 1.0); });
+    };
+  };
+  const auto silu = [](double x) { return ref::silu(x); };
+  const auto identity = [](double x) { return x; };
+  const auto relu = [](double x) { return x > 0 ? x : 0.0; };
+  out.push_back({"silu(ffn_gate) * ffn_up", "", true, gated(false, silu)});
+  out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
+  out.push_back({"gelu(ffn_gate) * ffn_up: GELU instead of SiLU", "activation", false, gated(false, gelu)});
+  out.push_back({"sigmoid(ffn_gate) * ffn_up: the x of x * sigmoid(x) left out", "activation", false,
+                 gated(false, sigmoid)});
+  out.push_back({"relu(ffn_gate) * ffn_up: ReLU instead of SiLU", "activation", false, gated(false, relu)});
+  out.push_back({"ffn_gate * ffn_up: no activation", "activation", false, gated(false, identity)});
+  out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
+                 gated(false, silu, false)});
+  for (const char* alone : {"ffn_up", "ffn_gate"}) {
+    Candidate c{fmt::format("{} alone: the gated activation skipped", alone), "activation", false,
+                gated(alone == std::string("ffn_up"), identity, false)};
+    c.takes = full_tap_name(alone, layer);
+    out.push_back(std::move(c));
+  }
+}
+
+void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const TapInfo* self = in.actual.find(name, layer);
+  if (!self) return;
+  // The op's own inputs are left out: "the op skipped" is a named variant of each op.
+  const auto inputs = tap_inputs(name, layer, in.model.config().n_layer);
+  auto is_input = [&](const TapInfo& t) {
+    return std::any_of(inputs.begin(), inputs.end(), [&](const ResolvedInput& i) {
+      return i.name == t.name && i.layer == t.layer;
+    });
+  };
+  std::vector<Candidate> generic;
+  for (const TapInfo& other : in.actual.taps()) {
+    if (&other == self || other.row_shape != self->row_shape || is_weight_tap(other.name) || is_input(other))
+      continue;
+    Candidate copy{fmt::format("the values of {}: the output buffer holds another tap's data (aliased, or "
+                               "never written and left from that op)",
+                               other.full_name),
+                   "buffer", false, [&in, n = other.name, l = other.layer](std::int64_t p) {
+                     return trace_row(in.actual, n, l, p);
+                   }};
+    copy.takes = other.full_name;
+    generic.push_back(std::move(copy));
+  }
+  Candidate previous{"the previous position's values: the output not recomputed for this position", "buffer", false,
+                     [&in, name, layer](std::int64_t p) { return trace_row(in.actual, name, layer, p - 1); }};
+  previous.takes = "previous position";
+  generic.push_back(std::move(previous));
+  Candidate zeros{"zeros: the output buffer never written", "buffer", false, [&in, name, layer](std::int64_t p) {
+                    Row r = trace_row(in.actual, name, layer, p);
+                    std::fill(r.begin(), r.end(), 0.0f);
+                    return r;
+                  }};
+  zeros.explains_zeros = true;
+  zeros.takes = "zeros";
+  generic.push_back(std::move(zeros));
+  for (auto& g : generic) {
+    g.generic = true;
+    const bool named = std::any_of(out.begin(), out.end(), [&](const Candidate& c) { return c.takes == g.takes; });
+    if (!named) out.push_back(std::move(g));
+  }
+}
+
+}  // namespace tapdiff::diff

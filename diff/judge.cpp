@@ -1,0 +1,105 @@
+#include "diff/judge.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tapdiff::diff {
+namespace {
+
+constexpr double kReproduces = 1e-3;      // relative residual under which a variant explains B
+constexpr double kBeatsBaseline = 0.01;   // ... and at most this fraction of the correct one's
+constexpr double kClearMargin = 10;       // a different variant within this factor is a tie
+
+double sum_squares(const Row& r) {
+  double s = 0;
+  for (float v : r) s += double(v) * v;
+  return s;
+}
+
+// Σ(x - y)² over rows both hold; infinite where a row of y is missing or non-finite.
+double distance(const Rows& x, const Rows& y) {
+  double err = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i].size() != y[i].size()) return INFINITY;
+    for (std::size_t k = 0; k < x[i].size(); ++k) {
+      const double d = double(x[i][k]) - y[i][k];
+      if (!std::isfinite(d)) return INFINITY;
+      err += d * d;
+    }
+  }
+  return err;
+}
+
+bool all_zero(const Rows& rows) {
+  for (const Row& r : rows)
+    for (float v : r)
+      if (v != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std::int64_t>& positions,
+                const Rows& actual, const Rows& expected, double noise) {
+  struct Replayed {
+    const Candidate* c;
+    Rows rows;
+    double err;
+  };
+  std::vector<Replayed> replayed;
+  for (const Candidate& c : candidates) {
+    Replayed r{&c, {}, 0};
+    for (auto p : positions) r.rows.push_back(c.replay(p));
+    r.err = distance(actual, r.rows);
+    replayed.push_back(std::move(r));
+  }
+  // The scale the residuals are relative to: the largest of actual, expected and the correct
+  // replay, so that neither a zero actual nor a zero prediction makes every error look small.
+  double scale = 0, a = 0, e = 0, b = 0;
+  for (const Row& r : actual) a += sum_squares(r);
+  for (const Row& r : expected) e += sum_squares(r);
+  const Replayed* baseline = nullptr;
+  for (const auto& r : replayed)
+    if (r.c->baseline && std::isfinite(r.err)) baseline = &r;
+  if (baseline)
+    for (const Row& r : baseline->rows) b += sum_squares(r);
+  scale = std::max({a, e, b});
+  if (!(scale > 0)) return {};
+
+  Judgement j;
+  if (baseline) j.baseline_residual = baseline->err / scale;
+  const bool zero_actual = all_zero(actual);
+  // A variant predicting what the correct computation predicts here cannot be judged. Two
+  // variants predicting the same values stay apart: they tie, and the report says so.
+  std::vector<const Replayed*> distinct;
+  for (const auto& r : replayed)
+    if (!r.c->baseline && std::isfinite(r.err) && !(baseline && distance(baseline->rows, r.rows) <= noise * scale))
+      distinct.push_back(&r);
+  std::stable_sort(distinct.begin(), distinct.end(), [](auto* x, auto* y) { return x->err < y->err; });
+  auto admissible = [&](const Replayed& r) {
+    return r.err <= kReproduces * scale && (!baseline || r.err <= kBeatsBaseline * baseline->err) &&
+           (!zero_actual || r.c->explains_zeros);
+  };
+  // Ties: within the margin, or within the noise. A copy of another buffer is bit-exact when
+  // true, so an exact copy is not tied by other copies that merely come close.
+  std::vector<const Replayed*> rest;
+  if (!distinct.empty() && admissible(*distinct[0])) {
+    const Replayed& best = *distinct[0];
+    const bool exact_copy = best.err == 0 && !best.c->takes.empty();
+    const double tie = std::max(kClearMargin * best.err, noise * scale);
+    for (const Replayed* r : distinct) {
+      const bool tied = admissible(*r) && r->err <= tie && !(exact_copy && !r->c->takes.empty() && r->err > 0);
+      if (tied)
+        j.reproducing.push_back({r->c, r->err / scale});
+      else
+        rest.push_back(r);
+    }
+  } else {
+    rest = distinct;
+  }
+  for (std::size_t i = 0; i < rest.size() && j.runners_up.size() < 3; ++i)
+    j.runners_up.push_back({rest[i]->c, rest[i]->err / scale});
+  return j;
+}
+
+}  // namespace tapdiff::diff
