@@ -249,6 +249,17 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   find_roots(r, a, b, options.diagnose, options.model_path);
   if (r.mode != DiffMode::first && r.first && !r.roots.empty() && r.roots.front().at.tap == r.first->tap)
     r.diagnosis = r.roots.front().diagnosis;
+  // A shape mismatch ahead of every divergence is the root: it leads (later taps fed by a
+  // buffer of the wrong width diverge because of it).
+  if (!r.roots.empty() && r.roots.front().kind == "shape") {
+    const RootFinding& root = r.roots.front();
+    FirstDivergence f = root.at;
+    f.shape = true;
+    f.expected_shape = root.expected_shape;
+    f.actual_shape = root.actual_shape;
+    r.first = f;
+    r.diagnosis = root.diagnosis;
+  }
   if (weight_finding) put_weight_finding_first(*weight_finding, r);
   return r;
 }

@@ -190,12 +190,13 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
     ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx};
     auto candidates = candidates_for(f.name, f.layer, in);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
-    // A copy of a tap that is wrong itself at these positions is the same wrong output
-    // twice (every layer's attention one-hot, say), not aliasing.
+    // The same op of another layer, wrong the same way, is the same bug twice (every layer's
+    // attention one-hot, say), not a copy.
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                     [&](const Candidate& c) {
                                       const TapComparison* source = c.generic ? find_tap(r, c.takes) : nullptr;
-                                      return source && wrong_at(*source, f.diverged_positions);
+                                      return source && source->name == f.name &&
+                                             wrong_at(*source, f.diverged_positions);
                                     }),
                      candidates.end());
     Rows actual, expected;
@@ -209,6 +210,7 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
     if (!j.reproducing.empty()) {
       const Judged& best = j.reproducing.front();
       d.variant = best.candidate->variant;
+      if (find_tap(r, best.candidate->takes)) d.copied_from = best.candidate->takes;
       d.residual = best.residual;
       d.bug_class = best.candidate->bug_class;
       d.evidence = Evidence::reproduced;

@@ -2,6 +2,7 @@
 
 #include "diff/hypothesis_families.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -69,20 +70,27 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                  with(W, B, true)});
   if (has_bias) {
     out.push_back({"W x without the bias", "bias", false, with(W, nullptr)});
-    auto misread = std::make_shared<std::vector<float>>(*B);
-    for (float& v : *misread) v = fp16_to_fp32(fp32_to_bf16(v));
-    out.push_back({"W x + b with the bias bytes decoded as the wrong 16-bit type (bf16 read as f16)",
-                   "bias", false, with(W, misread.get(), false, misread)});
+    if (const GgufTensorInfo* bt = in.model.tensor(bname))
+      for (WeightVariant& v : weight_variants(*bt)) {
+        if (v.baseline || v.bug_class == "weight-loading") continue;  // a zero bias is "without the bias"
+        auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
+        out.push_back({"W x + b with b as loaded when " + v.variant, v.bug_class, false,
+                       with(W, decoded.get(), false, decoded)});
+      }
     auto doubled = std::make_shared<std::vector<float>>(*B), negated = std::make_shared<std::vector<float>>(*B);
     for (float& v : *doubled) v *= 2;
     for (float& v : *negated) v = -v;
     out.push_back({"W x + 2b: the bias added twice", "bias", false, with(W, doubled.get(), false, doubled)});
     out.push_back({"W x - b: the bias subtracted", "bias", false, with(W, negated.get(), false, negated)});
   }
-  if (wt->type == GgmlType::Q8_0) {
-    auto wrong = std::make_shared<std::vector<float>>(q8_0_scale_as_bf16(*wt));
-    out.push_back({"W dequantized with the Q8_0 block scale read as bf16 instead of f16", "dequantization",
-                   false, with(wrong.get(), B, false, wrong)});
+  // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
+  for (WeightVariant& v : weight_variants(*wt)) {
+    if (v.baseline) continue;
+    const bool zero = std::all_of(v.values.begin(), v.values.end(), [](float x) { return x == 0; });
+    auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
+    Candidate c{"W as loaded when " + v.variant, v.bug_class, false, with(decoded.get(), B, false, decoded)};
+    c.explains_zeros = zero && !B;
+    out.push_back(std::move(c));
   }
   // The GEMM fed from the norm's input instead of its output (a buffer mixed up).
   if (x_name == "attn_norm" || x_name == "ffn_norm" || x_name == "output_norm") {
@@ -151,10 +159,13 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                  lookup(W, token(0, 0), float(std::sqrt(double(E))))});
   out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
                  lookup(W, token(0, 0), 1.0f, true)});
-  if (wt->type == GgmlType::Q8_0) {
-    auto wrong = std::make_shared<std::vector<float>>(q8_0_scale_as_bf16(*wt));
-    out.push_back({"embedding row dequantized with the Q8_0 block scale read as bf16", "dequantization", false,
-                   [wrong, f = lookup(wrong.get(), token(0, 0))](std::int64_t p) { return f(p); }});
+  for (WeightVariant& v : weight_variants(*wt)) {
+    if (v.baseline) continue;
+    auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
+    Candidate c{"the row of the table as loaded when " + v.variant, v.bug_class, false,
+                [decoded, f = lookup(decoded.get(), token(0, 0))](std::int64_t p) { return f(p); }};
+    c.explains_zeros = std::all_of(decoded->begin(), decoded->end(), [](float x) { return x == 0; });
+    out.push_back(std::move(c));
   }
 }
 

@@ -92,9 +92,16 @@ void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std
       return i.name == t.name && i.layer == t.layer;
     });
   };
+  // Nor are the taps computed from this one: a cache read back holds its K row by design.
+  auto consumes_self = [&](const TapInfo& t) {
+    const auto theirs = tap_inputs(t.name, t.layer, in.model.config().n_layer);
+    return std::any_of(theirs.begin(), theirs.end(),
+                       [&](const ResolvedInput& i) { return i.name == name && i.layer == layer; });
+  };
   std::vector<Candidate> generic;
   for (const TapInfo& other : in.actual.taps()) {
-    if (&other == self || other.row_shape != self->row_shape || is_weight_tap(other.name) || is_input(other))
+    if (&other == self || other.row_shape != self->row_shape || is_weight_tap(other.name) || is_input(other) ||
+        consumes_self(other))
       continue;
     Candidate copy{fmt::format("the values of {}: the output buffer holds another tap's data (aliased, or "
                                "never written and left from that op)",

@@ -76,8 +76,12 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
     if (!r.c->baseline && std::isfinite(r.err) && !(baseline && distance(baseline->rows, r.rows) <= noise * scale))
       distinct.push_back(&r);
   std::stable_sort(distinct.begin(), distinct.end(), [](auto* x, auto* y) { return x->err < y->err; });
+  // A variant must explain the actual values themselves, not just their smallness: its error
+  // is judged against the actual's own size (a near-zero prediction "fits" any near-zero
+  // actual), and an all-zero actual only by a variant that writes zeros by design.
+  const double own = zero_actual ? scale : a;
   auto admissible = [&](const Replayed& r) {
-    return r.err <= kReproduces * scale && (!baseline || r.err <= kBeatsBaseline * baseline->err) &&
+    return r.err <= kReproduces * own && (!baseline || r.err <= kBeatsBaseline * baseline->err) &&
            (!zero_actual || r.c->explains_zeros);
   };
   // Ties: within the margin, or within the noise. A copy of another buffer is bit-exact when
@@ -86,7 +90,7 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   if (!distinct.empty() && admissible(*distinct[0])) {
     const Replayed& best = *distinct[0];
     const bool exact_copy = best.err == 0 && !best.c->takes.empty();
-    const double tie = std::max(kClearMargin * best.err, noise * scale);
+    const double tie = std::max(kClearMargin * best.err, noise * own);
     for (const Replayed* r : distinct) {
       const bool tied = admissible(*r) && r->err <= tie && !(exact_copy && !r->c->takes.empty() && r->err > 0);
       if (tied)

@@ -1,8 +1,9 @@
 // Judging replayed hypotheses against the actual values. A variant reproduces the actual
-// tensor only when its error is small relative to the tensors' scale (never in absolute
+// tensor only when its error is small relative to the actual's own size (never in absolute
 // terms: a variant predicting near-zero values would "fit" a zero tensor), much smaller than
-// the correct computation's, and clearly better than any other variant predicting something
-// else; variants as good as the best are ties, reported as such.
+// the correct computation's, and clearly better than any other variant; variants as good as
+// the best are ties, reported as such. Residuals are reported relative to the largest of the
+// actual, the expected and the correct replay.
 #pragma once
 
 #include <cstdint>

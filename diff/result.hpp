@@ -108,6 +108,7 @@ struct Diagnosis {
                             // evidence names one (never the tap's op family)
   Evidence evidence = Evidence::unexplained;
   std::string variant;      // the hypothesis that reproduces B, "" when none does
+  std::string copied_from;  // the tap whose values that variant takes ("" when it computes them)
   double residual = 0;      // its relative squared error against B
   std::optional<double> baseline_residual;  // the correct computation's; absent without replay
   std::vector<Hypothesis> ties;         // every variant as good as the best, the best first; empty
@@ -126,6 +127,10 @@ struct FirstDivergence {
   PositionPattern pattern = PositionPattern::none;
   std::vector<std::int64_t> diverged_positions;
   RowMetrics metrics;    // at `position`
+  // A row shape mismatch that is the root (it precedes every divergence): no position or
+  // metrics, the two row shapes instead.
+  bool shape = false;
+  std::vector<std::int64_t> expected_shape, actual_shape;
 };
 
 // One independent root: a divergence not explained by an earlier one, the later diverged taps

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <regex>
 
 #include "diff/diagnose.hpp"
 #include "diff/tap_graph.hpp"
@@ -63,6 +64,28 @@ bool fused(const std::string& input, const std::string& name) {
   return input == "attn.probs" && name == "attn.out";
 }
 
+// A text with its numbers masked ("blk.1.attn_v.weight", "10240 of its 21760 bytes"): the
+// same variant or observation in another layer or tensor.
+std::string without_numbers(const std::string& text) {
+  static const std::regex number(R"([0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?)");
+  return std::regex_replace(text, number, "#");
+}
+
+bool same_signature(const Diagnosis& x, const Diagnosis& y) {
+  if (x.signatures.size() != y.signatures.size()) return false;
+  for (std::size_t i = 0; i < x.signatures.size(); ++i)
+    if (without_numbers(x.signatures[i]) != without_numbers(y.signatures[i])) return false;
+  return true;
+}
+
+// "W as loaded when <decode>" and "the row of the table as loaded when <decode>": the weight
+// decode a variant replays, whichever tap reads the weight; "" for other variants.
+std::string weight_decode(const std::string& variant) {
+  const std::string marker = " as loaded when ";
+  const auto at = variant.find(marker);
+  return at == std::string::npos ? "" : without_numbers(variant.substr(at + marker.size()));
+}
+
 // "blk.3.ffn_gate" -> (ffn_gate, 3); global names -> (name, -1).
 std::pair<std::string, int> split_full_name(const std::string& full) {
   if (full.rfind("blk.", 0) == 0) {
@@ -111,6 +134,15 @@ public:
         }
       }
       if (!d) d = diagnosis(at, lockstep);
+      // Values copied from a tap that carries a root's error: that root's error, moved.
+      if (d && !d->copied_from.empty() && !lockstep) {
+        auto src = std::find_if(r_.taps.begin(), r_.taps.end(),
+                                [&](const TapComparison& x) { return x.full_name == d->copied_from; });
+        if (src != r_.taps.end() && root_of[std::size_t(src - r_.taps.begin())] >= 0) {
+          join(root_of[std::size_t(src - r_.taps.begin())], t, root_of, i);
+          continue;
+        }
+      }
       if (const int sibling = sibling_root(t, d); sibling >= 0) {
         join(sibling, t, root_of, i);
         continue;
@@ -130,6 +162,13 @@ public:
         if (auto s = shape_root_.find({in.name, in.layer}); s != shape_root_.end()) joined = s->second;
       for (const auto& [tap, root] : shape_root_)
         if (joined < 0 && tap.second == layer && same_inputs(tap.first, name, layer, n_layer_)) joined = root;
+      // The same tap of another layer with the same two shapes: one config value, every layer.
+      for (const auto& [tap, root] : shape_root_) {
+        const RootFinding& other = r_.roots[std::size_t(root)];
+        if (joined < 0 && tap.first == name && other.at.name == name && other.expected_shape == f.expected_shape &&
+            other.actual_shape == f.actual_shape)
+          joined = root;
+      }
       if (joined >= 0) {
         r_.roots[std::size_t(joined)].explained.push_back(f.tap);
         shape_root_[{name, layer}] = joined;
@@ -180,10 +219,8 @@ private:
     for (std::size_t k = 0; k < r_.roots.size(); ++k) {
       const RootFinding& root = r_.roots[k];
       if (root.kind != "divergence") continue;
-      if (root.at.layer != t.layer) {
-        if (same_op_in_another_layer(root, t, d)) return static_cast<int>(k);
-        continue;
-      }
+      if (same_bug(root, t, d)) return static_cast<int>(k);
+      if (root.at.layer != t.layer) continue;
       // The same kind of op explained by the same hypothesis (RoPE on q and on k, both norms).
       const bool same_hypothesis = tap_class(root.at.name) == tap_class(t.name) && d && root.diagnosis &&
                                    !d->variant.empty() && d->variant == root.diagnosis->variant;
@@ -196,15 +233,26 @@ private:
   }
 
   // Every layer runs the same code: the kind of op a root already holds in another layer,
-  // reproduced by the same hypothesis, is the same bug again, not an independent one.
-  static bool same_op_in_another_layer(const RootFinding& root, const TapComparison& t,
+  // reproduced by the same hypothesis (layer numbers aside), is the same bug again, not an
+  // independent one; so is the same tap with the same signature when nothing reproduces it.
+  static bool same_bug(const RootFinding& root, const TapComparison& t,
                                        const std::optional<Diagnosis>& d) {
-    if (!d || !root.diagnosis || d->variant.empty() || d->variant != root.diagnosis->variant ||
-        d->bug_class != root.diagnosis->bug_class)
+    if (!d || !root.diagnosis || d->bug_class != root.diagnosis->bug_class || d->evidence != root.diagnosis->evidence)
       return false;
-    auto same_kind = [&](const std::string& name) {
-      return name == t.name || tap_class(name) == tap_class(t.name);
+    // One decoder or loader bug, read by every op that reads a weight of that kind.
+    if (const std::string decode = weight_decode(d->variant); !decode.empty())
+      return decode == weight_decode(root.diagnosis->variant);
+    if (d->variant.empty() != root.diagnosis->variant.empty()) return false;
+    if (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
+                           : without_numbers(d->variant) != without_numbers(root.diagnosis->variant))
+      return false;
+    // The ops reading a weight matrix (embedding lookup, projections, the head) share its loader
+    // and decoder: one kind for a bug that shows wherever a weight is read.
+    auto kind = [](const std::string& name) {
+      const std::string_view c = tap_class(name);
+      return c == "embedding" || c == "logits" ? std::string_view("projection") : c;
     };
+    auto same_kind = [&](const std::string& name) { return name == t.name || kind(name) == kind(t.name); };
     if (same_kind(root.at.name)) return true;
     for (const auto& tap : root.explained)
       if (same_kind(split_full_name(tap).first)) return true;

@@ -59,6 +59,17 @@ std::vector<float> bf16_read_as_f16(const std::vector<float>& values) {
   return out;
 }
 
+// Q8_0 with its fp16 block scale read as bf16.
+std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
+  std::vector<float> out(t.n_elements);
+  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
+    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
+    const float d = bf16_to_fp32(blk.d);
+    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
+  }
+  return out;
+}
+
 // Q8_0 with its int8 quants read as uint8 (negative q become q + 256).
 std::vector<float> q8_0_quants_unsigned(const GgufTensorInfo& t) {
   std::vector<float> out(t.n_elements);
@@ -92,16 +103,6 @@ std::pair<int, std::string> split_layer(const std::string& name) {
 }
 
 }  // namespace
-
-std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& t) {
-  std::vector<float> out(t.n_elements);
-  for (std::uint64_t b = 0; b < t.n_elements / kQK; ++b) {
-    const auto blk = load_block<BlockQ8_0>(t.data, std::int64_t(b));
-    const float d = bf16_to_fp32(blk.d);
-    for (int j = 0; j < kQK; ++j) out[b * kQK + std::size_t(j)] = d * float(blk.qs[j]);
-  }
-  return out;
-}
 
 std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
   std::vector<WeightVariant> out;

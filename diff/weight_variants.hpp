@@ -25,7 +25,4 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& tensor);
 // same layer, and the same tensor of the neighbouring layers (a name or offset mix-up).
 std::vector<WeightVariant> loader_mixups(const GgufTensorInfo& tensor, const GgufFile& file);
 
-// Q8_0 decoded with its fp16 block scale read as bf16 (the dequant-q8-scale bug).
-std::vector<float> q8_0_scale_as_bf16(const GgufTensorInfo& tensor);
-
 }  // namespace tapdiff::diff

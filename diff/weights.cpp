@@ -264,6 +264,24 @@ std::int64_t matching_of_type(const ReplayModel& model, GgmlType type, const std
   return n;
 }
 
+// Tensors of `type` other than `tensor` that differ, and tensors of other types that match:
+// every tensor of one type wrong while the others load right points at that type's decoder.
+bool only_this_type_differs(const ReplayModel& model, GgmlType type, const std::string& tensor,
+                            const std::vector<WeightComparison>& compared) {
+  std::int64_t same_type_differing = 0, other_types_matching = 0;
+  for (const WeightComparison& w : compared) {
+    const GgufTensorInfo* t = model.tensor(w.tensor);
+    if (!t || w.tensor == tensor || w.compared_rows == 0) continue;
+    if (t->type == type) {
+      if (!w.differs()) return false;
+      ++same_type_differing;
+    } else {
+      other_types_matching += !w.differs();
+    }
+  }
+  return same_type_differing > 0 && other_types_matching > 0;
+}
+
 Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const WeightComparison& c,
                           const std::vector<WeightComparison>& all, const TraceReader& a,
                           const TraceReader& b, const TensorTaps& tb, const WeightTolerance& tol,
@@ -310,17 +328,47 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
       std::stable_sort(scored.begin(), scored.end(), [&](const auto& x, const auto& y) {
         return x.first.explained > y.first.explained;
       });
+    } else if (only_this_type_differs(model, t->type, tensor, all)) {
+      // The converse: every tensor of this type is wrong and the other types load right, so the
+      // type's decoder is the better account than a loader failing for exactly that type.
+      d.signatures.push_back(fmt::format("every other {} tensor differs too, while tensors of other types match",
+                                         ggml_type_name(t->type)));
+      std::stable_partition(scored.begin(), scored.end(), [&](const auto& x) {
+        return !(x.first.explained == compared && x.second->bug_class == "weight-loading");
+      });
+      std::stable_sort(scored.begin(), scored.end(), [&](const auto& x, const auto& y) {
+        return x.first.explained > y.first.explained;
+      });
     }
     const bool found = !scored.empty() && scored[0].first.explained == compared;
+    std::size_t next = 0;
     if (found) {
       d.bug_class = scored[0].second->bug_class;
       d.variant = scored[0].second->variant;
       d.residual = scored[0].first.residual;
+      d.evidence = Evidence::reproduced;
+      // Every other decode explaining every row about as well is a tie (a decoder variant
+      // already ruled out by the other tensors of its type is not).
+      const bool decoder_ruled_out = matching_of_type(model, t->type, tensor, all) > 0;
+      const bool decoder_indicated = only_this_type_differs(model, t->type, tensor, all);
+      for (next = 1; next < scored.size(); ++next) {
+        const auto& [s, w] = scored[next];
+        if (s.explained != compared || s.residual > std::max(10 * d.residual, 1e-12) ||
+            (decoder_ruled_out && w->bug_class == "dequantization") ||
+            (decoder_indicated && d.bug_class == "dequantization" && w->bug_class == "weight-loading"))
+          break;
+        if (d.ties.empty()) d.ties.push_back({d.variant, d.residual, d.bug_class});
+        d.ties.push_back({w->variant, s.residual, w->bug_class});
+        if (w->bug_class != d.bug_class) d.evidence = Evidence::tied;
+      }
+      if (d.evidence == Evidence::tied) d.bug_class = "unexplained";
+      if (!d.ties.empty())
+        d.separating_experiment = "record the weights in full (--weights full) and compare the tied decodes row by row";
     }
-    for (std::size_t i = found ? 1 : 0; i < scored.size() && d.runners_up.size() < 3; ++i)
+    for (std::size_t i = next; i < scored.size() && d.runners_up.size() < 3; ++i)
       d.runners_up.push_back({fmt::format("{} ({} of {} rows)", scored[i].second->variant,
                                           scored[i].first.explained, compared),
-                              scored[i].first.residual});
+                              scored[i].first.residual, scored[i].second->bug_class});
   } catch (const std::exception& e) {
     d.signatures.push_back(fmt::format("replay from the GGUF bytes skipped: {}", e.what()));
   }
@@ -336,8 +384,14 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
         tensor, c.summary,
         zeros ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
               : "Look at the loader and the dequantization kernel of its type.");
+  } else if (d.evidence == Evidence::tied) {
+    std::string names;
+    for (const auto& tie : d.ties) names += fmt::format("{}\"{}\" ({})", names.empty() ? "" : " and ", tie.variant, tie.bug_class);
+    d.explanation = fmt::format(
+        "The weight {} differs between the programs before any activation runs ({}). Replaying its GGUF bytes, {} "
+        "reproduce every compared row equally well. To separate them, {}.",
+        tensor, c.summary, names, d.separating_experiment);
   } else {
-    d.evidence = Evidence::reproduced;
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}). Replaying its GGUF bytes, "
         "\"{}\" reproduces every compared row (residual {:.2g}; the correct decode leaves {:.2g}). Look at {}.",

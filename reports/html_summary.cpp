@@ -7,6 +7,7 @@
 #include "reports/html_parts.hpp"
 #include "reports/numbers.hpp"
 #include "reports/summary.hpp"
+#include "tapdiff/row_shape.hpp"
 
 namespace tapdiff::reports {
 namespace {
@@ -75,6 +76,12 @@ std::string html_first_divergence(const diff::DiffResult& r) {
   const auto& f = *r.first;
   const auto& m = f.metrics;
   const diff::TapComparison* tap = find_tap(r, f.tap);
+  if (f.shape) {
+    out += fmt::format("<p class=\"where\"><code class=\"tap\">{}</code>: row shape <b>{}</b> expected, <b>{}</b> "
+                       "actual</p>\n",
+                       h(f.tap), h(shape_string(f.expected_shape)), h(shape_string(f.actual_shape)));
+    return out + "</section>\n";
+  }
   out += fmt::format("<p class=\"where\"><code class=\"tap\">{}</code> at position <b>{}</b></p>\n",
                      h(f.tap), f.position);
   out += "<dl class=\"kv\">\n";
@@ -82,8 +89,7 @@ std::string html_first_divergence(const diff::DiffResult& r) {
   if (tap && !tap->tap_class.empty()) where += ", class " + h(tap->tap_class);
   out += item("tap", where);
   std::string positions = h(diff::position_pattern_text(f.pattern, f.position));
-  positions += fmt::format(" <span class=\"quiet\">({} of {} positions)</span>",
-                           f.diverged_positions.size(), tap ? tap->rows.size() : 0);
+  positions += " <span class=\"quiet\">(" + h(diverged_count(r, f)) + ")</span>";
   out += item("positions", positions);
   std::string nmse =
       html_swatch(m.nmse, row_nonfinite(m)) + "<span class=\"num\">" + sci(m.nmse) + "</span>";

@@ -100,6 +100,17 @@ json side_json(const diff::TraceSide& side) {
 
 json first_json(const std::optional<diff::FirstDivergence>& first) {
   if (!first) return nullptr;
+  if (first->shape)
+    return {{"tap", first->tap},
+            {"name", first->name},
+            {"layer", first->layer},
+            {"position", nullptr},
+            {"pattern", nullptr},
+            {"pattern_text", nullptr},
+            {"diverged_positions", json::array()},
+            {"metrics", nullptr},
+            {"expected_shape", first->expected_shape},
+            {"actual_shape", first->actual_shape}};
   return {{"tap", first->tap},
           {"name", first->name},
           {"layer", first->layer},

@@ -6,6 +6,7 @@
 #include "reports/numbers.hpp"
 #include "reports/renderers.hpp"
 #include "reports/summary.hpp"
+#include "tapdiff/row_shape.hpp"
 
 namespace tapdiff::reports {
 namespace {
@@ -43,14 +44,20 @@ void write_first(std::string& out, const diff::DiffResult& r) {
   };
   if (r.first) {
     const auto& f = *r.first;
-    const auto& m = f.metrics;
     const diff::TapComparison* tap = find_tap(r, f.tap);
     std::string where = f.layer >= 0 ? fmt::format("layer {}", f.layer) : "global";
     if (tap && !tap->tap_class.empty()) where += ", class " + md_escape(tap->tap_class);
     row("**first divergence**", md_code(f.tap) + " (" + where + ")");
+  }
+  if (r.first && r.first->shape) {
+    row("row shape", shape_string(r.first->expected_shape) + " expected, " + shape_string(r.first->actual_shape) +
+                         " actual");
+  } else if (r.first) {
+    const auto& f = *r.first;
+    const auto& m = f.metrics;
+    const diff::TapComparison* tap = find_tap(r, f.tap);
     row("position", fmt::format("{} \u2014 {} ({} diverged)", f.position,
-                                diff::position_pattern_text(f.pattern, f.position),
-                                f.diverged_positions.size()));
+                                diff::position_pattern_text(f.pattern, f.position), diverged_count(r, f)));
     std::string nmse = sci(m.nmse);
     if (tap) nmse += " (threshold " + sci(tap->threshold_nmse) + ")";
     nmse += ", inputs " + sci(m.input_nmse);

@@ -127,6 +127,9 @@ std::string element_location(const diff::TapComparison* tap, std::int64_t index,
 }
 
 std::string headline(const diff::DiffResult& result) {
+  if (result.first && result.first->shape)
+    return fmt::format("{}: row shape {} expected, {} actual", result.first->tap,
+                       shape_string(result.first->expected_shape), shape_string(result.first->actual_shape));
   if (result.first)
     return fmt::format("{} at position {}", result.first->tap, result.first->position);
   if (result.verdict == diff::Verdict::incompatible) {
@@ -182,6 +185,15 @@ std::string root_class(const diff::RootFinding& root) {
 
 std::string root_class_with_evidence(const diff::RootFinding& root) {
   return root.diagnosis && !root.diagnosis->bug_class.empty() ? class_with_evidence(*root.diagnosis) : "-";
+}
+
+std::string diverged_count(const diff::DiffResult& r, const diff::FirstDivergence& f) {
+  if (const diff::TapComparison* tap = find_tap(r, f.tap))
+    return fmt::format("{} of {} positions", f.diverged_positions.size(), tap->rows.size());
+  for (const auto& w : r.weights)
+    if ("weight." + w.tensor == f.tap) return fmt::format("{} of {} rows", w.differing_rows, w.compared_rows);
+  if (f.tap == "tokens") return fmt::format("the tokens differ from position {}", f.position);
+  return fmt::format("{} positions", f.diverged_positions.size());
 }
 
 std::string class_with_evidence(const diff::Diagnosis& d) {

@@ -71,6 +71,8 @@ std::string mode_summary(const diff::DiffResult& result);
 bool root_measured(const diff::RootFinding& root);
 // The root's diagnosed class ("shape", "bias", ...; "-" without a diagnosis).
 std::string root_class(const diff::RootFinding& root);
+// "3 of 9 positions", "12 of 320 rows" (a weight), "from position 5" (the token sequence).
+std::string diverged_count(const diff::DiffResult& result, const diff::FirstDivergence& first);
 std::string root_class_with_evidence(const diff::RootFinding& root);  // "rope (reproduced)"
 // "rope (reproduced)", "unexplained (tied: rope | buffer)": the class with its evidence.
 std::string class_with_evidence(const diff::Diagnosis& d);

@@ -7,6 +7,7 @@
 #include "reports/numbers.hpp"
 #include "reports/renderers.hpp"
 #include "reports/summary.hpp"
+#include "tapdiff/row_shape.hpp"
 
 namespace tapdiff::reports {
 namespace {
@@ -150,9 +151,13 @@ void write_first(Writer& w, const diff::DiffResult& r) {
   std::string where = f.layer >= 0 ? fmt::format("layer {}", f.layer) : "global";
   if (tap && !tap->tap_class.empty()) where += ", class " + terminal_safe(tap->tap_class);
   w.field("tap", w.style.red(terminal_safe(f.tap)) + "  (" + where + ")");
-  w.field("position", fmt::format("{} · {} · {} of {} positions diverged", f.position,
-                                  diff::position_pattern_text(f.pattern, f.position),
-                                  f.diverged_positions.size(), tap ? tap->rows.size() : 0));
+  if (f.shape) {
+    w.field("row shape", fmt::format("{} in the expected trace, {} in the actual trace", shape_string(f.expected_shape),
+                                     shape_string(f.actual_shape)));
+    return;
+  }
+  w.field("position", fmt::format("{} · {} · {} diverged", f.position,
+                                  diff::position_pattern_text(f.pattern, f.position), diverged_count(r, f)));
   std::string nmse = sci(m.nmse);
   if (tap) nmse += "  threshold " + sci(tap->threshold_nmse);
   nmse += "  inputs " + sci(m.input_nmse);

@@ -55,10 +55,16 @@ def test_wrong_width_is_a_shape_finding_with_its_explanation(traces):
     report = json.loads(p.stdout)
     assert report["verdict"] == "diverged"
     shapes = [r for r in report["roots"] if r["kind"] == "shape"]
-    # One root per layer: ffn_up (same inputs) and ffn.act (fed by them) join ffn_gate's root.
+    # One bug, one root: ffn_up (same inputs) and ffn.act (fed by them) join ffn_gate's root, and
+    # so does layer 1's ffn_gate (the same tap with the same two shapes: one config value).
     assert [(r["tap"], r["class"], r["expected_shape"], r["actual_shape"]) for r in shapes] == [
-        ("blk.0.ffn_gate", "shape", [1536], [576]), ("blk.1.ffn_gate", "shape", [1536], [576])]
-    assert shapes[0]["explained"] == ["blk.0.ffn_up", "blk.0.ffn.act"]
+        ("blk.0.ffn_gate", "shape", [1536], [576])]
+    assert shapes[0]["explained"] == ["blk.0.ffn_up", "blk.0.ffn.act", "blk.1.ffn_gate", "blk.1.ffn_up",
+                                      "blk.1.ffn.act"]
+    # The shape mismatch is the root: it leads the headline and first_divergence.
+    assert report["first_divergence"]["tap"] == "blk.0.ffn_gate"
+    assert report["first_divergence"]["metrics"] is None
+    assert report["summary"]["headline"].startswith("blk.0.ffn_gate")
     assert "n_embd used where n_ff belongs" in shapes[0]["diagnosis"]["variant"]
     found = {f["tap"]: f for f in report["findings"] if f["kind"] == "shape"}
     assert set(found) == {f"blk.{l}.{n}" for l in (0, 1) for n in ("ffn_gate", "ffn_up", "ffn.act")}

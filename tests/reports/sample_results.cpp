@@ -307,8 +307,8 @@ diff::DiffResult diverged_result() {
   d.variant = "attention over position p only (KV length never advances)";
   d.residual = 1.8e-15;
   d.baseline_residual = 0.47;
-  d.runners_up = {{"attention over the whole cache capacity (unsliced)", 0.39},
-                  {"KV write offset advances by one element", 0.31}};
+  d.runners_up = {{"attention over the whole cache capacity (unsliced)", 0.39, "kv-cache"},
+                  {"KV write offset advances by one element", 0.31, "kv-cache"}};
   d.signatures = {"prompt positions 0-7 intact", "first diverges at the first decode position (8)",
                   "attn.probs: all weight on the current position",
                   "kv.k, kv.v intact at layer 0: the cache write is correct"};

@@ -39,7 +39,7 @@ TEST(ReportsMarkdown, DivergedHasHeadlineTableAndDetails) {
       << md;
   for (const char* expected :
        {"| **first divergence** | `blk.0.attn.probs` (layer 0, class attention) |",
-        "| position | 8 \u2014 every position from 8 on (8 diverged) |",
+        "| position | 8 \u2014 every position from 8 on (8 of 16 positions diverged) |",
         "| **diagnosis** | **kv-cache** \u2014 attention over position p only (KV length never "
         "advances) |",
         "| residual | 1.80e-15 (correct computation: 4.70e-01) |",
