@@ -162,6 +162,41 @@ const std::vector<FaultSpec> kFaults = {
      "RoPE rotates K only; Q is left unrotated",
      "the Q half of a RoPE call pair lost when the two calls were merged", "rope",
      "engine/forward.cpp: the RoPE call", "a position > 0 (prompt >= 2 tokens or n_predict >= 2)"},
+    {Fault::rope_freq_n_embd, "rope-freq-n-embd",
+     "RoPE frequencies base^(-2i/n_embd) instead of base^(-2i/n_rot): the exponent divided by the "
+     "model width",
+     "a RoPE helper given the model's hidden size where the rotary (head) dimension belonged",
+     "rope", "engine/forward.cpp: the RoPE call (engine/kernels/rope.hpp: the frequency)",
+     "n_embd != n_rot and a position > 0"},
+    {Fault::norm_mean_centered, "norm-mean-centered",
+     "every RMSNorm subtracts the row mean first (a LayerNorm without bias): (x - mean) / std * w",
+     "a LayerNorm kernel reused for an RMSNorm model when norms were unified",
+     "normalization", "engine/kernels/rmsnorm.hpp: the row statistics", ""},
+    {Fault::attn_out_heads_reversed, "attn-out-heads-reversed",
+     "the attention kernel stores head h's output in slot n_head-1-h of attn.out",
+     "an output index computed from a head loop that was flipped to count down",
+     "buffer", "engine/kernels/attention.hpp: the output row of a head", "n_head >= 2"},
+    {Fault::kv_decode_write_late, "kv-decode-write-late",
+     "decode appends each K/V row one slot late (slot p+1); slot p keeps what was there",
+     "a decode write cursor pre-incremented where it should be post-incremented",
+     "kv-cache", "engine/kv_cache.cpp: KvCache::append_offset", "n_predict >= 2 (a decode step)"},
+    {Fault::resid_attn_doubled, "resid-attn-doubled",
+     "in every layer after the first the attention output is added to the stream twice",
+     "a fused add enabled for layers > 0 while the explicit residual add stayed in place",
+     "residual", "engine/forward.cpp: the attention residual add", "n_layer >= 2"},
+    {Fault::embed_position_for_token, "embed-position-for-token",
+     "the embedding gather indexes the table with the position ids instead of the token ids",
+     "the positions buffer (same type, same length) passed where the token ids belonged",
+     "embedding", "engine/forward.cpp: the embedding gather's ids",
+     "prompt + n_predict <= n_vocab"},
+    {Fault::dequant_q8_block_stride, "dequant-q8-block-stride",
+     "Q8_0 blocks addressed with a stride of 32 bytes (the quants) instead of 34 (scale + quants)",
+     "a block size computed from the quant count, forgetting the 2-byte fp16 scale",
+     "dequantization", "engine/kernels/dequant.hpp: q8_0 block address", "a Q8_0 weight"},
+    {Fault::ffn_up_op_n, "ffn-up-op-n",
+     "ffn_up GEMM with CUBLAS_OP_N and lda = n_ff: W read as a column-major [n_ff, n_embd] matrix",
+     "an FFN GEMM written for a column-major weight the GGUF does not have",
+     "matmul-layout", "engine/forward.cpp: the ffn_up GEMM call", ""},
 };
 // clang-format on
 
@@ -317,6 +352,34 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
     case Fault::rope_q_not_rotated:
       if (n_prompt < 2 && n_predict < 2)
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
+      break;
+    case Fault::rope_freq_n_embd:
+      if (c.n_embd == c.n_rot)
+        return no(fmt::format("n_embd {} equals n_rot: both exponents coincide", c.n_embd));
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
+      break;
+    case Fault::norm_mean_centered:
+    case Fault::ffn_up_op_n:
+      break;
+    case Fault::attn_out_heads_reversed:
+      if (c.n_head < 2) return no("one head: its slot is the same either way");
+      break;
+    case Fault::kv_decode_write_late:
+      if (n_predict < 2)
+        return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
+      break;
+    case Fault::resid_attn_doubled:
+      if (c.n_layer < 2) return no(fmt::format("n_layer {}: no layer after the first", c.n_layer));
+      break;
+    case Fault::embed_position_for_token:
+      // The positions must be valid ids for the gather to stay inside the table.
+      if (n_prompt + n_predict > c.n_vocab)
+        return no(fmt::format("{} positions exceed the vocabulary of {}", n_prompt + n_predict,
+                              c.n_vocab));
+      break;
+    case Fault::dequant_q8_block_stride:
+      if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
       break;
   }
   return std::nullopt;

@@ -58,6 +58,14 @@ enum class Fault : std::uint8_t {
   embed_scaled,
   dequant_q8_unsigned,
   rope_q_not_rotated,
+  rope_freq_n_embd,
+  norm_mean_centered,
+  attn_out_heads_reversed,
+  kv_decode_write_late,
+  resid_attn_doubled,
+  embed_position_for_token,
+  dequant_q8_block_stride,
+  ffn_up_op_n,
 };
 
 struct FaultSpec {

@@ -40,6 +40,8 @@ void Forward::norm(const Buffer& weight, int n) {
   if (faults_.is(Fault::norm_weight_dropped)) a.weight = nullptr;
   // Fault norm-weight-plus-one: the kernel told to use the (1 + w) convention.
   if (faults_.is(Fault::norm_weight_plus_one)) a.weight_plus_one = true;
+  // Fault norm-mean-centered: the kernel run with LayerNorm statistics.
+  if (faults_.is(Fault::norm_mean_centered)) a.subtract_mean = true;
   ex_.rmsnorm(a);
   round(act_.norm.as<float>(), std::int64_t(n) * c_.n_embd);  // a GEMM input
 }
@@ -72,6 +74,8 @@ int Forward::step(const int* tokens, int n, int p0) {
                   act_.x.as<float>(), n, E, c_.n_vocab};
   // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
   if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
+  // Fault embed-position-for-token: the gather reads the positions buffer as its ids.
+  if (faults_.is(Fault::embed_position_for_token)) embed.tokens = act_.positions.as<std::int32_t>();
   ex_.embed(embed);
   taps_.probe("token_embd", -1, p0, n, {E}, act_.x.as<float>());
 
@@ -123,6 +127,8 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::rope_wrong_pairing))
     rope.pairing = rope.pairing == RopePairing::norm ? RopePairing::neox : RopePairing::norm;
   if (faults_.is(Fault::rope_wrong_base)) rope.base = 10000.0f;
+  // Fault rope-freq-n-embd: the frequency exponent divided by the model width.
+  if (faults_.is(Fault::rope_freq_n_embd)) rope.freq_dim = c_.n_embd;
   // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
   if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
   rope.x = k;
@@ -171,6 +177,8 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::gqa_head_map)) at.kv_head_map = KvHeadMap::modulo;
   // Fault softmax-sum-all-keys: softmax over all n_keys rows, the mask applied afterwards.
   if (faults_.is(Fault::softmax_sum_all_keys)) at.softmax_over_all_keys = true;
+  // Fault attn-out-heads-reversed: the kernel writes head h's output to slot n_head - 1 - h.
+  if (faults_.is(Fault::attn_out_heads_reversed)) at.out_heads_reversed = true;
   ex_.attention(at);
   round(at.out, std::int64_t(n) * Q);  // a GEMM input
   // attn.probs is record-only: the kernel computed attn.out from its own probabilities.
@@ -192,6 +200,9 @@ void Forward::attention_block(int l, int p0, int n) {
   // Fault resid-attn-dropped: this call site uses the add kernel's copy mode: x = attn_output.
   if (faults_.is(Fault::resid_attn_dropped)) residual.copy = true;
   ex_.add(residual);
+  // Fault resid-attn-doubled: after layer 0 a fused add also adds attn_output; the explicit
+  // add above stayed, so the stream gets it twice.
+  if (faults_.is(Fault::resid_attn_doubled) && l > 0) ex_.add(residual);
   taps_.probe("resid.attn", l, p0, n, {E}, act_.x.as<float>());
 }
 
@@ -213,7 +224,12 @@ void Forward::ffn_block(int l, int p0, int n) {
   // gate, up [n, F] = norm [n, E] · Wᵀ. Column-major: W is [E, F] (ld E), norm [E, n] (ld E),
   // the result [F, n] (ld F): Wᵀ · norm.
   gemm(OP_T, OP_N, F, n, E, L.w_gate, E, norm_out, E, gate, F);
-  gemm(OP_T, OP_N, F, n, E, L.w_up, E, norm_out, E, up, F);
+  if (faults_.is(Fault::ffn_up_op_n))
+    // Fault ffn-up-op-n: op(A) = N with lda = F reads W as a column-major [F, E] matrix (in
+    // bounds: the same F x E elements).
+    gemm(OP_N, OP_N, F, n, E, L.w_up, F, norm_out, E, up, F);
+  else
+    gemm(OP_T, OP_N, F, n, E, L.w_up, E, norm_out, E, up, F);
   taps_.probe("ffn_gate", l, p0, n, {F}, gate);
   taps_.probe("ffn_up", l, p0, n, {F}, up);
 

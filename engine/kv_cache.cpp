@@ -20,6 +20,9 @@ KvCache::KvCache(Executor& ex, int n_layer, int capacity, int kv_dim, ElemType t
 std::int64_t KvCache::append_offset() const {
   // Fault kv-append-offset: the cursor moves one element per cached row, not one row.
   if (faults_.is(Fault::kv_append_offset)) return length_;
+  // Fault kv-decode-write-late: the decode cursor is incremented before the write, so a decode
+  // step's row lands in the slot after its own.
+  if (faults_.is(Fault::kv_decode_write_late) && length_ > 0) return (length_ + 1) * kv_dim_;
   return length_ * kv_dim_;
 }
 

@@ -70,6 +70,7 @@ private:
     DequantArgs args{t.data, t.type, values.as<float>(), n};
     args.q8_scale_as_bf16 = faults_.is(Fault::dequant_q8_scale);
     args.q8_quant_unsigned = faults_.is(Fault::dequant_q8_unsigned);
+    args.q8_block_stride_quants = faults_.is(Fault::dequant_q8_block_stride);
     const bool quantized = is_block_quantized(t.type);
     // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero past
     // the tensor's n_bytes < 2n) that is decoded as F16.

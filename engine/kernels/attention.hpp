@@ -38,6 +38,8 @@ struct AttentionArgs {
   // Fault softmax-sum-all-keys: the softmax runs over all n_keys rows and the causal mask is
   // applied afterwards (masked weights zeroed, the visible ones not renormalized).
   bool softmax_over_all_keys = false;
+  // Fault attn-out-heads-reversed: head h's output stored in slot n_head - 1 - h.
+  bool out_heads_reversed = false;
 };
 
 TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
@@ -48,7 +50,8 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
   const std::int64_t kv_col = std::int64_t(g) * a.head_dim;
   const float* q = a.q + index * a.head_dim;
   float* p = a.probs + index * a.probs_stride;
-  float* out = a.out + index * a.head_dim;
+  const std::int64_t out_slot = a.out_heads_reversed ? row * a.n_head + (a.n_head - 1 - h) : index;
+  float* out = a.out + out_slot * a.head_dim;
 
   std::int64_t visible = a.n_keys;
   if (a.causal && std::int64_t(a.positions[row]) + 1 < visible)

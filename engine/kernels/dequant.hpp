@@ -35,6 +35,8 @@ struct DequantArgs {
   bool q8_scale_as_bf16 = false;
   // Fault dequant-q8-unsigned: the Q8_0 quant bytes read as uint8 instead of int8.
   bool q8_quant_unsigned = false;
+  // Fault dequant-q8-block-stride: Q8_0 blocks addressed every 32 bytes (the quants alone).
+  bool q8_block_stride_quants = false;
 };
 
 namespace dequant_detail {
@@ -141,8 +143,10 @@ TD_HD inline float dequant_element(const DequantArgs& a, std::int64_t i) {
     case GgmlType::Q5_1:
       return dd::q5_1(s + (i / kQK) * sizeof(BlockQ5_1), int(i % kQK));
     case GgmlType::Q8_0:
-      return dd::q8_0(s + (i / kQK) * sizeof(BlockQ8_0), int(i % kQK), a.q8_scale_as_bf16,
-                         a.q8_quant_unsigned);
+      // The fault's stride forgets the block's 2-byte scale: sizeof(qs) instead of the block's.
+      return dd::q8_0(s + (i / kQK) * (a.q8_block_stride_quants ? sizeof(BlockQ8_0::qs)
+                                                                  : sizeof(BlockQ8_0)),
+                      int(i % kQK), a.q8_scale_as_bf16, a.q8_quant_unsigned);
     case GgmlType::Q4_K:
       return dd::q4_k(s + (i / kQK_K) * sizeof(BlockQ4_K), int(i % kQK_K));
     case GgmlType::Q5_K:

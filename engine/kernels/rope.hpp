@@ -23,6 +23,8 @@ struct RopeArgs {
   int n_rot = 0;  // even, <= head_dim
   float base = 10000.0f;
   RopePairing pairing = RopePairing::norm;
+  // The exponent's denominator: 0 means n_rot. Fault rope-freq-n-embd sets the model width.
+  int freq_dim = 0;
 };
 
 TD_HD inline void rope_pair(const RopeArgs& a, std::int64_t index) {
@@ -30,7 +32,8 @@ TD_HD inline void rope_pair(const RopeArgs& a, std::int64_t index) {
   const int i = int(index % half);
   const std::int64_t row_head = index / half;  // row * n_heads + head
   const std::int64_t row = row_head / a.n_heads;
-  const double theta = double(a.positions[row]) * pow(double(a.base), -2.0 * i / a.n_rot);
+  const int freq_dim = a.freq_dim > 0 ? a.freq_dim : a.n_rot;
+  const double theta = double(a.positions[row]) * pow(double(a.base), -2.0 * i / freq_dim);
   const float c = float(cos(theta)), s = float(sin(theta));
   float* head = a.x + row_head * a.head_dim;
   const int ia = a.pairing == RopePairing::norm ? 2 * i : i;

@@ -210,7 +210,9 @@ def test_faults_lists_the_catalogue():
                  "ffn-dim-wrong", "token-id-bookkeeping", "ffn-norm-loads-attn-norm", "kv-layer-shared",
                  "attn-keys-off-by-one", "softmax-sum-all-keys", "norm-weight-plus-one", "final-norm-skipped",
                  "resid-attn-dropped", "ffn-gelu-for-silu", "ffn-gate-up-swapped", "attn-v-aliases-k",
-                 "lm-head-stale-row", "embed-scaled", "dequant-q8-unsigned", "rope-q-not-rotated"]:
+                 "lm-head-stale-row", "embed-scaled", "dequant-q8-unsigned", "rope-q-not-rotated",
+                 "rope-freq-n-embd", "norm-mean-centered", "attn-out-heads-reversed", "kv-decode-write-late",
+                 "resid-attn-doubled", "embed-position-for-token", "dequant-q8-block-stride", "ffn-up-op-n"]:
         assert name in out, name
 
 

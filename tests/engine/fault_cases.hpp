@@ -116,6 +116,18 @@ inline std::vector<FaultCase> fault_cases() {
       {"dequant-q8-unsigned", q8_projections(), {"blk.0.attn_q", 0}},
       {"rope-q-not-rotated", llama_spec(), {"blk.0.attn_q.rope", 1}},
       {"rope-q-not-rotated", qwen2_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-freq-n-embd", llama_spec(), {"blk.0.attn_q.rope", 1}},
+      {"rope-freq-n-embd", qwen2_spec(), {"blk.0.attn_q.rope", 1}},
+      {"norm-mean-centered", llama_spec(), {"blk.0.attn_norm", 0}},
+      {"attn-out-heads-reversed", llama_spec(), {"blk.0.attn.out", 0}},
+      {"attn-out-heads-reversed", qwen2_spec(), {"blk.0.attn.out", 0}},
+      {"kv-decode-write-late", llama_spec(), {"blk.0.attn.probs", 5}},
+      {"resid-attn-doubled", llama_spec(), {"blk.1.resid.attn", 0}},
+      {"embed-position-for-token", llama_spec(), {"token_embd", 0}},
+      {"dequant-q8-block-stride", llama_spec(GgmlType::Q8_0), {"token_embd", 0}},
+      {"dequant-q8-block-stride", q8_projections(), {"blk.0.attn_q", 0}},
+      {"ffn-up-op-n", llama_spec(), {"blk.0.ffn_up", 0}},
+      {"ffn-up-op-n", qwen2_spec(), {"blk.0.ffn_up", 0}},
   };
 }
 

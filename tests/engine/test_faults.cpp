@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, ThirtySevenFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FortyFiveFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -48,7 +48,15 @@ TEST(FaultCatalogue, ThirtySevenFaultsInDesignOrderWithEveryField) {
                                           "lm-head-stale-row",
                                           "embed-scaled",
                                           "dequant-q8-unsigned",
-                                          "rope-q-not-rotated"};
+                                          "rope-q-not-rotated",
+                                          "rope-freq-n-embd",
+                                          "norm-mean-centered",
+                                          "attn-out-heads-reversed",
+                                          "kv-decode-write-late",
+                                          "resid-attn-doubled",
+                                          "embed-position-for-token",
+                                          "dequant-q8-block-stride",
+                                          "ffn-up-op-n"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
@@ -125,6 +133,11 @@ TEST(FaultInjection, InapplicableFaultsAreNamedNotSilent) {
   EXPECT_TRUE(fault_not_applicable(Fault::dequant_q8_unsigned, llama, c, 5, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::dequant_q8_unsigned, q8, c, 5, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::embed_scaled, llama, c, 1, 0).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::kv_decode_write_late, llama, c, 5, 1).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::dequant_q8_block_stride, llama, c, 5, 4).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::dequant_q8_block_stride, q8, c, 5, 4).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::rope_freq_n_embd, llama, c, 1, 1).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::resid_attn_doubled, llama, c, 1, 0).has_value());
 }
 
 // ffn-dim-wrong reads the first n_embd rows of the FFN weights: refused when n_ff <= n_embd,
