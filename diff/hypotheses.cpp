@@ -86,11 +86,11 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
   for (WeightVariant& v : weight_variants(*wt)) {
     if (v.baseline) continue;
-    const bool zero = std::all_of(v.values.begin(), v.values.end(), [](float x) { return x == 0; });
+    const bool zero = std::all_of(v.values.begin(), v.values.end(), [](float w) { return w == 0; });
     auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
-    Candidate c{"W as loaded when " + v.variant, v.bug_class, false, with(decoded.get(), B, false, decoded)};
-    c.explains_zeros = zero && !B;
-    out.push_back(std::move(c));
+    Candidate loaded{"W as loaded when " + v.variant, v.bug_class, false, with(decoded.get(), B, false, decoded)};
+    loaded.explains_zeros = zero && !B;
+    out.push_back(std::move(loaded));
   }
   // The GEMM fed from the norm's input instead of its output (a buffer mixed up).
   if (x_name == "attn_norm" || x_name == "ffn_norm" || x_name == "output_norm") {
@@ -153,6 +153,8 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup(W, token(1, 0))});
   out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup(W, token(-1, 0))});
   out.push_back({"the row of the previous position's token", "embedding", false, lookup(W, token(0, -1))});
+  out.push_back({"the row of the position index instead of the token id", "embedding", false,
+                 lookup(W, [](std::int64_t p) { return p; })});
   out.push_back({"the row of the first token of the prompt at every position", "embedding", false,
                  [=](std::int64_t p) { return lookup(W, token(0, -p))(p); }});
   out.push_back({fmt::format("the row scaled by sqrt(n_embd) = {:.4g}", std::sqrt(double(E))), "embedding", false,
@@ -277,6 +279,18 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     if (other != base)
       out.push_back({fmt::format("frequency base {:g} instead of the model's {:g}", other, base), "rope",
                      false, rotate(at_p, other, right)});
+  // The exponent's denominator taken from another dimension: base^(-2i/F) = (base^(n_rot/F))^(-2i/n_rot).
+  const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim}, {"n_embd", c.n_embd}, {"n_head * head_dim", c.q_dim()},
+                                              {"n_head_kv * head_dim", c.kv_dim()}};
+  for (std::size_t i = 0; i < std::size(dims); ++i) {
+    const auto [what, f] = dims[i];
+    bool repeated = f == c.n_rot || f <= 0;
+    for (std::size_t k = 0; k < i; ++k) repeated = repeated || dims[k].second == f;
+    if (!repeated)
+      out.push_back({fmt::format("frequencies p * base^(-2i/{}) with {} = {} instead of n_rot = {}", what, what, f,
+                                 c.n_rot),
+                     "rope", false, rotate(at_p, float(std::pow(double(base), double(c.n_rot) / f)), right)});
+  }
   for (int n_rot : {c.head_dim, c.n_rot / 2})
     if (n_rot > 0 && n_rot != c.n_rot && n_rot % 2 == 0)
       out.push_back({fmt::format("{} dimensions of each head rotated instead of {}", n_rot, c.n_rot), "rope", false,

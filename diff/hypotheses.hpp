@@ -27,7 +27,7 @@ struct Candidate {
   // What the values are taken from instead of being computed: a tap's full name, "zeros" or
   // "previous position"; "" when they are computed. A generic variant taking what a named one
   // takes is the same hypothesis and is dropped.
-  std::string takes;
+  std::string takes{};
   bool generic = false;  // from buffer_candidates(), which any tap gets
 };
 

@@ -12,7 +12,7 @@ namespace {
 
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
-enum class Cursor { row, element, stuck };     // where position q's row was written
+enum class Cursor { row, element, stuck, late };  // where position q's row was written
 enum class Visible { causal, one, capacity, prompt, before, next, batch_short };  // which cache slots attention read
 
 struct CacheReplay {
@@ -28,9 +28,10 @@ std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::i
   std::vector<double> cache(static_cast<std::size_t>(n_ctx) * kv_dim, 0.0);
   std::int64_t length = 0;
   auto write = [&](std::int64_t first, std::int64_t n) {
-    const std::int64_t at = how.cursor == Cursor::element ? length
-                            : how.cursor == Cursor::stuck ? 0
-                                                          : length * std::int64_t(kv_dim);
+    const std::int64_t at = how.cursor == Cursor::element                ? length
+                            : how.cursor == Cursor::stuck                ? 0
+                            : how.cursor == Cursor::late && length > 0   ? (length + 1) * std::int64_t(kv_dim)
+                                                                         : length * std::int64_t(kv_dim);
     for (std::int64_t r = 0; r < n; ++r) {
       const Row& row = rows[std::size_t(first + r)];
       for (std::size_t i = 0; i < kv_dim && i < row.size(); ++i) {
@@ -189,6 +190,31 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                c.n_layer - 1),
                    "kv-cache", false, replay(s)});
   }
+  if (!probs && c.n_head > 1) {
+    // The heads' outputs written to the wrong slots of attn.out.
+    const int n_head = c.n_head, d = c.head_dim;
+    auto relaid = [correct = replay(right), n_head, d](bool transposed) {
+      return [correct, n_head, d, transposed](std::int64_t p) {
+        const Row o = correct(p);
+        if (o.size() != std::size_t(n_head) * std::size_t(d)) return Row{};
+        Row out(o.size());
+        for (int h = 0; h < n_head; ++h)
+          for (int i = 0; i < d; ++i)
+            out[transposed ? std::size_t(i) * std::size_t(n_head) + std::size_t(h)
+                           : std::size_t(n_head - 1 - h) * std::size_t(d) + std::size_t(i)] =
+                o[std::size_t(h) * std::size_t(d) + std::size_t(i)];
+        return out;
+      };
+    };
+    out.push_back({"head h's output written to slot n_head - 1 - h (the heads in reverse order)", "buffer", false,
+                   relaid(false)});
+    out.push_back({"the output laid out [head_dim][n_head] instead of [n_head][head_dim] (heads interleaved)",
+                   "buffer", false, relaid(true)});
+  }
+  s = right;
+  s.cache.cursor = Cursor::late;
+  out.push_back({"decode rows written one slot late (the write offset one row ahead of the length)", "kv-cache",
+                 false, replay(s)});
   if (c.n_head_kv > 1 && c.n_head_kv < c.n_head) {
     s = right;
     s.map = ref::GqaMap::modulo;

@@ -81,6 +81,16 @@ std::vector<float> q8_0_quants_unsigned(const GgufTensorInfo& t) {
   return out;
 }
 
+// Blocks read at a stride of `stride` bytes instead of their size (the scale's bytes left out of
+// the block size); past the tensor's bytes the buffer held zeros.
+std::vector<float> block_stride(const GgufTensorInfo& t, std::size_t block_bytes, std::size_t stride) {
+  std::vector<std::uint8_t> bytes(t.n_bytes, 0);
+  for (std::size_t b = 0; b * block_bytes < bytes.size(); ++b)
+    for (std::size_t k = 0; k < block_bytes && b * block_bytes + k < bytes.size(); ++k)
+      if (b * stride + k < t.n_bytes) bytes[b * block_bytes + k] = t.data[b * stride + k];
+  return decode(t, bytes);
+}
+
 // The two halves of every group of `group` elements exchanged: in the 4-bit formats the low
 // nibbles of a block's bytes hold its first half, the high nibbles the second.
 std::vector<float> halves_swapped(std::vector<float> values, std::size_t group) {
@@ -122,7 +132,12 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
                    q8_0_scale_as_bf16(t)});
     out.push_back({"Q8_0 quants read as unsigned bytes (int8 read as uint8)", "dequantization", false,
                    q8_0_quants_unsigned(t)});
+    out.push_back({"Q8_0 blocks addressed at a stride of 32 bytes instead of 34 (the scale left out of the block size)",
+                   "dequantization", false, block_stride(t, sizeof(BlockQ8_0), sizeof(BlockQ8_0::qs))});
   }
+  if (t.type == GgmlType::Q4_0)
+    out.push_back({"Q4_0 blocks addressed at a stride of 16 bytes instead of 18 (the scale left out of the block size)",
+                   "dequantization", false, block_stride(t, sizeof(BlockQ4_0), sizeof(BlockQ4_0::qs))});
   if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_0 || t.type == GgmlType::Q5_1)
     out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
                    "dequantization", false, halves_swapped(correct, kQK)});
