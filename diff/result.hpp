@@ -50,7 +50,7 @@ struct TapComparison {
 
 // A structural difference, reported rather than crashed on.
 struct StructuralFinding {
-  std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence",
+  std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence", "near-tie",
                        // "metadata", "non-finite"
   std::string tap;     // full name, or "" for trace-level findings
   std::string detail;  // one sentence with both values

@@ -170,6 +170,65 @@ TEST(DiffCompare, MissingTapIsListed) {
   EXPECT_EQ(r.findings[0].tap, "blk.1.attn_q");
 }
 
+// Logits traces for the near-tie tests: positions 0..3, 8 tokens; at position 2 the expected
+// run prefers token 4 over token 6 by `margin`, and the actual run's logits are the expected
+// ones with tokens 4 and 6 moved by `shift` (toward 6).
+std::string write_logits(const std::string& tag, const std::vector<std::int32_t>& tokens, float margin, float shift) {
+  const std::string path = ::testing::TempDir() + "tapdiff_tie_" + std::to_string(getpid()) + "_" + tag + ".h5";
+  TraceMetadata m;
+  m.producer = Producer::external;
+  m.model_path = "/nonexistent/model.gguf";
+  m.prompt_length = 2;
+  m.tokens = tokens;
+  TraceWriter w(path, m);
+  for (int p = 0; p < 4; ++p) {
+    std::vector<float> logits = {-3, 1, -2, 0.5f, 2, -1, 2 - margin, 0};
+    if (p == 2) logits[4] -= shift, logits[6] += shift;
+    w.record("output", -1, p, 1, RowShape{8}, logits.data());
+    w.end_step();
+  }
+  w.close();
+  return path;
+}
+
+DiffResult diff_logits(const std::string& tag, float margin, float shift, std::int32_t fed, const char* profile) {
+  DiffOptions o;
+  o.diagnose = false;
+  o.profile = builtin_profile(profile);
+  return diff_traces(write_logits(tag + "_a", {1, 2, 3, 4}, margin, 0),
+                     write_logits(tag + "_b", {1, 2, 3, fed}, margin, shift), o);
+}
+
+// A greedy flip where the expected margin is within the precision's noise is a note in f16 and
+// bf16, never in f32; a run that does not follow its own logits diverges in every precision.
+TEST(DiffCompare, NearTieFlipIsANoteInReducedPrecision) {
+  const DiffResult noise = diff_logits("tie_f16", 0.01f, 0.01f, 6, "f16");
+  EXPECT_EQ(noise.verdict, Verdict::pass);
+  EXPECT_FALSE(noise.first.has_value());
+  ASSERT_EQ(noise.findings.size(), 1u);
+  EXPECT_EQ(noise.findings[0].kind, "near-tie");
+  EXPECT_NE(noise.findings[0].detail.find("prefer 4 by 0.01"), std::string::npos) << noise.findings[0].detail;
+
+  const DiffResult f32 = diff_logits("tie_f32", 0.01f, 0.01f, 6, "f32");
+  EXPECT_EQ(f32.verdict, Verdict::diverged);
+  for (const auto& f : f32.findings) EXPECT_NE(f.kind, "near-tie");
+
+  // The actual run continued with token 6 although its own logits still choose 4.
+  const DiffResult not_own = diff_logits("tie_own", 0.01f, 0.0f, 6, "f16");
+  EXPECT_EQ(not_own.verdict, Verdict::diverged);
+  ASSERT_TRUE(not_own.first.has_value());
+  EXPECT_EQ(not_own.first->tap, "tokens");
+}
+
+// A margin beyond the noise the profile allows for two logits is no near-tie, even when the
+// logits row itself stays within tolerance (bf16: the row's nmse here is 2.4e-3 < 3e-3).
+TEST(DiffCompare, FlipWithARealMarginStillDiverges) {
+  const DiffResult r = diff_logits("real_margin", 0.3f, 0.16f, 6, "bf16");
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "tokens");
+}
+
 // No model to replay with: the class comes from the signatures alone (here the same offset at
 // every position of a projection: a bias), marked "indicated", never from the tap's op family.
 TEST(DiffCompare, DiagnosisWithoutTheModelStillReports) {

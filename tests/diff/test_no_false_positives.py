@@ -11,12 +11,21 @@ import pytest
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 PROMPT = "1,70,200,33,5,90,12,140"
 
+# Both architectures x F32, BF16, Q4_K and Q4_K_M (llama.cpp's mix: Q6_K for attn_v, ffn_down
+# and the head, Q4_K elsewhere); K-quants need rows of 256.
+K_SHAPE = ["--n-embd", "256", "--n-ff", "512", "--n-head", "8", "--n-head-kv", "2"]
+Q4_K_M = ["--type", "Q4_K", "--tensor-type", "blk.*.attn_v.weight=Q6_K", "--tensor-type",
+          "blk.*.ffn_down.weight=Q6_K", "--tensor-type", "output.weight=Q6_K"]
 FIXTURES = {
     "llama-f32": ["--arch", "llama", "--n-layer", "3"],
-    "llama-q4_k": ["--arch", "llama", "--n-embd", "256", "--n-ff", "512", "--type", "Q4_K", "--n-head", "8",
-                   "--n-head-kv", "2"],
+    "llama-bf16": ["--arch", "llama", "--type", "BF16"],
+    "llama-q4_k": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K"],
+    "llama-q4_k_m": ["--arch", "llama", *K_SHAPE, *Q4_K_M],
+    "qwen2-f32": ["--arch", "qwen2", "--n-layer", "3"],
     "qwen2-q8_0": ["--arch", "qwen2", "--n-layer", "3", "--type", "Q8_0"],
     "qwen2-bf16-tied": ["--arch", "qwen2", "--type", "BF16", "--tied", "--n-head", "8", "--n-head-kv", "8"],
+    "qwen2-q4_k": ["--arch", "qwen2", *K_SHAPE, "--type", "Q4_K"],
+    "qwen2-q4_k_m": ["--arch", "qwen2", *K_SHAPE, *Q4_K_M],
 }
 
 
