@@ -9,6 +9,7 @@
 #include "app/harness.hpp"
 #include "app/report_output.hpp"
 #include "diff/compare.hpp"
+#include "diff/repeats.hpp"
 
 namespace tapdiff {
 
@@ -18,6 +19,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     RunSpec engine;
     PromptOptions prompt;
     std::string golden, profile, keep;
+    int repeat = 1;
     ReportOutput report;
   };
   auto o = std::make_shared<Options>();
@@ -33,6 +35,9 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference");
   cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16 or a JSON file");
   cmd->add_option("--keep-traces", o->keep, "Keep the traces in this directory");
+  cmd->add_option("--repeat", o->repeat,
+                  "Run the engine N times: runs that disagree are reported as nondeterministic first")
+      ->check(CLI::Range(1, 100))->capture_default_str();
   add_report_options(*cmd, o->report);
 
   cmd->callback([o, cmd, set_exit] {
@@ -76,10 +81,12 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     }
     engine.trace = (dir / "engine.h5").string();
     run_model(engine);
+    const auto nondeterminism = repeat_engine(engine, o->repeat);
     diff::DiffOptions options;
     if (!o->profile.empty()) options.profile = load_profile_option(o->profile);
     options.model_path = engine.model;
-    const diff::DiffResult result = diff::diff_traces(expected, engine.trace, options);
+    diff::DiffResult result = diff::diff_traces(expected, engine.trace, options);
+    if (nondeterminism) diff::put_nondeterminism_first(nondeterminism->first, nondeterminism->second, result);
     write_reports(result, o->report);
     if (!o->keep.empty()) fmt::print(stderr, "traces: {} {}\n", expected, engine.trace);
     set_exit(exit_code_for(result));

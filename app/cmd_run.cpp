@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.hpp"
+#include "app/exit_codes.hpp"
 #include "app/harness.hpp"
 #include "app/token_list.hpp"
 #include "model/gguf.hpp"
@@ -52,6 +53,7 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   struct Options {
     RunSpec spec;
     PromptOptions prompt;
+    int repeat = 1;
   };
   auto o = std::make_shared<Options>();
   RunSpec& s = o->spec;
@@ -82,6 +84,9 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--top-k", s.sampling.top_k, "Sample among the k most likely tokens");
   cmd->add_option("--top-p", s.sampling.top_p, "Nucleus sampling mass");
   cmd->add_option("--seed", s.sampling.seed, "Sampling seed");
+  cmd->add_option("--repeat", o->repeat,
+                  "Run N times and compare the traces: exit 1 naming the first tap where the runs disagree")
+      ->check(CLI::Range(1, 100))->capture_default_str();
 
   cmd->callback([o, weights, set_exit] {
     if (weights->count() > 0 && o->spec.weights.empty()) o->spec.weights = "auto";
@@ -91,6 +96,18 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
     fmt::print("tokens: {}\n", fmt::join(tokens, ","));
     if (const std::string text = decoded_text(tokens, o->spec.model); !text.empty()) fmt::print("text: {}\n", text);
     if (!o->spec.trace.empty()) fmt::print("trace: {}\n", o->spec.trace);
+    if (o->repeat > 1) {
+      if (o->spec.trace.empty()) throw std::invalid_argument("--repeat: needs -o (the runs are compared by their traces)");
+      if (const auto differ = repeat_engine(o->spec, o->repeat)) {
+        const auto& [at, k] = *differ;
+        fmt::print("nondeterministic: run 1 and run {} differ first at {} position {} (max abs {:.3g}); run {}'s "
+                   "trace: {}.repeat{}.h5\n",
+                   k, at.tap, at.position, at.metrics.max_abs, k, o->spec.trace, k);
+        set_exit(kExitDiverged);
+        return;
+      }
+      fmt::print("repeats: {} runs recorded identical traces\n", o->repeat);
+    }
     set_exit(0);
   });
 }

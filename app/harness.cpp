@@ -1,11 +1,13 @@
 #include "app/harness.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 #include <optional>
 
 #include "app/progress.hpp"
 #include "app/trace_metadata_for.hpp"
+#include "diff/repeats.hpp"
 #include "engine/generate.hpp"
 #include "model/error.hpp"
 #include "model/gguf.hpp"
@@ -157,6 +159,18 @@ std::vector<int> run_model(const RunSpec& spec) {
   auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);
   if (trace) trace->close();
   return tokens;
+}
+
+std::optional<std::pair<diff::FirstDivergence, int>> repeat_engine(const RunSpec& first, int repeat) {
+  for (int k = 2; k <= repeat; ++k) {
+    RunSpec again = first;
+    again.trace = first.trace + fmt::format(".repeat{}.h5", k);
+    run_model(again);
+    if (auto at = diff::first_repeat_difference(first.trace, again.trace)) return std::pair{*at, k};
+    std::error_code ignored;
+    std::filesystem::remove(again.trace, ignored);
+  }
+  return std::nullopt;
 }
 
 }  // namespace tapdiff

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "diff/result.hpp"
 #include "reference/sampler.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/weight_taps.hpp"
@@ -38,6 +39,11 @@ struct RunSpec {
 // Prompt + generated tokens. Throws std::invalid_argument for bad options, InputError for a
 // bad model, TraceError when the trace cannot be written.
 std::vector<int> run_model(const RunSpec& spec);
+
+// Runs `first` (already run, its trace written) again repeat - 1 times, each to
+// "<trace>.repeat<k>.h5", and compares each with the first run: the first repeat that differs
+// and where (its trace is kept), or nothing when all agree (their traces are removed).
+std::optional<std::pair<diff::FirstDivergence, int>> repeat_engine(const RunSpec& first, int repeat);
 
 // The weight tap options a run records with (nullopt without spec.weights); also checks that
 // the tap filter keeps whole tensors. Throws std::invalid_argument naming the option.

@@ -200,6 +200,19 @@ def test_check_exit_codes_and_golden(qwen, tmp_path):
     assert run("check", "--golden", ref, "--inject", "no-such-fault").returncode == 2
 
 
+def test_repeated_runs_of_the_host_engine_agree(qwen, tmp_path):
+    """--repeat compares the runs bit for bit (the detection itself: test_compare.cpp); the host
+    engine is deterministic, so repeats agree and their traces are removed."""
+    model, _ = qwen
+    trace = tmp_path / "e.h5"
+    p = run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "--repeat", 3, "-o", trace)
+    assert p.returncode == 0, p.stderr
+    assert "repeats: 3 runs recorded identical traces" in p.stdout
+    assert not list(tmp_path.glob("e.h5.repeat*"))
+    assert run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "--repeat", 2).returncode == 2
+    assert run("check", "-m", model, "--tokens", PROMPT, "-n", 4, "--repeat", 2).returncode == 0
+
+
 def test_faults_lists_the_catalogue():
     out = run("faults", check_code=0).stdout
     for name in ["kv-stuck-length", "kv-append-offset", "kv-unsliced", "first-token-twice",

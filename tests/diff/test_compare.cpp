@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "diff/compare.hpp"
+#include "diff/repeats.hpp"
 #include "tapdiff/trace_writer.hpp"
 
 namespace tapdiff::diff {
@@ -227,6 +228,33 @@ TEST(DiffCompare, FlipWithARealMarginStillDiverges) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
   ASSERT_TRUE(r.first.has_value());
   EXPECT_EQ(r.first->tap, "tokens");
+}
+
+// Two runs of one engine that differ by one bit somewhere are nondeterministic there: the
+// finding and root come first, ahead of the comparison with the reference.
+TEST(DiffCompare, RepeatsThatDisagreeAreNondeterministicFirst) {
+  TraceSpec racy;
+  racy.perturb = [](const std::string& n, int l, int p, std::vector<float>& row) {
+    if (n == "attn_norm" && l == 1 && p >= 3) row[2] = std::nextafter(row[2], 1e9f);
+  };
+  const std::string run1 = write_trace("rep_1", {}), run2 = write_trace("rep_2", {}), run3 = write_trace("rep_3", racy);
+  EXPECT_FALSE(first_repeat_difference(run1, run2).has_value());
+  const auto at = first_repeat_difference(run1, run3);
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->tap, "blk.1.attn_norm");
+  EXPECT_EQ(at->position, 3);
+  EXPECT_EQ(at->diverged_positions, (std::vector<std::int64_t>{3, 4}));
+
+  DiffResult r = run("rep_vs_ref", {}, {});
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  put_nondeterminism_first(*at, 3, r);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_FALSE(r.roots.empty());
+  EXPECT_EQ(r.roots.front().kind, "nondeterministic");
+  EXPECT_EQ(r.findings.front().kind, "nondeterministic");
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_EQ(r.diagnosis->bug_class, "nondeterministic");
+  EXPECT_EQ(r.first->tap, "blk.1.attn_norm");
 }
 
 // No model to replay with: the class comes from the signatures alone (here the same offset at
