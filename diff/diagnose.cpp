@@ -175,14 +175,6 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
   d.bug_class = "unexplained";
   const Observations seen = observe(r, f, a, b);
   d.signatures = seen.lines;
-  if (f.metrics.nonfinite > f.metrics.nonfinite_expected) {
-    d.bug_class = "non-finite";
-    d.evidence = Evidence::indicated;
-    d.explanation = fmt::format("{} at position {} is the first tap holding NaN/Inf while its inputs are finite. "
-                                "Look at {}.", f.tap, f.position, code_area(d.bug_class));
-    return d;
-  }
-
   const TapComparison* t = find_tap(r, f.tap);
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256);
@@ -229,6 +221,14 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
     d.signatures.push_back(fmt::format("hypothesis replay skipped: {}", e.what()));
   }
 
+  // NaN/Inf that no variant reproduces: where they first appear is the finding.
+  if (d.evidence == Evidence::unexplained && f.metrics.nonfinite > f.metrics.nonfinite_expected) {
+    d.bug_class = "non-finite";
+    d.evidence = Evidence::indicated;
+    d.explanation = fmt::format("{} at position {} is the first tap holding NaN/Inf while its inputs are finite. "
+                                "Look at {}.", f.tap, f.position, code_area(d.bug_class));
+    return d;
+  }
   if (d.evidence == Evidence::unexplained && seen.constant_offset && tap_class(f.name) == "projection") {
     d.bug_class = "bias";
     d.evidence = Evidence::indicated;

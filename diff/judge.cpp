@@ -10,19 +10,24 @@ constexpr double kReproduces = 1e-3;      // relative residual under which a var
 constexpr double kBeatsBaseline = 0.01;   // ... and at most this fraction of the correct one's
 constexpr double kClearMargin = 10;       // a different variant within this factor is a tie
 
+// Over the finite values: a NaN or inf in a row is matched value for value by distance().
 double sum_squares(const Row& r) {
   double s = 0;
-  for (float v : r) s += double(v) * v;
+  for (float v : r)
+    if (std::isfinite(v)) s += double(v) * v;
   return s;
 }
 
-// Σ(x - y)² over rows both hold; infinite where a row of y is missing or non-finite.
+// Σ(x - y)² over rows both hold; infinite where a row of y is missing or where the two differ
+// by a non-finite amount (the same inf or NaN on both sides is no difference).
 double distance(const Rows& x, const Rows& y) {
   double err = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (x[i].size() != y[i].size()) return INFINITY;
     for (std::size_t k = 0; k < x[i].size(); ++k) {
-      const double d = double(x[i][k]) - y[i][k];
+      const float a = x[i][k], b = y[i][k];
+      if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+      const double d = double(a) - b;
       if (!std::isfinite(d)) return INFINITY;
       err += d * d;
     }

@@ -243,8 +243,12 @@ private:
     if (const std::string decode = weight_decode(d->variant); !decode.empty())
       return decode == weight_decode(root.diagnosis->variant);
     if (d->variant.empty() != root.diagnosis->variant.empty()) return false;
-    if (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
-                           : without_numbers(d->variant) != without_numbers(root.diagnosis->variant))
+    // Reproduced: the class names the code, whichever variant of it each layer shows (a cache
+    // written a slot late looks like an unwritten slot in the layer where only one step ran).
+    // Otherwise the same variant or the same signature.
+    const bool reproduced = d->evidence == Evidence::reproduced;
+    if (!reproduced && (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
+                                           : without_numbers(d->variant) != without_numbers(root.diagnosis->variant)))
       return false;
     // The ops reading a weight matrix (embedding lookup, projections, the head) share its loader
     // and decoder: one kind for a bug that shows wherever a weight is read.
