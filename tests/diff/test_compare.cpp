@@ -230,6 +230,27 @@ TEST(DiffCompare, FlipWithARealMarginStillDiverges) {
   EXPECT_EQ(r.first->tap, "tokens");
 }
 
+// Nothing replays and no signature points anywhere: the class is withheld ("unexplained"), never
+// the tap's op family, and the observations say what the values look like.
+TEST(DiffCompare, WithoutEvidenceTheClassIsUnexplained) {
+  TraceSpec b;
+  b.perturb = [](const std::string& n, int l, int p, std::vector<float>& row) {
+    if (n == "attn_q" && l == 0 && p == 2)
+      for (float& v : row) v = -v;
+  };
+  DiffOptions o;
+  o.profile = builtin_profile("f32");
+  const auto r = diff_traces(write_trace("unexpl_a", {}), write_trace("unexpl_b", b), o);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_EQ(r.diagnosis->bug_class, "unexplained");
+  EXPECT_EQ(r.diagnosis->evidence, Evidence::unexplained);
+  EXPECT_TRUE(r.diagnosis->variant.empty());
+  bool flipped = false;
+  for (const auto& s : r.diagnosis->signatures) flipped = flipped || s.find("sign flipped") != std::string::npos;
+  EXPECT_TRUE(flipped);
+  EXPECT_EQ(r.diagnosis->explanation.find("matmul"), std::string::npos) << r.diagnosis->explanation;
+}
+
 // Two runs of one engine that differ by one bit somewhere are nondeterministic there: the
 // finding and root come first, ahead of the comparison with the reference.
 TEST(DiffCompare, RepeatsThatDisagreeAreNondeterministicFirst) {
