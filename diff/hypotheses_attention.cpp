@@ -197,13 +197,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       return [correct, n_head, d, transposed](std::int64_t p) {
         const Row o = correct(p);
         if (o.size() != std::size_t(n_head) * std::size_t(d)) return Row{};
-        Row out(o.size());
+        Row moved(o.size());
         for (int h = 0; h < n_head; ++h)
           for (int i = 0; i < d; ++i)
-            out[transposed ? std::size_t(i) * std::size_t(n_head) + std::size_t(h)
+            moved[transposed ? std::size_t(i) * std::size_t(n_head) + std::size_t(h)
                            : std::size_t(n_head - 1 - h) * std::size_t(d) + std::size_t(i)] =
                 o[std::size_t(h) * std::size_t(d) + std::size_t(i)];
-        return out;
+        return moved;
       };
     };
     out.push_back({"head h's output written to slot n_head - 1 - h (the heads in reverse order)", "buffer", false,
@@ -230,14 +230,7 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
     return [&in, layer, tap, shift](std::int64_t p) { return trace_row(in.actual, tap, layer, p + shift); };
   };
   out.push_back({"the row computed for this position", "", true, row_of(src, 0)});
-  Candidate zeros{"zeros: the row was never written", "kv-cache", false, [&in, src, layer](std::int64_t p) {
-                    Row r = trace_row(in.actual, src, layer, p);
-                    std::fill(r.begin(), r.end(), 0.0f);
-                    return r;
-                  }};
-  zeros.explains_zeros = true;
-  zeros.takes = "zeros";
-  out.push_back(std::move(zeros));
+  out.push_back(never_written("zeros: the row was never written", "kv-cache", in, src, layer));
   Candidate previous{"the previous position's row (the write cursor did not advance)", "kv-cache", false,
                      row_of(src, -1)};
   previous.takes = "previous position";

@@ -82,6 +82,18 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
   }
 }
 
+Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,
+                        const std::string& name, int layer) {
+  Candidate zeros{variant, bug_class, false, [&in, name, layer](std::int64_t p) {
+                    Row r = trace_row(in.actual, name, layer, p);
+                    std::fill(r.begin(), r.end(), 0.0f);
+                    return r;
+                  }};
+  zeros.explains_zeros = true;
+  zeros.takes = "zeros";
+  return zeros;
+}
+
 void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const TapInfo* self = in.actual.find(name, layer);
   if (!self) return;
@@ -116,14 +128,7 @@ void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std
                      [&in, name, layer](std::int64_t p) { return trace_row(in.actual, name, layer, p - 1); }};
   previous.takes = "previous position";
   generic.push_back(std::move(previous));
-  Candidate zeros{"zeros: the output buffer never written", "buffer", false, [&in, name, layer](std::int64_t p) {
-                    Row r = trace_row(in.actual, name, layer, p);
-                    std::fill(r.begin(), r.end(), 0.0f);
-                    return r;
-                  }};
-  zeros.explains_zeros = true;
-  zeros.takes = "zeros";
-  generic.push_back(std::move(zeros));
+  generic.push_back(never_written("zeros: the output buffer never written", "buffer", in, name, layer));
   for (auto& g : generic) {
     g.generic = true;
     const bool named = std::any_of(out.begin(), out.end(), [&](const Candidate& c) { return c.takes == g.takes; });

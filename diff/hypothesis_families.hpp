@@ -17,6 +17,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
 void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
+// Zeros of the width of tap (name, layer): a row never written, by design the only kind of
+// variant that may explain an all-zero actual.
+Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,
+                        const std::string& name, int layer);
+
 // Any tap: its value taken from another buffer of the same shape, or left from the previous
 // position (the output never written for this one).
 void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
