@@ -11,6 +11,12 @@ namespace tapdiff::diff {
 std::optional<FirstDivergence> first_repeat_difference(const std::string& first_trace,
                                                        const std::string& repeat_trace) {
   const TraceReader a(first_trace), b(repeat_trace);
+  // The earliest in time: the prompt runs as one step, each later position as its own; within
+  // a step, execution order.
+  const std::int64_t prompt = a.metadata().prompt_length;
+  auto step = [prompt](std::int64_t p) { return p < prompt ? 0 : p - prompt + 1; };
+  std::optional<FirstDivergence> first;
+  std::int64_t first_step = 0;
   for (const TapInfo& ta : a.taps()) {
     const TapInfo* tb = b.find(ta.name, ta.layer);
     if (!tb || tb->row_shape != ta.row_shape) continue;
@@ -32,14 +38,16 @@ std::optional<FirstDivergence> first_repeat_difference(const std::string& first_
       }
       ++i, ++j;
     }
-    if (f.diverged_positions.empty()) continue;
+    if (f.diverged_positions.empty() || (first && step(f.diverged_positions.front()) >= first_step)) continue;
     f.tap = ta.full_name;
     f.name = ta.name;
     f.layer = ta.layer;
     f.position = f.diverged_positions.front();
     f.pattern = f.diverged_positions.size() == ra.size() ? PositionPattern::all : PositionPattern::some;
-    return f;
+    first_step = step(f.position);
+    first = std::move(f);
   }
+  if (first) return first;
   const auto& ka = a.metadata().tokens;
   const auto& kb = b.metadata().tokens;
   if (ka != kb) {
@@ -79,7 +87,17 @@ void put_nondeterminism_first(const FirstDivergence& at, int repeat, DiffResult&
   root.kind = "nondeterministic";
   root.at = at;
   root.diagnosis = d;
-  r.roots.insert(r.roots.begin(), std::move(root));
+  // A divergence from the reference at that same tap is the race's effect, not another bug.
+  std::vector<RootFinding> others;
+  for (RootFinding& other : r.roots) {
+    if (other.at.tap == at.tap) {
+      root.explained.insert(root.explained.end(), other.explained.begin(), other.explained.end());
+    } else {
+      others.push_back(std::move(other));
+    }
+  }
+  others.insert(others.begin(), std::move(root));
+  r.roots = std::move(others);
   r.first = at;
   r.diagnosis = std::move(d);
   r.verdict = Verdict::diverged;

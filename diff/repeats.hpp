@@ -10,8 +10,9 @@
 
 namespace tapdiff::diff {
 
-// The first tap (execution order) and position where the repeat's values differ from the
-// first run's at all, with the row's metrics; "tokens" when only the token sequences differ.
+// The first tap and position in time (the prompt's step, then each decode step; execution
+// order within a step) where the repeat's values differ from the first run's at all, with the
+// row's metrics; "tokens" when only the token sequences differ.
 std::optional<FirstDivergence> first_repeat_difference(const std::string& first_trace,
                                                        const std::string& repeat_trace);
 

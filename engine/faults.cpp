@@ -197,6 +197,10 @@ const std::vector<FaultSpec> kFaults = {
      "ffn_up GEMM with CUBLAS_OP_N and lda = n_ff: W read as a column-major [n_ff, n_embd] matrix",
      "an FFN GEMM written for a column-major weight the GGUF does not have",
      "matmul-layout", "engine/forward.cpp: the ffn_up GEMM call", ""},
+    {Fault::ffn_down_race, "ffn-down-race",
+     "ffn_down's reduction over n_ff keeps a timing-dependent prefix of its terms: two runs differ",
+     "a split-K GEMM whose second partial sum is stored without an atomic add, so the last writer wins",
+     "nondeterministic", "engine/forward.cpp: the ffn_down GEMM call", "n_ff >= 2"},
 };
 // clang-format on
 
@@ -361,6 +365,9 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::norm_mean_centered:
     case Fault::ffn_up_op_n:
+      break;
+    case Fault::ffn_down_race:
+      if (c.n_ff < 2) return no(fmt::format("n_ff {}: nothing to split", c.n_ff));
       break;
     case Fault::attn_out_heads_reversed:
       if (c.n_head < 2) return no("one head: its slot is the same either way");

@@ -66,6 +66,7 @@ enum class Fault : std::uint8_t {
   embed_position_for_token,
   dequant_q8_block_stride,
   ffn_up_op_n,
+  ffn_down_race,
 };
 
 struct FaultSpec {

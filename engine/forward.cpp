@@ -1,6 +1,9 @@
 #include "engine/forward.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <fmt/format.h>
+#include <random>
 #include <math.h>
 
 #include "engine/device/error.hpp"
@@ -8,6 +11,15 @@
 
 namespace tapdiff::engine {
 namespace {
+
+// What thread timing decides for fault ffn-down-race: how many of n terms a raced reduction
+// keeps, from a process-wide call count that starts at a random value: consecutive calls (and
+// repeated runs in one process) keep different counts, and so do separate processes.
+int raced_terms(int n) {
+  static std::atomic<std::uint64_t> calls{std::random_device{}()};
+  const int half = std::max(n / 2, 1);
+  return n - 1 - int(calls++ % std::uint64_t(half));
+}
 
 constexpr GemmOp OP_N = GemmOp::N;
 constexpr GemmOp OP_T = GemmOp::T;
@@ -247,7 +259,10 @@ void Forward::ffn_block(int l, int p0, int n) {
 
   // ffn_down [n, E] = act [n, F] · Wdᵀ. Column-major: Wd is [F, E] (ld F), act [F, n] (ld F),
   // the result [E, n] (ld E): Wdᵀ · act.
-  gemm(OP_T, OP_N, E, n, F, L.w_down, F, act, F, proj, E);
+  // Fault ffn-down-race: a split-K GEMM whose second partial sum loses a race: the reduction
+  // keeps the first k of the F terms, k depending on thread timing.
+  const int k = faults_.is(Fault::ffn_down_race) ? raced_terms(F) : F;
+  gemm(OP_T, OP_N, E, n, k, L.w_down, F, act, F, proj, E);
   taps_.probe("ffn_down", l, p0, n, {E}, proj);
 
   ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});

@@ -213,6 +213,26 @@ def test_repeated_runs_of_the_host_engine_agree(qwen, tmp_path):
     assert run("check", "-m", model, "--tokens", PROMPT, "-n", 4, "--repeat", 2).returncode == 0
 
 
+def test_repeated_runs_of_a_racy_engine_are_nondeterministic(qwen, tmp_path):
+    """ffn-down-race sums a timing-dependent prefix of ffn_down's terms: repeats disagree there,
+    and that is the first finding, ahead of the comparison with the reference."""
+    model, _ = qwen
+    trace = tmp_path / "e.h5"
+    p = run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "--inject", "ffn-down-race",
+            "--repeat", 2, "-o", trace)
+    assert p.returncode == 1, p.stderr
+    assert "nondeterministic: run 1 and run 2 differ first at blk.0.ffn_down position 0" in p.stdout
+    assert (tmp_path / "e.h5.repeat2.h5").exists()
+    p = run("check", "-m", model, "--tokens", PROMPT, "-n", 4, "--inject", "ffn-down-race", "--repeat", 2,
+            "--format", "json")
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    assert report["roots"][0]["kind"] == "nondeterministic"
+    assert report["first_divergence"]["tap"] == "blk.0.ffn_down"
+    assert report["diagnosis"]["class"] == "nondeterministic"
+    assert report["findings"][0]["kind"] == "nondeterministic"
+
+
 def test_faults_lists_the_catalogue():
     out = run("faults", check_code=0).stdout
     for name in ["kv-stuck-length", "kv-append-offset", "kv-unsliced", "first-token-twice",
@@ -225,7 +245,8 @@ def test_faults_lists_the_catalogue():
                  "resid-attn-dropped", "ffn-gelu-for-silu", "ffn-gate-up-swapped", "attn-v-aliases-k",
                  "lm-head-stale-row", "embed-scaled", "dequant-q8-unsigned", "rope-q-not-rotated",
                  "rope-freq-n-embd", "norm-mean-centered", "attn-out-heads-reversed", "kv-decode-write-late",
-                 "resid-attn-doubled", "embed-position-for-token", "dequant-q8-block-stride", "ffn-up-op-n"]:
+                 "resid-attn-doubled", "embed-position-for-token", "dequant-q8-block-stride", "ffn-up-op-n",
+                 "ffn-down-race"]:
         assert name in out, name
 
 
@@ -274,7 +295,7 @@ def test_tokenize_prints_ids_and_pieces():
 @pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
 def test_selftest_localizes_every_applicable_fault_on_stories260k():
     out = run("selftest", "--model", STORIES, check_code=0).stdout
-    assert "selftest: 76 passed, 0 failed" in out
+    assert "selftest: 78 passed, 0 failed" in out
     assert "| kv-stuck-length | stories260K.gguf | f16 | blk.0.attn.probs @ 5 · kv-cache |" in out
 
 

@@ -1,7 +1,8 @@
 """One bug, one root, and never a wrong class: every catalogue fault injected into the engine
 on both self-test fixture models, diffed against the reference in --all mode (every
-divergence, grouped by independent root), must give exactly one root whose class is the
-fault's catalogue class or "unexplained" (the class withheld), never another."""
+divergence, grouped by independent root), must give exactly one root (a race: any number, one
+per layer it shows in) whose class is the fault's catalogue class or "unexplained" (the class
+withheld), never another."""
 import json
 import os
 import subprocess
@@ -38,7 +39,7 @@ def references(tmp_path_factory):
 def test_every_fault_is_one_root_of_its_class_or_unexplained(references, tmp_path, model_name):
     model, ref = references[model_name]
     faults = catalogue()
-    assert len(faults) >= 45
+    assert len(faults) >= 46
     problems, ran = [], 0
     for fault, fault_class in faults.items():
         trace = tmp_path / f"{fault}.h5"
@@ -49,7 +50,9 @@ def test_every_fault_is_one_root_of_its_class_or_unexplained(references, tmp_pat
         report = json.loads(tapdiff("diff", ref, trace, "--all", "--format", "json").stdout)
         roots = report["roots"]
         classes = [r["class"] for r in roots]
-        if len(roots) != 1 or classes[0] not in (fault_class, "unexplained"):
+        # A race differs layer by layer: without --repeat its layers cannot be told to be one bug.
+        one = len(roots) == 1 or fault_class == "nondeterministic"
+        if not one or any(c not in (fault_class, "unexplained") for c in classes):
             problems.append(f"{fault} ({fault_class}): roots {[(r['tap'], r['class']) for r in roots]}")
     assert ran >= 35
     assert not problems, "\n".join(problems)

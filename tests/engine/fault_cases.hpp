@@ -128,6 +128,8 @@ inline std::vector<FaultCase> fault_cases() {
       {"dequant-q8-block-stride", q8_projections(), {"blk.0.attn_q", 0}},
       {"ffn-up-op-n", llama_spec(), {"blk.0.ffn_up", 0}},
       {"ffn-up-op-n", qwen2_spec(), {"blk.0.ffn_up", 0}},
+      {"ffn-down-race", llama_spec(), {"blk.0.ffn_down", 0}},
+      {"ffn-down-race", qwen2_spec(), {"blk.0.ffn_down", 0}},
   };
 }
 

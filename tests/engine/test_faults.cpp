@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FortyFiveFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FortySixFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -56,7 +56,8 @@ TEST(FaultCatalogue, FortyFiveFaultsInDesignOrderWithEveryField) {
                                           "resid-attn-doubled",
                                           "embed-position-for-token",
                                           "dequant-q8-block-stride",
-                                          "ffn-up-op-n"};
+                                          "ffn-up-op-n",
+                                          "ffn-down-race"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
