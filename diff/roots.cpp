@@ -250,11 +250,12 @@ private:
     if (!reproduced && (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
                                            : without_numbers(d->variant) != without_numbers(root.diagnosis->variant)))
       return false;
-    // The ops reading a weight matrix (embedding lookup, projections, the head) share its loader
-    // and decoder: one kind for a bug that shows wherever a weight is read.
-    auto kind = [](const std::string& name) {
+    // Without a reproducing variant, the ops reading a weight matrix (embedding lookup,
+    // projections, the head) are one kind: they share a loader and decoder whose bug (NaN from
+    // a broken decode, say) shows wherever a weight is read.
+    auto kind = [reproduced](const std::string& name) {
       const std::string_view c = tap_class(name);
-      return c == "embedding" || c == "logits" ? std::string_view("projection") : c;
+      return !reproduced && (c == "embedding" || c == "logits") ? std::string_view("projection") : c;
     };
     auto same_kind = [&](const std::string& name) { return name == t.name || kind(name) == kind(t.name); };
     if (same_kind(root.at.name)) return true;
