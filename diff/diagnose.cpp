@@ -14,7 +14,6 @@ namespace {
 
 constexpr std::size_t kDivergedPositions = 6;  // replay at the first few diverged positions
 constexpr std::size_t kIntactPositions = 2;    // ... and at intact ones, which a variant must keep intact
-constexpr double kNoiseFraction = 0.1;         // of the tap's threshold: replays closer than this are equal
 
 const TapComparison* find_tap(const DiffResult& r, const std::string& full_name) {
   for (const auto& t : r.taps)
@@ -196,8 +195,7 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
       actual.push_back(trace_row(b, f.name, f.layer, p));
       expected.push_back(trace_row(a, f.name, f.layer, p));
     }
-    const double noise = kNoiseFraction * (t ? t->threshold_nmse : 1e-8);
-    const Judgement j = judge(candidates, positions, actual, expected, noise);
+    const Judgement j = judge(candidates, positions, actual, expected, t ? t->threshold_nmse : 1e-8);
     d.baseline_residual = j.baseline_residual;
     if (!j.reproducing.empty()) {
       const Judged& best = j.reproducing.front();

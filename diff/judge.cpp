@@ -6,7 +6,8 @@
 namespace tapdiff::diff {
 namespace {
 
-constexpr double kReproduces = 1e-3;      // relative residual under which a variant explains B
+constexpr double kReproduces = 1e-3;      // relative residual under which a variant explains B, at most
+constexpr double kNoiseFraction = 0.1;    // of the tolerance: replays closer than this are equal
 constexpr double kBeatsBaseline = 0.01;   // ... and at most this fraction of the correct one's
 constexpr double kClearMargin = 10;       // a different variant within this factor is a tie
 
@@ -45,7 +46,8 @@ bool all_zero(const Rows& rows) {
 }  // namespace
 
 Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std::int64_t>& positions,
-                const Rows& actual, const Rows& expected, double noise) {
+                const Rows& actual, const Rows& expected, double tolerance) {
+  const double noise = kNoiseFraction * tolerance, bar = std::min(kReproduces, tolerance);
   struct Replayed {
     const Candidate* c;
     Rows rows;
@@ -83,11 +85,14 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   std::stable_sort(distinct.begin(), distinct.end(), [](auto* x, auto* y) { return x->err < y->err; });
   // A variant must explain the actual values themselves, not just their smallness: its error
   // is judged against the actual's own size (a near-zero prediction "fits" any near-zero
-  // actual), and an all-zero actual only by a variant that writes zeros by design.
+  // actual), within what the precision allows a correct op, and an all-zero actual only by a
+  // variant that writes zeros by design. A generic copy of another buffer must be bit-exact:
+  // a copy is, and a tap that merely resembles another (a residual stream dominated by the
+  // norm's output, say) is not one.
   const double own = zero_actual ? scale : a;
   auto admissible = [&](const Replayed& r) {
-    return r.err <= kReproduces * own && (!baseline || r.err <= kBeatsBaseline * baseline->err) &&
-           (!zero_actual || r.c->explains_zeros);
+    return r.err <= bar * own && (!baseline || r.err <= kBeatsBaseline * baseline->err) &&
+           (!zero_actual || r.c->explains_zeros) && !(r.c->generic && !r.c->takes.empty() && r.err > 0);
   };
   // Ties: within the margin, or within the noise. A copy of another buffer is bit-exact when
   // true, so an exact copy is not tied by other copies that merely come close.

@@ -28,8 +28,9 @@ struct Judgement {
 };
 
 // actual/expected: the rows at `positions` (expected may be empty rows where it lacks them).
-// noise: the relative residual below which two replays cannot be told apart.
+// tolerance: the tap's threshold (nmse) in the run's precision. A variant reproduces B within it
+// (at most 1e-3); replays closer than a tenth of it cannot be told apart.
 Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std::int64_t>& positions,
-                const Rows& actual, const Rows& expected, double noise);
+                const Rows& actual, const Rows& expected, double tolerance);
 
 }  // namespace tapdiff::diff
