@@ -161,6 +161,13 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                  lookup(W, token(0, 0), float(std::sqrt(double(E))))});
   out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
                  lookup(W, token(0, 0), 1.0f, true)});
+  // Another table of the same shape passed to the lookup (the head's, when it is untied).
+  for (const GgufTensorInfo& other : in.model.file().tensors())
+    if (other.name != wt->name && other.ne == wt->ne) {
+      const std::vector<float>* O = &in.model.weight(other.name);
+      out.push_back({fmt::format("the token's row of {} instead of token_embd.weight", other.name), "embedding",
+                     false, lookup(O, token(0, 0))});
+    }
   for (WeightVariant& v : weight_variants(*wt)) {
     if (v.baseline) continue;
     auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));

@@ -56,7 +56,7 @@ std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int6
     case Visible::capacity: return n_ctx;
     case Visible::prompt: return std::max(prompt, p + 1);
     case Visible::before: return std::max<std::int64_t>(p, 1);
-    case Visible::next: return p + 2;
+    case Visible::next: return std::min(p + 2, p < prompt ? prompt : p + 1);  // within the batch's keys
     case Visible::batch_short: return std::min(p + 1, (p < prompt ? prompt : p + 1) - 1);
   }
   return p + 1;
@@ -92,6 +92,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     ref::GqaMap map;
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
+    bool kv_head_zero = false;           // every query head reads kv head 0
   };
   auto replay = [&in, layer, probs, kv_dim, c](Setup s) {
     return [&in, layer, probs, kv_dim, c, s](std::int64_t p) {
@@ -116,12 +117,22 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       }
       for (std::int64_t t = 0; t <= upto; ++t)
         if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
-      const auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
-      const auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+      if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
+        for (auto* cache : {&K, &V}) {
+          std::vector<double> head0(std::size_t(in.n_ctx) * std::size_t(c.head_dim));
+          for (std::int64_t t = 0; t < in.n_ctx; ++t)
+            std::copy_n(cache->begin() + std::ptrdiff_t(std::size_t(t) * kv_dim), c.head_dim,
+                        head0.begin() + std::ptrdiff_t(t * c.head_dim));
+          *cache = std::move(head0);
+        }
+        shape.n_head_kv = 1;
+      }
       const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
       const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
       std::vector<double> qd(q.begin(), q.end()), o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-      const ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
       ref::attention(qd.data(), K.data(), V.data(), 0, n_keys, shape, s.scale, s.map, o.data(), pr.data(), in.n_ctx);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
       return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());
@@ -145,6 +156,29 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s = right;
   s.cache.own_row_written = false;
   out.push_back({"the current position's K/V never appended to the cache", "kv-cache", false, replay(s)});
+  // Every other combination of where rows were written and which slots attention read.
+  const std::pair<Cursor, const char*> cursors[] = {
+      {Cursor::row, "at their rows"},
+      {Cursor::element, "at element offset = length instead of length * kv_dim"},
+      {Cursor::stuck, "at slot 0 from the first decode step on (the length never advances)"},
+      {Cursor::late, "a slot late in decode"}};
+  const std::pair<Visible, const char*> visibles[] = {
+      {Visible::causal, "keys 0..p"}, {Visible::one, "one key"}, {Visible::capacity, "every slot of the capacity"}};
+  for (const auto& [cursor, where] : cursors)
+    for (const auto& [visible, what] : visibles)
+      for (bool own : {true, false}) {
+        const bool named = (cursor == Cursor::row && visible == Visible::causal) ||
+                           (cursor == Cursor::stuck && visible == Visible::one && own) ||
+                           (cursor == Cursor::element && visible == Visible::causal && own) ||
+                           (cursor == Cursor::row && visible == Visible::capacity && own) ||
+                           (cursor == Cursor::late && visible == Visible::causal && own);
+        if (named) continue;
+        s = right;
+        s.cache = {cursor, visible, own};
+        out.push_back({fmt::format("cache rows written {}, attention over {}{}", where, what,
+                                   own ? "" : ", the current position's row never appended"),
+                       "kv-cache", false, replay(s)});
+      }
   s = right;
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
@@ -171,8 +205,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                  false, replay(s)});
   s = right;
   s.cache.visible = Visible::next;
-  out.push_back({"keys 0..p+1: the range bound off by one, one future key visible", "attention-mask", false,
-                 replay(s)});
+  out.push_back({"keys 0..p+1 of the batch: the mask's bound off by one, one future key visible", "attention-mask",
+                 false, replay(s)});
   s = right;
   s.cache.visible = Visible::batch_short;
   out.push_back({"the batch's key count one short: the last row of each batch loses its own key", "attention-mask",
@@ -215,6 +249,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.cursor = Cursor::late;
   out.push_back({"decode rows written one slot late (the write offset one row ahead of the length)", "kv-cache",
                  false, replay(s)});
+  if (c.n_head_kv > 1) {
+    s = right;
+    s.kv_head_zero = true;
+    out.push_back({"every query head reads kv head 0", "gqa-mapping", false, replay(s)});
+  }
   if (c.n_head_kv > 1 && c.n_head_kv < c.n_head) {
     s = right;
     s.map = ref::GqaMap::modulo;

@@ -51,6 +51,13 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
   out.push_back({fmt::format("{} + 2 * {}: the block's output added twice", x, o_name), "residual", false, add(1, 2)});
   out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o_name), "residual", false, add(2, 1)});
   out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o_name), "residual", false, add(1, -1)});
+  // The stream operand read from the block's norm output, which has its shape.
+  const std::string norm = attn ? "attn_norm" : "ffn_norm";
+  out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o_name, x),
+                 "residual", false, [&in, norm, o_name, layer](std::int64_t p) {
+                   return elementwise(trace_row(in.actual, norm, layer, p), trace_row(in.actual, o_name, layer, p),
+                                      [](double a, double b) { return a + b; });
+                 }});
 }
 
 // ffn.act = silu(gate) * up, and the ways a gated activation gets written wrong.
