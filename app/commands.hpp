@@ -33,5 +33,6 @@ void add_faults_command(CLI::App& app, SetExit set_exit);
 void add_selftest_command(CLI::App& app, SetExit set_exit);
 void add_golden_command(CLI::App& app, SetExit set_exit);
 void add_bisect_command(CLI::App& app, SetExit set_exit);
+void add_import_command(CLI::App& app, SetExit set_exit);
 
 }  // namespace tapdiff

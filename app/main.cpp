@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add_selftest_command(app, set_exit);
   add_golden_command(app, set_exit);
   add_bisect_command(app, set_exit);
+  add_import_command(app, set_exit);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,130 @@
+"""tapdiff import: tensor dumps another program wrote (.npy, .safetensors, transformers-style
+names, a leading batch axis) and a name map become a trace that diffs like any other: the
+reference's own tensors dumped and imported pass, a perturbed one is found where it was
+perturbed, and bad maps or dumps are exit 2 naming the file and the field."""
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from tapdiff_trace import TraceReader
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+PROMPT = [1, 20, 40, 60, 80]
+HF = {  # transformers module names -> catalogue taps
+    "model.embed_tokens": "token_embd",
+    "model.layers.{layer}.input_layernorm": "attn_norm",
+    "model.layers.{layer}.self_attn.q_proj": "attn_q",
+    "model.layers.{layer}.self_attn.k_proj": "attn_k",
+    "model.layers.{layer}.self_attn.v_proj": "attn_v",
+    "model.layers.{layer}.self_attn.o_proj": "attn_output",
+    "model.layers.{layer}.post_attention_layernorm": "ffn_norm",
+    "model.layers.{layer}.mlp.down_proj": "ffn_down",
+    "model.norm": "output_norm",
+}
+
+
+def run(*args):
+    return subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def safetensors(path, tensors):
+    header, data = {}, b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array, dtype=np.float16).tobytes()
+        header[name] = {"dtype": "F16", "shape": list(array.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    """The reference's taps dumped as a transformers debugger would: (1, positions, width),
+    layer 0 as .npy files (f32), layer 1 in one .safetensors file (f16)."""
+    d = tmp_path_factory.mktemp("import")
+    model, ref = d / "m.gguf", d / "ref.h5"
+    assert run("fixture", "--arch", "llama", "-o", model).returncode == 0
+    assert run("run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", 0, "-o", ref).returncode == 0
+    dumps = d / "dumps"
+    dumps.mkdir()
+    layer1 = {}
+    with TraceReader(str(ref)) as r:
+        for pattern, tap in HF.items():
+            for layer in ([0, 1] if "{layer}" in pattern else [-1]):
+                _, values = r.read(tap, layer)
+                name = pattern.replace("{layer}", str(layer))
+                if layer == 1:
+                    layer1[name] = values[np.newaxis]
+                else:
+                    np.save(dumps / f"{name}.npy", values[np.newaxis].astype(np.float32))
+    safetensors(dumps / "layer1.safetensors", layer1)
+    np.save(dumps / "model.rotary_emb.npy", np.zeros((1, 5, 4), np.float32))  # no tap: listed, not imported
+    the_map = d / "map.json"
+    the_map.write_text(json.dumps({"tokens": PROMPT, "model": {"path": str(model)}, "taps": HF}))
+    return d, ref, dumps, the_map
+
+
+def test_imported_dumps_diff_like_a_trace(dumped, tmp_path):
+    d, ref, dumps, the_map = dumped
+    out = tmp_path / "imported.h5"
+    p = run("import", dumps, "--map", the_map, "-o", out)
+    assert p.returncode == 0, p.stderr
+    assert "16 taps, 5 positions" in p.stdout and "not mapped: model.rotary_emb" in p.stdout
+    report = json.loads(run("diff", ref, out, "--profile", "f16", "--format", "json").stdout)
+    assert report["verdict"] == "pass"
+    assert len(report["taps"]) == 16
+
+
+def test_a_perturbed_dump_is_found_where_it_was_perturbed(dumped, tmp_path):
+    d, ref, dumps, the_map = dumped
+    bad = tmp_path / "dumps"
+    bad.mkdir()
+    for f in dumps.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    q = np.load(bad / "model.layers.0.self_attn.q_proj.npy")
+    q[0, 2:] *= 1.5
+    np.save(bad / "model.layers.0.self_attn.q_proj.npy", q)
+    out = tmp_path / "imported.h5"
+    assert run("import", bad, "--map", the_map, "-o", out).returncode == 0
+    p = run("diff", ref, out, "--profile", "f16", "--format", "json")
+    assert p.returncode == 1
+    first = json.loads(p.stdout)["first_divergence"]
+    assert (first["tap"], first["position"]) == ("blk.0.attn_q", 2)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"taps": {"model.norm": "final_norm"}}, "is not a catalogue tap"),
+    ({"taps": {"model.layers.self_attn.q_proj": "attn_q"}}, "needs {layer}"),
+    ({"tokens": []}, "tokens"),
+    ({"prompt_length": 9}, "prompt_length"),
+])
+def test_a_bad_map_is_exit_2_naming_the_field(dumped, tmp_path, change, field):
+    d, ref, dumps, the_map = dumped
+    m = json.loads(the_map.read_text())
+    m.update(change)
+    bad_map = tmp_path / "map.json"
+    bad_map.write_text(json.dumps(m))
+    out = tmp_path / "out.h5"
+    p = run("import", dumps, "--map", bad_map, "-o", out)
+    assert p.returncode == 2 and field in p.stderr and str(bad_map) in p.stderr, p.stderr
+    assert not out.exists()
+
+
+def test_a_bad_dump_is_exit_2_naming_the_file(dumped, tmp_path):
+    d, ref, dumps, the_map = dumped
+    bad = tmp_path / "dumps"
+    bad.mkdir()
+    np.save(bad / "model.norm.npy", np.zeros((1, 5, 64), np.int32))
+    p = run("import", bad, "--map", the_map, "-o", tmp_path / "out.h5")
+    assert p.returncode == 2 and "model.norm.npy" in p.stderr and "descr" in p.stderr, p.stderr
+    (bad / "model.norm.npy").write_bytes(b"\x93NUMPY\x01\x00\xff\xff")
+    p = run("import", bad, "--map", the_map, "-o", tmp_path / "out.h5")
+    assert p.returncode == 2 and "header_len" in p.stderr, p.stderr
+    (bad / "model.norm.npy").unlink()
+    (bad / "x.safetensors").write_bytes(struct.pack("<Q", 4) + b"{]}x")
+    p = run("import", bad, "--map", the_map, "-o", tmp_path / "out.h5")
+    assert p.returncode == 2 and "x.safetensors" in p.stderr and "header" in p.stderr, p.stderr
