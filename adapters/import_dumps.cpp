@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "adapters/safetensors.hpp"
 #include "model/error.hpp"
 #include "tapdiff/tap_catalogue.hpp"
+#include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_writer.hpp"
 
 namespace tapdiff::adapters {
@@ -22,6 +24,7 @@ struct Pattern {
   std::regex regex;  // {layer} -> ([0-9]+), everything else literal
   bool per_layer = false;
   std::string tap;
+  std::vector<std::string> axes;  // declared axis names; empty: (1,) positions, row...
 };
 
 std::string regex_escape(const std::string& text) {
@@ -75,13 +78,27 @@ Map read_map(const std::string& path) {
   }
   if (!j.contains("taps") || !j["taps"].is_object() || j["taps"].empty())
     throw InputError(path, "taps", "expected an object of dumped-tensor name pattern -> catalogue tap name");
-  for (const auto& [pattern, tap] : j["taps"].items()) {
-    if (!tap.is_string()) throw InputError(path, "taps." + pattern, fmt::format("expected a tap name, got {}", tap.dump()));
+  for (const auto& [pattern, entry] : j["taps"].items()) {
+    const std::string field = "taps." + pattern;
+    const nlohmann::json& tap = entry.is_object() && entry.contains("tap") ? entry["tap"] : entry;
+    if (!tap.is_string())
+      throw InputError(path, field, fmt::format("expected a tap name or {{\"tap\": ..., \"axes\": [...]}}, got {}",
+                                                entry.dump()));
     const TapSpec* spec = find_tap_spec(tap.get<std::string>());
     if (!spec)
-      throw InputError(path, "taps." + pattern, fmt::format("\"{}\" is not a catalogue tap (docs/taps.md)",
-                                                            tap.get<std::string>()));
+      throw InputError(path, field, fmt::format("\"{}\" is not a catalogue tap (docs/taps.md)",
+                                                tap.get<std::string>()));
     Pattern p;
+    if (entry.is_object() && entry.contains("axes")) {
+      const auto& axes = entry["axes"];
+      if (!axes.is_array()) throw InputError(path, field + ".axes", "expected a list of axis names");
+      for (const auto& a : axes) {
+        if (!a.is_string()) throw InputError(path, field + ".axes", fmt::format("expected axis names, got {}", a.dump()));
+        p.axes.push_back(a.get<std::string>());
+      }
+      if (std::count(p.axes.begin(), p.axes.end(), "position") != 1)
+        throw InputError(path, field + ".axes", "expected exactly one \"position\" axis");
+    }
     p.text = pattern;
     p.tap = std::string(spec->name);
     p.per_layer = pattern.find("{layer}") != std::string::npos;
@@ -102,6 +119,56 @@ struct Mapped {
   int layer = -1;
   DumpedTensor tensor;
 };
+
+// The tensor as (positions, row...) under its declared axes: batch axes dropped, the position
+// axis first, the row's axes in their order, flattened to one axis for a one-axis catalogue row.
+// Returns what it did ("" when nothing).
+std::string align(DumpedTensor& t, const std::vector<std::string>& axes, int catalogue_rank, const std::string& field) {
+  std::string did;
+  if (!axes.empty()) {
+    if (axes.size() != t.shape.size())
+      throw InputError(t.file, field, fmt::format("{} axes declared ({}), the tensor has {} ({})", axes.size(),
+                                                  fmt::join(axes, ", "), t.shape.size(), fmt::join(t.shape, ", ")));
+    std::vector<std::size_t> order;  // source axis of each output axis
+    order.push_back(std::size_t(std::find(axes.begin(), axes.end(), "position") - axes.begin()));
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a] == "batch" && t.shape[a] != 1)
+        throw InputError(t.file, field, fmt::format("axis {} (batch) has size {}, expected 1", a, t.shape[a]));
+      if (axes[a] != "batch" && axes[a] != "position") order.push_back(a);
+    }
+    std::vector<std::int64_t> shape, stride(t.shape.size(), 1);
+    for (std::size_t a = t.shape.size(); a-- > 1;) stride[a - 1] = stride[a] * t.shape[a];
+    for (std::size_t a : order) shape.push_back(t.shape[a]);
+    std::vector<float> values(t.values.size());
+    std::vector<std::int64_t> index(order.size(), 0);
+    for (std::size_t out = 0; out < values.size(); ++out) {
+      std::int64_t from = 0;
+      for (std::size_t k = 0; k < order.size(); ++k) from += index[k] * stride[order[k]];
+      values[out] = t.values[std::size_t(from)];
+      for (std::size_t k = order.size(); k-- > 0;)
+        if (++index[k] < shape[k]) break;
+        else index[k] = 0;
+    }
+    std::vector<std::string> names;
+    for (std::size_t a : order) names.push_back(axes[a]);
+    did = fmt::format("axes ({}) -> ({})", fmt::join(axes, ", "), fmt::join(names, ", "));
+    t.shape = std::move(shape);
+    t.values = std::move(values);
+  } else if (t.shape.size() >= 3 && t.shape[0] == 1) {
+    t.shape.erase(t.shape.begin());  // (1, positions, row...)
+  }
+  if (t.shape.size() < 2)
+    throw InputError(t.file, field, fmt::format("shape ({}): expected (positions, row...) or (1, positions, row...)",
+                                                fmt::join(t.shape, ", ")));
+  if (catalogue_rank == 1 && t.shape.size() > 2) {
+    std::int64_t width = 1;
+    for (std::size_t a = 1; a < t.shape.size(); ++a) width *= t.shape[a];
+    did += fmt::format("{}row [{}] flattened to [{}]", did.empty() ? "" : ", ",
+                       fmt::join(t.shape.begin() + 1, t.shape.end(), ", "), width);
+    t.shape = {t.shape[0], width};
+  }
+  return did;
+}
 
 std::vector<DumpedTensor> read_dumps(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -140,11 +207,8 @@ ImportResult import_dumps(const std::string& dump_dir, const std::string& map_pa
     }
     const int layer = match->per_layer ? std::stoi(m[1].str()) : -1;
     const std::string field = "tensor " + t.name;
-    // (1, positions, row...) -> (positions, row...)
-    if (t.shape.size() >= 3 && t.shape[0] == 1) t.shape.erase(t.shape.begin());
-    if (t.shape.size() < 2)
-      throw InputError(t.file, field, fmt::format("shape ({}) : expected (positions, row...) or (1, positions, row...)",
-                                                  fmt::join(t.shape, ", ")));
+    if (const std::string did = align(t, match->axes, find_tap_spec(match->tap)->row_rank, field); !did.empty())
+      result.aligned.push_back(fmt::format("{}: {}", full_tap_name(match->tap, layer), did));
     if (t.shape[0] > std::int64_t(map.metadata.tokens.size()))
       throw InputError(t.file, field, fmt::format("{} positions, but the map lists {} tokens", t.shape[0],
                                                   map.metadata.tokens.size()));

@@ -7,10 +7,16 @@
 //    "prompt_length": 3,                 optional, default: every token
 //    "precision": "f32",                 optional
 //    "model": {"path": "m.gguf", "sha256": "..."},   optional: what diagnosis replays with
-//    "taps": {"model.layers.{layer}.self_attn.q_proj": "attn_q", "lm_head": "output", ...}}
+//    "taps": {"model.layers.{layer}.self_attn.q_proj": "attn_q", "lm_head": "output",
+//             "model.layers.{layer}.self_attn.attn_weights":
+//                 {"tap": "attn.probs", "axes": ["batch", "head", "position", "key"]}, ...}}
 // Each tensor's name (a .npy file's stem, a safetensors key) is matched against the patterns;
 // {layer} matches a layer number, and only per-layer taps take it. A tensor is
-// (positions, row...) or (1, positions, row...): its rows are positions 0.. of its tap.
+// (positions, row...) or (1, positions, row...): its rows are positions 0.. of its tap. "axes"
+// names a tensor's axes when they are laid out otherwise: "position" once, "batch" for axes of
+// size 1 to drop, any other name for the row's axes, kept in their order. A row of more axes
+// than the catalogue's one-axis row is flattened ([head, dim] -> [head * dim]). What was
+// permuted or flattened is said in ImportResult::aligned.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,7 @@ struct ImportResult {
   std::size_t taps = 0;                // taps written
   std::int64_t positions = 0;          // the most rows of any tap
   std::vector<std::string> unmapped;   // tensors no pattern matched (listed, not an error)
+  std::vector<std::string> aligned;    // "blk.0.attn.probs: axes (batch, head, position, key) -> ..."
 };
 
 // Throws InputError naming the file (the map or a dump) and the field that is wrong.

@@ -20,6 +20,7 @@ void add_import_command(CLI::App& app, SetExit set_exit) {
   cmd->callback([o, set_exit] {
     const adapters::ImportResult r = adapters::import_dumps(o->dir, o->map, o->output);
     fmt::print("trace: {} ({} taps, {} positions)\n", o->output, r.taps, r.positions);
+    for (const auto& line : r.aligned) fmt::print("aligned {}\n", line);
     if (!r.unmapped.empty()) fmt::print("not mapped: {}\n", fmt::join(r.unmapped, ", "));
     set_exit(0);
   });

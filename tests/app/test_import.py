@@ -61,10 +61,20 @@ def dumped(tmp_path_factory):
                     layer1[name] = values[np.newaxis]
                 else:
                     np.save(dumps / f"{name}.npy", values[np.newaxis].astype(np.float32))
+        # Laid out otherwise: attention weights as (batch, head, position, key), the attention
+        # output per head as (batch, position, head, dim).
+        _, probs = r.read("attn.probs", 0)
+        np.save(dumps / "model.layers.0.self_attn.attn_weights.npy", probs.transpose(1, 0, 2)[np.newaxis])
+        _, out = r.read("attn.out", 0)
+        np.save(dumps / "model.layers.0.self_attn.per_head.npy", out.reshape(5, 4, -1)[np.newaxis])
     safetensors(dumps / "layer1.safetensors", layer1)
     np.save(dumps / "model.rotary_emb.npy", np.zeros((1, 5, 4), np.float32))  # no tap: listed, not imported
     the_map = d / "map.json"
-    the_map.write_text(json.dumps({"tokens": PROMPT, "model": {"path": str(model)}, "taps": HF}))
+    taps = dict(HF)
+    taps["model.layers.{layer}.self_attn.attn_weights"] = {"tap": "attn.probs",
+                                                          "axes": ["batch", "head", "position", "key"]}
+    taps["model.layers.{layer}.self_attn.per_head"] = {"tap": "attn.out", "axes": ["batch", "position", "head", "dim"]}
+    the_map.write_text(json.dumps({"tokens": PROMPT, "model": {"path": str(model)}, "taps": taps}))
     return d, ref, dumps, the_map
 
 
@@ -73,10 +83,13 @@ def test_imported_dumps_diff_like_a_trace(dumped, tmp_path):
     out = tmp_path / "imported.h5"
     p = run("import", dumps, "--map", the_map, "-o", out)
     assert p.returncode == 0, p.stderr
-    assert "16 taps, 5 positions" in p.stdout and "not mapped: model.rotary_emb" in p.stdout
+    assert "18 taps, 5 positions" in p.stdout and "not mapped: model.rotary_emb" in p.stdout
+    assert "aligned blk.0.attn.probs: axes (batch, head, position, key) -> (position, head, key)" in p.stdout
+    assert "aligned blk.0.attn.out: axes (batch, position, head, dim) -> (position, head, dim), row [4, 16] " \
+           "flattened to [64]" in p.stdout
     report = json.loads(run("diff", ref, out, "--profile", "f16", "--format", "json").stdout)
     assert report["verdict"] == "pass"
-    assert len(report["taps"]) == 16
+    assert len(report["taps"]) == 18
 
 
 def test_a_perturbed_dump_is_found_where_it_was_perturbed(dumped, tmp_path):
@@ -96,13 +109,20 @@ def test_a_perturbed_dump_is_found_where_it_was_perturbed(dumped, tmp_path):
     assert (first["tap"], first["position"]) == ("blk.0.attn_q", 2)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"taps": {"model.norm": "final_norm"}}, "is not a catalogue tap"),
-    ({"taps": {"model.layers.self_attn.q_proj": "attn_q"}}, "needs {layer}"),
-    ({"tokens": []}, "tokens"),
-    ({"prompt_length": 9}, "prompt_length"),
+WEIGHTS = "model.layers.{layer}.self_attn.attn_weights"
+
+
+@pytest.mark.parametrize("change, field, where", [
+    ({"taps": {"model.norm": "final_norm"}}, "is not a catalogue tap", "map"),
+    ({"taps": {"model.layers.self_attn.q_proj": "attn_q"}}, "needs {layer}", "map"),
+    ({"tokens": []}, "tokens", "map"),
+    ({"prompt_length": 9}, "prompt_length", "map"),
+    ({"taps": {WEIGHTS: {"tap": "attn.probs", "axes": ["head", "key"]}}}, "one \"position\" axis", "map"),
+    # The map is fine, the dump does not have the axes it declares: the dump is named.
+    ({"taps": {WEIGHTS: {"tap": "attn.probs", "axes": ["position", "key"]}}}, "2 axes declared",
+     "model.layers.0.self_attn.attn_weights.npy"),
 ])
-def test_a_bad_map_is_exit_2_naming_the_field(dumped, tmp_path, change, field):
+def test_a_bad_map_is_exit_2_naming_the_field(dumped, tmp_path, change, field, where):
     d, ref, dumps, the_map = dumped
     m = json.loads(the_map.read_text())
     m.update(change)
@@ -110,7 +130,8 @@ def test_a_bad_map_is_exit_2_naming_the_field(dumped, tmp_path, change, field):
     bad_map.write_text(json.dumps(m))
     out = tmp_path / "out.h5"
     p = run("import", dumps, "--map", bad_map, "-o", out)
-    assert p.returncode == 2 and field in p.stderr and str(bad_map) in p.stderr, p.stderr
+    assert p.returncode == 2 and field in p.stderr, p.stderr
+    assert (str(bad_map) if where == "map" else where) in p.stderr, p.stderr
     assert not out.exists()
 
 
