@@ -13,13 +13,6 @@ namespace tapdiff::diff {
 namespace {
 
 constexpr std::size_t kDivergedPositions = 6;  // replay at the first few diverged positions
-constexpr std::size_t kIntactPositions = 2;    // ... and at intact ones, which a variant must keep intact
-
-const TapComparison* find_tap(const DiffResult& r, const std::string& full_name) {
-  for (const auto& t : r.taps)
-    if (t.full_name == full_name) return &t;
-  return nullptr;
-}
 
 // The first diverged positions, then the first and the last intact one of the same phase:
 // engines run the prompt and the decode steps through different code paths, so a variant
@@ -36,7 +29,7 @@ std::vector<std::int64_t> evaluated_positions(const TapComparison* t, const Firs
   for (const auto& row : t->rows)
     if (!row.diverged && (row.position < prompt_length ? prefill : decode)) intact.push_back(row.position);
   if (!intact.empty()) out.push_back(intact.front());
-  if (intact.size() >= kIntactPositions) out.push_back(intact.back());
+  if (intact.size() > 1) out.push_back(intact.back());
   return out;
 }
 
@@ -101,7 +94,7 @@ int argmax(const Row& row) {
 }
 
 // Every tap agrees and the tokens differ: what the actual run's loop fed instead of its own choice.
-Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
+Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& b) {
   Diagnosis d;
   d.bug_class = "token-sequence";
   d.evidence = Evidence::indicated;
@@ -133,7 +126,6 @@ Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& a, const 
       "The two runs computed the same values for every common position but continued with different tokens at "
       "position {}{}. Look at {}.",
       p, d.variant.empty() ? "" : ": the actual run fed " + d.variant, code_area(d.bug_class));
-  (void)a;
   return d;
 }
 
@@ -169,7 +161,7 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
 
 Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
-  if (f.tap == "tokens") return diagnose_tokens(f, a, b);
+  if (f.tap == "tokens") return diagnose_tokens(f, b);
   Diagnosis d;
   d.bug_class = "unexplained";
   const Observations seen = observe(r, f, a, b);

@@ -10,6 +10,7 @@
 
 #include "model/half.hpp"
 #include "diff/replay_rows.hpp"
+#include "diff/tap_graph.hpp"
 #include "diff/weight_variants.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/tap_filter.hpp"
@@ -93,15 +94,11 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     out.push_back(std::move(loaded));
   }
   // The GEMM fed from the norm's input instead of its output (a buffer mixed up).
-  if (x_name == "attn_norm" || x_name == "ffn_norm" || x_name == "output_norm") {
-    const std::string raw = x_name == "ffn_norm" ? "resid.attn" : x_name == "output_norm" ? "resid.ffn"
-                            : layer == 0        ? "token_embd"
-                                                : "resid.ffn";
-    const int raw_layer = x_name == "output_norm" ? c.n_layer - 1 : x_name == "attn_norm" ? layer - 1 : layer;
-    out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw, x_name), "buffer",
+  if (tap_class(x_name) == "norm") {
+    const ResolvedInput raw = tap_inputs(x_name, x_layer, c.n_layer).front();
+    out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw.name, x_name), "buffer",
                    false, [=, &in](std::int64_t p) {
-                     return matvec_row(*W, trace_row(in.actual, raw, raw_layer, p),
-                                       n_out, false, B);
+                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B);
                    }});
   }
   // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
@@ -182,16 +179,13 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
 // in LayerNorm, (1 + w) as in Gemma, no normalization at all), another norm's weight wired in.
 void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  std::string x_name = "resid.attn", w_name = fmt::format("blk.{}.ffn_norm.weight", layer),
-              other_w = fmt::format("blk.{}.attn_norm.weight", layer);
-  int x_layer = layer;
+  const ResolvedInput input = tap_inputs(name, layer, c.n_layer).front();
+  const std::string x_name = input.name;
+  const int x_layer = input.layer;
+  std::string w_name = fmt::format("blk.{}.ffn_norm.weight", layer), other_w = fmt::format("blk.{}.attn_norm.weight", layer);
   if (name == "attn_norm") {
-    x_name = layer == 0 ? "token_embd" : "resid.ffn";
-    x_layer = layer == 0 ? -1 : layer - 1;
     std::swap(w_name, other_w);
   } else if (name == "output_norm") {
-    x_name = "resid.ffn";
-    x_layer = c.n_layer - 1;
     w_name = "output_norm.weight";
     other_w = fmt::format("blk.{}.ffn_norm.weight", c.n_layer - 1);
   }

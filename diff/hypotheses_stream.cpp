@@ -31,9 +31,9 @@ double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 // resid = x + o, x the stream entering the block, o the block's output projection.
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const bool attn = name == "resid.attn";
-  const std::string x_name = attn ? (layer == 0 ? "token_embd" : "resid.ffn") : "resid.attn";
-  const int x_layer = attn ? layer - 1 : layer;
-  const std::string o_name = attn ? "attn_output" : "ffn_down";
+  const auto inputs = tap_inputs(name, layer, in.model.config().n_layer);  // (the block's output, the stream)
+  const std::string o_name = inputs[0].name, x_name = inputs[1].name;
+  const int x_layer = inputs[1].layer;
   auto add = [&in, x_name, x_layer, o_name, layer](double wx, double wo) {
     return [&in, x_name, x_layer, o_name, layer, wx, wo](std::int64_t p) {
       return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, o_name, layer, p),

@@ -78,11 +78,11 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   const bool zero_actual = all_zero(actual);
   // A variant predicting what the correct computation predicts here cannot be judged. Two
   // variants predicting the same values stay apart: they tie, and the report says so.
-  std::vector<const Replayed*> distinct;
+  std::vector<const Replayed*> judged;
   for (const auto& r : replayed)
     if (!r.c->baseline && std::isfinite(r.err) && !(baseline && distance(baseline->rows, r.rows) <= noise * scale))
-      distinct.push_back(&r);
-  std::stable_sort(distinct.begin(), distinct.end(), [](auto* x, auto* y) { return x->err < y->err; });
+      judged.push_back(&r);
+  std::stable_sort(judged.begin(), judged.end(), [](auto* x, auto* y) { return x->err < y->err; });
   // A variant must explain the actual values themselves, not just their smallness: its error
   // is judged against the actual's own size (a near-zero prediction "fits" any near-zero
   // actual), within what the precision allows a correct op, and an all-zero actual only by a
@@ -97,11 +97,11 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   // Ties: within the margin, or within the noise. A copy of another buffer is bit-exact when
   // true, so an exact copy is not tied by other copies that merely come close.
   std::vector<const Replayed*> rest;
-  if (!distinct.empty() && admissible(*distinct[0])) {
-    const Replayed& best = *distinct[0];
+  if (!judged.empty() && admissible(*judged[0])) {
+    const Replayed& best = *judged[0];
     const bool exact_copy = best.err == 0 && !best.c->takes.empty();
     const double tie = std::max(kClearMargin * best.err, noise * own);
-    for (const Replayed* r : distinct) {
+    for (const Replayed* r : judged) {
       const bool tied = admissible(*r) && r->err <= tie && !(exact_copy && !r->c->takes.empty() && r->err > 0);
       if (tied)
         j.reproducing.push_back({r->c, r->err / scale});
@@ -109,7 +109,7 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
         rest.push_back(r);
     }
   } else {
-    rest = distinct;
+    rest = judged;
   }
   for (std::size_t i = 0; i < rest.size() && j.runners_up.size() < 3; ++i)
     j.runners_up.push_back({rest[i]->c, rest[i]->err / scale});

@@ -7,12 +7,6 @@
 namespace tapdiff::diff {
 namespace {
 
-const TapComparison* find_tap(const DiffResult& r, const std::string& full_name) {
-  for (const auto& t : r.taps)
-    if (t.full_name == full_name) return &t;
-  return nullptr;
-}
-
 double nmse_against(const Row& actual, const Row& model) {
   double err = 0, ref = 0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
@@ -28,7 +22,6 @@ void degenerate_shapes(const Row& a, const Row& b, Observations& o) {
   constexpr double kClose = 1e-4;
   const bool zero = std::all_of(b.begin(), b.end(), [](float v) { return v == 0; });
   if (zero) {
-    o.all_zero = true;
     o.lines.push_back("the actual values are all zero: never written, or never loaded");
     return;
   }

@@ -15,7 +15,6 @@ namespace tapdiff::diff {
 struct Observations {
   std::vector<std::string> lines;  // one sentence each, for Diagnosis::signatures
   bool constant_offset = false;    // B - A is the same vector at every diverged position
-  bool all_zero = false;           // B is all zero at the first diverged position
 };
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b);

@@ -42,6 +42,12 @@ std::string verdict_text(Verdict verdict) {
   return "";
 }
 
+const TapComparison* find_tap(const DiffResult& result, std::string_view full_name) {
+  for (const auto& t : result.taps)
+    if (t.full_name == full_name) return &t;
+  return nullptr;
+}
+
 bool TapComparison::diverged() const { return first_diverged() != nullptr; }
 
 const RowMetrics* TapComparison::first_diverged() const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -188,5 +189,8 @@ struct DiffResult {
   std::int64_t compared_positions = 0;  // common token prefix length
   std::vector<WeightComparison> weights;  // load order; empty without weight taps
 };
+
+// The compared tap of that full name, or nullptr.
+const TapComparison* find_tap(const DiffResult& result, std::string_view full_name);
 
 }  // namespace tapdiff::diff

@@ -135,14 +135,11 @@ public:
       }
       if (!d) d = diagnosis(at, lockstep);
       // Values copied from a tap that carries a root's error: that root's error, moved.
-      if (d && !d->copied_from.empty() && !lockstep) {
-        auto src = std::find_if(r_.taps.begin(), r_.taps.end(),
-                                [&](const TapComparison& x) { return x.full_name == d->copied_from; });
-        if (src != r_.taps.end() && root_of[std::size_t(src - r_.taps.begin())] >= 0) {
-          join(root_of[std::size_t(src - r_.taps.begin())], t, root_of, i);
+      if (d && !d->copied_from.empty() && !lockstep)
+        if (auto src = index_.find(split_full_name(d->copied_from)); src != index_.end() && root_of[src->second] >= 0) {
+          join(root_of[src->second], t, root_of, i);
           continue;
         }
-      }
       if (const int sibling = sibling_root(t, d); sibling >= 0) {
         join(sibling, t, root_of, i);
         continue;

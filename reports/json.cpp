@@ -118,7 +118,9 @@ json first_json(const std::optional<diff::FirstDivergence>& first) {
           {"pattern", pattern_key(first->pattern)},
           {"pattern_text", diff::position_pattern_text(first->pattern, first->position)},
           {"diverged_positions", first->diverged_positions},
-          {"metrics", row_json(first->metrics)}};
+          {"metrics", row_json(first->metrics)},
+          {"expected_shape", nullptr},
+          {"actual_shape", nullptr}};
 }
 
 json diagnosis_json(const std::optional<diff::Diagnosis>& d) {

@@ -32,12 +32,6 @@ double threshold_ratio(const diff::TapComparison& tap) {
 
 }  // namespace
 
-const diff::TapComparison* find_tap(const diff::DiffResult& result, std::string_view full_name) {
-  for (const auto& tap : result.taps)
-    if (tap.full_name == full_name) return &tap;
-  return nullptr;
-}
-
 bool row_nonfinite(const diff::RowMetrics& row) {
   return row.nonfinite > 0 || row.nonfinite_expected > 0 || !std::isfinite(row.nmse);
 }

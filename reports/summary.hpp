@@ -10,7 +10,7 @@
 
 namespace tapdiff::reports {
 
-const diff::TapComparison* find_tap(const diff::DiffResult& result, std::string_view full_name);
+using diff::find_tap;
 
 // The row is not a plain number comparison: b (or a) holds NaN/inf, or the metric itself is.
 bool row_nonfinite(const diff::RowMetrics& row);

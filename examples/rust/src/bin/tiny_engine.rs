@@ -33,6 +33,13 @@ fn rmsnorm(x: &[f32]) -> Vec<f32> {
     x.iter().map(|v| v * scale).collect()
 }
 
+/// The residual add: x += y, row by row.
+fn add_into(x: &mut [Vec<f32>], y: &[Vec<f32>]) {
+    for (xr, yr) in x.iter_mut().zip(y) {
+        xr.iter_mut().zip(yr).for_each(|(a, b)| *a += b);
+    }
+}
+
 /// RoPE, adjacent pairs.
 fn rope(v: &mut [f32], pos: usize) {
     for head in v.chunks_mut(HEAD_DIM) {
@@ -125,9 +132,7 @@ impl Engine {
             self.tap("attn.out", layer, first, &att, &[Q_DIM as i64])?;
             let proj: Vec<Vec<f32>> = att.iter().map(|a| matvec(10 * l + 3, N_EMBD, a)).collect();
             self.tap("attn_output", layer, first, &proj, &e)?;
-            for (xr, pr) in x.iter_mut().zip(&proj) {
-                xr.iter_mut().zip(pr).for_each(|(a, b)| *a += b);
-            }
+            add_into(&mut x, &proj);
             self.tap("resid.attn", layer, first, &x, &e)?;
             let norm: Vec<Vec<f32>> = x.iter().map(|v| rmsnorm(v)).collect();
             self.tap("ffn_norm", layer, first, &norm, &e)?;
@@ -143,9 +148,7 @@ impl Engine {
             self.tap("ffn.act", layer, first, &act, &[N_FF as i64])?;
             let proj: Vec<Vec<f32>> = act.iter().map(|a| matvec(10 * l + 6, N_EMBD, a)).collect();
             self.tap("ffn_down", layer, first, &proj, &e)?;
-            for (xr, pr) in x.iter_mut().zip(&proj) {
-                xr.iter_mut().zip(pr).for_each(|(a, b)| *a += b);
-            }
+            add_into(&mut x, &proj);
             self.tap("resid.ffn", layer, first, &x, &e)?;
         }
         let norm: Vec<Vec<f32>> = x.iter().map(|v| rmsnorm(v)).collect();
