@@ -82,6 +82,7 @@ bench: build models
 	@$(BUILD)/bench/bench_tracer -o bench/results/tracer.md --json bench/results/tracer.json
 	@OMP_WAIT_POLICY=active $(BUILD)/bench/bench_models --threads 2 -o bench/results/models.md
 	@$(BUILD)/venv/bin/python bench/calibrate_tolerances.py --tapdiff $(TAPDIFF)
+	@$(BUILD)/venv/bin/python bench/bench_llama_trace.py --tapdiff $(TAPDIFF)
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -57,8 +57,8 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   };
   auto o = std::make_shared<Options>();
   RunSpec& s = o->spec;
-  cmd->add_option("--backend", s.backend, "reference | host | cuda")
-      ->check(CLI::IsMember({"reference", "host", "cuda"}))->capture_default_str();
+  cmd->add_option("--backend", s.backend, "reference | host | cuda | llama.cpp")
+      ->check(CLI::IsMember({"reference", "host", "cuda", "llama.cpp"}))->capture_default_str();
   cmd->add_option("-m,--model", s.model, "GGUF model")->required();
   add_prompt_options(*cmd, o->prompt);
   cmd->add_option("-n,--n-predict", s.n_predict, "Tokens to generate")->capture_default_str();
@@ -72,6 +72,18 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--layers", s.taps.layers, "Layer ranges, e.g. 0-3,7");
   cmd->add_option("--positions", s.taps.positions, "Position ranges, e.g. 0-15");
   cmd->add_option("-o,--output", s.trace, "Trace file to write (.h5)");
+  cmd->add_option_function<std::string>(
+         "--logits", [&s](const std::string& v) { s.logits_all = v == "all"; },
+         "Record the logits (`output`) at the last prompt position (last) or at every one (all)")
+      ->check(CLI::IsMember({"last", "all"}))->default_str("last");
+  auto* llama = cmd->add_option_group("llama.cpp", "Options of --backend llama.cpp");
+  llama->add_option("--llama-kv-type", s.llama.kv_type, "K and V cache type: f32, f16, bf16, q8_0, q4_0, ...")
+      ->capture_default_str();
+  llama->add_flag("--llama-flash-attn", s.llama.flash_attn, "Fused flash attention (attn.probs is then not available)");
+  llama->add_option("--llama-override", s.llama.overrides,
+                    "Override a GGUF key as llama.cpp's --override-kv does: KEY=TYPE:VALUE, TYPE int|float|bool|str "
+                    "(repeatable)");
+  llama->add_option("--threads", s.llama.threads, "llama.cpp threads (0: every core)")->capture_default_str();
   CLI::Option* weights = cmd->add_option("--weights", s.weights,
                   "Record every weight as the program uses it: full | stats | auto (--weights alone: "
                   "auto, stats above --weights-stats-above parameters)")
@@ -88,8 +100,10 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
                   "Run N times and compare the traces: exit 1 naming the first tap where the runs disagree")
       ->check(CLI::Range(1, 100))->capture_default_str();
 
-  cmd->callback([o, weights, set_exit] {
+  cmd->callback([o, weights, llama, set_exit] {
     if (weights->count() > 0 && o->spec.weights.empty()) o->spec.weights = "auto";
+    if (llama->count_all() > 0 && o->spec.backend != "llama.cpp")
+      throw std::invalid_argument("--llama-*, --threads: options of --backend llama.cpp, not of " + o->spec.backend);
     const bool prompt_given = !o->prompt.tokens.empty() || !o->prompt.text.empty();
     if (o->spec.lockstep.empty() || prompt_given) o->spec.prompt = prompt_tokens(o->prompt, o->spec.model);
     const std::vector<int> tokens = run_model(o->spec);

@@ -70,9 +70,14 @@ RunSpec golden_rerun_spec(const std::string& path, const Golden& g) {
     case Producer::engine_host: spec.backend = "host"; break;
     case Producer::engine_cuda: spec.backend = "cuda"; break;
     case Producer::external:
+    case Producer::llama_cpp:
+    case Producer::transformers:
       throw InputError(path, "producer",
-                       "recorded by an external engine: tapdiff re-runs only goldens of its own reference or "
-                       "engine; re-record this one with that engine");
+                       fmt::format("recorded by {}: tapdiff re-runs only goldens of its own reference or engine; "
+                                   "re-record this one with that engine",
+                                   g.metadata.producer == Producer::external
+                                       ? std::string("an external engine")
+                                       : std::string(producer_name(g.metadata.producer))));
   }
   spec.fault = g.metadata.fault == "none" ? "" : g.metadata.fault;
   return spec;

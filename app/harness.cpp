@@ -36,6 +36,7 @@ std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, TraceWrit
   else if (s.precision != "f32")
     throw std::invalid_argument(fmt::format("--precision: the reference runs f32 or f64, got {}", s.precision));
   g.sampling = s.sampling;
+  g.logits_all = s.logits_all;
   Progress progress("reference", s.progress);
   g.on_step = [&](int, int token, int done, int total) {
     progress.update(done, total, fmt::format("last token {}", token));
@@ -58,6 +59,9 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
   e.fault = s.fault;
   e.lockstep = s.lockstep;
   e.n_predict = s.n_predict;
+  e.logits_all = s.logits_all;
+  if (s.logits_all && !s.lockstep.empty())
+    throw std::invalid_argument("--logits all: a lockstep run records the logits the lockstep trace has; drop --logits");
   if (trace != nullptr) e.weights = weight_tap_options(s, file);
   if (s.sampling.temperature > 0)
     throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
@@ -84,6 +88,46 @@ TapFilterSpec with_weight_taps(const RunSpec& s) {
   }
   if (has_include) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
   return f;
+}
+
+std::optional<TraceWriter> open_trace(const RunSpec& s, TraceMetadata metadata) {
+  if (s.trace.empty()) return std::nullopt;
+  WriterOptions w;
+  w.filter = TapFilter::parse(with_weight_taps(s));
+  w.compress = s.compress;
+  metadata.lockstep_source = s.lockstep;
+  return std::optional<TraceWriter>(std::in_place, s.trace, std::move(metadata), std::move(w));
+}
+
+// llama.cpp through libllama: its own context of prompt + n_predict positions, its precision
+// and settings recorded in the trace.
+std::vector<int> run_llama_cpp(const RunSpec& s, const GgufFile& file) {
+  if (!s.fault.empty())
+    throw std::invalid_argument("--inject: faults are injected into tapdiff's engine; misconfigure llama.cpp with "
+                                "--llama-override KEY=TYPE:VALUE");
+  if (!s.lockstep.empty()) throw std::invalid_argument("--lockstep: llama.cpp cannot continue from another trace");
+  if (!s.weights.empty())
+    throw std::invalid_argument("--weights: llama.cpp's weights are not recorded (only tapdiff's reference and "
+                                "engine record weight taps)");
+  if (s.sampling.temperature > 0) throw std::invalid_argument("--temperature: llama.cpp runs greedily here");
+  if (s.precision != "f32")
+    throw std::invalid_argument(fmt::format("--precision {}: llama.cpp's arithmetic follows the model's weight types "
+                                            "and --llama-kv-type; the trace records it",
+                                            s.precision));
+  const int n_ctx = static_cast<int>(s.prompt.size()) + s.n_predict;
+  adapters::llama_cpp::LlamaRun run(s.model, s.llama, n_ctx);
+  TraceMetadata metadata = trace_metadata_for(file, Producer::llama_cpp, "f32", "", s.prompt, s.n_predict);
+  run.describe(metadata);
+  const TapDims dims = *metadata.dims;
+  std::optional<TraceWriter> trace = open_trace(s, std::move(metadata));
+  Progress progress("llama.cpp", s.progress);
+  auto tokens = run.generate(s.prompt, s.n_predict, dims, s.logits_all, trace ? &*trace : nullptr,
+                             [&](int done, int total, int token) {
+                               progress.update(done, total, fmt::format("last token {}", token));
+                             });
+  progress.finish();
+  if (trace) trace->close();
+  return tokens;
 }
 
 // cuda when a device exists; otherwise says so once and runs the host executor.
@@ -135,9 +179,14 @@ std::optional<WeightTapOptions> weight_tap_options(const RunSpec& s, const GgufF
 }
 
 std::vector<int> run_model(const RunSpec& spec) {
-  if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda")
-    throw std::invalid_argument(fmt::format("--backend: expected reference, host or cuda, got {}", spec.backend));
+  if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda" && spec.backend != "llama.cpp")
+    throw std::invalid_argument(
+        fmt::format("--backend: expected reference, host, cuda or llama.cpp, got {}", spec.backend));
   const GgufFile file = GgufFile::open(spec.model);
+  if (spec.backend == "llama.cpp") {
+    check_vocab(spec.prompt, load_model_config(file), spec.model);
+    return run_llama_cpp(spec, file);
+  }
   const RunSpec s = spec.lockstep.empty() ? spec : with_lockstep_tokens(spec, file);
   const ModelConfig config = load_model_config(file);
   check_vocab(s.prompt, config, s.model);
@@ -146,15 +195,8 @@ std::vector<int> run_model(const RunSpec& spec) {
   const Producer producer = reference                           ? Producer::reference
                             : backend == engine::Backend::cuda ? Producer::engine_cuda
                                                                : Producer::engine_host;
-  std::optional<TraceWriter> trace;
-  if (!s.trace.empty()) {
-    WriterOptions w;
-    w.filter = TapFilter::parse(with_weight_taps(s));
-    w.compress = s.compress;
-    TraceMetadata metadata = trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict);
-    metadata.lockstep_source = s.lockstep;
-    trace.emplace(s.trace, std::move(metadata), std::move(w));
-  }
+  std::optional<TraceWriter> trace =
+      open_trace(s, trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict));
   TraceWriter* writer = trace ? &*trace : nullptr;
   auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);
   if (trace) trace->close();

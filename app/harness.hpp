@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/llama_cpp/llama_run.hpp"
 #include "diff/result.hpp"
 #include "reference/sampler.hpp"
 #include "tapdiff/tap_filter.hpp"
@@ -17,7 +18,7 @@ namespace tapdiff {
 class GgufFile;
 
 struct RunSpec {
-  std::string backend = "reference";  // reference | host | cuda (cuda falls back to host, saying so)
+  std::string backend = "reference";  // reference | host | cuda | llama.cpp (cuda falls back to host, saying so)
   std::string model;
   std::vector<int> prompt;
   int n_predict = 16;
@@ -32,6 +33,8 @@ struct RunSpec {
   std::uint64_t weights_stats_above = kWeightStatsAboveParameters;
   bool compress = false;
   ref::SamplingOptions sampling;      // reference only
+  bool logits_all = false;            // the `output` tap at every prompt position
+  adapters::llama_cpp::LlamaOptions llama;  // llama.cpp only
   std::string trace;                  // output path; "" = no trace
   bool progress = true;               // a progress line on a terminal
 };

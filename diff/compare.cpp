@@ -7,6 +7,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "diff/amplified.hpp"
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
 #include "diff/near_tie.hpp"
@@ -103,6 +104,9 @@ void mark_divergences(DiffResult& r, int n_layer) {
   for (const auto& t : r.taps) by_name[{t.name, t.layer}] = &t;
   auto nmse_at = [&](const ResolvedInput& in, std::int64_t p) {
     auto it = by_name.find({in.name, in.layer});
+    // A producer without cache read-backs (llama.cpp): the cache holds what was written.
+    if (it == by_name.end() && (in.name == "kv.k" || in.name == "kv.v"))
+      it = by_name.find({in.name == "kv.k" ? "attn_k.rope" : "attn_v", in.layer});
     double worst = 0;
     if (it == by_name.end()) return worst;
     for (const auto& row : it->second->rows) {
@@ -175,7 +179,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   r.expected = side(a);
   r.actual = side(b);
   const ToleranceProfile profile = options.profile ? *options.profile
-                                                   : profile_for_precision(b.metadata().precision);
+                                                   : profile_for_precisions(a.metadata().precision, b.metadata().precision);
   r.profile = profile.name;
   r.mode = options.lockstep || !b.metadata().lockstep_source.empty() ? DiffMode::lockstep
            : options.all                                               ? DiffMode::all
@@ -200,10 +204,13 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   const std::optional<WeightFinding> weight_finding =
       compare_weights(a, b, options.model_path, options.diagnose, r);
   std::vector<std::pair<const TapInfo*, const TapInfo*>> pairs;  // execution order
+  std::map<std::string, std::vector<std::string>> not_available;  // short name → full names
   for (const TapInfo& info : a.taps()) {
     if (is_weight_tap(info.name)) continue;
     const TapInfo* other = b.find(info.name, info.layer);
-    if (!other) {
+    if (!other && b.metadata().unavailable.count(info.name) > 0) {
+      not_available[info.name].push_back(info.full_name);
+    } else if (!other) {
       r.findings.push_back({"missing-in-actual", info.full_name, "recorded in the expected trace only"});
     } else if (info.row_shape != other->row_shape) {
       const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
@@ -229,12 +236,24 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     compared[i] = compare_tap(a, b, *pairs[i].first, *pairs[i].second, r.compared_positions - 1, profile, r);
   for (TapComparison& c : compared) r.taps.push_back(std::move(c));
   for (const TapInfo& info : b.taps())
-    if (!is_weight_tap(info.name) && !a.find(info.name, info.layer))
-      r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});
+    if (!is_weight_tap(info.name) && !a.find(info.name, info.layer)) {
+      if (a.metadata().unavailable.count(info.name) > 0) not_available[info.name].push_back(info.full_name);
+      else r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});
+    }
+  // One note per tap name a producer declared it cannot record: not compared, not a bug.
+  for (const auto& [name, full_names] : not_available) {
+    const bool in_actual = b.metadata().unavailable.count(name) > 0;
+    const TraceMetadata& m = in_actual ? b.metadata() : a.metadata();
+    r.findings.push_back({"not-available", full_names.size() == 1 ? full_names.front() : name,
+                          fmt::format("not compared ({} tap{}): the {} trace ({}) says: {}", full_names.size(),
+                                      full_names.size() == 1 ? "" : "s", in_actual ? "actual" : "expected",
+                                      producer_name(m.producer), m.unavailable.at(name))});
+  }
 
   int n_layer = 0;
   for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
   mark_divergences(r, n_layer);
+  if (options.diagnose && r.mode != DiffMode::lockstep) clear_amplified_rows(r, a, b, options.model_path);
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
   // A flip at a near-tie in a reduced precision is noise: a note, not a divergence.

@@ -1,5 +1,6 @@
 #include "diff/hypotheses.hpp"
 
+#include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
 
 #include <algorithm>
@@ -223,6 +224,13 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     if (other != eps)
       out.push_back({fmt::format("epsilon {:g} instead of the model's {:g}", other, eps), "normalization", false,
                      run(w, other)});
+  // An epsilon nobody listed (a misread GGUF key): fitted to the actual row at position 0.
+  const Row x0 = trace_row(in.actual, x_name, x_layer, 0), y0 = trace_row(in.actual, name, layer, 0);
+  if (!x0.empty() && w->size() == x0.size())
+    if (const auto fitted = fit_rms_eps(x0, y0, w->data()); fitted && std::abs(*fitted / eps - 1) > 1e-2)
+      out.push_back({fmt::format("epsilon {:.4g} instead of the model's {:g} (fitted to the actual values)", *fitted,
+                                 eps),
+                     "normalization", false, run(w, float(*fitted))});
   out.push_back({"the mean subtracted before the RMS (LayerNorm instead of RMSNorm)", "normalization", false,
                  run(w, eps, Form::mean_removed)});
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
@@ -280,6 +288,15 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     if (other != base)
       out.push_back({fmt::format("frequency base {:g} instead of the model's {:g}", other, base), "rope",
                      false, rotate(at_p, other, right)});
+  // A base nobody listed (a misread GGUF key): fitted to the actual rotation at the last
+  // prompt position, where the angles are largest.
+  const std::int64_t fit_at = std::max<std::int64_t>(prompt - 1, 1);
+  const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.actual, name, layer, fit_at);
+  if (const auto fitted = fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
+      fitted && std::abs(*fitted / double(base) - 1) > 1e-3)
+    out.push_back({fmt::format("frequency base {:.4g} instead of the model's {:g} (fitted to the actual rotation)",
+                               *fitted, base),
+                   "rope", false, rotate(at_p, float(*fitted), right)});
   // The exponent's denominator taken from another dimension: base^(-2i/F) = (base^(n_rot/F))^(-2i/n_rot).
   const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim}, {"n_embd", c.n_embd}, {"n_head * head_dim", c.q_dim()},
                                               {"n_head_kv * head_dim", c.kv_dim()}};
@@ -296,6 +313,12 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     if (n_rot > 0 && n_rot != c.n_rot && n_rot % 2 == 0)
       out.push_back({fmt::format("{} dimensions of each head rotated instead of {}", n_rot, c.n_rot), "rope", false,
                      rotate(at_p, base, right, true, n_rot)});
+}
+
+std::string cache_type_of(const TraceMetadata& m) {
+  if (const auto it = m.settings.find("kv_type"); it != m.settings.end())
+    if (const auto* type = std::get_if<std::string>(&it->second)) return *type == "f16" || *type == "bf16" ? *type : "f32";
+  return m.precision == "f16" || m.precision == "bf16" ? m.precision : "f32";
 }
 
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {

@@ -36,7 +36,15 @@ struct ReplayInputs {
   ReplayModel& model;
   std::int64_t prompt_length;
   std::int64_t n_ctx;  // width of attn.probs rows
+  // What the actual run's KV cache stores, "f32", "f16" or "bf16" (cache_type_of()): attention
+  // replays round K and V to it, and q too, as a dot product with a 16-bit cache converts it.
+  std::string cache_type = "f32";
 };
+
+// The cache type a trace's producer ran with: llama.cpp's kv_type setting, else a 16-bit
+// precision (tapdiff's engine stores its cache in it), else f32. q8_0 and lower-bit caches are
+// not modeled (f32): their noise is the q8 profile's.
+std::string cache_type_of(const TraceMetadata& m);
 
 // Candidates for tap `name` at `layer`; empty when the tap has no replay.
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in);

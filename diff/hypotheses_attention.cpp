@@ -5,10 +5,17 @@
 #include <fmt/format.h>
 
 #include "diff/replay_rows.hpp"
+#include "model/half.hpp"
 #include "reference/ops.hpp"
 
 namespace tapdiff::diff {
 namespace {
+
+// A value as a 16-bit cache (or a dot product against one) holds it.
+double round_to(const std::string& type, double x) {
+  const auto f = static_cast<float>(x);
+  return type == "f16" ? fp16_to_fp32(fp32_to_fp16(f)) : bf16_to_fp32(fp32_to_bf16(f));
+}
 
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
@@ -119,6 +126,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
         if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
       auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
       auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      std::vector<double> qd(q.begin(), q.end());
+      if (in.cache_type != "f32")
+        for (auto* values : {&K, &V, &qd})
+          for (double& x : *values) x = round_to(in.cache_type, x);
       ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
       if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
         for (auto* cache : {&K, &V}) {
@@ -132,7 +143,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       }
       const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
       const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
-      std::vector<double> qd(q.begin(), q.end()), o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
+      std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
       ref::attention(qd.data(), K.data(), V.data(), 0, n_keys, shape, s.scale, s.map, o.data(), pr.data(), in.n_ctx);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
       return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());

@@ -32,10 +32,13 @@ std::uint8_t* element_ptr(void* base, std::int64_t offset, ElemType type) {
 
 Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
                  int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
-                 const LockstepSource* lockstep)
+                 const LockstepSource* lockstep, bool logits_all)
     : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
       cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
-      act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex) {}
+      act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex), logits_all_(logits_all) {
+  if (logits_all_ && max_rows > 1)
+    prompt_logits_ = ex.allocate(std::size_t(max_rows - 1) * std::size_t(config.n_vocab) * sizeof(float));
+}
 
 void Forward::upload_ints(Buffer& dst, const std::vector<std::int32_t>& values) {
   ex_.upload(dst.data(), values.data(), values.size() * sizeof(std::int32_t));
@@ -278,7 +281,17 @@ int Forward::output_head(int p0, int n) {
   float* head_in = skip_norm ? act_.x.as<float>() : act_.norm.as<float>();
   taps_.probe("output_norm", -1, p0, n, {E}, head_in);
 
-  // Logits for the step's last position only (prefill needs no others).
+  // logits_all: the rows before the last too, for KL divergence over the whole prompt; the
+  // next token comes from the last row below either way.
+  if (logits_all_ && n > 1) {
+    float* rows = prompt_logits_.as<float>();
+    if (faults_.is(Fault::lm_head_op_n))
+      gemm(OP_N, OP_N, V, n - 1, E, w_.lm_head(), V, head_in, E, rows, V);
+    else
+      gemm(OP_T, OP_N, V, n - 1, E, w_.lm_head(), E, head_in, E, rows, V);
+    taps_.probe("output", -1, p0, n - 1, {V}, rows);
+  }
+  // Logits for the step's last position (prefill needs no others).
   // logits [1, V] = last [1, E] · Wᵀ. Column-major: W is [E, V] (ld E), last is [E, 1] (ld E),
   // logits [V, 1] (ld V): Wᵀ · last, op(A) = T.
   int head_row = n - 1;

@@ -91,7 +91,7 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   const std::optional<LockstepSource> lockstep =
       o.lockstep.empty() ? std::nullopt : std::optional<LockstepSource>(std::in_place, o.lockstep);
   Forward forward(ex, weights, config, n_ctx, n_prompt, precision, faults, trace,
-                  lockstep ? &*lockstep : nullptr);
+                  lockstep ? &*lockstep : nullptr, o.logits_all);
 
   std::vector<int> tokens = prompt;
   tokens.reserve(std::size_t(n_ctx));

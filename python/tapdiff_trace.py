@@ -1,4 +1,4 @@
-"""Read and write tapdiff traces (docs/trace-schema.md, format 2.0) with h5py and numpy only.
+"""Read and write tapdiff traces (docs/trace-schema.md, format 2.1) with h5py and numpy only.
 
 Meant for PyTorch forward hooks and notebooks: the writer produces the same files as
 tapdiff's C++ TraceWriter, the reader accepts what either writes.
@@ -42,8 +42,8 @@ import h5py
 import numpy as np
 
 FORMAT_NAME = "tapdiff-trace"
-FORMAT_VERSION = (2, 0)
-PRODUCERS = ("reference", "engine-host", "engine-cuda", "external")
+FORMAT_VERSION = (2, 1)
+PRODUCERS = ("reference", "engine-host", "engine-cuda", "external", "llama.cpp", "transformers")
 DIM_NAMES = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx")
 REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", "model_sha256",
                     "precision", "fault")
@@ -192,7 +192,9 @@ class TraceWriter:
                  git_commit: str = "", model_path: str = "", model_sha256: str = "",
                  hparams: Optional[Dict[str, HParam]] = None, precision: str = "f32",
                  fault: str = "none", prompt_length: int = 0, tokens: Iterable[int] = (),
-                 dims: Optional[Dict[str, int]] = None, chunk_bytes: int = 64 * 1024,
+                 dims: Optional[Dict[str, int]] = None,
+                 settings: Optional[Dict[str, HParam]] = None,
+                 unavailable: Optional[Dict[str, str]] = None, chunk_bytes: int = 64 * 1024,
                  precreate: Sequence[Tuple[str, int, Sequence[int]]] = ()):
         def reject(problem: str):
             raise TraceError(path, "/", problem)
@@ -205,9 +207,13 @@ class TraceWriter:
             reject(f"prompt_length {prompt_length} < 0")
         if dims is not None and set(dims) != set(DIM_NAMES):
             reject(f"dims: expected the keys {', '.join(DIM_NAMES)}")
-        for key, value in (hparams or {}).items():
-            if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
-                reject(f"hparams[{key!r}]: expected int, float or str, got {type(value).__name__}")
+        for group_name, values in (("hparams", hparams), ("settings", settings)):
+            for key, value in (values or {}).items():
+                if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
+                    reject(f"{group_name}[{key!r}]: expected int, float or str, got {type(value).__name__}")
+        for key, value in (unavailable or {}).items():
+            if not isinstance(value, str) or not value:
+                reject(f"unavailable[{key!r}]: expected a string saying why the tap is not available")
         self.path = path
         self._chunk_bytes = chunk_bytes
         self._stacks: Dict[Tuple[str, Tuple[int, ...]], _Stack] = {}
@@ -236,14 +242,18 @@ class TraceWriter:
             a[key] = np.int64(0)
         for key in ("tap_filter_names", "tap_filter_layers", "tap_filter_positions"):
             a[key] = ""
-        group = self._f.create_group("hparams")
-        for key, value in (hparams or {}).items():
-            if isinstance(value, (bool, np.bool_, int, np.integer)):
-                group.attrs[key] = np.int64(value)
-            elif isinstance(value, (float, np.floating)):
-                group.attrs[key] = np.float64(value)
-            else:
-                group.attrs[key] = value
+        for group_name, values in (("hparams", hparams or {}), ("producer_settings", settings),
+                                   ("unavailable", unavailable)):
+            if values is None or (group_name != "hparams" and not values):
+                continue
+            group = self._f.create_group(group_name)
+            for key, value in values.items():
+                if isinstance(value, (bool, np.bool_, int, np.integer)):
+                    group.attrs[key] = np.int64(value)
+                elif isinstance(value, (float, np.floating)):
+                    group.attrs[key] = np.float64(value)
+                else:
+                    group.attrs[key] = value
         if dims is not None:
             group = self._f.create_group("dims")
             for key in DIM_NAMES:
@@ -477,8 +487,14 @@ class TraceReader:
                        for k in ("names", "layers", "positions")}
         if "hparams" not in f or not isinstance(f["hparams"], h5py.Group):
             self._fail("/hparams", "missing group")
-        self.hparams = {k: (_text(v) if isinstance(v, (str, bytes, np.bytes_)) else v.item())
-                        for k, v in f["hparams"].attrs.items()}
+        def attributes(name: str) -> Dict[str, object]:
+            if name not in f:
+                return {}
+            return {k: (_text(v) if isinstance(v, (str, bytes, np.bytes_)) else v.item())
+                    for k, v in f[name].attrs.items()}
+        self.hparams = attributes("hparams")
+        self.settings = attributes("producer_settings")  # format 2.1
+        self.unavailable = attributes("unavailable")     # format 2.1: tap -> why
         self.dims = None
         if "dims" in f:
             self.dims = {k: self._attr(f["dims"], "/dims", k, "int") for k in DIM_NAMES}

@@ -21,7 +21,7 @@ std::vector<int> run(const Weights& weights, const std::vector<int>& prompt,
   const int steps = o.n_predict > 0 ? n_ctx - 1 : n_prompt;
   for (int pos = 0; pos < steps; ++pos) {
     const bool samples_next = pos + 1 >= n_prompt;
-    const auto& logits = forward.step(tokens[static_cast<std::size_t>(pos)], pos, samples_next);
+    const auto& logits = forward.step(tokens[static_cast<std::size_t>(pos)], pos, samples_next || o.logits_all);
     if (samples_next && pos + 1 < n_ctx) {
       tokens.push_back(sampler.sample(logits));
       if (trace) trace->append_token(tokens.back());

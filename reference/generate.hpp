@@ -21,6 +21,7 @@ struct GenerateOptions {
   int n_predict = 16;
   Precision precision = Precision::f32;
   SamplingOptions sampling;
+  bool logits_all = false;  // the `output` tap at every prompt position, not just the last
   // Called after each step with (position, token chosen or fed, steps done, steps total).
   std::function<void(int, int, int, int)> on_step;
 };

@@ -94,6 +94,8 @@ json side_json(const diff::TraceSide& side) {
           {"prompt_length", m.prompt_length},
           {"tokens", m.tokens},
           {"hparams", hparams_json(m.hparams)},
+          {"producer_settings", hparams_json(m.settings)},
+          {"unavailable", m.unavailable},
           {"dims", dims_json(m.dims)},
           {"lockstep_source", m.lockstep_source.empty() ? json(nullptr) : json(m.lockstep_source)}};
 }

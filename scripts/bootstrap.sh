@@ -16,6 +16,7 @@ DEBIAN_PACKAGES=(
 )
 VENV=build/venv
 PYTHON_REQUIREMENTS=scripts/requirements-test.txt
+LLAMA_REQUIREMENTS=scripts/requirements-llama.txt
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"
@@ -45,4 +46,13 @@ if ! cmp -s "$PYTHON_REQUIREMENTS" "$stamp"; then
   echo "bootstrap: installing Python test packages from $PYTHON_REQUIREMENTS"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$PYTHON_REQUIREMENTS"
   cp "$PYTHON_REQUIREMENTS" "$stamp"
+fi
+
+# llama.cpp (TAPDIFF_LLAMA=OFF skips it): built from source by pip, without the multimodal library.
+llama_stamp="$VENV/.requirements-llama"
+if [ "${TAPDIFF_LLAMA:-AUTO}" != OFF ] && ! cmp -s "$LLAMA_REQUIREMENTS" "$llama_stamp"; then
+  echo "bootstrap: building llama-cpp-python from $LLAMA_REQUIREMENTS (libllama for --backend llama.cpp; a few minutes, once)"
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" \
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$LLAMA_REQUIREMENTS"
+  cp "$LLAMA_REQUIREMENTS" "$llama_stamp"
 fi

@@ -2,6 +2,7 @@
 fetched from PyPI by scripts/fetch-models.sh. The reference's greedy ids equal an independent
 engine's (llama.cpp), the host engine matches the reference at f32 and f16, and a full trace of a
 64-token prompt + 64 generated tokens is written, diffed and reported."""
+import json
 import os
 import subprocess
 import sys
@@ -209,3 +210,29 @@ def test_demo_on_the_real_model(smollm2, tmp_path):
     assert "reference, greedy: Once upon a time" in p.stdout
     assert "PASS" in p.stdout and "kv-cache" in p.stdout
     assert (tmp_path / "report.html").exists() and (tmp_path / "report.md").exists()
+
+
+@pytest.mark.parametrize("case, kv", [("france", "f32"), ("sea", "f16")])
+def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, case, kv):
+    """tapdiff run --backend llama.cpp: llama.cpp's graph traced tap by tap, against the
+    reference, every mapped tap of all 30 layers compared, PASS at the q8 profile (llama.cpp
+    quantizes activations for Q4_1), and its greedy ids those llama-cpp-python printed."""
+    probe = run("run", "--backend", "llama.cpp", "-m", "/nonexistent.gguf", "--tokens", "1")
+    if "built without llama.cpp" in probe.stderr:
+        pytest.skip(probe.stderr.strip())
+    c = PINNED[case]
+    tokens = ",".join(map(str, c["prompt_ids"]))
+    n = len(c["generated_ids"])
+    ref, llama = tmp_path / "reference.h5", tmp_path / "llama.h5"
+    assert run("run", "-m", MODEL, "--tokens", tokens, "-n", n, "--logits", "all", "-o", ref).returncode == 0
+    p = run("run", "--backend", "llama.cpp", "--llama-kv-type", kv, "--threads", 2, "-m", MODEL, "--tokens", tokens,
+            "-n", n, "--logits", "all", "-o", llama)
+    assert p.returncode == 0, p.stderr
+    with tt.TraceReader(str(llama)) as f:
+        if kv == "f32":  # the pinned ids were generated with an f32 cache
+            assert [int(t) for t in f.tokens[len(c["prompt_ids"]):]] == c["generated_ids"]
+        assert f.metadata["precision"] == "q8"
+    d = run("diff", ref, llama, "--format", "json")
+    report = json.loads(d.stdout)
+    assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
+    assert report["profile"] == "q8" and len(report["taps"]) == 3 + 16 * 30

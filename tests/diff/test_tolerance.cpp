@@ -23,6 +23,17 @@ TEST(DiffTolerance, BuiltinsGrowWithRounding) {
   EXPECT_EQ(profile_for_precision("f16").name, "f16");
   EXPECT_EQ(profile_for_precision("f64").name, "f32");
   EXPECT_THROW(builtin_profile("fp8"), std::invalid_argument);
+  const auto q8 = builtin_profile("q8");
+  EXPECT_LT(bf16.threshold("projection"), q8.threshold("projection"));
+}
+
+TEST(DiffTolerance, TwoTracesAreJudgedByTheLooserPrecision) {
+  // The reference (f32) against llama.cpp on quantized weights (q8), on either side.
+  EXPECT_EQ(profile_for_precisions("f32", "q8").name, "q8");
+  EXPECT_EQ(profile_for_precisions("q8", "f32").name, "q8");
+  EXPECT_EQ(profile_for_precisions("f16", "bf16").name, "bf16");
+  EXPECT_EQ(profile_for_precisions("f64", "f32").name, "f32");
+  EXPECT_EQ(profile_for_precisions("f32", "fp4-mystery").name, "f32");
 }
 
 TEST(DiffTolerance, JsonOverridesOnTopOfABase) {

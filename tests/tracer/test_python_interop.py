@@ -1,4 +1,4 @@
-"""Python <-> C++ interop of traces (format 2.0): python/tapdiff_trace.py writes what the C++
+"""Python <-> C++ interop of traces (format 2.1): python/tapdiff_trace.py writes what the C++
 reader reads (checked through trace_test_dump) and reads what the C++ writer writes; the
 h5py-only example in docs/trace-schema.md produces a valid trace; both readers refuse the same
 malformed stacks."""

@@ -198,7 +198,7 @@ TEST(TraceFile, H5dumpReadsTheHeader) {
   EXPECT_NE(output.find("ATTRIBUTE \"format\""), std::string::npos);
   EXPECT_NE(output.find("DATASET \"committed\""), std::string::npos);
   ASSERT_EQ(test::run_program({h5dump, "-a", "/format_version", path}, &output), 0) << output;
-  EXPECT_NE(output.find("\"2.0\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"2.1\""), std::string::npos) << output;
 }
 
 }  // namespace

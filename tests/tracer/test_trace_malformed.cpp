@@ -152,7 +152,7 @@ const std::vector<Case>& cases() {
       {"missing producer", [](Edit& e) { e.remove_attr("/", "producer"); }, "/",
        "attribute 'producer': missing"},
       {"unknown producer", [](Edit& e) { e.set_string("/", "producer", "gpu"); }, "/",
-       "attribute 'producer': expected reference, engine-host, engine-cuda or external"},
+       "attribute 'producer': expected reference, engine-host, engine-cuda, external, llama.cpp or transformers"},
       {"string where an integer belongs",
        [](Edit& e) { e.set_string("/", "committed_steps", "3"); }, "/",
        "attribute 'committed_steps': expected an integer, got a string"},

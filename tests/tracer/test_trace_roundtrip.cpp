@@ -33,6 +33,8 @@ TEST(TraceRoundTrip, EveryMetadataField) {
   m.hparams["tied_output"] = std::int64_t{1};
   m.hparams["rms_eps"] = 1e-6;
   m.hparams["rope_pairing"] = std::string("neox");
+  m.settings = {{"kv_type", std::string("q8_0")}, {"flash_attn", std::int64_t{1}}, {"scale", 0.5}};
+  m.unavailable = {{"kv.k", "no node holds it"}, {"attn.probs", "fused kernel"}};
   TapDims dims;
   dims.n_layer = 2;
   dims.n_embd = 8;
@@ -55,7 +57,7 @@ TEST(TraceRoundTrip, EveryMetadataField) {
     w.close();
   }
   const TraceReader r(path);
-  EXPECT_EQ(r.format_version().to_string(), "2.0");
+  EXPECT_EQ(r.format_version().to_string(), "2.1");
   EXPECT_TRUE(r.complete());
   EXPECT_EQ(r.committed_steps(), 3);
   const TraceMetadata& got = r.metadata();
@@ -65,6 +67,8 @@ TEST(TraceRoundTrip, EveryMetadataField) {
   EXPECT_EQ(got.model_path, m.model_path);
   EXPECT_EQ(got.model_sha256, m.model_sha256);
   EXPECT_EQ(got.hparams, m.hparams);
+  EXPECT_EQ(got.settings, m.settings);
+  EXPECT_EQ(got.unavailable, m.unavailable);
   EXPECT_EQ(got.precision, "bf16");
   EXPECT_EQ(got.fault, "kv-stuck-length");
   EXPECT_EQ(got.prompt_length, 2);

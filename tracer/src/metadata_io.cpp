@@ -54,9 +54,10 @@ h5::Id open_group(hid_t file, const char* name, const std::string& path) {
   return h5::group_id(H5Gopen2(file, name, H5P_DEFAULT), where, "cannot open (is it a group?)");
 }
 
-HParams read_hparams(hid_t file, const std::string& path) {
-  const h5::Id group = open_group(file, sc::kHparams, path);
-  const h5::Where where{path, std::string("/") + sc::kHparams};
+// A group of int64, float64 and string attributes (/hparams, /producer_settings).
+HParams read_attribute_group(hid_t file, const char* name, const std::string& path) {
+  const h5::Id group = open_group(file, name, path);
+  const h5::Where where{path, std::string("/") + name};
   HParams hparams;
   for (const std::string& key : h5::attr_names(group.get(), where)) {
     switch (h5::attr_kind(group.get(), key.c_str(), where)) {
@@ -92,6 +93,21 @@ std::string optional_string(hid_t file, const char* name, const h5::Where& where
   return h5::has_attr(file, name) ? h5::read_string_attr(file, name, where) : std::string();
 }
 
+void write_attribute_group(hid_t file, const char* name, const HParams& values, const std::string& path) {
+  const h5::Where where{path, std::string("/") + name};
+  const h5::Id group =
+      h5::group_id(H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where, "cannot create");
+  for (const auto& [key, value] : values) {
+    if (const auto* i = std::get_if<std::int64_t>(&value)) {
+      h5::write_int_attr(group.get(), key.c_str(), *i, where);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      h5::write_float_attr(group.get(), key.c_str(), *d, where);
+    } else {
+      h5::write_string_attr(group.get(), key.c_str(), std::get<std::string>(value), where);
+    }
+  }
+}
+
 }  // namespace
 
 void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
@@ -113,17 +129,12 @@ void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
   if (!m.lockstep_source.empty())
     h5::write_string_attr(file, sc::kLockstepSource, m.lockstep_source, root);
 
-  const h5::Where hp{path, std::string("/") + sc::kHparams};
-  const h5::Id hparams = h5::group_id(
-      H5Gcreate2(file, sc::kHparams, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), hp, "cannot create");
-  for (const auto& [key, value] : m.hparams) {
-    if (const auto* i = std::get_if<std::int64_t>(&value)) {
-      h5::write_int_attr(hparams.get(), key.c_str(), *i, hp);
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      h5::write_float_attr(hparams.get(), key.c_str(), *d, hp);
-    } else {
-      h5::write_string_attr(hparams.get(), key.c_str(), std::get<std::string>(value), hp);
-    }
+  write_attribute_group(file, sc::kHparams, m.hparams, path);
+  if (!m.settings.empty()) write_attribute_group(file, sc::kProducerSettings, m.settings, path);
+  if (!m.unavailable.empty()) {
+    HParams reasons;
+    for (const auto& [tap, why] : m.unavailable) reasons[tap] = why;
+    write_attribute_group(file, sc::kUnavailable, reasons, path);
   }
   if (m.dims) {
     const h5::Where dw{path, std::string("/") + sc::kDims};
@@ -144,8 +155,8 @@ RootState read_root(hid_t file, const std::string& path) {
   const auto parsed = parse_producer(producer);
   if (!parsed) {
     throw TraceError(path, "/",
-                     "attribute 'producer': expected reference, engine-host, engine-cuda or "
-                     "external, got \"" +
+                     "attribute 'producer': expected reference, engine-host, engine-cuda, "
+                     "external, llama.cpp or transformers, got \"" +
                          producer + "\"");
   }
   m.producer = *parsed;
@@ -171,7 +182,17 @@ RootState read_root(hid_t file, const std::string& path) {
                   optional_string(file, sc::kFilterLayers, root),
                   optional_string(file, sc::kFilterPositions, root)};
   m.lockstep_source = optional_string(file, sc::kLockstepSource, root);
-  m.hparams = read_hparams(file, path);
+  m.hparams = read_attribute_group(file, sc::kHparams, path);
+  if (h5::link_exists(file, sc::kProducerSettings))
+    m.settings = read_attribute_group(file, sc::kProducerSettings, path);
+  if (h5::link_exists(file, sc::kUnavailable))
+    for (const auto& [tap, why] : read_attribute_group(file, sc::kUnavailable, path)) {
+      const auto* text = std::get_if<std::string>(&why);
+      if (text == nullptr)
+        throw TraceError(path, std::string("/") + sc::kUnavailable,
+                         "attribute '" + tap + "': expected a string saying why the tap is not available");
+      m.unavailable[tap] = *text;
+    }
   m.dims = read_dims(file, path);
   return state;
 }

@@ -63,11 +63,14 @@ void check_metadata(const std::string& path, const TraceMetadata& m) {
   if (m.prompt_length < 0) reject("prompt_length " + std::to_string(m.prompt_length) + " < 0");
   if (m.precision.empty()) reject("precision is empty");
   if (m.fault.empty()) reject("fault is empty (use \"none\")");
-  for (const auto& entry : m.hparams) {
-    if (entry.first.empty() || entry.first.find('/') != std::string::npos) {
-      reject("hparams key \"" + entry.first + "\" is empty or contains '/'");
-    }
-  }
+  auto check_keys = [&](const char* group, const auto& entries) {
+    for (const auto& entry : entries)
+      if (entry.first.empty() || entry.first.find('/') != std::string::npos)
+        reject(std::string(group) + " key \"" + entry.first + "\" is empty or contains '/'");
+  };
+  check_keys("hparams", m.hparams);
+  check_keys("producer_settings", m.settings);
+  check_keys("unavailable", m.unavailable);
 }
 
 }  // namespace tapdiff

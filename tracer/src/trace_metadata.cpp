@@ -31,13 +31,17 @@ std::string_view producer_name(Producer producer) {
       return "engine-cuda";
     case Producer::external:
       return "external";
+    case Producer::llama_cpp:
+      return "llama.cpp";
+    case Producer::transformers:
+      return "transformers";
   }
   return "external";
 }
 
 std::optional<Producer> parse_producer(std::string_view name) {
-  for (Producer p :
-       {Producer::reference, Producer::engine_host, Producer::engine_cuda, Producer::external}) {
+  for (Producer p : {Producer::reference, Producer::engine_host, Producer::engine_cuda, Producer::external,
+                     Producer::llama_cpp, Producer::transformers}) {
     if (producer_name(p) == name) return p;
   }
   return std::nullopt;

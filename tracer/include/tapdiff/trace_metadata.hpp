@@ -22,9 +22,10 @@ struct FormatVersion {
   std::string to_string() const;  // "2.0"
   static std::optional<FormatVersion> parse(std::string_view text);
 };
-inline constexpr FormatVersion kTraceFormatVersion{2, 0};
+inline constexpr FormatVersion kTraceFormatVersion{2, 1};
 
-enum class Producer { reference, engine_host, engine_cuda, external };
+// llama_cpp and transformers: third-party engines tapdiff runs itself (format 2.1).
+enum class Producer { reference, engine_host, engine_cuda, external, llama_cpp, transformers };
 std::string_view producer_name(Producer producer);  // "engine-host"
 std::optional<Producer> parse_producer(std::string_view name);
 
@@ -46,6 +47,12 @@ struct TraceMetadata {
   std::optional<TapDims> dims;       // lets readers check tap shapes against the catalogue
   // A lockstep run: the trace every tap point continued from (its path); "" for a normal run.
   std::string lockstep_source;
+  // How the producer ran, where that changes its numbers (format 2.1, /producer_settings):
+  // llama.cpp's backend, KV cache type, flash attention, threads, ...
+  HParams settings;
+  // Catalogue taps the producer cannot record, by short name, with the reason (format 2.1,
+  // /unavailable): diff lists them as not available instead of missing.
+  std::map<std::string, std::string> unavailable;
 };
 
 }  // namespace tapdiff

@@ -1,0 +1,21 @@
+// A row over its threshold and its jump test may still be no fault of its op: a model can
+// amplify an input difference that was within tolerance (an attention sink's near-zero value
+// vector; an 8-bit activation block with an outlier, as llama.cpp quantizes them). Replaying
+// the op correctly from the actual trace's own inputs tells the two apart: when that replay
+// reproduces the actual row within the tap's tolerance, the op's own error is within the
+// precision's noise and the row is not a divergence.
+#pragma once
+
+#include <string>
+
+#include "diff/result.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff::diff {
+
+// Taps are checked in execution order, up to the first one with a diverged row the replay
+// does not explain (or cannot replay); each tap cleared gets an "amplified" finding saying so.
+// Needs the model (model_path, or the expected trace's); without it nothing changes.
+void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path);
+
+}  // namespace tapdiff::diff

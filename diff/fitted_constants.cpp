@@ -1,0 +1,53 @@
+#include "diff/fitted_constants.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tapdiff::diff {
+
+std::optional<double> fit_rope_base(const std::vector<float>& x, const std::vector<float>& y, int n_heads,
+                                    int head_dim, int n_rot, std::int64_t position, ref::Pairing pairing) {
+  const int half = n_rot / 2;
+  if (position < 1 || half < 2 || x.size() != y.size() ||
+      x.size() < std::size_t(n_heads) * std::size_t(head_dim))
+    return std::nullopt;
+  std::vector<double> bases;
+  for (int i = 1; i < half; ++i) {
+    // Amplitude-weighted mean of the pair's rotation over the heads: sum of a×a' and a·a'.
+    double cross = 0, dot = 0;
+    const int ia = pairing == ref::Pairing::norm ? 2 * i : i;
+    const int ib = pairing == ref::Pairing::norm ? 2 * i + 1 : i + half;
+    for (int h = 0; h < n_heads; ++h) {
+      const std::size_t o = std::size_t(h) * std::size_t(head_dim);
+      const double a = x[o + ia], b = x[o + ib], a2 = y[o + ia], b2 = y[o + ib];
+      cross += a * b2 - b * a2;
+      dot += a * a2 + b * b2;
+    }
+    const double angle = std::atan2(cross, dot);
+    // Small angles are imprecise; large ones may have wrapped past pi.
+    if (angle < 0.05 || angle > 2.5) continue;
+    bases.push_back(std::pow(double(position) / angle, double(n_rot) / (2.0 * i)));
+  }
+  if (bases.empty()) return std::nullopt;
+  std::nth_element(bases.begin(), bases.begin() + std::ptrdiff_t(bases.size() / 2), bases.end());
+  const double base = bases[bases.size() / 2];
+  return std::isfinite(base) && base > 1 ? std::optional<double>(base) : std::nullopt;
+}
+
+std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w) {
+  if (x.empty() || x.size() != y.size()) return std::nullopt;
+  double ms = 0, xy = 0, xx = 0;
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const double xw = double(x[j]) * (w ? double(w[j]) : 1.0);
+    ms += double(x[j]) * double(x[j]);
+    xy += xw * double(y[j]);
+    xx += xw * xw;
+  }
+  ms /= double(x.size());
+  if (xx <= 0 || xy <= 0) return std::nullopt;
+  const double scale = xy / xx;  // 1 / sqrt(ms + eps)
+  const double eps = 1.0 / (scale * scale) - ms;
+  return std::isfinite(eps) && eps > 0 ? std::optional<double>(eps) : std::nullopt;
+}
+
+}  // namespace tapdiff::diff

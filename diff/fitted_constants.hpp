@@ -1,0 +1,25 @@
+// Constants recovered from the actual values, for bugs that set a hyperparameter to a value
+// nobody listed (a misread rope_freq_base, an epsilon from another model): the op's variant
+// with the fitted constant is then replayed and judged like any other.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "reference/ops.hpp"
+
+namespace tapdiff::diff {
+
+// The frequency base that rotates x into y at `position` (x, y: one row of n_heads heads).
+// Each pair's angle is read off atan2 and turned into a base through
+// angle_i = position * base^(-2i / n_rot); the median over the pairs whose angle is well
+// measured and unwrapped. Nothing when no pair qualifies.
+std::optional<double> fit_rope_base(const std::vector<float>& x, const std::vector<float>& y, int n_heads,
+                                    int head_dim, int n_rot, std::int64_t position, ref::Pairing pairing);
+
+// The epsilon of y = x / sqrt(mean(x²) + eps) * w (w may be null), by least squares on the
+// scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).
+std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w);
+
+}  // namespace tapdiff::diff

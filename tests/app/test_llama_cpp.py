@@ -1,0 +1,176 @@
+"""tapdiff run --backend llama.cpp: llama.cpp's own graph, recorded through its eval callback,
+diffed against tapdiff's reference. A clean llama.cpp passes on fixtures of both architectures
+and every tensor family, with f16 and q8_0 KV caches and flash attention on and off, every
+mapped tap compared; the taps llama.cpp has no node for are "not available", never faked; and
+misconfigurations injected through llama.cpp's own --override-kv are found in its trace."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tapdiff_trace import TraceReader
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+PROMPT = "1,70,200,33,5,90,12,140"
+N_PREDICT = 8
+K_SHAPE = ["--n-embd", "256", "--n-ff", "512", "--n-head", "8", "--n-head-kv", "2"]
+FIXTURES = {
+    "llama-f32": ["--arch", "llama", "--n-layer", "3"],
+    "llama-f16": ["--arch", "llama", "--type", "F16"],
+    "llama-bf16": ["--arch", "llama", "--type", "BF16"],
+    "llama-q8_0": ["--arch", "llama", "--type", "Q8_0"],
+    "llama-q4_0": ["--arch", "llama", "--type", "Q4_0"],
+    "llama-q4_k_m": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K", "--tensor-type", "blk.*.attn_v.weight=Q6_K",
+                     "--tensor-type", "blk.*.ffn_down.weight=Q6_K", "--tensor-type", "output.weight=Q6_K"],
+    "qwen2-f32": ["--arch", "qwen2", "--n-layer", "3"],
+    "qwen2-q8_0-tied": ["--arch", "qwen2", "--type", "Q8_0", "--tied"],
+    "qwen2-q5_k": ["--arch", "qwen2", *K_SHAPE, "--type", "Q5_K"],
+}
+STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
+
+
+def tapdiff(*args):
+    return subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def llama_built():
+    p = tapdiff("run", "--backend", "llama.cpp", "-m", "/nonexistent.gguf", "--tokens", "1")
+    if "built without llama.cpp" in p.stderr:
+        pytest.skip(p.stderr.strip())
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama")
+    out = {}
+    for name, spec in FIXTURES.items():
+        out[name] = d / f"{name}.gguf"
+        assert tapdiff("fixture", "--seed", "5", *spec, "-o", out[name]).returncode == 0
+    if STORIES.exists():
+        out["stories260K"] = STORIES
+    return out
+
+
+@pytest.fixture(scope="module")
+def references(models, tmp_path_factory):
+    d = tmp_path_factory.mktemp("ref")
+    out = {}
+    for name, model in models.items():
+        out[name] = d / f"{name}.h5"
+        p = tapdiff("run", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "--logits", "all", "-o", out[name])
+        assert p.returncode == 0, p.stderr
+    return out
+
+
+def llama_run(model, trace, *options):
+    p = tapdiff("run", "--backend", "llama.cpp", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT,
+                "--logits", "all", "--threads", 2, "-o", trace, *options)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def head_dim(trace):
+    with TraceReader(str(trace)) as t:
+        return t.dims["head_dim"]
+
+
+def diff_json(expected, actual):
+    p = tapdiff("diff", expected, actual, "--format", "json")
+    return p.returncode, json.loads(p.stdout)
+
+
+CACHES = {"f16": [], "f16-flash": ["--llama-flash-attn"], "q8_0-flash": ["--llama-kv-type", "q8_0", "--llama-flash-attn"]}
+
+
+@pytest.mark.parametrize("cache", sorted(CACHES))
+@pytest.mark.parametrize("fixture", sorted(FIXTURES) + ["stories260K"])
+def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_path, fixture, cache):
+    if fixture not in models:
+        pytest.skip(f"{STORIES} is absent")
+    trace = tmp_path / "llama.h5"
+    if cache.startswith("q8_0") and head_dim(references[fixture]) % 32:
+        # llama.cpp's own rule: a q8_0 cache row is whole blocks of 32.
+        p = tapdiff("run", "--backend", "llama.cpp", "-m", models[fixture], "--tokens", PROMPT, *CACHES[cache])
+        assert p.returncode == 2 and "does not divide n_embd_head_k" in p.stderr, p.stderr
+        return
+    llama_run(models[fixture], trace, *CACHES[cache])
+    code, report = diff_json(references[fixture], trace)
+    worst = max(report["taps"], key=lambda t: (t["worst_nmse"] or 0) / t["threshold_nmse"])
+    assert code == 0 and report["verdict"] == "pass", (
+        f"{fixture} {cache}: first divergence {report['first_divergence']}; worst tap {worst['tap']} "
+        f"nmse {worst['worst_nmse']:.3g} vs threshold {worst['threshold_nmse']:.3g} ({report['profile']})")
+    with TraceReader(str(trace)) as t:
+        n_layer = t.dims["n_layer"]
+        unavailable = set(t.unavailable)
+    # Every catalogue tap llama.cpp has a node for is compared, at every layer.
+    compared = {(x["name"], x["layer"]) for x in report["taps"]}
+    per_layer = 18 - len(unavailable)
+    assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
+    assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
+    notes = [f for f in report["findings"] if f["kind"] == "not-available"]
+    assert {f["tap"] for f in notes} == unavailable and not [f for f in report["findings"] if f["kind"].startswith("missing")]
+
+
+def test_trace_says_how_llama_cpp_ran(models, tmp_path):
+    trace = tmp_path / "llama.h5"
+    llama_run(models["llama-q4_k_m"], trace, "--llama-kv-type", "q8_0", "--llama-flash-attn")
+    with TraceReader(str(trace)) as t:
+        assert t.metadata["producer"] == "llama.cpp"
+        assert t.metadata["producer_version"].startswith("llama.cpp ")
+        assert t.metadata["precision"] == "q8"
+        assert t.settings["kv_type"] == "q8_0" and t.settings["flash_attn"] == 1 and t.settings["threads"] == 2
+        assert "Q4_K" in t.settings["weight_types"] and "Q6_K" in t.settings["weight_types"] and t.settings["backend"]
+        assert "not available from llama.cpp" in t.unavailable["kv.k"]
+        positions, _ = t.read("output", -1)
+        assert list(positions) == list(range(8 + N_PREDICT - 1))  # --logits all: every prompt row
+
+
+def test_precision_follows_weights_and_cache(models, tmp_path):
+    expect = {("llama-f32", "f32"): "f32", ("llama-f32", "f16"): "f16", ("llama-bf16", "f32"): "bf16",
+              ("llama-q8_0", "f32"): "q8", ("llama-f16", "f32"): "f16"}
+    for (fixture, cache), precision in expect.items():
+        trace = tmp_path / f"{fixture}-{cache}.h5"
+        llama_run(models[fixture], trace, "--llama-kv-type", cache)
+        with TraceReader(str(trace)) as t:
+            assert t.metadata["precision"] == precision, (fixture, cache)
+
+
+# Misconfigurations a user reproduces with llama.cpp's --override-kv: each is found at its op in
+# llama.cpp's own trace, against the reference of the correctly configured model.
+MISCONFIGURED = [
+    ("rope base", "llama-f32", "llama.rope.freq_base=float:500", "attn_q.rope", "rope"),
+    ("rms eps", "qwen2-f32", "qwen2.attention.layer_norm_rms_epsilon=float:0.5", "attn_norm", "normalization"),
+]
+
+
+@pytest.mark.parametrize("what,fixture,override,tap,cls", MISCONFIGURED, ids=[m[0] for m in MISCONFIGURED])
+def test_misconfiguration_is_found_in_llama_cpps_trace(models, references, tmp_path, what, fixture, override, tap, cls):
+    trace = tmp_path / "llama.h5"
+    llama_run(models[fixture], trace, "--llama-override", override)
+    code, report = diff_json(references[fixture], trace)
+    assert code == 1
+    first = report["first_divergence"]
+    assert (first["name"], first["layer"], first["position"]) == (tap, 0, 1 if cls == "rope" else 0), first
+    assert report["diagnosis"]["class"] == cls, report["diagnosis"]
+
+
+def test_bad_llama_options_are_exit_2(models, tmp_path):
+    model = models["llama-f32"]
+    for options, needle in [
+        (["--llama-override", "llama.rope.freq_base=5000"], "KEY=TYPE:VALUE"),
+        (["--llama-override", "llama.rope.freq_base=float:fast"], "is not a float"),
+        (["--llama-kv-type", "q9_9"], "--llama-kv-type"),
+        (["--precision", "f16"], "--precision f16"),
+        (["--inject", "attn-scale"], "--llama-override"),
+    ]:
+        p = tapdiff("run", "--backend", "llama.cpp", "-m", model, "--tokens", "1,2", *options)
+        assert p.returncode == 2 and needle in p.stderr, (options, p.stderr)
+    p = tapdiff("run", "--backend", "host", "-m", model, "--tokens", "1,2", "--llama-kv-type", "q8_0")
+    assert p.returncode == 2 and "--backend llama.cpp" in p.stderr
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 20)
+    p = tapdiff("run", "--backend", "llama.cpp", "-m", bad, "--tokens", "1")
+    assert p.returncode == 2 and str(bad) in p.stderr

@@ -1,0 +1,54 @@
+// Constants recovered from actual values: a rotation's frequency base, a norm's epsilon.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "diff/fitted_constants.hpp"
+
+namespace tapdiff::diff {
+namespace {
+
+std::vector<float> random_row(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(FittedConstants, RopeBaseOfAnyRotation) {
+  for (const auto pairing : {ref::Pairing::norm, ref::Pairing::neox})
+    for (const float base : {500.0f, 10000.0f, 1e6f, 12345.0f})
+      for (const std::int64_t position : {3, 7, 40}) {
+        const std::vector<float> x = random_row(4 * 32, 7);
+        std::vector<double> y(x.begin(), x.end());
+        ref::rope(y.data(), 4, 32, 32, position, base, pairing);
+        const auto fitted = fit_rope_base(x, std::vector<float>(y.begin(), y.end()), 4, 32, 32, position, pairing);
+        ASSERT_TRUE(fitted) << base << " at " << position;
+        EXPECT_NEAR(*fitted / base, 1.0, 1e-3) << base << " at " << position;
+      }
+}
+
+TEST(FittedConstants, NoRotationNoBase) {
+  const std::vector<float> x = random_row(64, 3);
+  EXPECT_FALSE(fit_rope_base(x, x, 2, 32, 32, 5, ref::Pairing::norm));  // every angle 0
+  EXPECT_FALSE(fit_rope_base(x, x, 2, 32, 32, 0, ref::Pairing::norm));  // position 0 rotates nothing
+}
+
+TEST(FittedConstants, RmsEpsilon) {
+  const std::vector<float> x = random_row(64, 5), w = random_row(64, 6);
+  for (const float eps : {1e-5f, 0.5f, 3.0f}) {
+    std::vector<double> xd(x.begin(), x.end()), y(x.size());
+    ref::rmsnorm(xd.data(), w.data(), 64, eps, y.data());
+    const auto fitted = fit_rms_eps(x, std::vector<float>(y.begin(), y.end()), w.data());
+    ASSERT_TRUE(fitted);
+    EXPECT_NEAR(*fitted, eps, eps * 1e-2 + 1e-5) << eps;
+  }
+  // Not a scaled x: the sign flipped.
+  std::vector<float> flipped(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) flipped[i] = -x[i] * w[i];
+  EXPECT_FALSE(fit_rms_eps(x, flipped, w.data()));
+}
+
+}  // namespace
+}  // namespace tapdiff::diff
