@@ -57,8 +57,8 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   };
   auto o = std::make_shared<Options>();
   RunSpec& s = o->spec;
-  cmd->add_option("--backend", s.backend, "reference | host | cuda | llama.cpp")
-      ->check(CLI::IsMember({"reference", "host", "cuda", "llama.cpp"}))->capture_default_str();
+  cmd->add_option("--backend", s.backend, "reference | host | cuda | llama.cpp | transformers")
+      ->check(CLI::IsMember({"reference", "host", "cuda", "llama.cpp", "transformers"}))->capture_default_str();
   cmd->add_option("-m,--model", s.model, "GGUF model")->required();
   add_prompt_options(*cmd, o->prompt);
   cmd->add_option("-n,--n-predict", s.n_predict, "Tokens to generate")->capture_default_str();

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "app/progress.hpp"
+#include "app/subprocess.hpp"
+#include "app/token_list.hpp"
 #include "app/trace_metadata_for.hpp"
 #include "diff/repeats.hpp"
 #include "engine/generate.hpp"
@@ -130,6 +132,33 @@ std::vector<int> run_llama_cpp(const RunSpec& s, const GgufFile& file) {
   return tokens;
 }
 
+// transformers: python/tapdiff_transformers.py in the project's Python writes the trace; its
+// stdout's "tokens:" line is the run's tokens.
+std::vector<int> run_transformers(const RunSpec& s) {
+  if (!s.fault.empty()) throw std::invalid_argument("--inject: faults are injected into tapdiff's engine, not transformers");
+  if (!s.lockstep.empty()) throw std::invalid_argument("--lockstep: transformers cannot continue from another trace");
+  if (!s.weights.empty()) throw std::invalid_argument("--weights: transformers' weights are not recorded");
+  if (s.sampling.temperature > 0) throw std::invalid_argument("--temperature: transformers runs greedily here");
+  if (s.precision != "f32")
+    throw std::invalid_argument(fmt::format("--precision {}: the transformers producer runs float32", s.precision));
+  if (!s.taps.names.empty() || !s.taps.layers.empty() || !s.taps.positions.empty())
+    throw std::invalid_argument("--taps, --layers, --positions: the transformers producer records every tap");
+  if (s.trace.empty()) throw std::invalid_argument("-o: the transformers producer writes a trace; give its path");
+  std::string tokens;
+  for (int t : s.prompt) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  const ProcessResult p = run_process({TAPDIFF_PYTHON, TAPDIFF_TRANSFORMERS_PRODUCER, "-m", s.model, "--tokens", tokens,
+                                       "-n", std::to_string(s.n_predict), "-o", s.trace, "--logits",
+                                       s.logits_all ? "all" : "last"},
+                                      ".", ChildStdout::capture);
+  if (p.status == 2) throw std::invalid_argument("the transformers producer refused its input (its message is above)");
+  if (p.status != 0)
+    throw std::runtime_error(fmt::format("the transformers producer ({} {}) failed with status {}", TAPDIFF_PYTHON,
+                                         TAPDIFF_TRANSFORMERS_PRODUCER, p.status));
+  const std::size_t at = p.output.find("tokens: ");
+  if (at == std::string::npos) throw std::runtime_error("the transformers producer printed no tokens: line");
+  return parse_token_list(p.output.substr(at + 8, p.output.find('\n', at) - at - 8));
+}
+
 // cuda when a device exists; otherwise says so once and runs the host executor.
 engine::Backend usable_backend(const std::string& requested) {
   if (requested != "cuda") return engine::Backend::host;
@@ -179,10 +208,15 @@ std::optional<WeightTapOptions> weight_tap_options(const RunSpec& s, const GgufF
 }
 
 std::vector<int> run_model(const RunSpec& spec) {
-  if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda" && spec.backend != "llama.cpp")
+  if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda" &&
+      spec.backend != "llama.cpp" && spec.backend != "transformers")
     throw std::invalid_argument(
-        fmt::format("--backend: expected reference, host, cuda or llama.cpp, got {}", spec.backend));
+        fmt::format("--backend: expected reference, host, cuda, llama.cpp or transformers, got {}", spec.backend));
   const GgufFile file = GgufFile::open(spec.model);
+  if (spec.backend == "transformers") {
+    check_vocab(spec.prompt, load_model_config(file), spec.model);
+    return run_transformers(spec);
+  }
   if (spec.backend == "llama.cpp") {
     check_vocab(spec.prompt, load_model_config(file), spec.model);
     return run_llama_cpp(spec, file);

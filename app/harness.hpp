@@ -18,7 +18,7 @@ namespace tapdiff {
 class GgufFile;
 
 struct RunSpec {
-  std::string backend = "reference";  // reference | host | cuda | llama.cpp (cuda falls back to host, saying so)
+  std::string backend = "reference";  // reference | host | cuda | llama.cpp | transformers (cuda falls back to host)
   std::string model;
   std::vector<int> prompt;
   int n_predict = 16;

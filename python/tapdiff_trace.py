@@ -253,7 +253,7 @@ class TraceWriter:
                 elif isinstance(value, (float, np.floating)):
                     group.attrs[key] = np.float64(value)
                 else:
-                    group.attrs[key] = value
+                    group.attrs[key] = str(value)  # a str subclass (torch's version) is not an HDF5 string
         if dims is not None:
             group = self._f.create_group("dims")
             for key in DIM_NAMES:

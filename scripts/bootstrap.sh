@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
 VENV=build/venv
 PYTHON_REQUIREMENTS=scripts/requirements-test.txt
 LLAMA_REQUIREMENTS=scripts/requirements-llama.txt
+TRANSFORMERS_REQUIREMENTS=scripts/requirements-transformers.txt
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"
@@ -55,4 +56,12 @@ if [ "${TAPDIFF_LLAMA:-AUTO}" != OFF ] && ! cmp -s "$LLAMA_REQUIREMENTS" "$llama
   CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" \
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$LLAMA_REQUIREMENTS"
   cp "$LLAMA_REQUIREMENTS" "$llama_stamp"
+fi
+
+# transformers (TAPDIFF_TRANSFORMERS=OFF skips it): torch and its NVIDIA libraries, a few GB.
+transformers_stamp="$VENV/.requirements-transformers"
+if [ "${TAPDIFF_TRANSFORMERS:-AUTO}" != OFF ] && ! cmp -s "$TRANSFORMERS_REQUIREMENTS" "$transformers_stamp"; then
+  echo "bootstrap: installing $TRANSFORMERS_REQUIREMENTS (torch and transformers for --backend transformers; ~3 GB, once)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$TRANSFORMERS_REQUIREMENTS"
+  cp "$TRANSFORMERS_REQUIREMENTS" "$transformers_stamp"
 fi

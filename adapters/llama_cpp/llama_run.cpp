@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -75,6 +77,18 @@ ggml_type parse_cache_type(const std::string& name) {
       fmt::format("--llama-kv-type: expected a ggml type name (f32, f16, bf16, q8_0, q4_0, ...), got \"{}\"", name));
 }
 
+// The whole of text as a number, or nothing.
+std::optional<double> parse_double(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size() ? std::optional<double>(v) : std::nullopt;
+}
+std::optional<std::int64_t> parse_int(const std::string& text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  return !text.empty() && end == text.c_str() + text.size() ? std::optional<std::int64_t>(v) : std::nullopt;
+}
+
 llama_model_kv_override parse_override(const std::string& text) {
   const std::size_t eq = text.find('=');
   const std::size_t colon = eq == std::string::npos ? eq : text.find(':', eq);
@@ -90,31 +104,27 @@ llama_model_kv_override parse_override(const std::string& text) {
   const std::string value = text.substr(colon + 1);
   if (key.size() >= sizeof o.key) throw fail(fmt::format("the key is longer than {} bytes", sizeof o.key - 1));
   std::memcpy(o.key, key.c_str(), key.size() + 1);
-  try {
-    std::size_t used = 0;
-    if (type == "int") {
-      o.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
-      o.val_i64 = std::stoll(value, &used);
-    } else if (type == "float") {
-      o.tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;
-      o.val_f64 = std::stod(value, &used);
-    } else if (type == "bool") {
-      o.tag = LLAMA_KV_OVERRIDE_TYPE_BOOL;
-      if (value != "true" && value != "false") throw fail("a bool is true or false");
-      o.val_bool = value == "true";
-      used = value.size();
-    } else if (type == "str") {
-      o.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
-      if (value.size() >= sizeof o.val_str) throw fail(fmt::format("a str is at most {} bytes", sizeof o.val_str - 1));
-      std::memcpy(o.val_str, value.c_str(), value.size() + 1);
-      used = value.size();
-    } else {
-      throw fail(fmt::format("unknown TYPE \"{}\"", type));
-    }
-    if (used != value.size()) throw fail(fmt::format("\"{}\" is not a {}", value, type));
-  } catch (const std::logic_error& e) {
-    if (dynamic_cast<const std::invalid_argument*>(&e) && std::string(e.what()).rfind("--llama", 0) == 0) throw;
-    throw fail(fmt::format("\"{}\" is not a {}", value, type));
+  const auto not_a = [&] { return fail(fmt::format("\"{}\" is not a {}", value, type)); };
+  if (type == "int") {
+    o.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+    const auto v = parse_int(value);
+    if (!v) throw not_a();
+    o.val_i64 = *v;
+  } else if (type == "float") {
+    o.tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;
+    const auto v = parse_double(value);
+    if (!v) throw not_a();
+    o.val_f64 = *v;
+  } else if (type == "bool") {
+    o.tag = LLAMA_KV_OVERRIDE_TYPE_BOOL;
+    if (value != "true" && value != "false") throw fail("a bool is true or false");
+    o.val_bool = value == "true";
+  } else if (type == "str") {
+    o.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+    if (value.size() >= sizeof o.val_str) throw fail(fmt::format("a str is at most {} bytes", sizeof o.val_str - 1));
+    std::memcpy(o.val_str, value.c_str(), value.size() + 1);
+  } else {
+    throw fail(fmt::format("unknown TYPE \"{}\"", type));
   }
   return o;
 }

@@ -236,3 +236,24 @@ def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, ca
     report = json.loads(d.stdout)
     assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
     assert report["profile"] == "q8" and len(report["taps"]) == 3 + 16 * 30
+
+
+def test_transformers_passes_against_the_reference(smollm2, tmp_path):
+    """Hugging Face transformers' SmolLM2 (the same GGUF, dequantized to float32) against the
+    reference: every tap of all 30 layers, the cache read-backs and softmax weights included,
+    PASS at the f32 profile."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"transformers is not installed in the test Python ({e})")
+    c = PINNED["france"]
+    tokens = ",".join(map(str, c["prompt_ids"]))
+    ref, hf = tmp_path / "reference.h5", tmp_path / "transformers.h5"
+    assert run("run", "-m", MODEL, "--tokens", tokens, "-n", 8, "--logits", "all", "-o", ref).returncode == 0
+    p = run("run", "--backend", "transformers", "-m", MODEL, "--tokens", tokens, "-n", 8, "--logits", "all", "-o", hf)
+    assert p.returncode == 0, p.stderr
+    d = run("diff", ref, hf, "--format", "json")
+    report = json.loads(d.stdout)
+    assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
+    assert report["profile"] == "f32" and len(report["taps"]) == 3 + 18 * 30

@@ -56,7 +56,8 @@ def test_python_writes_cpp_reads(tmp_path):
                         git_commit="cafe", model_path="m.gguf", model_sha256="b" * 64,
                         hparams={"n_layer": 1, "eps": 1e-6, "arch": "llama", "tied": True},
                         precision="f32", fault="none", prompt_length=3, tokens=[4, 5, 6],
-                        dims=dims) as w:
+                        dims=dims, settings={"kv_type": "f16", "threads": 2},
+                        unavailable={"kv.k": "no node holds it"}) as w:
         w.record("token_embd", -1, 0, embd)
         w.record("attn.probs", 0, 0, probs)
         w.end_step()
@@ -68,7 +69,9 @@ def test_python_writes_cpp_reads(tmp_path):
     got = dump(path)
     assert got["complete"] is True
     assert got["committed_steps"] == 2
-    assert got["producer"] == {"kind": "reference", "version": "py-1", "git_commit": "cafe"}
+    assert got["producer"] == {"kind": "reference", "version": "py-1", "git_commit": "cafe",
+                               "settings": {"kv_type": "f16", "threads": 2},
+                               "unavailable": {"kv.k": "no node holds it"}}
     assert got["model"]["sha256"] == "b" * 64
     assert got["model"]["hparams"] == {"n_layer": 1, "eps": 1e-6, "arch": "llama", "tied": 1}
     assert got["tokens"] == [4, 5, 6, 7]

@@ -1,0 +1,95 @@
+"""tapdiff run --backend transformers: the GGUF loaded by Hugging Face transformers (float32,
+eager attention), every catalogue tap recorded from its modules and its cache, diffed against
+tapdiff's reference: PASS at the f32 profile with every tap of every layer compared, llama's
+Q and K put back in GGUF order; bad input is exit 2."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tapdiff_trace import TraceReader
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+PROMPT = "1,70,200,33,5,90,12,140"
+N_PREDICT = 6
+K_SHAPE = ["--n-embd", "256", "--n-ff", "512", "--n-head", "8", "--n-head-kv", "2"]
+FIXTURES = {
+    "llama-f32-gqa": ["--arch", "llama", "--n-head", "4", "--n-head-kv", "2"],
+    "llama-q4_k": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K"],
+    "qwen2-q8_0-tied": ["--arch", "qwen2", "--type", "Q8_0", "--tied"],
+}
+STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
+
+
+def tapdiff(*args):
+    return subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def transformers_installed():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"transformers is not installed in the test Python ({e}); scripts/bootstrap.sh installs it")
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES) + ["stories260K"])
+def test_transformers_passes_against_the_reference(tmp_path, fixture):
+    if fixture == "stories260K":
+        if not STORIES.exists():
+            pytest.skip(f"{STORIES} is absent")
+        model = STORIES
+    else:
+        model = tmp_path / "m.gguf"
+        assert tapdiff("fixture", "--seed", "8", *FIXTURES[fixture], "-o", model).returncode == 0
+    ref, hf = tmp_path / "ref.h5", tmp_path / "hf.h5"
+    assert tapdiff("run", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "--logits", "all", "-o", ref).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "--logits", "all",
+                "-o", hf)
+    assert p.returncode == 0, p.stderr
+    d = tapdiff("diff", ref, hf, "--format", "json")
+    report = json.loads(d.stdout)
+    assert d.returncode == 0 and report["verdict"] == "pass" and report["profile"] == "f32", report["first_divergence"]
+    with TraceReader(str(hf)) as t:
+        assert t.metadata["producer"] == "transformers" and t.complete
+        n_layer = t.dims["n_layer"]
+        permuted = t.settings["qk_layout"].startswith("permuted")
+        arch = t.hparams["arch"]
+        positions, _ = t.read("output", -1)
+        assert list(positions) == list(range(8 + N_PREDICT - 1))  # --logits all
+    # Every catalogue tap, the cache read-backs and the softmax weights included.
+    assert len(report["taps"]) == 3 + 18 * n_layer
+    assert permuted == (arch == "llama")
+    assert not [f for f in report["findings"] if f["kind"] != "metadata"], report["findings"]
+
+
+def test_a_permutation_left_undone_is_found_at_attn_q(tmp_path):
+    """The Q/K layout matters: the producer's GGUF reordering is what makes llama's attn_q equal."""
+    model, ref, hf = tmp_path / "m.gguf", tmp_path / "ref.h5", tmp_path / "hf.h5"
+    assert tapdiff("fixture", "--arch", "llama", "-o", model).returncode == 0
+    assert tapdiff("run", "-m", model, "--tokens", PROMPT, "-n", 2, "-o", ref).returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(Path(os.environ["TAPDIFF_SOURCE_DIR"]) / "python"))
+    script = ("import sys, tapdiff_transformers as t; t.gguf_order = lambda x, d: x; "
+              f"sys.exit(t.main(['-m', '{model}', '--tokens', '{PROMPT}', '-n', '2', '-o', '{hf}']))")
+    p = subprocess.run([os.environ["TAPDIFF_PYTHON"], "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(tapdiff("diff", ref, hf, "--format", "json").stdout)
+    assert report["first_divergence"]["name"] == "attn_q" and report["first_divergence"]["layer"] == 0
+
+
+def test_bad_input_is_exit_2(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 40)
+    p = tapdiff("run", "--backend", "transformers", "-m", bad, "--tokens", "1", "-o", tmp_path / "x.h5")
+    assert p.returncode == 2 and str(bad) in p.stderr, p.stderr
+    model = tmp_path / "m.gguf"
+    assert tapdiff("fixture", "--arch", "qwen2", "-o", model).returncode == 0
+    for options, needle in [(["--inject", "attn-scale"], "--inject"), (["--precision", "f16"], "--precision f16"),
+                            (["--layers", "0"], "records every tap"), ([], None)]:
+        args = ["run", "--backend", "transformers", "-m", model, "--tokens", "1,2", *options]
+        p = tapdiff(*args) if needle is None else tapdiff(*args, "-o", tmp_path / "x.h5")
+        assert p.returncode == 2, (options, p.stderr)
+        assert (needle or "-o") in p.stderr, (options, p.stderr)
