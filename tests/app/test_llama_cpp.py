@@ -22,6 +22,9 @@ FIXTURES = {
     "llama-bf16": ["--arch", "llama", "--type", "BF16"],
     "llama-q8_0": ["--arch", "llama", "--type", "Q8_0"],
     "llama-q4_0": ["--arch", "llama", "--type", "Q4_0"],
+    "llama-q4_1": ["--arch", "llama", "--type", "Q4_1"],
+    "qwen2-q5_0": ["--arch", "qwen2", "--type", "Q5_0"],
+    "qwen2-q5_1": ["--arch", "qwen2", "--type", "Q5_1"],
     "llama-q4_k_m": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K", "--tensor-type", "blk.*.attn_v.weight=Q6_K",
                      "--tensor-type", "blk.*.ffn_down.weight=Q6_K", "--tensor-type", "output.weight=Q6_K"],
     "qwen2-f32": ["--arch", "qwen2", "--n-layer", "3"],
@@ -155,6 +158,14 @@ def test_misconfiguration_is_found_in_llama_cpps_trace(models, references, tmp_p
     first = report["first_divergence"]
     assert (first["name"], first["layer"], first["position"]) == (tap, 0, 1 if cls == "rope" else 0), first
     assert report["diagnosis"]["class"] == cls, report["diagnosis"]
+
+
+def test_a_kv_head_count_llama_cpp_cannot_load_is_exit_2_with_its_reason(models):
+    # A wrong head_count_kv changes the K and V weights' expected shapes: llama.cpp's loader
+    # refuses the model, and tapdiff passes its reason on.
+    p = tapdiff("run", "--backend", "llama.cpp", "-m", models["llama-q4_k_m"], "--tokens", "1,2",
+                "--llama-override", "llama.attention.head_count_kv=int:8")
+    assert p.returncode == 2 and "blk.0.attn_k.weight' has wrong shape" in p.stderr, p.stderr
 
 
 def test_bad_llama_options_are_exit_2(models, tmp_path):
