@@ -101,21 +101,24 @@ std::optional<TraceWriter> open_trace(const RunSpec& s, TraceMetadata metadata) 
   return std::optional<TraceWriter>(std::in_place, s.trace, std::move(metadata), std::move(w));
 }
 
+// Options of tapdiff's own programs, which a third-party engine refuses by name.
+void refuse_own_options(const RunSpec& s, const std::string& engine, const std::string& precision_note) {
+  if (!s.fault.empty())
+    throw std::invalid_argument(fmt::format("--inject: faults are injected into tapdiff's engine, not {}{}", engine,
+                                            engine == "llama.cpp" ? "; misconfigure it with --llama-override" : ""));
+  if (!s.lockstep.empty()) throw std::invalid_argument(fmt::format("--lockstep: {} cannot continue from another trace", engine));
+  if (!s.weights.empty())
+    throw std::invalid_argument(fmt::format("--weights: {}'s weights are not recorded (tapdiff's reference and engine "
+                                            "record weight taps)", engine));
+  if (s.sampling.temperature > 0) throw std::invalid_argument(fmt::format("--temperature: {} runs greedily here", engine));
+  if (s.precision != "f32") throw std::invalid_argument(fmt::format("--precision {}: {}", s.precision, precision_note));
+}
+
 // llama.cpp through libllama: its own context of prompt + n_predict positions, its precision
 // and settings recorded in the trace.
 std::vector<int> run_llama_cpp(const RunSpec& s, const GgufFile& file) {
-  if (!s.fault.empty())
-    throw std::invalid_argument("--inject: faults are injected into tapdiff's engine; misconfigure llama.cpp with "
-                                "--llama-override KEY=TYPE:VALUE");
-  if (!s.lockstep.empty()) throw std::invalid_argument("--lockstep: llama.cpp cannot continue from another trace");
-  if (!s.weights.empty())
-    throw std::invalid_argument("--weights: llama.cpp's weights are not recorded (only tapdiff's reference and "
-                                "engine record weight taps)");
-  if (s.sampling.temperature > 0) throw std::invalid_argument("--temperature: llama.cpp runs greedily here");
-  if (s.precision != "f32")
-    throw std::invalid_argument(fmt::format("--precision {}: llama.cpp's arithmetic follows the model's weight types "
-                                            "and --llama-kv-type; the trace records it",
-                                            s.precision));
+  refuse_own_options(s, "llama.cpp", "llama.cpp's arithmetic follows the model's weight types and --llama-kv-type; "
+                                     "the trace records it");
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.n_predict;
   adapters::llama_cpp::LlamaRun run(s.model, s.llama, n_ctx);
   TraceMetadata metadata = trace_metadata_for(file, Producer::llama_cpp, "f32", "", s.prompt, s.n_predict);
@@ -135,12 +138,7 @@ std::vector<int> run_llama_cpp(const RunSpec& s, const GgufFile& file) {
 // transformers: python/tapdiff_transformers.py in the project's Python writes the trace; its
 // stdout's "tokens:" line is the run's tokens.
 std::vector<int> run_transformers(const RunSpec& s) {
-  if (!s.fault.empty()) throw std::invalid_argument("--inject: faults are injected into tapdiff's engine, not transformers");
-  if (!s.lockstep.empty()) throw std::invalid_argument("--lockstep: transformers cannot continue from another trace");
-  if (!s.weights.empty()) throw std::invalid_argument("--weights: transformers' weights are not recorded");
-  if (s.sampling.temperature > 0) throw std::invalid_argument("--temperature: transformers runs greedily here");
-  if (s.precision != "f32")
-    throw std::invalid_argument(fmt::format("--precision {}: the transformers producer runs float32", s.precision));
+  refuse_own_options(s, "transformers", "the transformers producer runs float32");
   if (!s.taps.names.empty() || !s.taps.layers.empty() || !s.taps.positions.empty())
     throw std::invalid_argument("--taps, --layers, --positions: the transformers producer records every tap");
   if (s.trace.empty()) throw std::invalid_argument("-o: the transformers producer writes a trace; give its path");
