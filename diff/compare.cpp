@@ -51,7 +51,19 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-// The rows of one tap in both traces, compared position by position (shapes agree).
+// A whole row's part that a shard in the other trace holds (docs/trace-schema.md, "Layouts").
+void keep_shard(TapRows& rows, const TapInfo& shard) {
+  const std::vector<std::int64_t>& covers = shard.alignment->covers;
+  std::vector<float> kept(rows.size() * covers.size());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t k = 0; k < covers.size(); ++k) kept[i * covers.size() + k] = rows.row(i)[covers[k]];
+  rows.values = std::move(kept);
+  rows.row_shape = shard.row_shape;
+  rows.row_size = shard.row_size;
+}
+
+// The rows of one tap in both traces, compared position by position (whole shapes agree; a
+// shard in one trace is compared with the same part of the other's rows).
 TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta,
                           const TapInfo& tb, std::int64_t last_position,
                           const ToleranceProfile& profile, DiffResult& r) {
@@ -60,12 +72,15 @@ TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapI
   c.layer = ta.layer;
   c.full_name = ta.full_name;
   c.tap_class = std::string(tap_class(ta.name));
-  c.row_shape = ta.row_shape;
+  c.row_shape = ta.sharded() ? ta.row_shape : tb.row_shape;
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
   if (last_position < 0) return c;
-  const TapRows ra = a.read(ta, 0, last_position);
-  const TapRows rb = b.read(tb, 0, last_position);
+  TapRows ra = a.read(ta, 0, last_position);
+  TapRows rb = b.read(tb, 0, last_position);
+  if (ta.sharded() != tb.sharded()) ta.sharded() ? keep_shard(rb, ta) : keep_shard(ra, tb);
+  // Top-k and KL divergence need every token's logit.
+  const bool whole_logits = ta.name == "output" && !ta.sharded() && !tb.sharded();
   std::size_t i = 0, j = 0;
   while (i < ra.size() && j < rb.size()) {
     if (ra.positions[i] < rb.positions[j]) {
@@ -76,7 +91,7 @@ TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapI
       RowMetrics m = row_metrics(ra.row(i), rb.row(j), ra.row_size);
       m.position = ra.positions[i];
       c.rows.push_back(m);
-      if (ta.name == "output") {
+      if (whole_logits) {
         LogitsSummary::Position p;
         p.position = m.position;
         p.kl = kl_divergence(ra.row(i), rb.row(j), ra.row_size);
@@ -94,6 +109,22 @@ TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapI
     }
   }
   return c;
+}
+
+// One note per tap name a trace stores in a declared layout: what reading it aligned.
+void note_alignments(const TraceReader& t, const char* which, DiffResult& r) {
+  std::map<std::string, std::pair<std::string, std::size_t>> by_name;  // name -> (note, taps)
+  for (const TapInfo& info : t.taps())
+    if (!info.layout_note.empty()) {
+      auto& [note, n] = by_name[info.name];
+      note = info.layout_note;
+      ++n;
+    }
+  for (const auto& [name, note] : by_name)
+    r.findings.push_back({"layout", name,
+                          fmt::format("the {} trace ({}) declares its layout for {} tap{}: {}", which,
+                                      producer_name(t.metadata().producer), note.second,
+                                      note.second == 1 ? "" : "s", note.first)});
 }
 
 // The jump test, now that every tap's errors are known. In lockstep every op ran on the
@@ -212,7 +243,11 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       not_available[info.name].push_back(info.full_name);
     } else if (!other) {
       r.findings.push_back({"missing-in-actual", info.full_name, "recorded in the expected trace only"});
-    } else if (info.row_shape != other->row_shape) {
+    } else if (info.sharded() && other->sharded() && info.alignment->covers != other->alignment->covers) {
+      r.findings.push_back({"layout", info.full_name,
+                            fmt::format("not compared: the traces hold different shards ({}; {})", info.layout_note,
+                                        other->layout_note)});
+    } else if (info.whole_shape() != other->whole_shape()) {
       const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
       r.findings.push_back({"shape", info.full_name,
                             fmt::format("row shape {} in the expected trace, {} in the actual trace: {}",
@@ -249,6 +284,9 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                       full_names.size() == 1 ? "" : "s", in_actual ? "actual" : "expected",
                                       producer_name(m.producer), m.unavailable.at(name))});
   }
+
+  note_alignments(a, "expected", r);
+  note_alignments(b, "actual", r);
 
   int n_layer = 0;
   for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);

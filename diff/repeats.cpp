@@ -19,7 +19,7 @@ std::optional<FirstDivergence> first_repeat_difference(const std::string& first_
   std::int64_t first_step = 0;
   for (const TapInfo& ta : a.taps()) {
     const TapInfo* tb = b.find(ta.name, ta.layer);
-    if (!tb || tb->row_shape != ta.row_shape) continue;
+    if (!tb || tb->row_shape != ta.row_shape || tb->layout_note != ta.layout_note) continue;
     const TapRows ra = a.read(ta), rb = b.read(*tb);
     FirstDivergence f;
     for (std::size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {

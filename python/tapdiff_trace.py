@@ -1,4 +1,4 @@
-"""Read and write tapdiff traces (docs/trace-schema.md, format 2.1) with h5py and numpy only.
+"""Read and write tapdiff traces (docs/trace-schema.md, format 2.2) with h5py and numpy only.
 
 Meant for PyTorch forward hooks and notebooks: the writer produces the same files as
 tapdiff's C++ TraceWriter, the reader accepts what either writes.
@@ -42,7 +42,7 @@ import h5py
 import numpy as np
 
 FORMAT_NAME = "tapdiff-trace"
-FORMAT_VERSION = (2, 1)
+FORMAT_VERSION = (2, 2)
 PRODUCERS = ("reference", "engine-host", "engine-cuda", "external", "llama.cpp", "transformers")
 DIM_NAMES = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx")
 REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", "model_sha256",
@@ -194,7 +194,8 @@ class TraceWriter:
                  fault: str = "none", prompt_length: int = 0, tokens: Iterable[int] = (),
                  dims: Optional[Dict[str, int]] = None,
                  settings: Optional[Dict[str, HParam]] = None,
-                 unavailable: Optional[Dict[str, str]] = None, chunk_bytes: int = 64 * 1024,
+                 unavailable: Optional[Dict[str, str]] = None,
+                 layouts: Optional[Dict[str, str]] = None, chunk_bytes: int = 64 * 1024,
                  precreate: Sequence[Tuple[str, int, Sequence[int]]] = ()):
         def reject(problem: str):
             raise TraceError(path, "/", problem)
@@ -214,6 +215,11 @@ class TraceWriter:
         for key, value in (unavailable or {}).items():
             if not isinstance(value, str) or not value:
                 reject(f"unavailable[{key!r}]: expected a string saying why the tap is not available")
+        for key, value in (layouts or {}).items():
+            if not isinstance(value, str) or "=" not in value:
+                reject(f"layouts[{key!r}]: expected a layout such as \"axes=head_dim,n_head; shard=n_head:0/2\"")
+            if dims is None:
+                reject(f"layouts[{key!r}]: a layout is written in the model's dims: pass dims=")
         self.path = path
         self._chunk_bytes = chunk_bytes
         self._stacks: Dict[Tuple[str, Tuple[int, ...]], _Stack] = {}
@@ -243,7 +249,7 @@ class TraceWriter:
         for key in ("tap_filter_names", "tap_filter_layers", "tap_filter_positions"):
             a[key] = ""
         for group_name, values in (("hparams", hparams or {}), ("producer_settings", settings),
-                                   ("unavailable", unavailable)):
+                                   ("unavailable", unavailable), ("layouts", layouts)):
             if values is None or (group_name != "hparams" and not values):
                 continue
             group = self._f.create_group(group_name)
@@ -495,6 +501,7 @@ class TraceReader:
         self.hparams = attributes("hparams")
         self.settings = attributes("producer_settings")  # format 2.1
         self.unavailable = attributes("unavailable")     # format 2.1: tap -> why
+        self.layouts = attributes("layouts")             # format 2.2: tap -> layout (rows read as stored)
         self.dims = None
         if "dims" in f:
             self.dims = {k: self._attr(f["dims"], "/dims", k, "int") for k in DIM_NAMES}

@@ -80,6 +80,12 @@ json dims_json(const std::optional<TapDims>& dims) {
           {"n_vocab", dims->n_vocab},     {"n_ctx", dims->n_ctx}};
 }
 
+json layouts_json(const std::map<std::string, TapLayout>& layouts) {
+  json out = json::object();
+  for (const auto& [name, layout] : layouts) out[name] = layout.to_string();
+  return out;
+}
+
 json side_json(const diff::TraceSide& side) {
   const auto& m = side.metadata;
   return {{"path", side.path},
@@ -96,6 +102,7 @@ json side_json(const diff::TraceSide& side) {
           {"hparams", hparams_json(m.hparams)},
           {"producer_settings", hparams_json(m.settings)},
           {"unavailable", m.unavailable},
+          {"layouts", layouts_json(m.layouts)},
           {"dims", dims_json(m.dims)},
           {"lockstep_source", m.lockstep_source.empty() ? json(nullptr) : json(m.lockstep_source)}};
 }

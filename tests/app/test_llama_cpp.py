@@ -129,6 +129,11 @@ def test_trace_says_how_llama_cpp_ran(models, tmp_path):
         assert "not available from llama.cpp" in t.unavailable["kv.k"]
         positions, _ = t.read("output", -1)
         assert list(positions) == list(range(8 + N_PREDICT - 1))  # --logits all: every prompt row
+        n_layer = t.dims["n_layer"]
+    # inspect's catalogue check: what llama.cpp cannot record is listed as unavailable, not missing.
+    catalogue = json.loads(tapdiff("inspect", "--json", trace).stdout)["catalogue"]
+    assert catalogue["ok"] and not catalogue["missing"]
+    assert len(catalogue["unavailable"]) == 3 * n_layer and "blk.0.kv.k" in catalogue["unavailable"]
 
 
 def test_precision_follows_weights_and_cache(models, tmp_path):

@@ -57,12 +57,13 @@ def test_python_writes_cpp_reads(tmp_path):
                         hparams={"n_layer": 1, "eps": 1e-6, "arch": "llama", "tied": True},
                         precision="f32", fault="none", prompt_length=3, tokens=[4, 5, 6],
                         dims=dims, settings={"kv_type": "f16", "threads": 2},
-                        unavailable={"kv.k": "no node holds it"}) as w:
+                        unavailable={"kv.k": "no node holds it"},
+                        layouts={"attn_q": "axes=head_dim,n_head"}) as w:
         w.record("token_embd", -1, 0, embd)
         w.record("attn.probs", 0, 0, probs)
         w.end_step()
         w.append_tokens([7])
-        w.record("attn_q", 0, 3, q)
+        w.record("attn_q", 0, 3, q.reshape(1, 2, 4).transpose(0, 2, 1))  # stored (head_dim, n_head)
         w.record("token_embd", -1, 7, embd[:1])  # a gap: positions 0..2, then 7
         w.end_step()
 
@@ -71,7 +72,8 @@ def test_python_writes_cpp_reads(tmp_path):
     assert got["committed_steps"] == 2
     assert got["producer"] == {"kind": "reference", "version": "py-1", "git_commit": "cafe",
                                "settings": {"kv_type": "f16", "threads": 2},
-                               "unavailable": {"kv.k": "no node holds it"}}
+                               "unavailable": {"kv.k": "no node holds it"},
+                               "layouts": {"attn_q": "axes=head_dim,n_head"}}
     assert got["model"]["sha256"] == "b" * 64
     assert got["model"]["hparams"] == {"n_layer": 1, "eps": 1e-6, "arch": "llama", "tied": 1}
     assert got["tokens"] == [4, 5, 6, 7]
@@ -86,6 +88,9 @@ def test_python_writes_cpp_reads(tmp_path):
     np.testing.assert_array_equal(np.array(values["blk.0.attn.probs"]["values"], np.float32),
                                   probs.reshape(-1))
     assert values["blk.0.attn_q"]["positions"] == [3]
+    # The C++ reader aligns the declared layout back to the catalogue's [n_head * head_dim].
+    assert taps["blk.0.attn_q"]["stored_shape"] == [4, 2] and taps["blk.0.attn_q"]["row_shape"] == [8]
+    np.testing.assert_array_equal(np.array(values["blk.0.attn_q"]["values"], np.float32), q.reshape(-1))
 
 
 def test_cpp_writes_python_reads(tmp_path):
@@ -191,10 +196,10 @@ def write_header_only(path, version):
 
 
 def test_both_readers_accept_a_newer_minor_version(tmp_path):
-    path = tmp_path / "v2.1.h5"
-    write_header_only(path, "2.1")
+    path = tmp_path / "v2.9.h5"
+    write_header_only(path, "2.9")
     with tt.TraceReader(str(path)) as r:
-        assert r.format_version == (2, 1)
+        assert r.format_version == (2, 9)
     assert dump(path)["complete"] is True
 
 

@@ -79,6 +79,44 @@ TEST(TraceCApi, WritesWhatTheReaderReads) {
   EXPECT_EQ(got.values, (std::vector<float>{1, 2, 3, 4, 5, 6, 4, 5, 6}));
 }
 
+TEST(TraceCApi, DeclaresALayoutTheReaderAligns) {
+  TempDir dir;
+  const std::string path = dir.file("layout.h5");
+  tapdiff_trace_config cfg;
+  tapdiff_trace_config_init(&cfg);
+  const int32_t prompt[] = {7};
+  cfg.prompt_length = 1;
+  cfg.tokens = prompt;
+  cfg.n_tokens = 1;
+  cfg.dims = {1, 6, 2, 1, 3, 4, 5, 1};  // n_layer n_embd n_head n_head_kv head_dim n_ff n_vocab n_ctx
+  const tapdiff_layout layouts[] = {{"attn_q", "axes=head_dim,n_head"}, {"output", "pad=n_vocab:8"}};
+  cfg.layouts = layouts;
+  cfg.n_layouts = 2;
+  cfg.filter_names = "blk.*.attn_q,output";
+  tapdiff_trace* t = open_or_fail(path, &cfg);
+  ASSERT_NE(t, nullptr);
+  const float q[3][2] = {{0, 3}, {1, 4}, {2, 5}};  // (head_dim, n_head): head h, dim d = h * 3 + d
+  const int64_t q_shape[] = {3, 2};
+  EXPECT_EQ(tapdiff_trace_record(t, "attn_q", 0, 0, 1, q_shape, 2, &q[0][0]), TAPDIFF_OK) << tapdiff_last_error();
+  const float logits[8] = {1, 2, 3, 4, 5, -1, -1, -1};
+  const int64_t logits_shape[] = {8};
+  EXPECT_EQ(tapdiff_trace_record(t, "output", -1, 0, 1, logits_shape, 1, logits), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_end_step(t), TAPDIFF_OK);
+  EXPECT_EQ(tapdiff_trace_close(t), TAPDIFF_OK) << tapdiff_last_error();
+
+  const TraceReader r(path);
+  EXPECT_EQ(r.read(r.tap("attn_q", 0)).values, (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(r.read(r.tap("output", -1)).values, (std::vector<float>{1, 2, 3, 4, 5}));
+
+  const tapdiff_layout bad[] = {{"attn_q", "axes=n_vocab"}};
+  cfg.layouts = bad;
+  cfg.n_layouts = 1;
+  tapdiff_trace* refused = nullptr;
+  EXPECT_EQ(tapdiff_trace_open(dir.file("bad.h5").c_str(), &cfg, &refused), TAPDIFF_ERR_TRACE);
+  EXPECT_EQ(refused, nullptr);
+  EXPECT_NE(std::string(tapdiff_last_error()).find("layouts[\"attn_q\"]"), std::string::npos) << tapdiff_last_error();
+}
+
 TEST(TraceCApi, ErrorsComeBackAsStatusesWithMessages) {
   TempDir dir;
   tapdiff_trace* t = nullptr;
@@ -198,7 +236,7 @@ TEST(TraceFile, H5dumpReadsTheHeader) {
   EXPECT_NE(output.find("ATTRIBUTE \"format\""), std::string::npos);
   EXPECT_NE(output.find("DATASET \"committed\""), std::string::npos);
   ASSERT_EQ(test::run_program({h5dump, "-a", "/format_version", path}, &output), 0) << output;
-  EXPECT_NE(output.find("\"2.1\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"2.2\""), std::string::npos) << output;
 }
 
 }  // namespace

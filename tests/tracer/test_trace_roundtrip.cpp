@@ -57,7 +57,7 @@ TEST(TraceRoundTrip, EveryMetadataField) {
     w.close();
   }
   const TraceReader r(path);
-  EXPECT_EQ(r.format_version().to_string(), "2.1");
+  EXPECT_EQ(r.format_version().to_string(), "2.2");
   EXPECT_TRUE(r.complete());
   EXPECT_EQ(r.committed_steps(), 3);
   const TraceMetadata& got = r.metadata();

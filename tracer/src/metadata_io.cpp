@@ -136,6 +136,11 @@ void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
     for (const auto& [tap, why] : m.unavailable) reasons[tap] = why;
     write_attribute_group(file, sc::kUnavailable, reasons, path);
   }
+  if (!m.layouts.empty()) {
+    HParams layouts;
+    for (const auto& [tap, layout] : m.layouts) layouts[tap] = layout.to_string();
+    write_attribute_group(file, sc::kLayouts, layouts, path);
+  }
   if (m.dims) {
     const h5::Where dw{path, std::string("/") + sc::kDims};
     const h5::Id dims = h5::group_id(
@@ -192,6 +197,18 @@ RootState read_root(hid_t file, const std::string& path) {
         throw TraceError(path, std::string("/") + sc::kUnavailable,
                          "attribute '" + tap + "': expected a string saying why the tap is not available");
       m.unavailable[tap] = *text;
+    }
+  if (h5::link_exists(file, sc::kLayouts))
+    for (const auto& [tap, value] : read_attribute_group(file, sc::kLayouts, path)) {
+      const std::string where = std::string("/") + sc::kLayouts;
+      const auto* text = std::get_if<std::string>(&value);
+      if (text == nullptr)
+        throw TraceError(path, where, "attribute '" + tap + "': expected a layout string such as \"axes=head_dim,n_head\"");
+      try {
+        m.layouts[tap] = TapLayout::parse(*text);
+      } catch (const std::invalid_argument& e) {
+        throw TraceError(path, where, "attribute '" + tap + "': " + e.what());
+      }
     }
   m.dims = read_dims(file, path);
   return state;

@@ -1,5 +1,8 @@
 #include "record_checks.hpp"
 
+#include <stdexcept>
+
+#include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_error.hpp"
 
@@ -71,6 +74,16 @@ void check_metadata(const std::string& path, const TraceMetadata& m) {
   check_keys("hparams", m.hparams);
   check_keys("producer_settings", m.settings);
   check_keys("unavailable", m.unavailable);
+  for (const auto& [name, layout] : m.layouts) {
+    const TapSpec* spec = find_tap_spec(name);
+    if (!spec) reject("layouts[\"" + name + "\"]: expected a tap of the catalogue (docs/taps.md)");
+    if (!m.dims || !m.dims->complete()) reject("layouts[\"" + name + "\"]: a layout needs complete dims");
+    try {
+      align_row(*spec, layout, *m.dims);
+    } catch (const std::invalid_argument& e) {
+      reject("layouts[\"" + name + "\"] (\"" + layout.to_string() + "\"): " + e.what());
+    }
+  }
 }
 
 }  // namespace tapdiff

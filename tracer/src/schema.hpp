@@ -30,6 +30,7 @@ inline constexpr const char* kHparams = "hparams";      // group, one attribute 
 inline constexpr const char* kDims = "dims";            // optional group of int64 attributes
 inline constexpr const char* kProducerSettings = "producer_settings";  // optional group (2.1)
 inline constexpr const char* kUnavailable = "unavailable";  // optional group of strings (2.1)
+inline constexpr const char* kLayouts = "layouts";  // optional group of strings (2.2)
 inline constexpr const char* kTokens = "tokens";        // int32 (n,)
 inline constexpr const char* kCommitted = "committed";  // int64 (n_taps, 2): rows, runs
 inline constexpr const char* kTaps = "taps";            // group of tap groups

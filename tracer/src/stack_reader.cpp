@@ -60,12 +60,12 @@ bool StackReader::read_block(const TapInfo& tap, hid_t data, std::int64_t r0, st
   hsize_t dims[2 + RowShape::kMaxRank] = {};
   if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2) return false;
   const std::uint64_t bytes = static_cast<std::uint64_t>(r1 - r0) * dims[1] *
-                              static_cast<std::uint64_t>(tap.row_size) * sizeof(float);
+                              static_cast<std::uint64_t>(tap.stored_size) * sizeof(float);
   if (dims[1] < 2 || bytes > kBlockBytes) return false;
   block_.stack.clear();
   block_.values.resize(bytes / sizeof(float));
   select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0, dims[1],
-                  tap.row_shape, block_.values.data(), where,
+                  tap.stored_shape, block_.values.data(), where,
                   "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of every slot");
   block_.stack = tap.stack;
   block_.r0 = r0;
@@ -83,7 +83,7 @@ void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, flo
   const hid_t data = open(tap.stack, where);
   const bool in_block = block_.stack == tap.stack && block_.r0 <= r0 && r1 <= block_.r1;
   if (in_block || (again && read_block(tap, data, r0, r1, where))) {
-    const std::size_t row = static_cast<std::size_t>(tap.row_size);
+    const std::size_t row = static_cast<std::size_t>(tap.stored_size);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::size_t at = static_cast<std::size_t>(r - block_.r0) * block_.slots + tap.slot;
       std::memcpy(out + static_cast<std::size_t>(r - r0) * row, block_.values.data() + at * row,
@@ -93,7 +93,7 @@ void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, flo
   }
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
   select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), tap.slot, 1,
-                  tap.row_shape, out, where,
+                  tap.stored_shape, out, where,
                   "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of slot " +
                       std::to_string(tap.slot) + " (" + tap.full_name + ")");
 }

@@ -71,26 +71,6 @@ constexpr int kLayerTaps = 18;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
 constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 
-std::int64_t dim_value(DimSymbol s, const TapDims& d) {
-  switch (s) {
-    case S::n_embd:
-      return d.n_embd;
-    case S::n_head:
-      return d.n_head;
-    case S::n_head_kv:
-      return d.n_head_kv;
-    case S::head_dim:
-      return d.head_dim;
-    case S::n_ff:
-      return d.n_ff;
-    case S::n_vocab:
-      return d.n_vocab;
-    case S::n_ctx:
-      return d.n_ctx;
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string_view dim_symbol_name(DimSymbol symbol) {
@@ -111,6 +91,32 @@ std::string_view dim_symbol_name(DimSymbol symbol) {
       return "n_ctx";
   }
   return "?";
+}
+
+std::int64_t dim_value(DimSymbol s, const TapDims& d) {
+  switch (s) {
+    case S::n_embd:
+      return d.n_embd;
+    case S::n_head:
+      return d.n_head;
+    case S::n_head_kv:
+      return d.n_head_kv;
+    case S::head_dim:
+      return d.head_dim;
+    case S::n_ff:
+      return d.n_ff;
+    case S::n_vocab:
+      return d.n_vocab;
+    case S::n_ctx:
+      return d.n_ctx;
+  }
+  return 0;
+}
+
+std::optional<DimSymbol> parse_dim_symbol(std::string_view name) {
+  for (DimSymbol s : {S::n_embd, S::n_head, S::n_head_kv, S::head_dim, S::n_ff, S::n_vocab, S::n_ctx})
+    if (dim_symbol_name(s) == name) return s;
+  return std::nullopt;
 }
 
 const std::vector<TapSpec>& tap_catalogue() { return kCatalogue; }

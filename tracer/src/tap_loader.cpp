@@ -271,6 +271,8 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
     tap.slot = i;
     tap.row_shape = row_shape;
     tap.row_size = row_size;
+    tap.stored_shape = row_shape;
+    tap.stored_size = row_size;
     tap.n_rows = counts[i].rows;
     std::vector<std::int64_t> raw(static_cast<std::size_t>(counts[i].runs) * 2);
     for (std::size_t r = 0; r < raw.size() / 2; ++r) {

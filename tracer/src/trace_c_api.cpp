@@ -97,6 +97,17 @@ tapdiff::TraceMetadata metadata_from(const tapdiff_trace_config& cfg) {
   const tapdiff::TapDims dims{d.n_layer,  d.n_embd, d.n_head,  d.n_head_kv,
                               d.head_dim, d.n_ff,   d.n_vocab, d.n_ctx};
   if (dims != tapdiff::TapDims{}) m.dims = dims;
+  if (cfg.n_layouts > 0 && cfg.layouts == nullptr) throw std::invalid_argument("layouts is null but n_layouts > 0");
+  for (std::size_t i = 0; i < cfg.n_layouts; ++i) {
+    const tapdiff_layout& l = cfg.layouts[i];
+    if (l.tap == nullptr || l.layout == nullptr)
+      throw std::invalid_argument("layouts[" + std::to_string(i) + "]: tap or layout is null");
+    try {
+      m.layouts[l.tap] = tapdiff::TapLayout::parse(l.layout);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("layouts[\"" + std::string(l.tap) + "\"]: " + e.what());
+    }
+  }
   return m;
 }
 

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <tuple>
 
 #include "h5.hpp"
+#include "tapdiff/row_shape.hpp"
 #include "metadata_io.hpp"
 #include "schema.hpp"
 #include "stack_reader.hpp"
@@ -73,6 +76,42 @@ std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std:
   return values;
 }
 
+// Taps the producer stores in a declared layout (/layouts) read as the catalogue lays them out.
+// A layout that contradicts the rows' stored shape is not applied: the shape then differs
+// from the other trace's, and diff reports that with the note.
+void align_declared_layouts(const TraceMetadata& m, const std::string& path, std::vector<TapInfo>& taps) {
+  if (m.layouts.empty()) return;
+  const std::string where = std::string("/") + sc::kLayouts;
+  if (!m.dims || !m.dims->complete())
+    throw TraceError(path, where, "a layout is declared in the model's dimensions: expected a complete /dims group");
+  std::map<std::string, std::shared_ptr<const RowAlignment>> by_name;
+  for (const auto& [name, layout] : m.layouts) {
+    const TapSpec* spec = find_tap_spec(name);
+    if (!spec) throw TraceError(path, where, "attribute '" + name + "': expected a tap of the catalogue (docs/taps.md)");
+    try {
+      by_name[name] = std::make_shared<const RowAlignment>(align_row(*spec, layout, *m.dims));
+    } catch (const std::invalid_argument& e) {
+      throw TraceError(path, where, "attribute '" + name + "' (\"" + layout.to_string() + "\"): " + e.what());
+    }
+  }
+  for (TapInfo& t : taps) {
+    const auto it = by_name.find(t.name);
+    if (it == by_name.end()) continue;
+    const RowAlignment& a = *it->second;
+    if (t.stored_shape != a.stored_shape) {
+      t.layout_note = "declared layout \"" + m.layouts.at(t.name).to_string() + "\" stores rows of shape " +
+                      shape_string(a.stored_shape) + ", the trace holds " + shape_string(t.stored_shape) +
+                      ": read as stored";
+      continue;
+    }
+    t.alignment = it->second;
+    t.row_shape = a.row_shape;
+    t.row_size = 1;
+    for (std::int64_t d : a.row_shape) t.row_size *= d;
+    t.layout_note = a.description;
+  }
+}
+
 std::tuple<int, std::int64_t, int, std::string> sort_key(const TapInfo& t) {
   const auto order = execution_order(t.name, t.layer);
   return {order ? 0 : 1, order.value_or(0), t.layer, t.name};
@@ -100,6 +139,7 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   const std::vector<std::int64_t> committed =
       read_committed_ints(r.file.get(), sc::kCommitted, 2, -1, kTraceMaxTaps, path);
   r.taps = load_taps(r.file.get(), path, committed, r.root.complete);
+  align_declared_layouts(r.root.metadata, path, r.taps);
   std::sort(r.taps.begin(), r.taps.end(),
             [](const TapInfo& a, const TapInfo& b) { return sort_key(a) < sort_key(b); });
   r.stacks = std::make_unique<StackReader>(r.file.get(), r.path);
@@ -148,14 +188,20 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
   }
   if (r0 < 0) return out;
 
-  out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
+  out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.stored_size));
   impl_->stacks->read(tap, r0, r1, out.values.data());
+  if (tap.alignment) {
+    std::vector<float> stored = std::move(out.values);
+    out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
+    for (std::int64_t i = 0; i < r1 - r0; ++i)
+      tap.alignment->apply(stored.data() + i * tap.stored_size, out.values.data() + i * tap.row_size);
+  }
   return out;
 }
 
 std::vector<EmittedTap> TraceReader::emitted_taps() const {
   std::vector<EmittedTap> taps;
-  for (const TapInfo& t : impl_->taps) taps.push_back({t.name, t.layer, t.row_shape});
+  for (const TapInfo& t : impl_->taps) taps.push_back({t.name, t.layer, t.whole_shape()});
   return taps;
 }
 

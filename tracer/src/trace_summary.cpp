@@ -1,5 +1,6 @@
 #include "tapdiff/trace_summary.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tapdiff {
@@ -28,9 +29,22 @@ nlohmann::json catalogue_json(const TraceReader& trace) {
   } catch (const std::invalid_argument& e) {
     return {{"error", std::string("cannot parse the trace's tap filter: ") + e.what()}};
   }
-  const CatalogueReport report = check_catalogue(trace.emitted_taps(), *dims, filter);
+  CatalogueReport report = check_catalogue(trace.emitted_taps(), *dims, filter);
+  // Taps the producer declared it cannot record (/unavailable) are listed as such, not missing.
+  const auto short_name = [](const std::string& full) {
+    if (full.rfind("blk.", 0) != 0) return full;
+    const std::size_t dot = full.find('.', 4);
+    return dot == std::string::npos ? full : full.substr(dot + 1);
+  };
+  const auto& declared = trace.metadata().unavailable;
+  const auto split = std::stable_partition(report.missing.begin(), report.missing.end(), [&](const std::string& full) {
+    return declared.count(short_name(full)) == 0;
+  });
+  const std::vector<std::string> unavailable(split, report.missing.end());
+  report.missing.erase(split, report.missing.end());
   return {{"ok", report.ok()},
           {"missing", report.missing},
+          {"unavailable", unavailable},
           {"extra", report.extra},
           {"wrong_shape", report.wrong_shape}};
 }
@@ -56,17 +70,24 @@ nlohmann::json trace_summary(const TraceReader& trace) {
   std::int64_t rows = 0;
   std::int64_t bytes = 0;
   for (const TapInfo& t : trace.taps()) {
-    taps.push_back({{"name", t.name},
-                    {"layer", t.layer},
-                    {"full_name", t.full_name},
-                    {"stack", "/taps/" + t.stack},
-                    {"slot", t.slot},
-                    {"row_shape", t.row_shape},
-                    {"rows", t.n_rows},
-                    {"positions", position_ranges(t.positions())}});
+    nlohmann::json tap = {{"name", t.name},
+                          {"layer", t.layer},
+                          {"full_name", t.full_name},
+                          {"stack", "/taps/" + t.stack},
+                          {"slot", t.slot},
+                          {"row_shape", t.row_shape},
+                          {"rows", t.n_rows},
+                          {"positions", position_ranges(t.positions())}};
+    if (!t.layout_note.empty()) {
+      tap["stored_shape"] = t.stored_shape;
+      tap["layout"] = t.layout_note;
+    }
+    taps.push_back(std::move(tap));
     rows += t.n_rows;
-    bytes += t.n_rows * t.row_size * static_cast<std::int64_t>(sizeof(float));
+    bytes += t.n_rows * t.stored_size * static_cast<std::int64_t>(sizeof(float));
   }
+  nlohmann::json layouts = nlohmann::json::object();
+  for (const auto& [name, layout] : m.layouts) layouts[name] = layout.to_string();
   return {
       {"file", trace.path()},
       {"format", std::string(kTraceFormatName)},
@@ -78,7 +99,8 @@ nlohmann::json trace_summary(const TraceReader& trace) {
         {"version", m.producer_version},
         {"git_commit", m.git_commit},
         {"settings", hparams_json(m.settings)},
-        {"unavailable", m.unavailable}}},
+        {"unavailable", m.unavailable},
+        {"layouts", layouts}}},
       {"model",
        {{"path", m.model_path}, {"sha256", m.model_sha256}, {"hparams", hparams_json(m.hparams)}}},
       {"precision", m.precision},

@@ -65,7 +65,7 @@ struct TraceWriter::Impl {
   std::int64_t committed_steps = 0;
 
   void open(const TraceMetadata& metadata, const TapFilter& filter);
-  void precreate_catalogue(const TapDims& dims, const TapFilter& filter);
+  void precreate_catalogue(const TraceMetadata& metadata, const TapFilter& filter);
   void usable() const;
   std::size_t stack_for(std::string_view name, const RowShape& shape);  // index in stacks
   TapRef add_tap(std::string_view name, int layer, const RowShape& shape);
@@ -125,7 +125,7 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
   zeroed.zero_fill = true;
   committed.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk, zeroed,
                    {path, object(sc::kCommitted)});
-  if (metadata.dims && metadata.dims->complete()) precreate_catalogue(*metadata.dims, filter);
+  if (metadata.dims && metadata.dims->complete()) precreate_catalogue(metadata, filter);
   pending_tokens = metadata.tokens;
   commit();
   if (std::rename(partial.c_str(), path.c_str()) != 0) {
@@ -140,7 +140,8 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
 // place, and a kill in that flush can make the group unreadable (HDF5 1.10 without SWMR).
 // Creating every catalogue stack with its slots before the file gets its name keeps that
 // window out of the run; taps outside the catalogue are still created when first written.
-void TraceWriter::Impl::precreate_catalogue(const TapDims& dims, const TapFilter& filter) {
+void TraceWriter::Impl::precreate_catalogue(const TraceMetadata& metadata, const TapFilter& filter) {
+  const TapDims& dims = *metadata.dims;
   std::vector<std::pair<const TapSpec*, int>> enabled;
   for (const TapSpec& spec : tap_catalogue()) {
     const int first = spec.scope == TapScope::global ? -1 : 0;
@@ -151,7 +152,10 @@ void TraceWriter::Impl::precreate_catalogue(const TapDims& dims, const TapFilter
   }
   reserve.ensure(kMetadataMargin + enabled.size() * kTapMetadataBytes);
   for (const auto& [spec, layer] : enabled) {
-    add_tap(spec->name, layer, RowShape(catalogue_row_shape(*spec, dims)));
+    const auto layout = metadata.layouts.find(std::string(spec->name));
+    add_tap(spec->name, layer,
+            RowShape(layout == metadata.layouts.end() ? catalogue_row_shape(*spec, dims)
+                                                      : align_row(*spec, layout->second, dims).stored_shape));
   }
   for (const auto& s : stacks) s->ensure_created(taps_group.get(), config, path);
 }

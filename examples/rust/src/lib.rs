@@ -64,6 +64,14 @@ mod ffi {
         pub commit_every: c_int,
         pub compress: c_int,
         pub fsync: c_int,
+        pub layouts: *const Layout,
+        pub n_layouts: usize,
+    }
+
+    #[repr(C)]
+    pub struct Layout {
+        pub tap: *const c_char,
+        pub layout: *const c_char,
     }
 
     extern "C" {
@@ -148,6 +156,8 @@ pub struct Config {
     pub hparams: Vec<(String, Hparam)>,
     pub dims: Dims,
     pub filter_names: Option<String>,
+    /// Taps stored in the engine's own layout: (tap, layout), e.g. ("attn_q", "axes=head_dim,n_head").
+    pub layouts: Vec<(String, String)>,
 }
 
 impl Config {
@@ -205,6 +215,12 @@ impl TraceWriter {
                 string_value: text.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
             })
             .collect();
+        let mut layout_texts = Vec::new();
+        for (tap, layout) in &config.layouts {
+            layout_texts.push((c_string("layout tap", tap)?, c_string("layout", layout)?));
+        }
+        let layouts: Vec<ffi::Layout> =
+            layout_texts.iter().map(|(tap, layout)| ffi::Layout { tap: tap.as_ptr(), layout: layout.as_ptr() }).collect();
         let mut cfg = std::mem::MaybeUninit::<ffi::Config>::uninit();
         // SAFETY: config_init writes every field; the pointers set below outlive the open call.
         let mut cfg = unsafe {
@@ -223,6 +239,8 @@ impl TraceWriter {
         cfg.n_hparams = hparams.len();
         cfg.dims = config.dims;
         cfg.filter_names = filter.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
+        cfg.layouts = layouts.as_ptr();
+        cfg.n_layouts = layouts.len();
         let mut handle = std::ptr::null_mut();
         // SAFETY: cfg and path are valid for the call; the handle is owned by the result.
         check(unsafe { ffi::tapdiff_trace_open(path.as_ptr(), &cfg, &mut handle) })?;

@@ -19,6 +19,8 @@ enum class TapScope { layer, global };
 
 enum class DimSymbol { n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx };
 std::string_view dim_symbol_name(DimSymbol symbol);
+std::optional<DimSymbol> parse_dim_symbol(std::string_view name);  // nullopt for another name
+std::int64_t dim_value(DimSymbol symbol, const TapDims& dims);
 
 // One dimension of a row shape: a symbol, or the product of two.
 struct DimExpr {

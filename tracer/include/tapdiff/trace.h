@@ -57,6 +57,12 @@ typedef struct tapdiff_dims {
   int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
 } tapdiff_dims;
 
+/* A tap stored in the producer's own layout (docs/trace-schema.md, "/layouts"). */
+typedef struct tapdiff_layout {
+  const char* tap;    /* short name, e.g. "attn_q" */
+  const char* layout; /* e.g. "axes=head_dim,n_head" or "shard=n_head:1/4" */
+} tapdiff_layout;
+
 typedef struct tapdiff_trace_config {
   const char* producer;         /* "reference" | "engine-host" | "engine-cuda" | "external" */
   const char* producer_version; /* NULL = "" */
@@ -77,6 +83,8 @@ typedef struct tapdiff_trace_config {
   int commit_every;             /* steps per durable commit; 0 = 1 */
   int compress;                 /* gzip + shuffle, applied by close() (a compressed copy) */
   int fsync;                    /* fsync after every commit when nonzero */
+  const tapdiff_layout* layouts; /* taps in the producer's own layout (needs dims); NULL = none */
+  size_t n_layouts;
 } tapdiff_trace_config;
 
 /* Zeroes cfg and sets the defaults above. */

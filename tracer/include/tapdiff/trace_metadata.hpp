@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tapdiff/tap_dims.hpp"
+#include "tapdiff/tap_layout.hpp"
 
 namespace tapdiff {
 
@@ -22,7 +23,7 @@ struct FormatVersion {
   std::string to_string() const;  // "2.0"
   static std::optional<FormatVersion> parse(std::string_view text);
 };
-inline constexpr FormatVersion kTraceFormatVersion{2, 1};
+inline constexpr FormatVersion kTraceFormatVersion{2, 2};
 
 // llama_cpp and transformers: third-party engines tapdiff runs itself (format 2.1).
 enum class Producer { reference, engine_host, engine_cuda, external, llama_cpp, transformers };
@@ -53,6 +54,9 @@ struct TraceMetadata {
   // Catalogue taps the producer cannot record, by short name, with the reason (format 2.1,
   // /unavailable): diff lists them as not available instead of missing.
   std::map<std::string, std::string> unavailable;
+  // Taps the producer stores in another layout than the catalogue's, by short name (format 2.2,
+  // /layouts; needs dims): the reader aligns their rows.
+  std::map<std::string, TapLayout> layouts;
 };
 
 }  // namespace tapdiff

@@ -13,6 +13,7 @@
 
 #include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/tap_filter.hpp"
+#include "tapdiff/tap_layout.hpp"
 #include "tapdiff/trace_error.hpp"
 #include "tapdiff/trace_metadata.hpp"
 
@@ -43,10 +44,19 @@ struct TapInfo {
   std::string full_name;  // blk.{layer}.{name}, or name for a global tap
   std::string stack;      // its stack: the HDF5 group under /taps
   std::size_t slot = 0;   // its slot in the stack
-  std::vector<std::int64_t> row_shape;
-  std::int64_t row_size = 0;  // product of row_shape
-  std::int64_t n_rows = 0;    // committed rows
+  std::vector<std::int64_t> row_shape;  // a row as read() returns it: in the catalogue's layout
+  std::int64_t row_size = 0;            // product of row_shape
+  std::int64_t n_rows = 0;              // committed rows
   std::vector<PositionRun> runs;
+  // A declared layout (/layouts): how the file stores the rows and how read() aligns them.
+  std::vector<std::int64_t> stored_shape;  // row_shape when no layout is declared
+  std::int64_t stored_size = 0;
+  std::shared_ptr<const RowAlignment> alignment;
+  std::string layout_note;  // what aligning did, or why a declared layout was not applied
+
+  // The catalogue row the tap's rows are (part of): row_shape unless the trace holds a shard.
+  const std::vector<std::int64_t>& whole_shape() const { return alignment ? alignment->whole_shape : row_shape; }
+  bool sharded() const { return alignment && alignment->sharded(); }
 
   std::int64_t first_position() const;
   std::int64_t last_position() const;
