@@ -178,30 +178,30 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
 
 // The norms' variants: each constant replaced (epsilon), the definition changed (mean removed as
 // in LayerNorm, (1 + w) as in Gemma, no normalization at all), another norm's weight wired in.
+// The q/k norms (qwen3) normalize each head on its own: the same variants, per head.
 void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
   const ResolvedInput input = tap_inputs(name, layer, c.n_layer).front();
   const std::string x_name = input.name;
   const int x_layer = input.layer;
+  const bool per_head = name == "attn_q_norm" || name == "attn_k_norm";
   std::string w_name = fmt::format("blk.{}.ffn_norm.weight", layer), other_w = fmt::format("blk.{}.attn_norm.weight", layer);
   if (name == "attn_norm") {
     std::swap(w_name, other_w);
   } else if (name == "output_norm") {
     w_name = "output_norm.weight";
     other_w = fmt::format("blk.{}.ffn_norm.weight", c.n_layer - 1);
+  } else if (per_head) {
+    w_name = fmt::format("blk.{}.{}.weight", layer, name);
+    other_w = fmt::format("blk.{}.{}.weight", layer, name == "attn_q_norm" ? "attn_k_norm" : "attn_q_norm");
   }
   enum class Form { rms, mean_removed, one_plus_w, unnormalized };
-  auto run = [&in, x_name, x_layer](const std::vector<float>* weight, float eps, Form form = Form::rms) {
-    return [&in, x_name, x_layer, weight, eps, form](std::int64_t p) {
+  auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
+                                                                     Form form = Form::rms) {
+    return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim](std::int64_t p) {
       const Row x = trace_row(in.actual, x_name, x_layer, p);
-      if (x.empty() || (weight && weight->size() != x.size())) return Row{};
-      std::vector<double> xd(x.begin(), x.end()), y(x.size());
-      if (form == Form::mean_removed) {
-        double mean = 0;
-        for (double v : xd) mean += v;
-        mean /= double(xd.size());
-        for (double& v : xd) v -= mean;
-      }
+      const std::size_t group = per_head ? std::size_t(head_dim) : x.size();
+      if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;
       const float* w = weight ? weight->data() : nullptr;
       if (form == Form::one_plus_w && weight) {
@@ -209,11 +209,22 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         for (float& v : w1) v += 1.0f;
         w = w1.data();
       }
-      if (form == Form::unnormalized)
-        for (std::size_t i = 0; i < xd.size(); ++i) y[i] = xd[i] * (w ? w[i] : 1.0f);
-      else
-        ref::rmsnorm(xd.data(), w, int(x.size()), eps, y.data());
-      return Row(y.begin(), y.end());
+      Row y(x.size());
+      for (std::size_t at = 0; at < x.size(); at += group) {
+        std::vector<double> xd(x.begin() + std::ptrdiff_t(at), x.begin() + std::ptrdiff_t(at + group)), yd(group);
+        if (form == Form::mean_removed) {
+          double mean = 0;
+          for (double v : xd) mean += v;
+          mean /= double(group);
+          for (double& v : xd) v -= mean;
+        }
+        if (form == Form::unnormalized)
+          for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * (w ? w[i] : 1.0f);
+        else
+          ref::rmsnorm(xd.data(), w, int(group), eps, yd.data());
+        std::copy(yd.begin(), yd.end(), y.begin() + std::ptrdiff_t(at));
+      }
+      return y;
     };
   };
   const std::vector<float>* w = &in.model.weight(w_name);
@@ -249,7 +260,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
   const bool is_q = name == "attn_q.rope";
-  const std::string src = is_q ? "attn_q" : "attn_k";
+  const std::string src = c.qk_norm ? (is_q ? "attn_q_norm" : "attn_k_norm") : (is_q ? "attn_q" : "attn_k");
   const int heads = is_q ? c.n_head : c.n_head_kv;
   const ref::Pairing right = c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox;
   const ref::Pairing wrong = right == ref::Pairing::norm ? ref::Pairing::neox : ref::Pairing::norm;
@@ -328,7 +339,8 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
     projection_candidates(name, layer, in, out);
   else if (name == "token_embd")
     embedding_candidates(in, out);
-  else if (name == "attn_norm" || name == "ffn_norm" || name == "output_norm")
+  else if (name == "attn_norm" || name == "ffn_norm" || name == "output_norm" || name == "attn_q_norm" ||
+           name == "attn_k_norm")
     norm_candidates(name, layer, in, out);
   else if (name == "attn_q.rope" || name == "attn_k.rope")
     rope_candidates(name, layer, in, out);

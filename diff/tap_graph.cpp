@@ -19,8 +19,12 @@ const std::vector<Node>& graph() {
       {"attn_q", "projection", {{"attn_norm"}}},
       {"attn_k", "projection", {{"attn_norm"}}},
       {"attn_v", "projection", {{"attn_norm"}}},
-      {"attn_q.rope", "rope", {{"attn_q"}}},
-      {"attn_k.rope", "rope", {{"attn_k"}}},
+      // qwen3 normalizes q and k per head before RoPE; other models rotate attn_q itself (an
+      // input a trace lacks counts as exact in the jump test).
+      {"attn_q_norm", "norm", {{"attn_q"}}},
+      {"attn_k_norm", "norm", {{"attn_k"}}},
+      {"attn_q.rope", "rope", {{"attn_q_norm"}, {"attn_q"}}},
+      {"attn_k.rope", "rope", {{"attn_k_norm"}, {"attn_k"}}},
       {"kv.k", "cache", {{"attn_k.rope"}}},
       {"kv.v", "cache", {{"attn_v"}}},
       {"attn.probs", "attention", {{"attn_q.rope"}, {"kv.k", 0, true}}},

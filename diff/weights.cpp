@@ -85,7 +85,8 @@ bool zero_stats(const WeightRowStats& s) {
 std::pair<int, int> load_order(const std::string& name) {
   static const std::vector<std::string> kLayerOrder = {
       "attn_norm.weight", "attn_q.weight", "attn_k.weight",   "attn_v.weight",
-      "attn_q.bias",      "attn_k.bias",   "attn_v.bias",     "attn_output.weight",
+      "attn_q.bias",      "attn_k.bias",   "attn_v.bias",     "attn_q_norm.weight", "attn_k_norm.weight",
+      "attn_output.weight",
       "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
   if (name == "token_embd.weight") return {-1, 0};
   if (name == "output_norm.weight") return {1 << 20, 0};
@@ -505,7 +506,8 @@ std::vector<std::string> weights_of_tap(const std::string& name, int layer) {
   if (name == "output") return {"output.weight", "token_embd.weight"};  // tied heads use the embedding
   if (layer < 0) return {};
   const std::string b = fmt::format("blk.{}.", layer);
-  if (name == "attn_norm" || name == "ffn_norm") return {b + name + ".weight"};
+  if (name == "attn_norm" || name == "ffn_norm" || name == "attn_q_norm" || name == "attn_k_norm")
+    return {b + name + ".weight"};
   if (name == "attn_q" || name == "attn_k" || name == "attn_v") return {b + name + ".weight", b + name + ".bias"};
   if (name == "attn_output" || name == "ffn_gate" || name == "ffn_up" || name == "ffn_down")
     return {b + name + ".weight"};

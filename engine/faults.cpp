@@ -201,6 +201,10 @@ const std::vector<FaultSpec> kFaults = {
      "ffn_down's reduction over n_ff keeps a timing-dependent prefix of its terms: two runs differ",
      "a split-K GEMM whose second partial sum is stored without an atomic add, so the last writer wins",
      "nondeterministic", "engine/forward.cpp: the ffn_down GEMM call", "n_ff >= 2"},
+    {Fault::qk_norm_dropped, "qk-norm-dropped",
+     "the per-head RMSNorm on q and k (attn_q_norm, attn_k_norm) skipped before RoPE",
+     "a qwen2 code path reused for qwen3, whose only attention change is that norm", "normalization",
+     "engine/forward.cpp: after the q/k/v GEMMs", "a model with q/k norm (qwen3)"},
 };
 // clang-format on
 
@@ -368,6 +372,9 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::ffn_down_race:
       if (c.n_ff < 2) return no(fmt::format("n_ff {}: nothing to split", c.n_ff));
+      break;
+    case Fault::qk_norm_dropped:
+      if (!c.qk_norm) return no(fmt::format("the {} model has no q/k norm", arch_name(c.arch)));
       break;
     case Fault::attn_out_heads_reversed:
       if (c.n_head < 2) return no("one head: its slot is the same either way");

@@ -67,6 +67,7 @@ enum class Fault : std::uint8_t {
   dequant_q8_block_stride,
   ffn_up_op_n,
   ffn_down_race,
+  qk_norm_dropped,
 };
 
 struct FaultSpec {

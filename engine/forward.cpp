@@ -129,6 +129,15 @@ void Forward::attention_block(int l, int p0, int n) {
   taps_.probe("attn_q", l, p0, n, {Q}, q);
   taps_.probe("attn_k", l, p0, n, {KV}, k);
   taps_.probe("attn_v", l, p0, n, {KV}, v);
+  // Fault qk-norm-dropped: a qwen2 code path running qwen3 skips the per-head q/k norm.
+  if (c_.qk_norm) {
+    if (!faults_.is(Fault::qk_norm_dropped)) {
+      ex_.rmsnorm(RmsNormArgs{q, L.q_norm.as<float>(), q, std::int64_t(n) * H, D, c_.rms_eps});
+      ex_.rmsnorm(RmsNormArgs{k, L.k_norm.as<float>(), k, std::int64_t(n) * HKV, D, c_.rms_eps});
+    }
+    taps_.probe("attn_q_norm", l, p0, n, {Q}, q);
+    taps_.probe("attn_k_norm", l, p0, n, {KV}, k);
+  }
 
   RopeArgs rope{q,
                 act_.rope_positions.as<std::int32_t>(),

@@ -126,6 +126,10 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
       L.bk = load.bias(b + "attn_k.bias");
       L.bv = load.bias(b + "attn_v.bias");
     }
+    if (c.qk_norm) {
+      L.q_norm = load.vector(b + "attn_q_norm.weight");
+      L.k_norm = load.vector(b + "attn_k_norm.weight");
+    }
     L.wo = load.matrix(b + "attn_output.weight");
     // Fault ffn-norm-loads-attn-norm: the copy-pasted line kept attn_norm's tensor name.
     L.ffn_norm = faults.is(Fault::ffn_norm_loads_attn_norm) ? load.vector(b + "attn_norm.weight")
@@ -180,6 +184,10 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
       put(b + "attn_q.bias", L.bq, f32);
       put(b + "attn_k.bias", L.bk, f32);
       put(b + "attn_v.bias", L.bv, f32);
+    }
+    if (c.qk_norm) {
+      put(b + "attn_q_norm.weight", L.q_norm, f32);
+      put(b + "attn_k_norm.weight", L.k_norm, f32);
     }
     put(b + "attn_output.weight", L.wo, m);
     put(b + "ffn_norm.weight", L.ffn_norm, f32);

@@ -27,6 +27,7 @@ struct LayerWeights {
   Buffer wk, wv;        // (kv_dim, n_embd) each
   Buffer bq;            // (q_dim,) f32; empty without biases
   Buffer bk, bv;        // (kv_dim,) f32 each; empty without biases
+  Buffer q_norm, k_norm;  // (head_dim,) f32 each; empty without q/k norm (qwen3)
   Buffer wo;            // (n_embd, q_dim)
   Buffer ffn_norm;      // (n_embd,) f32
   Buffer w_gate, w_up;  // (n_ff, n_embd) each

@@ -33,7 +33,32 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
 
 }  // namespace
 
-std::string arch_name(Arch arch) { return arch == Arch::llama ? "llama" : "qwen2"; }
+// qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
+constexpr ArchTraits kArchs[] = {
+    {Arch::llama, "llama", RopePairing::norm, false},
+    {Arch::qwen2, "qwen2", RopePairing::neox, false},
+    {Arch::qwen3, "qwen3", RopePairing::neox, true},
+};
+
+const ArchTraits& arch_traits(Arch arch) {
+  for (const ArchTraits& t : kArchs)
+    if (t.arch == arch) return t;
+  return kArchs[0];
+}
+
+const ArchTraits* find_arch(const std::string& name) {
+  for (const ArchTraits& t : kArchs)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+std::string supported_arch_names() {
+  std::string names;
+  for (const ArchTraits& t : kArchs) names += (names.empty() ? "" : ", ") + std::string(t.name);
+  return names;
+}
+
+std::string arch_name(Arch arch) { return arch_traits(arch).name; }
 
 std::string rope_pairing_name(RopePairing pairing) {
   return pairing == RopePairing::norm ? "norm (adjacent pairs)" : "neox (half-split pairs)";
@@ -42,16 +67,13 @@ std::string rope_pairing_name(RopePairing pairing) {
 ModelConfig load_model_config(const GgufFile& f) {
   ModelConfig c;
   const std::string arch = f.get_string("general.architecture");
-  if (arch == "llama") {
-    c.arch = Arch::llama;
-    c.rope_pairing = RopePairing::norm;
-  } else if (arch == "qwen2") {
-    c.arch = Arch::qwen2;
-    c.rope_pairing = RopePairing::neox;
-  } else {
+  const ArchTraits* traits = find_arch(arch);
+  if (!traits)
     throw InputError(f.path(), "general.architecture",
-                     fmt::format("expected \"llama\" or \"qwen2\", got \"{}\"", arch));
-  }
+                     fmt::format("expected one of {}, got \"{}\"", supported_arch_names(), arch));
+  c.arch = traits->arch;
+  c.rope_pairing = traits->rope_pairing;
+  c.qk_norm = traits->qk_norm;
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
@@ -134,6 +156,10 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
       w.push_back({b + "attn_q.bias", {q}});
       w.push_back({b + "attn_k.bias", {kv}});
       w.push_back({b + "attn_v.bias", {kv}});
+    }
+    if (c.qk_norm) {
+      w.push_back({b + "attn_q_norm.weight", {c.head_dim}});
+      w.push_back({b + "attn_k_norm.weight", {c.head_dim}});
     }
     w.push_back({b + "attn_output.weight", {q, embd}});
     w.push_back({b + "ffn_norm.weight", {embd}});

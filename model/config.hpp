@@ -1,5 +1,5 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama` and `qwen2` architectures, and the weight names with the shapes each must have.
+// `llama`, `qwen2` and `qwen3` architectures, and the weight names with the shapes each must have.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2 };
+enum class Arch { llama, qwen2, qwen3 };
 
 // How RoPE pairs the dimensions of a head it rotates together.
 //   norm: adjacent pairs (x[2i], x[2i+1])        — GGML_ROPE_TYPE_NORMAL
@@ -36,11 +36,23 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: the head reuses token_embd.weight
   bool qkv_bias = false;     // blk.*.attn_{q,k,v}.bias present (qwen2)
+  bool qk_norm = false;      // RMSNorm per head on q and k before RoPE, blk.*.attn_{q,k}_norm (qwen3)
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
 };
+
+// What sets an architecture apart, as a description the forward passes read (no per-arch copies).
+struct ArchTraits {
+  Arch arch;
+  const char* name;           // general.architecture
+  RopePairing rope_pairing;
+  bool qk_norm;
+};
+const ArchTraits& arch_traits(Arch arch);
+const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported
+std::string supported_arch_names();                     // "llama, qwen2, qwen3"
 
 std::string arch_name(Arch arch);
 std::string rope_pairing_name(RopePairing pairing);

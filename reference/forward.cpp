@@ -98,6 +98,13 @@ void Forward<T>::attention_block(int l, int p) {
   record("attn_q", l, p, q_.data(), {Q});
   record("attn_k", l, p, k_.data(), {KV});
   record("attn_v", l, p, v_.data(), {KV});
+  if (c_.qk_norm) {
+    for (int h = 0; h < H; ++h) rmsnorm(q_.data() + h * D, L.q_norm.data(), D, c_.rms_eps, q_.data() + h * D);
+    for (int h = 0; h < c_.n_head_kv; ++h)
+      rmsnorm(k_.data() + h * D, L.k_norm.data(), D, c_.rms_eps, k_.data() + h * D);
+    record("attn_q_norm", l, p, q_.data(), {Q});
+    record("attn_k_norm", l, p, k_.data(), {KV});
+  }
 
   rope(q_.data(), H, D, c_.n_rot, p, c_.rope_freq_base, pairing_of(c_));
   rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_freq_base, pairing_of(c_));

@@ -26,6 +26,10 @@ Weights load_weights(const GgufFile& file) {
       L.bk = get(b + "attn_k.bias");
       L.bv = get(b + "attn_v.bias");
     }
+    if (c.qk_norm) {
+      L.q_norm = get(b + "attn_q_norm.weight");
+      L.k_norm = get(b + "attn_k_norm.weight");
+    }
     L.wo = get(b + "attn_output.weight");
     L.ffn_norm = get(b + "ffn_norm.weight");
     L.w_gate = get(b + "ffn_gate.weight");
@@ -58,6 +62,10 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
       put(b + "attn_q.bias", L.bq);
       put(b + "attn_k.bias", L.bk);
       put(b + "attn_v.bias", L.bv);
+    }
+    if (c.qk_norm) {
+      put(b + "attn_q_norm.weight", L.q_norm);
+      put(b + "attn_k_norm.weight", L.k_norm);
     }
     put(b + "attn_output.weight", L.wo);
     put(b + "ffn_norm.weight", L.ffn_norm);

@@ -19,6 +19,7 @@ struct LayerWeights {
   std::vector<float> attn_norm;                 // [n_embd]
   std::vector<float> wq, wk, wv;                // [q_dim][n_embd], [kv_dim][n_embd] ×2
   std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim] ×2; empty without biases
+  std::vector<float> q_norm, k_norm;            // [head_dim] ×2; empty without q/k norm
   std::vector<float> wo;                        // [n_embd][q_dim]
   std::vector<float> ffn_norm;                  // [n_embd]
   std::vector<float> w_gate, w_up;              // [n_ff][n_embd]

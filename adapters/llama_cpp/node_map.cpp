@@ -47,8 +47,10 @@ struct NamedNode {
   std::string_view tap;
   NodeLayout layout;
 };
-constexpr std::array<NamedNode, 7> kNamed = {{
+constexpr std::array<NamedNode, 9> kNamed = {{
     {"attn_norm", "attn_norm", NodeLayout::rows},
+    {"Qcur_normed", "attn_q_norm", NodeLayout::rows},
+    {"Kcur_normed", "attn_k_norm", NodeLayout::rows},
     {"kq_soft_max", "attn.probs", NodeLayout::kq_softmax},
     {"ffn_inp", "resid.attn", NodeLayout::rows},
     {"ffn_norm", "ffn_norm", NodeLayout::rows},
@@ -96,6 +98,8 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"attn_q", "the `MUL_MAT` of `blk.{l}.attn_q.weight`, then the `ADD` of its bias"},
       {"attn_k", "the `MUL_MAT` of `blk.{l}.attn_k.weight`, then the `ADD` of its bias"},
       {"attn_v", "the `MUL_MAT` of `blk.{l}.attn_v.weight`, then the `ADD` of its bias"},
+      {"attn_q_norm", "`Qcur_normed-{l}` (qwen3)"},
+      {"attn_k_norm", "`Kcur_normed-{l}` (qwen3)"},
       {"attn_q.rope", "the `ROPE` named `Qcur-{l}`"},
       {"attn_k.rope", "the `ROPE` named `Kcur-{l}`"},
       {"kv.k", "not available from llama.cpp"},

@@ -30,6 +30,10 @@ FIXTURES = {
     "qwen2-f32": ["--arch", "qwen2", "--n-layer", "3"],
     "qwen2-q8_0-tied": ["--arch", "qwen2", "--type", "Q8_0", "--tied"],
     "qwen2-q5_k": ["--arch", "qwen2", *K_SHAPE, "--type", "Q5_K"],
+    # qwen3: q/k norm per head, heads wider than n_embd / n_head (as Qwen3's 128 at 1024 / 16).
+    "qwen3-f32": ["--arch", "qwen3", "--head-dim", "32", "--n-layer", "3"],
+    "qwen3-q8_0-tied": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--tied"],
+    "qwen3-q4_k": ["--arch", "qwen3", *K_SHAPE, "--head-dim", "64", "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -108,9 +112,10 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     with TraceReader(str(trace)) as t:
         n_layer = t.dims["n_layer"]
         unavailable = set(t.unavailable)
-    # Every catalogue tap llama.cpp has a node for is compared, at every layer.
+        qk_norm = t.hparams["arch"] == "qwen3"
+    # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k norms too).
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
-    per_layer = 18 - len(unavailable)
+    per_layer = (20 if qk_norm else 18) - len(unavailable)
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
     assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]

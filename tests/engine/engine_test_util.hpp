@@ -42,10 +42,21 @@ inline FixtureSpec qwen2_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Qwen3's shape: q/k norm per head, heads wider than n_embd / n_head (q_dim 128 at n_embd 64).
+inline FixtureSpec qwen3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::qwen3;
+  s.head_dim = 32;
+  s.tied_output = true;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;
   s.n_ff = 512;
+  if (s.head_dim > 0) s.head_dim = 64;  // attn_output's rows are n_head * head_dim wide
   return s;
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FortySixFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FortySevenFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -57,7 +57,8 @@ TEST(FaultCatalogue, FortySixFaultsInDesignOrderWithEveryField) {
                                           "embed-position-for-token",
                                           "dequant-q8-block-stride",
                                           "ffn-up-op-n",
-                                          "ffn-down-race"};
+                                          "ffn-down-race",
+                                          "qk-norm-dropped"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

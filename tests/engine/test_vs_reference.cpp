@@ -37,6 +37,9 @@ std::vector<FixtureCase> fixture_cases() {
       {"qwen2_Q5_0", qwen2_spec(GgmlType::Q5_0)},
       {"qwen2_Q4_K", wide(qwen2_spec(GgmlType::Q4_K))},
       {"qwen2_Q5_K", wide(qwen2_spec(GgmlType::Q5_K))},
+      {"qwen3_F32", qwen3_spec(GgmlType::F32)},
+      {"qwen3_Q8_0", qwen3_spec(GgmlType::Q8_0)},
+      {"qwen3_Q4_K", wide(qwen3_spec(GgmlType::Q4_K))},
   };
 }
 
@@ -54,7 +57,8 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   const auto reference_tokens = run_reference(model, prompt, o.n_predict, r.path);
   EXPECT_EQ(engine_tokens, reference_tokens);
   const auto errors = compare_traces(e.path, r.path);
-  EXPECT_EQ(errors.size(), 2u + 18u * 2u + 1u);
+  const std::size_t layer_taps = GetParam().spec.arch == Arch::qwen3 ? 20u : 18u;  // + q/k norms
+  EXPECT_EQ(errors.size(), 2u + layer_taps * 2u + 1u);
   for (const TapError& err : errors)
     EXPECT_LE(err.ratio(), kF32Tolerance)
         << err.tap << ": max abs " << err.max_abs << ", max |ref| " << err.max_ref;
@@ -81,7 +85,7 @@ void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.name; }
 class EngineReducedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(EngineReducedPrecision, CloseToReference) {
-  for (const FixtureSpec& spec : {llama_spec(GgmlType::F32), qwen2_spec(GgmlType::Q8_0)}) {
+  for (const FixtureSpec& spec : {llama_spec(GgmlType::F32), qwen2_spec(GgmlType::Q8_0), qwen3_spec(GgmlType::F32)}) {
     const GgufFile model = fixture_file(spec);
     const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};
     EngineOptions o;

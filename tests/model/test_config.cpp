@@ -98,7 +98,7 @@ struct BadConfigCase {
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected \"llama\" or \"qwen2\", got \"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,

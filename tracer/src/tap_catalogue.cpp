@@ -20,6 +20,8 @@ constexpr auto kEvery = PrefillRows::every_position;
 constexpr auto kLast = PrefillRows::last_position;
 constexpr auto kLayer = TapScope::layer;
 constexpr auto kGlobal = TapScope::global;
+constexpr auto kAlways = TapFeature::always;
+constexpr auto kQkNorm = TapFeature::qk_norm;
 
 // Row shapes are per position. q/k/v are flat (heads * head_dim, head-major). attn.probs is
 // [n_head, n_ctx] over the trace's declared positions: entry j is the weight on position j,
@@ -27,47 +29,51 @@ constexpr auto kGlobal = TapScope::global;
 // weights and a stuck KV length as weight missing from the past.
 // clang-format off
 const std::vector<TapSpec> kCatalogue = {
-    {"token_embd", kGlobal, 0, {one(S::n_embd), kNone}, 1, kEvery,
+    {"token_embd", kGlobal, 0, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "embedding row of the input token"},
-    {"attn_norm", kLayer, 0, {one(S::n_embd), kNone}, 1, kEvery,
+    {"attn_norm", kLayer, 0, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of the residual stream, weight applied"},
-    {"attn_q", kLayer, 1, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+    {"attn_q", kLayer, 1, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "Q projection + bias, before RoPE"},
-    {"attn_k", kLayer, 2, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+    {"attn_k", kLayer, 2, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "K projection + bias, before RoPE"},
-    {"attn_v", kLayer, 3, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+    {"attn_v", kLayer, 3, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "V projection + bias"},
-    {"attn_q.rope", kLayer, 4, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+    {"attn_q_norm", kLayer, 4, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kQkNorm,
+     "Q after RMSNorm per head (weight attn_q_norm), before RoPE: qwen3"},
+    {"attn_k_norm", kLayer, 5, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kQkNorm,
+     "K after RMSNorm per head (weight attn_k_norm), before RoPE: qwen3"},
+    {"attn_q.rope", kLayer, 6, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "Q after RoPE at this position"},
-    {"attn_k.rope", kLayer, 5, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+    {"attn_k.rope", kLayer, 7, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "K after RoPE at this position"},
-    {"kv.k", kLayer, 6, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+    {"kv.k", kLayer, 8, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "K cache slot of this position, read back from cache memory after the write"},
-    {"kv.v", kLayer, 7, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery,
+    {"kv.v", kLayer, 9, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "V cache slot of this position, read back from cache memory after the write"},
-    {"attn.probs", kLayer, 8, {one(S::n_head), one(S::n_ctx)}, 2, kEvery,
+    {"attn.probs", kLayer, 10, {one(S::n_head), one(S::n_ctx)}, 2, kEvery, kAlways,
      "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context"},
-    {"attn.out", kLayer, 9, {product(S::n_head, S::head_dim), kNone}, 1, kEvery,
+    {"attn.out", kLayer, 11, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "attention output per head, before the output projection"},
-    {"attn_output", kLayer, 10, {one(S::n_embd), kNone}, 1, kEvery,
+    {"attn_output", kLayer, 12, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "output projection of attn.out"},
-    {"resid.attn", kLayer, 11, {one(S::n_embd), kNone}, 1, kEvery,
+    {"resid.attn", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "residual stream after adding attn_output"},
-    {"ffn_norm", kLayer, 12, {one(S::n_embd), kNone}, 1, kEvery,
+    {"ffn_norm", kLayer, 14, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of resid.attn, weight applied"},
-    {"ffn_gate", kLayer, 13, {one(S::n_ff), kNone}, 1, kEvery, "gate projection"},
-    {"ffn_up", kLayer, 14, {one(S::n_ff), kNone}, 1, kEvery, "up projection"},
-    {"ffn.act", kLayer, 15, {one(S::n_ff), kNone}, 1, kEvery, "silu(ffn_gate) * ffn_up"},
-    {"ffn_down", kLayer, 16, {one(S::n_embd), kNone}, 1, kEvery, "down projection of ffn.act"},
-    {"resid.ffn", kLayer, 17, {one(S::n_embd), kNone}, 1, kEvery,
+    {"ffn_gate", kLayer, 15, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
+    {"ffn_up", kLayer, 16, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
+    {"ffn.act", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "silu(ffn_gate) * ffn_up"},
+    {"ffn_down", kLayer, 18, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
+    {"resid.ffn", kLayer, 19, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "residual stream after adding ffn_down: the layer's output"},
-    {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery,
+    {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "final RMSNorm, weight applied"},
-    {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, "logits"},
+    {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, kAlways, "logits"},
 };
 // clang-format on
 
-constexpr int kLayerTaps = 18;
+constexpr int kLayerTaps = 20;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
 constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 
@@ -199,7 +205,7 @@ CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const Ta
     const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
     for (int layer = first; layer <= last; ++layer) {
       if (!filter.tap_enabled(spec.name, layer)) continue;
-      if (seen.count({std::string(spec.name), layer}) == 0) {
+      if (spec.feature == TapFeature::always && seen.count({std::string(spec.name), layer}) == 0) {
         report.missing.push_back(full_tap_name(spec.name, layer));
       }
     }

@@ -28,6 +28,12 @@ struct DimExpr {
   std::optional<DimSymbol> second;
 };
 
+// Which models have the tap: every one, or those with an op only some architectures run.
+enum class TapFeature {
+  always,
+  qk_norm,  // RMSNorm per head on q and k before RoPE (qwen3)
+};
+
 // Which prompt positions get a row during a batched prefill.
 enum class PrefillRows { every_position, last_position };
 
@@ -38,6 +44,7 @@ struct TapSpec {
   std::array<DimExpr, 2> row;
   int row_rank;  // 1 or 2
   PrefillRows prefill;
+  TapFeature feature;  // check_catalogue() requires only the taps every model has
   std::string_view what;  // one line for docs/taps.md
 };
 
