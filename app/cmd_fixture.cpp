@@ -29,9 +29,11 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
     std::string output;
   };
   auto opt = std::make_shared<Options>();
-  cmd->add_option("--arch", opt->arch, "Architecture: " + supported_arch_names())
+  cmd->add_option("--arch", opt->arch,
+                  "Architecture: " + supported_arch_names() + ", or llama3 (a llama GGUF with Llama 3.1's rope_freqs)")
       ->check([](const std::string& name) {
-        return find_arch(name) ? std::string() : "expected one of " + supported_arch_names();
+        return find_arch(name) || name == "llama3" ? std::string()
+                                                   : "expected one of " + supported_arch_names() + ", llama3";
       })
       ->capture_default_str();
   cmd->add_option("--n-layer", opt->spec.n_layer, "Layers")->capture_default_str();
@@ -45,7 +47,7 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--head-dim", opt->spec.head_dim,
                   "Head width, written as attention.key_length (default: n_embd / n_head)");
   cmd->add_option("--rope-base", opt->spec.rope_freq_base,
-                  "RoPE frequency base (default: llama 1e4, qwen2 and qwen3 1e6)");
+                  "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
   cmd->add_flag("--tied", opt->spec.tied_output, "No output.weight: tie the head to token_embd");
   cmd->add_option("--seed", opt->spec.seed, "Random seed")->capture_default_str();
   cmd->add_option("--type", opt->type, "Type of every 2-D weight (F32, F16, BF16, Q8_0, ...)")
@@ -56,7 +58,8 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
 
   cmd->callback([opt, set_exit] {
     FixtureSpec spec = opt->spec;
-    spec.arch = find_arch(opt->arch)->arch;
+    spec.llama3 = opt->arch == "llama3";
+    spec.arch = spec.llama3 ? Arch::llama : find_arch(opt->arch)->arch;
     spec.weight_type = parse_type(opt->type, "--type");
     for (const auto& o : opt->overrides) {
       const auto eq = o.rfind('=');

@@ -264,13 +264,20 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const int heads = is_q ? c.n_head : c.n_head_kv;
   const ref::Pairing right = c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox;
   const ref::Pairing wrong = right == ref::Pairing::norm ? ref::Pairing::neox : ref::Pairing::norm;
-  auto rotate = [&in, src, layer, heads, c](std::function<std::int64_t(std::int64_t)> pos, float base,
-                                             ref::Pairing pairing, bool apply = true, int n_rot = 0) {
-    return [&in, src, layer, heads, c, pos, base, pairing, apply, n_rot](std::int64_t p) {
+  // Llama 3.1's frequency factors, where the model has them (every variant keeps them but one).
+  const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
+  if (factors && factors->size() != std::size_t(c.n_rot / 2)) factors = nullptr;
+  auto rotate = [&in, src, layer, heads, c, factors](std::function<std::int64_t(std::int64_t)> pos, float base,
+                                                      ref::Pairing pairing, bool apply = true, int n_rot = 0,
+                                                      const std::vector<float>* f = nullptr, bool use_factors = true) {
+    const std::vector<float>* used = !use_factors ? nullptr : f ? f : factors;
+    return [&in, src, layer, heads, c, pos, base, pairing, apply, n_rot, used](std::int64_t p) {
       const Row x = trace_row(in.actual, src, layer, p);
       if (x.empty() || !apply) return x;
       std::vector<double> xd(x.begin(), x.end());
-      ref::rope(xd.data(), heads, c.head_dim, n_rot > 0 ? n_rot : c.n_rot, pos(p), base, pairing);
+      const int rot = n_rot > 0 ? n_rot : c.n_rot;
+      ref::rope(xd.data(), heads, c.head_dim, rot, pos(p), base, pairing,
+                used && used->size() == std::size_t(rot / 2) ? used->data() : nullptr);
       return Row(xd.begin(), xd.end());
     };
   };
@@ -292,6 +299,16 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return -p; }, base, right)});
   out.push_back({"rotated at the decode step index p - prompt length instead of p", "rope", false,
                  rotate([prompt](std::int64_t p) { return p >= prompt ? p - prompt : p; }, base, right)});
+  if (factors) {
+    out.push_back({"the frequency factors (rope_freqs.weight) not applied", "rope", false,
+                   rotate(at_p, base, right, true, 0, nullptr, false)});
+    auto inverted = std::make_shared<std::vector<float>>(*factors);
+    for (float& f : *inverted) f = 1.0f / f;
+    out.push_back({"the frequency factors multiplied into the angle instead of dividing it", "rope", false,
+                   [keep = inverted, f = rotate(at_p, base, right, true, 0, inverted.get())](std::int64_t p) {
+                     return f(p);
+                   }});
+  }
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));
@@ -303,7 +320,8 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   // prompt position, where the angles are largest.
   const std::int64_t fit_at = std::max<std::int64_t>(prompt - 1, 1);
   const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.actual, name, layer, fit_at);
-  if (const auto fitted = fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
+  // (The fit knows no frequency factors: with them it would name a base that is not the bug.)
+  if (const auto fitted = factors ? std::nullopt : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
       fitted && std::abs(*fitted / double(base) - 1) > 1e-3)
     out.push_back({fmt::format("frequency base {:.4g} instead of the model's {:g} (fitted to the actual rotation)",
                                *fitted, base),

@@ -89,6 +89,7 @@ std::pair<int, int> load_order(const std::string& name) {
       "attn_output.weight",
       "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
   if (name == "token_embd.weight") return {-1, 0};
+  if (name == "rope_freqs.weight") return {-1, 1};
   if (name == "output_norm.weight") return {1 << 20, 0};
   if (name == "output.weight") return {1 << 20, 1};
   int layer = 0, consumed = 0;

@@ -205,6 +205,10 @@ const std::vector<FaultSpec> kFaults = {
      "the per-head RMSNorm on q and k (attn_q_norm, attn_k_norm) skipped before RoPE",
      "a qwen2 code path reused for qwen3, whose only attention change is that norm", "normalization",
      "engine/forward.cpp: after the q/k/v GEMMs", "a model with q/k norm (qwen3)"},
+    {Fault::rope_freq_factors_ignored, "rope-freq-factors-ignored",
+     "RoPE run without the model's frequency factors (rope_freqs.weight)",
+     "a Llama 2 code path running Llama 3.1, whose long-context scaling lives in those factors", "rope",
+     "engine/forward.cpp: the RoPE call", "a model with rope_freqs.weight (Llama 3.1+)"},
 };
 // clang-format on
 
@@ -375,6 +379,11 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::qk_norm_dropped:
       if (!c.qk_norm) return no(fmt::format("the {} model has no q/k norm", arch_name(c.arch)));
+      break;
+    case Fault::rope_freq_factors_ignored:
+      if (!c.rope_freq_factors) return no("the model has no rope_freqs.weight");
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     case Fault::attn_out_heads_reversed:
       if (c.n_head < 2) return no("one head: its slot is the same either way");

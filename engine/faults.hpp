@@ -68,6 +68,7 @@ enum class Fault : std::uint8_t {
   ffn_up_op_n,
   ffn_down_race,
   qk_norm_dropped,
+  rope_freq_factors_ignored,
 };
 
 struct FaultSpec {

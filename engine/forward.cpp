@@ -153,6 +153,8 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::rope_wrong_base)) rope.base = 10000.0f;
   // Fault rope-freq-n-embd: the frequency exponent divided by the model width.
   if (faults_.is(Fault::rope_freq_n_embd)) rope.freq_dim = c_.n_embd;
+  // Fault rope-freq-factors-ignored: a Llama 2 code path never passes Llama 3.1's factors.
+  if (c_.rope_freq_factors && !faults_.is(Fault::rope_freq_factors_ignored)) rope.freq_factors = w_.rope_freqs.as<float>();
   // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
   if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
   rope.x = k;

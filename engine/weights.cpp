@@ -112,6 +112,7 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
   EngineWeights w;
   w.matrix_type = load.storage();
   w.token_embd = load.matrix("token_embd.weight");
+  if (c.rope_freq_factors) w.rope_freqs = load.vector("rope_freqs.weight");
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     LayerWeights L;
@@ -173,6 +174,7 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
   };
   const ElemType m = w.matrix_type, f32 = ElemType::f32;
   put("token_embd.weight", w.token_embd, m);
+  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs, f32);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     const LayerWeights& L = w.layers[std::size_t(l)];

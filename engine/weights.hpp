@@ -37,6 +37,7 @@ struct LayerWeights {
 struct EngineWeights {
   ElemType matrix_type = ElemType::f32;  // storage of matrices and token_embd
   Buffer token_embd;                     // (n_vocab, n_embd)
+  Buffer rope_freqs;                     // (n_rot / 2,) f32; empty without frequency factors
   std::vector<LayerWeights> layers;      // (n_layer,)
   Buffer output_norm;                    // (n_embd,) f32
   Buffer output;                         // (n_vocab, n_embd); empty when tied to token_embd

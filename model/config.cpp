@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "model/dequantize.hpp"
 #include "model/error.hpp"
 
 namespace tapdiff {
@@ -137,7 +138,15 @@ ModelConfig load_model_config(const GgufFile& f) {
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   validate_weights(f, c);
+  if (c.rope_freq_factors) {
+    const std::vector<float> factors = dequantize_tensor(*f.find_tensor("rope_freqs.weight"));
+    for (std::size_t i = 0; i < factors.size(); ++i)
+      require(std::isfinite(factors[i]) && factors[i] > 0, f, "tensor \"rope_freqs.weight\"",
+              fmt::format("expected finite frequency factors > 0 (each divides a RoPE angle), got {} at index {}",
+                          factors[i], i));
+  }
   return c;
 }
 
@@ -145,6 +154,7 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
   const std::int64_t embd = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
   std::vector<WeightSpec> w;
   w.push_back({"token_embd.weight", {embd, c.n_vocab}});
+  if (c.rope_freq_factors) w.push_back({"rope_freqs.weight", {c.n_rot / 2}});
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     // ne = {in, out}: GGUF's [out, in] row-major matrices, ne[0] fastest.

@@ -37,6 +37,8 @@ struct ModelConfig {
   bool tied_output = false;  // no output.weight: the head reuses token_embd.weight
   bool qkv_bias = false;     // blk.*.attn_{q,k,v}.bias present (qwen2)
   bool qk_norm = false;      // RMSNorm per head on q and k before RoPE, blk.*.attn_{q,k}_norm (qwen3)
+  // rope_freqs.weight present (Llama 3.1+): RoPE angle i divided by factor i, n_rot / 2 factors.
+  bool rope_freq_factors = false;
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

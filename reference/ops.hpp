@@ -57,14 +57,16 @@ void add_bias(T* x, const float* b, int n) {
 }
 
 // Rotates the first n_rot dims of each of n_heads heads (head_dim apart) by position p:
-//   θ_i = p · base^(-2i / n_rot),  i < n_rot/2
+//   θ_i = p · base^(-2i / n_rot) / f_i,  i < n_rot/2
+// f_i: the model's frequency factors (Llama 3.1's rope_freqs.weight), 1 without them.
 //   (a, b) ← (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
 template <typename T>
 void rope(T* x, int n_heads, int head_dim, int n_rot, std::int64_t position, float base,
-          Pairing pairing) {
+          Pairing pairing, const float* freq_factors = nullptr) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
-    const double theta = double(position) * std::pow(double(base), -2.0 * i / n_rot);
+    const double theta = double(position) * std::pow(double(base), -2.0 * i / n_rot) /
+                         (freq_factors ? double(freq_factors[i]) : 1.0);
     const T c = T(std::cos(theta)), s = T(std::sin(theta));
     const int ia = pairing == Pairing::norm ? 2 * i : i;
     const int ib = pairing == Pairing::norm ? 2 * i + 1 : i + half;

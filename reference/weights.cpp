@@ -13,6 +13,7 @@ Weights load_weights(const GgufFile& file) {
   const ModelConfig& c = w.config;
   auto get = [&](const std::string& name) { return dequantize_tensor(*file.find_tensor(name)); };
   w.token_embd = get("token_embd.weight");
+  if (c.rope_freq_factors) w.rope_freqs = get("rope_freqs.weight");
   w.layers.resize(static_cast<std::size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
@@ -51,6 +52,7 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
   };
   const ModelConfig& c = w.config;
   put("token_embd.weight", w.token_embd);
+  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     const LayerWeights& L = w.layers[static_cast<std::size_t>(l)];

@@ -29,6 +29,7 @@ struct LayerWeights {
 struct Weights {
   ModelConfig config;
   std::vector<float> token_embd;   // [n_vocab][n_embd]
+  std::vector<float> rope_freqs;   // [n_rot / 2] frequency factors; empty without them
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // [n_embd]
   std::vector<float> output;       // [n_vocab][n_embd]; empty when tied to token_embd

@@ -1,5 +1,5 @@
 // RoPE in place, per (row, head, pair), each row at its own position:
-//   θ_i = position · base^(-2i / n_rot),  i < n_rot / 2
+//   θ_i = position · base^(-2i / n_rot) / f_i,  i < n_rot / 2  (f_i: frequency factors, or 1)
 //   (a, b) ← (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
 // norm pairs (x[2i], x[2i+1]); neox pairs (x[i], x[i + n_rot/2]). Dimensions past n_rot are
 // left alone. θ, cos and sin are computed in double, then rounded to float.
@@ -25,6 +25,7 @@ struct RopeArgs {
   RopePairing pairing = RopePairing::norm;
   // The exponent's denominator: 0 means n_rot. Fault rope-freq-n-embd sets the model width.
   int freq_dim = 0;
+  const float* freq_factors = nullptr;  // (n_rot / 2,) Llama 3.1's rope_freqs; nullptr: all 1
 };
 
 TD_HD inline void rope_pair(const RopeArgs& a, std::int64_t index) {
@@ -33,7 +34,8 @@ TD_HD inline void rope_pair(const RopeArgs& a, std::int64_t index) {
   const std::int64_t row_head = index / half;  // row * n_heads + head
   const std::int64_t row = row_head / a.n_heads;
   const int freq_dim = a.freq_dim > 0 ? a.freq_dim : a.n_rot;
-  const double theta = double(a.positions[row]) * pow(double(a.base), -2.0 * i / freq_dim);
+  const double theta = double(a.positions[row]) * pow(double(a.base), -2.0 * i / freq_dim) /
+                       (a.freq_factors != nullptr ? double(a.freq_factors[i]) : 1.0);
   const float c = float(cos(theta)), s = float(sin(theta));
   float* head = a.x + row_head * a.head_dim;
   const int ia = a.pairing == RopePairing::norm ? 2 * i : i;

@@ -34,6 +34,9 @@ FIXTURES = {
     "qwen3-f32": ["--arch", "qwen3", "--head-dim", "32", "--n-layer", "3"],
     "qwen3-q8_0-tied": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--tied"],
     "qwen3-q4_k": ["--arch", "qwen3", *K_SHAPE, "--head-dim", "64", "--type", "Q4_K"],
+    # Llama 3.1: a llama GGUF with rope_freqs.weight, base 5e5, the llama-bpe pre-tokenizer.
+    "llama3-f32": ["--arch", "llama3"],
+    "llama3-q4_k": ["--arch", "llama3", *K_SHAPE, "--type", "Q4_K", "--tensor-type", "blk.*.ffn_down.weight=Q6_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -120,6 +123,22 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
     assert {f["tap"] for f in notes} == unavailable and not [f for f in report["findings"] if f["kind"].startswith("missing")]
+
+
+def test_llama_cpp_applies_the_llama3_frequency_factors_as_tapdiff_does(models, references, tmp_path):
+    """Passing at the f16 profile could hide factors one side ignores: layer 0's rotation is compared
+    at f32 closeness, and an engine that ignores them is caught in llama.cpp's trace."""
+    trace, ignored = tmp_path / "llama.h5", tmp_path / "ignored.h5"
+    llama_run(models["llama3-f32"], trace)
+    p = tapdiff("diff", references["llama3-f32"], trace, "--format", "json", "--all-taps")
+    rope = {t["tap"]: t["worst_nmse"] for t in json.loads(p.stdout)["taps"]}
+    assert rope["blk.0.attn_q.rope"] < 1e-10 and rope["blk.0.attn_k.rope"] < 1e-10, rope
+    p = tapdiff("run", "--backend", "host", "-m", models["llama3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "rope-freq-factors-ignored", "-o", ignored)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, ignored)
+    assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
+    assert report["diagnosis"]["variant"] == "the frequency factors (rope_freqs.weight) not applied"
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

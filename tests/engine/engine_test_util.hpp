@@ -52,6 +52,14 @@ inline FixtureSpec qwen3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Llama 3.1's shape: a llama GGUF with rope_freqs.weight and base 5e5.
+inline FixtureSpec llama3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.llama3 = true;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;

@@ -131,6 +131,7 @@ inline std::vector<FaultCase> fault_cases() {
       {"ffn-down-race", llama_spec(), {"blk.0.ffn_down", 0}},
       {"ffn-down-race", qwen2_spec(), {"blk.0.ffn_down", 0}},
       {"qk-norm-dropped", qwen3_spec(), {"blk.0.attn_q_norm", 0}},
+      {"rope-freq-factors-ignored", llama3_spec(), {"blk.0.attn_q.rope", 1}},
       {"rope-wrong-pairing", qwen3_spec(), {"blk.0.attn_q.rope", 1}},
       {"gqa-head-map", qwen3_spec(), {"blk.0.attn.probs", 1}},
   };

@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FortySevenFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FortyEightFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -58,7 +58,8 @@ TEST(FaultCatalogue, FortySevenFaultsInDesignOrderWithEveryField) {
                                           "dequant-q8-block-stride",
                                           "ffn-up-op-n",
                                           "ffn-down-race",
-                                          "qk-norm-dropped"};
+                                          "qk-norm-dropped",
+                                          "rope-freq-factors-ignored"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

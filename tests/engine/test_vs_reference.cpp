@@ -40,6 +40,8 @@ std::vector<FixtureCase> fixture_cases() {
       {"qwen3_F32", qwen3_spec(GgmlType::F32)},
       {"qwen3_Q8_0", qwen3_spec(GgmlType::Q8_0)},
       {"qwen3_Q4_K", wide(qwen3_spec(GgmlType::Q4_K))},
+      {"llama3_F32", llama3_spec(GgmlType::F32)},
+      {"llama3_Q4_K", wide(llama3_spec(GgmlType::Q4_K))},
   };
 }
 

@@ -6,6 +6,7 @@
 #include "fixtures/tiny_model.hpp"
 #include "model/config.hpp"
 #include "model/error.hpp"
+#include "model/quantize.hpp"
 
 namespace tapdiff {
 namespace {
@@ -136,6 +137,46 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
     EXPECT_NE(message.find(c.expected), std::string::npos)
         << c.what << "\n  expected: " << c.expected << "\n  got:      " << message;
   }
+}
+
+// The tensors qwen3 and Llama 3.1 add are checked like every other: shape, and for the RoPE
+// frequency factors, values that can divide an angle.
+TEST(ModelConfig, NewArchitectureTensorsAreChecked) {
+  FixtureSpec qwen3;
+  qwen3.arch = Arch::qwen3;
+  qwen3.head_dim = 32;
+  const ModelConfig q = load_model_config(parse(build_fixture(qwen3)));
+  EXPECT_TRUE(q.qk_norm);
+  EXPECT_EQ(q.head_dim, 32);
+  EXPECT_EQ(q.q_dim(), 128);
+  EXPECT_EQ(q.rope_pairing, RopePairing::neox);
+  FixtureSpec llama3;
+  llama3.llama3 = true;
+  const ModelConfig l = load_model_config(parse(build_fixture(llama3)));
+  EXPECT_TRUE(l.rope_freq_factors);
+  EXPECT_FLOAT_EQ(l.rope_freq_base, 500000.0f);
+
+  const auto replaced = [](const GgufFile& base, const std::string& name, std::vector<std::int64_t> ne,
+                           std::vector<float> values) {
+    GgufWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    for (const auto& t : base.tensors())
+      if (t.name == name)
+        w.add_tensor(name, GgmlType::F32, ne, quantize(GgmlType::F32, values));
+      else
+        w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+    return w;
+  };
+  const GgufFile q3 = parse(build_fixture(qwen3)), l3 = parse(build_fixture(llama3));
+  EXPECT_EQ(config_error(replaced(q3, "blk.1.attn_k_norm.weight", {16}, std::vector<float>(16, 1.0f))),
+            "cfg.gguf: tensor \"blk.1.attn_k_norm.weight\": expected shape [32], got [16]");
+  EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {4}, std::vector<float>(4, 1.0f))),
+            "cfg.gguf: tensor \"rope_freqs.weight\": expected shape [8], got [4]");
+  std::vector<float> zero(8, 1.0f);
+  zero[5] = 0.0f;
+  EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {8}, zero)),
+            "cfg.gguf: tensor \"rope_freqs.weight\": expected finite frequency factors > 0 (each divides a RoPE "
+            "angle), got 0 at index 5");
 }
 
 TEST(ModelConfig, MissingWeightNamesTheTensorAndShape) {
