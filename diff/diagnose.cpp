@@ -138,6 +138,7 @@ std::string code_area(const std::string& cls) {
   if (cls == "matmul-layout") return "the GEMM call site: op flags and leading dimensions";
   if (cls == "attention-mask") return "the causal mask of the attention kernel";
   if (cls == "attention-scale") return "the softmax scale of the attention kernel";
+  if (cls == "softcap") return "the soft-capping of attention scores or logits: cap · tanh(x / cap), and the cap's value";
   if (cls == "softmax") return "the attention softmax: the range it normalizes over and the running max and sum";
   if (cls == "gqa-mapping") return "the kv-head index computed for each query head";
   if (cls == "dequantization") return "the dequantization kernel of this tensor's type";

@@ -33,13 +33,13 @@ std::string weight_of(const std::string& name, int layer, const ModelConfig& c) 
 }
 
 Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, bool transposed,
-               const std::vector<float>* bias) {
+               const std::vector<float>* bias, float cap = 0) {
   if (x.empty() || W.size() != x.size() * n_out) return {};
   std::vector<double> xd(x.begin(), x.end()), y(n_out);
   ref::matvec(W.data(), xd.data(), int(x.size()), int(n_out), y.data(), transposed);
-  Row out(n_out);
-  for (std::size_t i = 0; i < n_out; ++i) out[i] = float(y[i] + (bias && !bias->empty() ? (*bias)[i] : 0.0f));
-  return out;
+  for (std::size_t i = 0; i < n_out; ++i) y[i] += bias && !bias->empty() ? (*bias)[i] : 0.0f;
+  ref::softcap(y.data(), std::int64_t(n_out), cap);
+  return Row(y.begin(), y.end());
 }
 
 }  // namespace
@@ -58,16 +58,21 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   if (!wt || W->empty()) return;
   const auto n_out = static_cast<std::size_t>(wt->ne.size() > 1 ? wt->ne[1] : 1);
   auto x = [&, x_name, x_layer](std::int64_t p) { return trace_row(in.actual, x_name, x_layer, p); };
+  // The logits' soft-cap (gemma2) belongs to the head: every variant of it keeps the cap but one.
+  const float cap = name == "output" ? c.final_softcap : 0.0f;
   // keep: owns a weight or bias made here for one variant.
   auto with = [=](const std::vector<float>* weight, const std::vector<float>* bias, bool transposed = false,
-                  std::shared_ptr<const void> keep = {}) {
+                  std::shared_ptr<const void> keep = {}, float capped = -1) {
     return [=](std::int64_t p) {
       (void)keep;
-      return matvec_row(*weight, x(p), n_out, transposed, bias);
+      return matvec_row(*weight, x(p), n_out, transposed, bias, capped < 0 ? cap : capped);
     };
   };
 
-  out.push_back({"W x" + std::string(has_bias ? " + b" : ""), "", true, with(W, B)});
+  out.push_back({"W x" + std::string(has_bias ? " + b" : "") + (cap > 0 ? fmt::format(", soft-capped at {:g}", cap) : ""),
+                 "", true, with(W, B)});
+  if (cap > 0)
+    out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
   out.push_back({"W^T x: the weight read transposed (op flag / leading dimension)", "matmul-layout", false,
                  with(W, B, true)});
   if (has_bias) {
@@ -99,7 +104,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     const ResolvedInput raw = tap_inputs(x_name, x_layer, c.n_layer).front();
     out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw.name, x_name), "buffer",
                    false, [=, &in](std::int64_t p) {
-                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B);
+                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B, cap);
                    }});
   }
   // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
@@ -147,30 +152,42 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
     };
   };
   const std::vector<float>* W = &in.model.weight("token_embd.weight");
-  out.push_back({"the token's embedding row", "", true, lookup(W, token(0, 0))});
-  out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup(W, token(1, 0))});
-  out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup(W, token(-1, 0))});
-  out.push_back({"the row of the previous position's token", "embedding", false, lookup(W, token(0, -1))});
+  // gemma2 scales the row by sqrt(n_embd); every variant keeps the model's scale but one.
+  const float scale = in.model.config().embed_scale ? float(std::sqrt(double(E))) : 1.0f;
+  auto lookup_scaled = [lookup, scale](const std::vector<float>* table,
+                                       std::function<std::int64_t(std::int64_t)> token_at, float by = 1.0f,
+                                       bool transposed = false) {
+    return lookup(table, std::move(token_at), by * scale, transposed);
+  };
+  out.push_back({scale != 1.0f ? fmt::format("the token's embedding row times sqrt(n_embd) = {:.4g}", scale)
+                               : std::string("the token's embedding row"),
+                 "", true, lookup_scaled(W, token(0, 0))});
+  if (scale != 1.0f)
+    out.push_back({"the token's embedding row, not scaled by sqrt(n_embd)", "embedding", false, lookup(W, token(0, 0))});
+  out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup_scaled(W, token(1, 0))});
+  out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup_scaled(W, token(-1, 0))});
+  out.push_back({"the row of the previous position's token", "embedding", false, lookup_scaled(W, token(0, -1))});
   out.push_back({"the row of the position index instead of the token id", "embedding", false,
-                 lookup(W, [](std::int64_t p) { return p; })});
+                 lookup_scaled(W, [](std::int64_t p) { return p; })});
   out.push_back({"the row of the first token of the prompt at every position", "embedding", false,
-                 [=](std::int64_t p) { return lookup(W, token(0, -p))(p); }});
-  out.push_back({fmt::format("the row scaled by sqrt(n_embd) = {:.4g}", std::sqrt(double(E))), "embedding", false,
-                 lookup(W, token(0, 0), float(std::sqrt(double(E))))});
+                 [=](std::int64_t p) { return lookup_scaled(W, token(0, -p))(p); }});
+  if (scale == 1.0f)
+    out.push_back({fmt::format("the row scaled by sqrt(n_embd) = {:.4g}", std::sqrt(double(E))), "embedding", false,
+                   lookup(W, token(0, 0), float(std::sqrt(double(E))))});
   out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
-                 lookup(W, token(0, 0), 1.0f, true)});
+                 lookup_scaled(W, token(0, 0), 1.0f, true)});
   // Another table of the same shape passed to the lookup (the head's, when it is untied).
   for (const GgufTensorInfo& other : in.model.file().tensors())
     if (other.name != wt->name && other.ne == wt->ne) {
       const std::vector<float>* O = &in.model.weight(other.name);
       out.push_back({fmt::format("the token's row of {} instead of token_embd.weight", other.name), "embedding",
-                     false, lookup(O, token(0, 0))});
+                     false, lookup_scaled(O, token(0, 0))});
     }
   for (WeightVariant& v : weight_variants(*wt)) {
     if (v.baseline) continue;
     auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
     Candidate c{"the row of the table as loaded when " + v.variant, v.bug_class, false,
-                [decoded, f = lookup(decoded.get(), token(0, 0))](std::int64_t p) { return f(p); }};
+                [decoded, f = lookup_scaled(decoded.get(), token(0, 0))](std::int64_t p) { return f(p); }};
     c.explains_zeros = std::all_of(decoded->begin(), decoded->end(), [](float x) { return x == 0; });
     out.push_back(std::move(c));
   }
@@ -194,6 +211,10 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   } else if (per_head) {
     w_name = fmt::format("blk.{}.{}.weight", layer, name);
     other_w = fmt::format("blk.{}.{}.weight", layer, name == "attn_q_norm" ? "attn_k_norm" : "attn_q_norm");
+  } else if (name == "attn_post_norm" || name == "ffn_post_norm") {
+    w_name = fmt::format("blk.{}.post_attention_norm.weight", layer);
+    other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
+    if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
   enum class Form { rms, mean_removed, one_plus_w, unnormalized };
   auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
@@ -358,7 +379,7 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
   else if (name == "token_embd")
     embedding_candidates(in, out);
   else if (name == "attn_norm" || name == "ffn_norm" || name == "output_norm" || name == "attn_q_norm" ||
-           name == "attn_k_norm")
+           name == "attn_k_norm" || name == "attn_post_norm" || name == "ffn_post_norm")
     norm_candidates(name, layer, in, out);
   else if (name == "attn_q.rope" || name == "attn_k.rope")
     rope_candidates(name, layer, in, out);

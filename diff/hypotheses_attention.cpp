@@ -100,6 +100,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     bool kv_head_zero = false;           // every query head reads kv head 0
+    float softcap = 0;                   // scores soft-capped at this value (0: not capped)
+    std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
   auto replay = [&in, layer, probs, kv_dim, c](Setup s) {
     return [&in, layer, probs, kv_dim, c, s](std::int64_t p) {
@@ -144,14 +146,44 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
       const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
       std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-      ref::attention(qd.data(), K.data(), V.data(), 0, n_keys, shape, s.scale, s.map, o.data(), pr.data(), in.n_ctx);
+      const std::int64_t first = s.window > 0 && !whole_batch ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+      ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
+                     pr.data(), in.n_ctx, s.softcap);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
       return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());
     };
   };
-  const Setup right{{}, right_scale, ref::GqaMap::grouped};
-  out.push_back({"softmax(q·K[0..p] / sqrt(d)) over the causal keys", "", true, replay(right)});
+  Setup right{{}, right_scale, ref::GqaMap::grouped};
+  right.softcap = c.attn_softcap;
+  right.window = c.sliding(layer) ? c.sliding_window : 0;
+  out.push_back({right.window > 0 ? fmt::format("softmax(q·K / sqrt(d)) over the last {} keys (a sliding layer)",
+                                                right.window)
+                                  : std::string("softmax(q·K[0..p] / sqrt(d)) over the causal keys"),
+                 "", true, replay(right)});
   Setup s = right;
+  if (c.attn_softcap > 0) {
+    s.softcap = 0;
+    out.push_back({fmt::format("scores not soft-capped (the model caps them at {:g})", c.attn_softcap),
+                   "softcap", false, replay(s)});
+    s = right;
+  }
+  if (right.window > 0) {
+    s.window = 0;
+    out.push_back({"no sliding window: every earlier key visible on a sliding layer", "attention-mask", false,
+                   replay(s)});
+    for (std::int64_t w : {right.window - 1, right.window + 1}) {
+      if (w < 1) continue;
+      s.window = w;
+      out.push_back({fmt::format("a window of {} keys instead of {} (its bound off by one)", w, right.window),
+                     "attention-mask", false, replay(s)});
+    }
+    s = right;
+  } else if (c.sliding_window > 0) {
+    s.window = c.sliding_window;
+    out.push_back({fmt::format("the sliding window of {} keys applied on a full-attention layer", c.sliding_window),
+                   "attention-mask", false, replay(s)});
+    s = right;
+  }
   s.cache.visible = Visible::one;
   s.cache.cursor = Cursor::stuck;
   out.push_back({"one visible key, slot 0 overwritten by each decode step: the cache length never advances",

@@ -28,12 +28,14 @@ double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 }  // namespace
 
-// resid = x + o, x the stream entering the block, o the block's output projection.
+// resid = x + o, x the stream entering the block, o the block's output projection (gemma2: its
+// post-norm).
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const bool attn = name == "resid.attn";
-  const auto inputs = tap_inputs(name, layer, in.model.config().n_layer);  // (the block's output, the stream)
-  const std::string o_name = inputs[0].name, x_name = inputs[1].name;
-  const int x_layer = inputs[1].layer;
+  // (the block's post-norm, the block's output, the stream)
+  const auto inputs = tap_inputs(name, layer, in.model.config().n_layer);
+  const std::string o_name = inputs[in.model.config().post_norms ? 0 : 1].name, x_name = inputs[2].name;
+  const int x_layer = inputs[2].layer;
   auto add = [&in, x_name, x_layer, o_name, layer](double wx, double wo) {
     return [&in, x_name, x_layer, o_name, layer, wx, wo](std::int64_t p) {
       return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, o_name, layer, p),
@@ -60,8 +62,9 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
                  }});
 }
 
-// ffn.act = silu(gate) * up, and the ways a gated activation gets written wrong.
+// ffn.act = silu(gate) * up (gemma2: gelu), and the ways a gated activation gets written wrong.
 void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const bool geglu = in.model.config().activation == Activation::gelu;
   auto gated = [&in, layer](bool swapped, double (*act)(double), bool times_up = true) {
     return [&in, layer, swapped, act, times_up](std::int64_t p) {
       Row g = trace_row(in.actual, "ffn_gate", layer, p), u = trace_row(in.actual, "ffn_up", layer, p);
@@ -72,9 +75,15 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
   const auto silu = [](double x) { return ref::silu(x); };
   const auto identity = [](double x) { return x; };
   const auto relu = [](double x) { return x > 0 ? x : 0.0; };
-  out.push_back({"silu(ffn_gate) * ffn_up", "", true, gated(false, silu)});
-  out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
-  out.push_back({"gelu(ffn_gate) * ffn_up: GELU instead of SiLU", "activation", false, gated(false, gelu)});
+  if (geglu) {
+    out.push_back({"gelu(ffn_gate) * ffn_up", "", true, gated(false, gelu)});
+    out.push_back({"gelu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, gelu)});
+    out.push_back({"silu(ffn_gate) * ffn_up: SiLU instead of GELU", "activation", false, gated(false, silu)});
+  } else {
+    out.push_back({"silu(ffn_gate) * ffn_up", "", true, gated(false, silu)});
+    out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
+    out.push_back({"gelu(ffn_gate) * ffn_up: GELU instead of SiLU", "activation", false, gated(false, gelu)});
+  }
   out.push_back({"sigmoid(ffn_gate) * ffn_up: the x of x * sigmoid(x) left out", "activation", false,
                  gated(false, sigmoid)});
   out.push_back({"relu(ffn_gate) * ffn_up: ReLU instead of SiLU", "activation", false, gated(false, relu)});

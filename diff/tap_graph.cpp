@@ -30,13 +30,16 @@ const std::vector<Node>& graph() {
       {"attn.probs", "attention", {{"attn_q.rope"}, {"kv.k", 0, true}}},
       {"attn.out", "attention", {{"attn.probs"}, {"kv.v", 0, true}}},
       {"attn_output", "projection", {{"attn.out"}}},
-      {"resid.attn", "residual", {{"attn_output"}, {"resid.ffn", -1}}},
+      // gemma2 normalizes each block's output before adding it to the stream.
+      {"attn_post_norm", "norm", {{"attn_output"}}},
+      {"resid.attn", "residual", {{"attn_post_norm"}, {"attn_output"}, {"resid.ffn", -1}}},
       {"ffn_norm", "norm", {{"resid.attn"}}},
       {"ffn_gate", "projection", {{"ffn_norm"}}},
       {"ffn_up", "projection", {{"ffn_norm"}}},
       {"ffn.act", "activation", {{"ffn_gate"}, {"ffn_up"}}},
       {"ffn_down", "projection", {{"ffn.act"}}},
-      {"resid.ffn", "residual", {{"ffn_down"}, {"resid.attn"}}},
+      {"ffn_post_norm", "norm", {{"ffn_down"}}},
+      {"resid.ffn", "residual", {{"ffn_post_norm"}, {"ffn_down"}, {"resid.attn"}}},
       {"output_norm", "norm", {{"resid.ffn", -1}}},
       {"output", "logits", {{"output_norm"}}},
   };

@@ -86,8 +86,8 @@ std::pair<int, int> load_order(const std::string& name) {
   static const std::vector<std::string> kLayerOrder = {
       "attn_norm.weight", "attn_q.weight", "attn_k.weight",   "attn_v.weight",
       "attn_q.bias",      "attn_k.bias",   "attn_v.bias",     "attn_q_norm.weight", "attn_k_norm.weight",
-      "attn_output.weight",
-      "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+      "attn_output.weight", "post_attention_norm.weight",
+      "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "post_ffw_norm.weight"};
   if (name == "token_embd.weight") return {-1, 0};
   if (name == "rope_freqs.weight") return {-1, 1};
   if (name == "output_norm.weight") return {1 << 20, 0};
@@ -509,6 +509,8 @@ std::vector<std::string> weights_of_tap(const std::string& name, int layer) {
   const std::string b = fmt::format("blk.{}.", layer);
   if (name == "attn_norm" || name == "ffn_norm" || name == "attn_q_norm" || name == "attn_k_norm")
     return {b + name + ".weight"};
+  if (name == "attn_post_norm") return {b + "post_attention_norm.weight"};
+  if (name == "ffn_post_norm") return {b + "post_ffw_norm.weight"};
   if (name == "attn_q" || name == "attn_k" || name == "attn_v") return {b + name + ".weight", b + name + ".bias"};
   if (name == "attn_output" || name == "ffn_gate" || name == "ffn_up" || name == "ffn_down")
     return {b + name + ".weight"};

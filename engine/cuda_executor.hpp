@@ -41,6 +41,7 @@ protected:
   void launch(const AttentionArgs& a) override { attention_cuda(a, stream_); }
   void launch(const SiluMulArgs& a) override { silu_mul_cuda(a, stream_); }
   void launch(const AddArgs& a) override { add_cuda(a, stream_); }
+  void launch(const SoftcapArgs& a) override { softcap_cuda(a, stream_); }
   void launch(const ArgmaxArgs& a) override { argmax_cuda(a, stream_); }
   void launch(const GemmArgs& a) override;
 

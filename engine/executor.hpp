@@ -16,6 +16,7 @@
 #include "engine/device/elem_type.hpp"
 #include "engine/gemm/gemm.hpp"
 #include "engine/kernels/add.hpp"
+#include "engine/kernels/softcap.hpp"
 #include "engine/kernels/argmax.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/bias.hpp"
@@ -96,6 +97,10 @@ public:
     validate(a);
     launch(a);
   }
+  void softcap(const SoftcapArgs& a) {
+    validate(a);
+    launch(a);
+  }
   void argmax(const ArgmaxArgs& a) {
     validate(a);
     launch(a);
@@ -118,6 +123,7 @@ protected:
   virtual void launch(const AttentionArgs& a) = 0;
   virtual void launch(const SiluMulArgs& a) = 0;
   virtual void launch(const AddArgs& a) = 0;
+  virtual void launch(const SoftcapArgs& a) = 0;
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
 };

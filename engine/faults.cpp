@@ -209,6 +209,10 @@ const std::vector<FaultSpec> kFaults = {
      "RoPE run without the model's frequency factors (rope_freqs.weight)",
      "a Llama 2 code path running Llama 3.1, whose long-context scaling lives in those factors", "rope",
      "engine/forward.cpp: the RoPE call", "a model with rope_freqs.weight (Llama 3.1+)"},
+    {Fault::attn_softcap_missing, "attn-softcap-missing",
+     "attention scores not soft-capped (c * tanh(s / c)) before the softmax",
+     "Gemma 2 on an attention kernel without soft-capping, as in the first ports of it", "softcap",
+     "engine/forward.cpp: the attention call", "a model with attn_logit_softcapping (gemma2)"},
 };
 // clang-format on
 
@@ -335,10 +339,14 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
     case Fault::norm_weight_plus_one:
     case Fault::final_norm_skipped:
     case Fault::resid_attn_dropped:
-    case Fault::ffn_gelu_for_silu:
     case Fault::ffn_gate_up_swapped:
     case Fault::attn_v_aliases_k:
+      break;
+    case Fault::ffn_gelu_for_silu:
+      if (c.activation == Activation::gelu) return no(fmt::format("the {} model's activation is gelu", arch_name(c.arch)));
+      break;
     case Fault::embed_scaled:
+      if (c.embed_scale) return no(fmt::format("the {} model scales its embeddings already", arch_name(c.arch)));
       break;
     case Fault::kv_layer_shared:
       // One layer alone owns the shared buffer; the prefill reads only what it just wrote.
@@ -379,6 +387,10 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::qk_norm_dropped:
       if (!c.qk_norm) return no(fmt::format("the {} model has no q/k norm", arch_name(c.arch)));
+      break;
+    case Fault::attn_softcap_missing:
+      if (c.attn_softcap <= 0) return no("the model has no attention soft-cap");
+      if (n_prompt < 2 && n_predict < 2) return no("every position attends to one key: its weight is 1 either way");
       break;
     case Fault::rope_freq_factors_ignored:
       if (!c.rope_freq_factors) return no("the model has no rope_freqs.weight");

@@ -69,6 +69,7 @@ enum class Fault : std::uint8_t {
   ffn_down_race,
   qk_norm_dropped,
   rope_freq_factors_ignored,
+  attn_softcap_missing,
 };
 
 struct FaultSpec {

@@ -87,6 +87,7 @@ int Forward::step(const int* tokens, int n, int p0) {
   const int E = c_.n_embd;
   EmbedArgs embed{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
                   act_.x.as<float>(), n, E, c_.n_vocab};
+  embed.scale_sqrt_n_embd = c_.embed_scale;
   // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
   if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
   // Fault embed-position-for-token: the gather reads the positions buffer as its ids.
@@ -194,6 +195,10 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::attn_keys_off_by_one)) at.n_keys = cache_.visible_keys(n) - 1;
   at.probs_stride = cache_.capacity();
   at.scale = 1.0f / sqrtf(float(D));
+  at.softcap = c_.attn_softcap;
+  // Fault attn-softcap-missing: Gemma 2 run without its attention logit soft-cap.
+  if (faults_.is(Fault::attn_softcap_missing)) at.softcap = 0.0f;
+  if (c_.sliding(l)) at.window = c_.sliding_window;
   // A decode step's single query sees the whole valid length; only a batch needs the mask.
   at.causal = n > 1;
   // Fault attn-scale: 1/d. Fault causal-mask-off: no mask in prefill. Fault gqa-head-map:
@@ -221,6 +226,10 @@ void Forward::attention_block(int l, int p0, int n) {
   else
     gemm(OP_T, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
   taps_.probe("attn_output", l, p0, n, {E}, proj);
+  if (c_.post_norms) {
+    ex_.rmsnorm(RmsNormArgs{proj, L.attn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
+    taps_.probe("attn_post_norm", l, p0, n, {E}, proj);
+  }
 
   AddArgs residual{act_.x.as<float>(), proj, std::int64_t(n) * E};
   // Fault resid-attn-dropped: this call site uses the add kernel's copy mode: x = attn_output.
@@ -265,6 +274,7 @@ void Forward::ffn_block(int l, int p0, int n) {
     swiglu.gate = up;
     swiglu.up = gate;
   }
+  swiglu.gelu = c_.activation == Activation::gelu;
   // Fault ffn-gelu-for-silu: the GeGLU activation.
   if (faults_.is(Fault::ffn_gelu_for_silu)) swiglu.gelu = true;
   ex_.silu_mul(swiglu);
@@ -278,6 +288,10 @@ void Forward::ffn_block(int l, int p0, int n) {
   const int k = faults_.is(Fault::ffn_down_race) ? raced_terms(F) : F;
   gemm(OP_T, OP_N, E, n, k, L.w_down, F, act, F, proj, E);
   taps_.probe("ffn_down", l, p0, n, {E}, proj);
+  if (c_.post_norms) {
+    ex_.rmsnorm(RmsNormArgs{proj, L.ffn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
+    taps_.probe("ffn_post_norm", l, p0, n, {E}, proj);
+  }
 
   ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
   taps_.probe("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
@@ -300,6 +314,7 @@ int Forward::output_head(int p0, int n) {
       gemm(OP_N, OP_N, V, n - 1, E, w_.lm_head(), V, head_in, E, rows, V);
     else
       gemm(OP_T, OP_N, V, n - 1, E, w_.lm_head(), E, head_in, E, rows, V);
+    if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{rows, std::int64_t(n - 1) * V, c_.final_softcap});
     taps_.probe("output", -1, p0, n - 1, {V}, rows);
   }
   // Logits for the step's last position (prefill needs no others).
@@ -319,6 +334,7 @@ int Forward::output_head(int p0, int n) {
     gemm(OP_N, OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
   else
     gemm(OP_T, OP_N, V, 1, E, w_.lm_head(), E, last, E, logits, V);
+  if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{logits, V, c_.final_softcap});
   taps_.probe("output", -1, p0 + n - 1, 1, {V}, logits);
 
   ex_.argmax(ArgmaxArgs{logits, act_.next_token.as<std::int32_t>(), 1, V});

@@ -22,6 +22,7 @@ void HostKernels::launch(const KvAppendArgs& a) { kv_append_host(a); }
 void HostKernels::launch(const AttentionArgs& a) { attention_host(a); }
 void HostKernels::launch(const SiluMulArgs& a) { silu_mul_host(a); }
 void HostKernels::launch(const AddArgs& a) { add_host(a); }
+void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
 

@@ -24,6 +24,7 @@ protected:
   void launch(const AttentionArgs& a) override;
   void launch(const SiluMulArgs& a) override;
   void launch(const AddArgs& a) override;
+  void launch(const SoftcapArgs& a) override;
   void launch(const ArgmaxArgs& a) override;
   void launch(const GemmArgs& a) override;
 };

@@ -132,12 +132,14 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
       L.k_norm = load.vector(b + "attn_k_norm.weight");
     }
     L.wo = load.matrix(b + "attn_output.weight");
+    if (c.post_norms) L.attn_post_norm = load.vector(b + "post_attention_norm.weight");
     // Fault ffn-norm-loads-attn-norm: the copy-pasted line kept attn_norm's tensor name.
     L.ffn_norm = faults.is(Fault::ffn_norm_loads_attn_norm) ? load.vector(b + "attn_norm.weight")
                                                            : load.vector(b + "ffn_norm.weight");
     L.w_gate = load.matrix(b + "ffn_gate.weight");
     L.w_up = load.matrix(b + "ffn_up.weight");
     L.w_down = load.matrix(b + "ffn_down.weight");
+    if (c.post_norms) L.ffn_post_norm = load.vector(b + "post_ffw_norm.weight");
     w.layers.push_back(std::move(L));
   }
   w.output_norm = load.vector("output_norm.weight");
@@ -192,10 +194,12 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
       put(b + "attn_k_norm.weight", L.k_norm, f32);
     }
     put(b + "attn_output.weight", L.wo, m);
+    if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm, f32);
     put(b + "ffn_norm.weight", L.ffn_norm, f32);
     put(b + "ffn_gate.weight", L.w_gate, m);
     put(b + "ffn_up.weight", L.w_up, m);
     put(b + "ffn_down.weight", L.w_down, m);
+    if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm, f32);
   }
   put("output_norm.weight", w.output_norm, f32);
   if (!c.tied_output) put("output.weight", w.output, m);

@@ -29,6 +29,7 @@ struct LayerWeights {
   Buffer bk, bv;        // (kv_dim,) f32 each; empty without biases
   Buffer q_norm, k_norm;  // (head_dim,) f32 each; empty without q/k norm (qwen3)
   Buffer wo;            // (n_embd, q_dim)
+  Buffer attn_post_norm, ffn_post_norm;  // (n_embd,) f32 each; empty without post-norms (gemma2)
   Buffer ffn_norm;      // (n_embd,) f32
   Buffer w_gate, w_up;  // (n_ff, n_embd) each
   Buffer w_down;        // (n_embd, n_ff)

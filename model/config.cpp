@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <utility>
 
 #include "model/dequantize.hpp"
 #include "model/error.hpp"
@@ -36,9 +37,12 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
 constexpr ArchTraits kArchs[] = {
-    {Arch::llama, "llama", RopePairing::norm, false},
-    {Arch::qwen2, "qwen2", RopePairing::neox, false},
-    {Arch::qwen3, "qwen3", RopePairing::neox, true},
+    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0},
+    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0},
+    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0},
+    // Gemma 2: GeGLU, embeddings scaled, post-norms, soft-capping, every other layer sliding. Its
+    // converter stores the norm weights as 1 + w, so every norm is a plain RMSNorm here.
+    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -75,6 +79,9 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.arch = traits->arch;
   c.rope_pairing = traits->rope_pairing;
   c.qk_norm = traits->qk_norm;
+  c.activation = traits->activation;
+  c.embed_scale = traits->embed_scale;
+  c.post_norms = traits->post_norms;
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
@@ -115,6 +122,19 @@ ModelConfig load_model_config(const GgufFile& f) {
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",
           fmt::format("expected a finite base > 1, got {}", base));
   c.rope_freq_base = static_cast<float>(base);
+
+  for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
+                                 std::pair{p + "final_logit_softcapping", &c.final_softcap}})
+    if (const auto v = f.get_float_opt(key)) {
+      require(std::isfinite(*v) && *v >= 0, f, key, fmt::format("expected a finite cap >= 0 (0: none), got {}", *v));
+      *cap = float(*v);
+    }
+  if (traits->swa_period > 0) {
+    c.sliding_window = optional_int(f, p + "attention.sliding_window", 0);
+    c.swa_period = traits->swa_period;
+    require(c.sliding_window <= c.n_ctx_train, f, p + "attention.sliding_window",
+            fmt::format("expected a window within the context length {}, got {}", c.n_ctx_train, c.sliding_window));
+  }
 
   const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
   require(std::isfinite(eps) && eps > 0 && eps < 1, f, p + "attention.layer_norm_rms_epsilon",
@@ -172,10 +192,12 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
       w.push_back({b + "attn_k_norm.weight", {c.head_dim}});
     }
     w.push_back({b + "attn_output.weight", {q, embd}});
+    if (c.post_norms) w.push_back({b + "post_attention_norm.weight", {embd}});
     w.push_back({b + "ffn_norm.weight", {embd}});
     w.push_back({b + "ffn_gate.weight", {embd, ff}});
     w.push_back({b + "ffn_up.weight", {embd, ff}});
     w.push_back({b + "ffn_down.weight", {ff, embd}});
+    if (c.post_norms) w.push_back({b + "post_ffw_norm.weight", {embd}});
   }
   w.push_back({"output_norm.weight", {embd}});
   if (!c.tied_output) w.push_back({"output.weight", {embd, c.n_vocab}});

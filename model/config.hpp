@@ -1,5 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2` and `qwen3` architectures, and the weight names with the shapes each must have.
+// `llama`, `qwen2`, `qwen3` and `gemma2` architectures, and the weight names with the shapes each
+// must have.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,10 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3 };
+enum class Arch { llama, qwen2, qwen3, gemma2 };
+
+// The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
+enum class Activation { silu, gelu };
 
 // How RoPE pairs the dimensions of a head it rotates together.
 //   norm: adjacent pairs (x[2i], x[2i+1])        — GGML_ROPE_TYPE_NORMAL
@@ -39,7 +43,15 @@ struct ModelConfig {
   bool qk_norm = false;      // RMSNorm per head on q and k before RoPE, blk.*.attn_{q,k}_norm (qwen3)
   // rope_freqs.weight present (Llama 3.1+): RoPE angle i divided by factor i, n_rot / 2 factors.
   bool rope_freq_factors = false;
+  Activation activation = Activation::silu;
+  bool embed_scale = false;  // the embedding row times sqrt(n_embd) enters the stream (Gemma)
+  bool post_norms = false;   // RMSNorm on attn_output and ffn_down before each residual add (Gemma 2)
+  float attn_softcap = 0;    // scores = c · tanh(scores / c) before the softmax; 0: none (Gemma 2)
+  float final_softcap = 0;   // logits = c · tanh(logits / c); 0: none (Gemma 2)
+  int sliding_window = 0;    // sliding layers attend to the last `sliding_window` positions; 0: none
+  int swa_period = 0;        // layer l slides when l % swa_period < swa_period - 1 (Gemma 2: 2, the even layers)
 
+  bool sliding(int layer) const { return sliding_window > 0 && layer % swa_period < swa_period - 1; }
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
@@ -51,6 +63,10 @@ struct ArchTraits {
   const char* name;           // general.architecture
   RopePairing rope_pairing;
   bool qk_norm;
+  Activation activation;
+  bool embed_scale;
+  bool post_norms;
+  int swa_period;  // 0: no sliding-window layers
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

@@ -64,6 +64,8 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
     throw std::out_of_range(fmt::format("position {} outside the context 0..{}", position, n_ctx_ - 1));
   const int E = c_.n_embd;
   copy_row(w_.token_embd.data() + std::int64_t(token) * E, E, x_.data());
+  if (c_.embed_scale)
+    for (T& v : x_) v *= T(std::sqrt(double(E)));
   record("token_embd", -1, position, x_.data(), {E});
 
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -75,6 +77,7 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
   record("output_norm", -1, position, norm_.data(), {E});
   // logits = W_out [n_vocab][n_embd] · x
   matvec(w_.lm_head().data(), norm_.data(), E, c_.n_vocab, logits_.data());
+  softcap(logits_.data(), c_.n_vocab, c_.final_softcap);
   if (record_logits) record("output", -1, position, logits_.data(), {c_.n_vocab});
   return logits_;
 }
@@ -122,13 +125,19 @@ void Forward<T>::attention_block(int l, int p) {
 
   std::fill(probs_.begin(), probs_.end(), T(0));
   const float scale = 1.0f / std::sqrt(float(D));
-  attention(q_.data(), k_layer, v_layer, 0, std::int64_t(p) + 1, AttentionShape{H, c_.n_head_kv, D},
-            scale, GqaMap::grouped, attn_out_.data(), probs_.data(), n_ctx_);
+  // A sliding layer sees the last sliding_window positions, its own included.
+  const std::int64_t first_key = c_.sliding(l) ? std::max<std::int64_t>(0, p - c_.sliding_window + 1) : 0;
+  attention(q_.data(), k_layer, v_layer, first_key, std::int64_t(p) + 1, AttentionShape{H, c_.n_head_kv, D},
+            scale, GqaMap::grouped, attn_out_.data(), probs_.data(), n_ctx_, c_.attn_softcap);
   record("attn.probs", l, p, probs_.data(), {H, n_ctx_});
   record("attn.out", l, p, attn_out_.data(), {Q});
 
   matvec(L.wo.data(), attn_out_.data(), Q, E, proj_.data());
   record("attn_output", l, p, proj_.data(), {E});
+  if (c_.post_norms) {
+    rmsnorm(proj_.data(), L.attn_post_norm.data(), E, c_.rms_eps, proj_.data());
+    record("attn_post_norm", l, p, proj_.data(), {E});
+  }
   for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
   record("resid.attn", l, p, x_.data(), {E});
 }
@@ -144,10 +153,17 @@ void Forward<T>::ffn_block(int l, int p) {
   matvec(L.w_up.data(), norm_.data(), E, F, up_.data());
   record("ffn_gate", l, p, gate_.data(), {F});
   record("ffn_up", l, p, up_.data(), {F});
-  swiglu(gate_.data(), up_.data(), F, act_.data());
+  if (c_.activation == Activation::gelu)
+    geglu(gate_.data(), up_.data(), F, act_.data());
+  else
+    swiglu(gate_.data(), up_.data(), F, act_.data());
   record("ffn.act", l, p, act_.data(), {F});
   matvec(L.w_down.data(), act_.data(), F, E, proj_.data());
   record("ffn_down", l, p, proj_.data(), {E});
+  if (c_.post_norms) {
+    rmsnorm(proj_.data(), L.ffn_post_norm.data(), E, c_.rms_eps, proj_.data());
+    record("ffn_post_norm", l, p, proj_.data(), {E});
+  }
   for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
   record("resid.ffn", l, p, x_.data(), {E});
 }

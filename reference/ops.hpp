@@ -101,6 +101,25 @@ void swiglu(const T* gate, const T* up, int n, T* out) {
   for (int i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
+// GELU, tanh approximation (PyTorch's approximate="tanh", ggml_gelu).
+template <typename T>
+T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+}
+
+// out[i] = gelu_tanh(gate[i]) · up[i] (Gemma's GeGLU)
+template <typename T>
+void geglu(const T* gate, const T* up, int n, T* out) {
+  for (int i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+// x[i] = cap · tanh(x[i] / cap): Gemma 2's soft-capping; cap 0 leaves x alone.
+template <typename T>
+void softcap(T* x, std::int64_t n, float cap) {
+  if (cap <= 0) return;
+  for (std::int64_t i = 0; i < n; ++i) x[i] = T(cap) * std::tanh(x[i] / T(cap));
+}
+
 struct AttentionShape {
   int n_head;
   int n_head_kv;
@@ -109,13 +128,13 @@ struct AttentionShape {
 
 // One query position against keys/values rows [key_begin, key_end) of K, V ([n_rows][kv_dim],
 // kv_dim = n_head_kv · head_dim):
-//   s_t = scale · q_h · K[t, g(h)],  p = softmax(s),  out_h = Σ_t p_t V[t, g(h)]
+//   s_t = softcap(scale · q_h · K[t, g(h)]),  p = softmax(s),  out_h = Σ_t p_t V[t, g(h)]
 // probs (optional) receives p for head h at probs[h · probs_stride + t] for t in the range.
 // Causality is the caller's choice of key_end: the honest value is position + 1.
 template <typename T>
 void attention(const T* q, const T* K, const T* V, std::int64_t key_begin, std::int64_t key_end,
                AttentionShape shape, float scale, GqaMap map, T* out, T* probs = nullptr,
-               std::int64_t probs_stride = 0) {
+               std::int64_t probs_stride = 0, float score_cap = 0) {
   const int kv_dim = shape.n_head_kv * shape.head_dim;
   const std::int64_t n = key_end - key_begin;
   std::vector<T> scores(static_cast<std::size_t>(n > 0 ? n : 0));
@@ -128,6 +147,7 @@ void attention(const T* q, const T* K, const T* V, std::int64_t key_begin, std::
       for (int d = 0; d < shape.head_dim; ++d) dot += qh[d] * k[d];
       scores[t] = T(scale) * dot;
     }
+    softcap(scores.data(), n, score_cap);
     softmax(scores.data(), static_cast<int>(n));
     T* oh = out + std::int64_t(h) * shape.head_dim;
     for (int d = 0; d < shape.head_dim; ++d) oh[d] = 0;

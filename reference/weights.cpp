@@ -32,10 +32,12 @@ Weights load_weights(const GgufFile& file) {
       L.k_norm = get(b + "attn_k_norm.weight");
     }
     L.wo = get(b + "attn_output.weight");
+    if (c.post_norms) L.attn_post_norm = get(b + "post_attention_norm.weight");
     L.ffn_norm = get(b + "ffn_norm.weight");
     L.w_gate = get(b + "ffn_gate.weight");
     L.w_up = get(b + "ffn_up.weight");
     L.w_down = get(b + "ffn_down.weight");
+    if (c.post_norms) L.ffn_post_norm = get(b + "post_ffw_norm.weight");
   }
   w.output_norm = get("output_norm.weight");
   if (!c.tied_output) w.output = get("output.weight");
@@ -70,10 +72,12 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
       put(b + "attn_k_norm.weight", L.k_norm);
     }
     put(b + "attn_output.weight", L.wo);
+    if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm);
     put(b + "ffn_norm.weight", L.ffn_norm);
     put(b + "ffn_gate.weight", L.w_gate);
     put(b + "ffn_up.weight", L.w_up);
     put(b + "ffn_down.weight", L.w_down);
+    if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm);
   }
   put("output_norm.weight", w.output_norm);
   if (!c.tied_output) put("output.weight", w.output);

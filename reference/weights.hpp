@@ -21,6 +21,7 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim] ×2; empty without biases
   std::vector<float> q_norm, k_norm;            // [head_dim] ×2; empty without q/k norm
   std::vector<float> wo;                        // [n_embd][q_dim]
+  std::vector<float> attn_post_norm, ffn_post_norm;  // [n_embd] ×2; empty without post-norms
   std::vector<float> ffn_norm;                  // [n_embd]
   std::vector<float> w_gate, w_up;              // [n_ff][n_embd]
   std::vector<float> w_down;                    // [n_embd][n_ff]

@@ -233,6 +233,7 @@ struct LlamaRun::Impl {
   std::int64_t n_tokens = 0;
   std::map<std::pair<std::string, int>, Captured> captured;  // last node of each tap wins
   std::string callback_error;
+  int layer_seen = -1;  // the last layer a node name carried (GraphNode::layer_hint)
 
   ~Impl() {
     if (ctx != nullptr) llama_free(ctx);
@@ -249,7 +250,9 @@ struct LlamaRun::Impl {
   // data computed; the node's sources are still intact then.
   static bool on_node(ggml_tensor* t, bool ask, void* user) {
     auto* self = static_cast<Impl*>(user);
-    const GraphNode node = graph_node(t);
+    GraphNode node = graph_node(t);
+    node.layer_hint = self->layer_seen;
+    if (const int layer = node_layer(node.name); layer >= 0) self->layer_seen = layer;
     const auto output = tap_for_node(node);
     const auto input = tap_for_input(node);
     if (ask) return self->wanted(output) || self->wanted(input);

@@ -47,12 +47,16 @@ struct NamedNode {
   std::string_view tap;
   NodeLayout layout;
 };
-constexpr std::array<NamedNode, 9> kNamed = {{
+constexpr std::array<NamedNode, 13> kNamed = {{
+    {"inp_scaled", "token_embd", NodeLayout::rows},
     {"attn_norm", "attn_norm", NodeLayout::rows},
     {"Qcur_normed", "attn_q_norm", NodeLayout::rows},
     {"Kcur_normed", "attn_k_norm", NodeLayout::rows},
     {"kq_soft_max", "attn.probs", NodeLayout::kq_softmax},
+    {"attn_post_norm", "attn_post_norm", NodeLayout::rows},
     {"ffn_inp", "resid.attn", NodeLayout::rows},
+    {"sa_out", "resid.attn", NodeLayout::rows},
+    {"ffn_post_norm", "ffn_post_norm", NodeLayout::rows},
     {"ffn_norm", "ffn_norm", NodeLayout::rows},
     {"l_out", "resid.ffn", NodeLayout::rows},
     {"result_norm", "output_norm", NodeLayout::rows},
@@ -60,6 +64,8 @@ constexpr std::array<NamedNode, 9> kNamed = {{
 }};
 
 }  // namespace
+
+int node_layer(std::string_view name) { return split_layer(name).second; }
 
 std::optional<TapTarget> tap_for_node(const GraphNode& node) {
   if (node.op == NodeOp::get_rows && node.src0 == "token_embd.weight") return TapTarget{"token_embd", -1};
@@ -76,8 +82,10 @@ std::optional<TapTarget> tap_for_node(const GraphNode& node) {
     if (base == "Kcur") return TapTarget{"attn_k.rope", layer};
   }
   for (const NamedNode& n : kNamed) {
-    const bool global = n.tap == "output_norm" || n.tap == "output";
-    if (base == n.node && (layer < 0) == global) return TapTarget{std::string(n.tap), layer, n.layout};
+    const bool global = n.tap == "output_norm" || n.tap == "output" || n.tap == "token_embd";
+    if (base != n.node) continue;
+    if ((layer < 0) == global) return TapTarget{std::string(n.tap), layer, n.layout};
+    if (!global && layer < 0 && node.layer_hint >= 0) return TapTarget{std::string(n.tap), node.layer_hint, n.layout};
   }
   return std::nullopt;
 }
@@ -93,7 +101,7 @@ std::optional<TapTarget> tap_for_input(const GraphNode& node) {
 
 const std::vector<NodeMapRow>& node_map_table() {
   static const std::vector<NodeMapRow> table = {
-      {"token_embd", "the `GET_ROWS` of `token_embd.weight`"},
+      {"token_embd", "the `GET_ROWS` of `token_embd.weight` (gemma2: `inp_scaled`, the row times sqrt(n_embd))"},
       {"attn_norm", "`attn_norm-{l}`"},
       {"attn_q", "the `MUL_MAT` of `blk.{l}.attn_q.weight`, then the `ADD` of its bias"},
       {"attn_k", "the `MUL_MAT` of `blk.{l}.attn_k.weight`, then the `ADD` of its bias"},
@@ -108,12 +116,14 @@ const std::vector<NodeMapRow>& node_map_table() {
                      "not available with flash attention"},
       {"attn.out", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.attn_output.weight`"},
       {"attn_output", "the `MUL_MAT` of `blk.{l}.attn_output.weight`, then the `ADD` of its bias"},
-      {"resid.attn", "`ffn_inp-{l}`"},
+      {"attn_post_norm", "`attn_post_norm-{l}` (gemma2)"},
+      {"resid.attn", "`ffn_inp-{l}` (gemma2: `sa_out-{l}`)"},
       {"ffn_norm", "`ffn_norm-{l}`"},
       {"ffn_gate", "the `MUL_MAT` of `blk.{l}.ffn_gate.weight`"},
       {"ffn_up", "the `MUL_MAT` of `blk.{l}.ffn_up.weight`"},
       {"ffn.act", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
       {"ffn_down", "the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
+      {"ffn_post_norm", "`ffn_post_norm` (gemma2; named without a layer: the layer of the nodes around it)"},
       {"resid.ffn", "`l_out-{l}`"},
       {"output_norm", "`result_norm`"},
       {"output", "`result_output`"},

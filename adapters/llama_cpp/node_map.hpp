@@ -28,7 +28,13 @@ struct GraphNode {
   NodeOp op = NodeOp::other;
   std::string_view src0;
   std::string_view src1;
+  // The layer of the last node before this one whose name carries one: llama.cpp names a few
+  // per-layer nodes without a layer (gemma2's ffn_post_norm), so their layer is where they sit.
+  int layer_hint = -1;
 };
+
+// The layer suffix of a node name ("ffn_out-3" -> 3), -1 without one.
+int node_layer(std::string_view name);
 
 // How a node's elements map onto the catalogue's rows.
 enum class NodeLayout {

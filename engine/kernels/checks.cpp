@@ -15,6 +15,7 @@
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
 #include "engine/kernels/silu_mul.hpp"
+#include "engine/kernels/softcap.hpp"
 
 namespace tapdiff::engine {
 namespace {
@@ -100,6 +101,11 @@ void validate(const SiluMulArgs& a) {
 void validate(const AddArgs& a) {
   require(a.n >= 0, "add", fmt::format("n = {}", a.n));
   require_pointers("add", a.n, {a.x, a.y});
+}
+
+void validate(const SoftcapArgs& a) {
+  require(a.n >= 0 && a.cap > 0, "softcap", fmt::format("n = {}, cap = {}", a.n, a.cap));
+  require_pointers("softcap", a.n, {a.x});
 }
 
 void validate(const ArgmaxArgs& a) {

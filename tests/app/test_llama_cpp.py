@@ -37,6 +37,10 @@ FIXTURES = {
     # Llama 3.1: a llama GGUF with rope_freqs.weight, base 5e5, the llama-bpe pre-tokenizer.
     "llama3-f32": ["--arch", "llama3"],
     "llama3-q4_k": ["--arch", "llama3", *K_SHAPE, "--type", "Q4_K", "--tensor-type", "blk.*.ffn_down.weight=Q6_K"],
+    # gemma2: GeGLU, scaled embeddings, post-norms, soft-caps, even layers sliding (window 4 of 16 positions).
+    "gemma2-f32": ["--arch", "gemma2", "--n-layer", "3"],
+    "gemma2-q8_0": ["--arch", "gemma2", "--type", "Q8_0"],
+    "gemma2-q4_k": ["--arch", "gemma2", *K_SHAPE, "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -115,10 +119,11 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     with TraceReader(str(trace)) as t:
         n_layer = t.dims["n_layer"]
         unavailable = set(t.unavailable)
-        qk_norm = t.hparams["arch"] == "qwen3"
-    # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k norms too).
+        extra_taps = t.hparams["arch"] in ("qwen3", "gemma2")
+    # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k
+    # norms too; gemma2: its post-norms).
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
-    per_layer = (20 if qk_norm else 18) - len(unavailable)
+    per_layer = (20 if extra_taps else 18) - len(unavailable)
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
     assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
@@ -139,6 +144,26 @@ def test_llama_cpp_applies_the_llama3_frequency_factors_as_tapdiff_does(models, 
     code, report = diff_json(trace, ignored)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
     assert report["diagnosis"]["variant"] == "the frequency factors (rope_freqs.weight) not applied"
+
+
+def test_llama_cpp_caps_and_slides_gemma2_attention_as_tapdiff_does(models, references, tmp_path):
+    """llama.cpp's attention on gemma2 zeroes the keys outside a sliding layer's window exactly where
+    the reference does, and its soft-cap is real: an engine without one is caught in llama.cpp's trace."""
+    trace, uncapped = tmp_path / "llama.h5", tmp_path / "uncapped.h5"
+    llama_run(models["gemma2-f32"], trace)
+    with TraceReader(str(references["gemma2-f32"])) as r, TraceReader(str(trace)) as t:
+        for layer in (0, 1):  # layer 0 slides, layer 1 sees every earlier key
+            _, expected = r.read("attn.probs", layer)
+            _, actual = t.read("attn.probs", layer)
+            assert ((expected > 0) == (actual > 0)).all()
+        _, probs = r.read("attn.probs", 0)
+        assert (probs[-1][:, :len(probs) - 4] == 0).all() and (probs[-1][:, len(probs) - 4:len(probs)] > 0).all()
+    p = tapdiff("run", "--backend", "host", "-m", models["gemma2-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "attn-softcap-missing", "-o", uncapped)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, uncapped)
+    assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn.probs"
+    assert report["diagnosis"]["class"] == "softcap", report["diagnosis"]
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

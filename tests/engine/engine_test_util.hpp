@@ -60,6 +60,14 @@ inline FixtureSpec llama3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Gemma 2's shape: GeGLU, scaled embeddings, post-norms, soft-caps, even layers sliding (window 4).
+inline FixtureSpec gemma2_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::gemma2;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;

@@ -132,6 +132,9 @@ inline std::vector<FaultCase> fault_cases() {
       {"ffn-down-race", qwen2_spec(), {"blk.0.ffn_down", 0}},
       {"qk-norm-dropped", qwen3_spec(), {"blk.0.attn_q_norm", 0}},
       {"rope-freq-factors-ignored", llama3_spec(), {"blk.0.attn_q.rope", 1}},
+      {"attn-softcap-missing", gemma2_spec(), {"blk.0.attn.probs", 1}},
+      {"norm-weight-dropped", gemma2_spec(), {"blk.0.attn_norm", 0}},
+      {"resid-attn-dropped", gemma2_spec(), {"blk.0.resid.attn", 0}},
       {"rope-wrong-pairing", qwen3_spec(), {"blk.0.attn_q.rope", 1}},
       {"gqa-head-map", qwen3_spec(), {"blk.0.attn.probs", 1}},
   };

@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FortyEightFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FortyNineFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -59,7 +59,8 @@ TEST(FaultCatalogue, FortyEightFaultsInDesignOrderWithEveryField) {
                                           "ffn-up-op-n",
                                           "ffn-down-race",
                                           "qk-norm-dropped",
-                                          "rope-freq-factors-ignored"};
+                                          "rope-freq-factors-ignored",
+                                          "attn-softcap-missing"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

@@ -42,6 +42,9 @@ std::vector<FixtureCase> fixture_cases() {
       {"qwen3_Q4_K", wide(qwen3_spec(GgmlType::Q4_K))},
       {"llama3_F32", llama3_spec(GgmlType::F32)},
       {"llama3_Q4_K", wide(llama3_spec(GgmlType::Q4_K))},
+      {"gemma2_F32", gemma2_spec(GgmlType::F32)},
+      {"gemma2_Q8_0", gemma2_spec(GgmlType::Q8_0)},
+      {"gemma2_Q4_K", wide(gemma2_spec(GgmlType::Q4_K))},
   };
 }
 
@@ -59,7 +62,8 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   const auto reference_tokens = run_reference(model, prompt, o.n_predict, r.path);
   EXPECT_EQ(engine_tokens, reference_tokens);
   const auto errors = compare_traces(e.path, r.path);
-  const std::size_t layer_taps = GetParam().spec.arch == Arch::qwen3 ? 20u : 18u;  // + q/k norms
+  const Arch arch = GetParam().spec.arch;
+  const std::size_t layer_taps = arch == Arch::qwen3 || arch == Arch::gemma2 ? 20u : 18u;  // + q/k or post-norms
   EXPECT_EQ(errors.size(), 2u + layer_taps * 2u + 1u);
   for (const TapError& err : errors)
     EXPECT_LE(err.ratio(), kF32Tolerance)
@@ -87,7 +91,8 @@ void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.name; }
 class EngineReducedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(EngineReducedPrecision, CloseToReference) {
-  for (const FixtureSpec& spec : {llama_spec(GgmlType::F32), qwen2_spec(GgmlType::Q8_0), qwen3_spec(GgmlType::F32)}) {
+  for (const FixtureSpec& spec : {llama_spec(GgmlType::F32), qwen2_spec(GgmlType::Q8_0), qwen3_spec(GgmlType::F32),
+                                  gemma2_spec(GgmlType::F32)}) {
     const GgufFile model = fixture_file(spec);
     const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};
     EngineOptions o;

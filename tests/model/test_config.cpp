@@ -96,10 +96,27 @@ struct BadConfigCase {
   const char* expected;
 };
 
+// Each case: the fixture of `spec` with the key replaced (or removed) fails with the expected message.
+template <std::size_t N>
+void check_bad_metadata(const BadConfigCase (&cases)[N], const FixtureSpec& spec) {
+  const GgufFile base = parse(build_fixture(spec));
+  for (const auto& c : cases) {
+    GgufWriter w;
+    for (const auto& [k, v] : base.metadata())
+      if (k != c.key) w.set(k, v);
+    if (!c.remove) w.set(c.key, c.value);
+    for (const auto& t : base.tensors())
+      w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+    const std::string message = config_error(w);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.what << "\n  expected: " << c.expected << "\n  got:      " << message;
+  }
+}
+
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, got \"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -125,18 +142,24 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
       {"vocab size disagrees", "tokenizer.ggml.tokens", GgufValue::strings({"a", "b"}), false,
        "cfg.gguf: tokenizer.ggml.tokens: expected 320 tokens (token_embd.weight rows), got 2"},
   };
-  const GgufFile base = parse(build_fixture(FixtureSpec{}));
-  for (const auto& c : cases) {
-    GgufWriter w;
-    for (const auto& [k, v] : base.metadata())
-      if (k != c.key) w.set(k, v);
-    if (!c.remove) w.set(c.key, c.value);
-    for (const auto& t : base.tensors())
-      w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
-    const std::string message = config_error(w);
-    EXPECT_NE(message.find(c.expected), std::string::npos)
-        << c.what << "\n  expected: " << c.expected << "\n  got:      " << message;
-  }
+  check_bad_metadata(cases, FixtureSpec{});
+}
+
+// Gemma 2's keys: soft-caps and the sliding window.
+TEST(ModelConfig, BadGemma2MetadataNamesTheKey) {
+  const BadConfigCase cases[] = {
+      {"negative attention soft-cap", "gemma2.attn_logit_softcapping", GgufValue::f32(-50.0f), false,
+       "cfg.gguf: gemma2.attn_logit_softcapping: expected a finite cap >= 0 (0: none), got -50"},
+      {"final soft-cap not a number", "gemma2.final_logit_softcapping", GgufValue::string("30"), false,
+       "cfg.gguf: gemma2.final_logit_softcapping: expected a number, got string"},
+      {"window beyond the context", "gemma2.attention.sliding_window", GgufValue::u32(4096), false,
+       "cfg.gguf: gemma2.attention.sliding_window: expected a window within the context length 512, got 4096"},
+      {"zero window", "gemma2.attention.sliding_window", GgufValue::u32(0), false,
+       "cfg.gguf: gemma2.attention.sliding_window: expected a positive 32-bit count, got 0"},
+  };
+  FixtureSpec gemma2;
+  gemma2.arch = Arch::gemma2;
+  check_bad_metadata(cases, gemma2);
 }
 
 // The tensors qwen3 and Llama 3.1 add are checked like every other: shape, and for the RoPE
@@ -167,6 +190,15 @@ TEST(ModelConfig, NewArchitectureTensorsAreChecked) {
         w.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
     return w;
   };
+  FixtureSpec gemma2;
+  gemma2.arch = Arch::gemma2;
+  const ModelConfig g = load_model_config(parse(build_fixture(gemma2)));
+  EXPECT_TRUE(g.post_norms && g.embed_scale && g.tied_output);
+  EXPECT_EQ(g.activation, Activation::gelu);
+  EXPECT_FLOAT_EQ(g.attn_softcap, 1.0f);
+  EXPECT_FLOAT_EQ(g.final_softcap, 2.0f);
+  EXPECT_EQ(g.sliding_window, 4);
+  EXPECT_TRUE(g.sliding(0) && !g.sliding(1) && g.sliding(2));
   const GgufFile q3 = parse(build_fixture(qwen3)), l3 = parse(build_fixture(llama3));
   EXPECT_EQ(config_error(replaced(q3, "blk.1.attn_k_norm.weight", {16}, std::vector<float>(16, 1.0f))),
             "cfg.gguf: tensor \"blk.1.attn_k_norm.weight\": expected shape [32], got [16]");

@@ -41,9 +41,10 @@ std::vector<EmittedTap> everything(const TapDims& dims) {
 
 TEST(TapCatalogue, HasTheDesignedTaps) {
   const std::vector<std::string> layer_taps = {
-      "attn_norm",   "attn_q",      "attn_k",      "attn_v",     "attn_q_norm", "attn_k_norm", "attn_q.rope",
-      "attn_k.rope", "kv.k",        "kv.v",        "attn.probs", "attn.out",    "attn_output", "resid.attn",
-      "ffn_norm",    "ffn_gate",    "ffn_up",      "ffn.act",    "ffn_down",    "resid.ffn"};
+      "attn_norm",  "attn_q",      "attn_k",         "attn_v",     "attn_q_norm", "attn_k_norm",
+      "attn_q.rope", "attn_k.rope", "kv.k",          "kv.v",       "attn.probs",  "attn.out",
+      "attn_output", "attn_post_norm", "resid.attn", "ffn_norm",   "ffn_gate",    "ffn_up",
+      "ffn.act",    "ffn_down",    "ffn_post_norm", "resid.ffn"};
   const std::vector<std::string> global_taps = {"token_embd", "output_norm", "output"};
   std::vector<std::string> layer;
   std::vector<std::string> global;
@@ -52,10 +53,13 @@ TEST(TapCatalogue, HasTheDesignedTaps) {
   }
   EXPECT_EQ(layer, layer_taps);
   EXPECT_EQ(global, global_taps);
-  // Only qwen3's per-head q/k norms are not every model's: check_catalogue() does not require them.
+  // Only qwen3's per-head q/k norms and gemma2's post-norms are not every model's:
+  // check_catalogue() does not require them.
   for (const TapSpec& spec : tap_catalogue()) {
     const bool qk = spec.name == "attn_q_norm" || spec.name == "attn_k_norm";
-    EXPECT_EQ(spec.feature, qk ? TapFeature::qk_norm : TapFeature::always) << spec.name;
+    const bool post = spec.name == "attn_post_norm" || spec.name == "ffn_post_norm";
+    EXPECT_EQ(spec.feature, qk ? TapFeature::qk_norm : post ? TapFeature::post_norms : TapFeature::always)
+        << spec.name;
   }
 }
 

@@ -22,6 +22,7 @@ constexpr auto kLayer = TapScope::layer;
 constexpr auto kGlobal = TapScope::global;
 constexpr auto kAlways = TapFeature::always;
 constexpr auto kQkNorm = TapFeature::qk_norm;
+constexpr auto kPostNorms = TapFeature::post_norms;
 
 // Row shapes are per position. q/k/v are flat (heads * head_dim, head-major). attn.probs is
 // [n_head, n_ctx] over the trace's declared positions: entry j is the weight on position j,
@@ -30,7 +31,7 @@ constexpr auto kQkNorm = TapFeature::qk_norm;
 // clang-format off
 const std::vector<TapSpec> kCatalogue = {
     {"token_embd", kGlobal, 0, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
-     "embedding row of the input token"},
+     "embedding row of the input token (times sqrt(n_embd) for gemma2: what enters the stream)"},
     {"attn_norm", kLayer, 0, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of the residual stream, weight applied"},
     {"attn_q", kLayer, 1, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
@@ -52,28 +53,33 @@ const std::vector<TapSpec> kCatalogue = {
     {"kv.v", kLayer, 9, {product(S::n_head_kv, S::head_dim), kNone}, 1, kEvery, kAlways,
      "V cache slot of this position, read back from cache memory after the write"},
     {"attn.probs", kLayer, 10, {one(S::n_head), one(S::n_ctx)}, 2, kEvery, kAlways,
-     "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context"},
+     "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context (causal, and the window of a sliding layer)"},
     {"attn.out", kLayer, 11, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "attention output per head, before the output projection"},
     {"attn_output", kLayer, 12, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "output projection of attn.out"},
-    {"resid.attn", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
-     "residual stream after adding attn_output"},
-    {"ffn_norm", kLayer, 14, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"attn_post_norm", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
+     "RMSNorm of attn_output (weight post_attention_norm), added to the stream: gemma2"},
+    {"resid.attn", kLayer, 14, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+     "residual stream after adding attn_output (gemma2: attn_post_norm)"},
+    {"ffn_norm", kLayer, 15, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of resid.attn, weight applied"},
-    {"ffn_gate", kLayer, 15, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
-    {"ffn_up", kLayer, 16, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
-    {"ffn.act", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "silu(ffn_gate) * ffn_up"},
-    {"ffn_down", kLayer, 18, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
-    {"resid.ffn", kLayer, 19, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
-     "residual stream after adding ffn_down: the layer's output"},
+    {"ffn_gate", kLayer, 16, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
+    {"ffn_up", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
+    {"ffn.act", kLayer, 18, {one(S::n_ff), kNone}, 1, kEvery, kAlways,
+     "silu(ffn_gate) * ffn_up (gemma2: gelu_tanh(ffn_gate) * ffn_up)"},
+    {"ffn_down", kLayer, 19, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
+    {"ffn_post_norm", kLayer, 20, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
+     "RMSNorm of ffn_down (weight post_ffw_norm), added to the stream: gemma2"},
+    {"resid.ffn", kLayer, 21, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+     "residual stream after adding ffn_down (gemma2: ffn_post_norm): the layer's output"},
     {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "final RMSNorm, weight applied"},
-    {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, kAlways, "logits"},
+    {"output", kGlobal, 2, {one(S::n_vocab), kNone}, 1, kLast, kAlways, "logits (gemma2: soft-capped)"},
 };
 // clang-format on
 
-constexpr int kLayerTaps = 20;
+constexpr int kLayerTaps = 22;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
 constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 

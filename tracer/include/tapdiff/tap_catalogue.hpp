@@ -31,7 +31,8 @@ struct DimExpr {
 // Which models have the tap: every one, or those with an op only some architectures run.
 enum class TapFeature {
   always,
-  qk_norm,  // RMSNorm per head on q and k before RoPE (qwen3)
+  qk_norm,     // RMSNorm per head on q and k before RoPE (qwen3)
+  post_norms,  // RMSNorm of each block's output before the residual add (gemma2)
 };
 
 // Which prompt positions get a row during a batched prefill.
