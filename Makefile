@@ -83,6 +83,8 @@ bench: build models
 	@OMP_WAIT_POLICY=active $(BUILD)/bench/bench_models --threads 2 -o bench/results/models.md
 	@$(BUILD)/venv/bin/python bench/calibrate_tolerances.py --tapdiff $(TAPDIFF)
 	@$(BUILD)/venv/bin/python bench/bench_llama_trace.py --tapdiff $(TAPDIFF)
+	@$(BUILD)/venv/bin/python bench/cross_engine.py --tapdiff $(TAPDIFF)
+	@$(BUILD)/venv/bin/python bench/architectures.py --tapdiff $(TAPDIFF)
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -146,7 +146,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
       const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
       std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-      const std::int64_t first = s.window > 0 && !whole_batch ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+      const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
       ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                      pr.data(), in.n_ctx, s.softcap);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
