@@ -61,7 +61,35 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
           {"rms_eps", c.rms_eps},
           {"tied_output", c.tied_output},
-          {"qkv_bias", c.qkv_bias}};
+          {"qkv_bias", c.qkv_bias},
+          {"qk_norm", c.qk_norm},
+          {"rope_freq_factors", c.rope_freq_factors},
+          {"activation", c.activation == Activation::gelu ? "gelu" : "silu"},
+          {"embed_scale", c.embed_scale},
+          {"post_norms", c.post_norms},
+          {"attn_softcap", c.attn_softcap},
+          {"final_softcap", c.final_softcap},
+          {"sliding_window", c.sliding_window},
+          {"swa_period", c.swa_period}};
+}
+
+// The architecture's extras, one clause each; "" for a model with none.
+std::string extras_text(const ModelConfig& c) {
+  std::vector<std::string> parts;
+  if (c.qk_norm) parts.push_back("q/k RMSNorm per head");
+  if (c.rope_freq_factors) parts.push_back("RoPE frequency factors (rope_freqs.weight)");
+  if (c.activation == Activation::gelu) parts.push_back("GeGLU");
+  if (c.embed_scale) parts.push_back("embeddings times sqrt(n_embd)");
+  if (c.post_norms) parts.push_back("post-attention and post-FFN norms");
+  if (c.attn_softcap > 0) parts.push_back(fmt::format("attention soft-cap {:g}", c.attn_softcap));
+  if (c.final_softcap > 0) parts.push_back(fmt::format("logit soft-cap {:g}", c.final_softcap));
+  if (c.sliding_window > 0)
+    parts.push_back(c.swa_period == 2 ? fmt::format("sliding window {} on the even layers", c.sliding_window)
+                                      : fmt::format("sliding window {} on layers l with l % {} < {}", c.sliding_window,
+                                                    c.swa_period, c.swa_period - 1));
+  std::string text;
+  for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
+  return text;
 }
 
 }  // namespace
@@ -133,6 +161,7 @@ std::string describe_gguf_text(const GgufFile& file) {
         c.n_vocab, rope_pairing_name(c.rope_pairing), c.n_rot, c.rope_freq_base, c.rms_eps,
         c.n_ctx_train, c.tied_output ? "tied to token_embd.weight" : "output.weight",
         c.qkv_bias ? "yes" : "no");
+    if (const std::string extras = extras_text(c); !extras.empty()) out += "  " + extras + "\n";
   } catch (const InputError& e) {
     out += fmt::format("  not a supported model: {}\n", e.what());
   }

@@ -65,6 +65,21 @@ def test_inspect_json(tiny):
     assert info["metadata"]["tokenizer.ggml.tokens"]["count"] == 320
 
 
+@pytest.mark.parametrize("arch, text, config", [
+    ("qwen3", "q/k RMSNorm per head", {"qk_norm": True, "head_dim": 32}),
+    ("llama3", "RoPE frequency factors (rope_freqs.weight)", {"rope_freq_factors": True, "rope_freq_base": 500000}),
+    ("gemma2", "GeGLU; embeddings times sqrt(n_embd); post-attention and post-FFN norms; attention soft-cap 1; "
+               "logit soft-cap 2; sliding window 4 on the even layers",
+     {"activation": "gelu", "post_norms": True, "attn_softcap": 1, "final_softcap": 2, "sliding_window": 4}),
+])
+def test_inspect_shows_what_an_architecture_adds(tmp_path, arch, text, config):
+    model = tmp_path / f"{arch}.gguf"
+    run("fixture", "--arch", arch, *(["--head-dim", "32"] if arch == "qwen3" else []), "-o", model, check_code=0)
+    assert text in run("inspect", model, check_code=0).stdout
+    got = json.loads(run("inspect", "--json", model, check_code=0).stdout)["config"]
+    assert {k: got[k] for k in config} == config
+
+
 def test_inspect_missing_file_exit_2():
     p = run("inspect", "/nonexistent/model.gguf", check_code=2)
     assert "/nonexistent/model.gguf" in p.stderr and "cannot open" in p.stderr
