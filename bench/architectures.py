@@ -23,6 +23,7 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "qwen2": ["--arch", "qwen2"],
     "qwen3": ["--arch", "qwen3", "--head-dim", "32"],
     "gemma2": ["--arch", "gemma2"],
+    "gemma3 (6 layers: 5 sliding, 1 global)": ["--arch", "gemma3", "--n-layer", "6"],
 }
 TYPES = {
     "F32": [],

@@ -303,7 +303,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     };
   };
   const auto at_p = [](std::int64_t p) { return p; };
-  const float base = c.rope_freq_base;
+  const float base = c.rope_base(layer);
   const std::int64_t prompt = in.prompt_length;
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   out.push_back({fmt::format("pairs taken the other way ({} instead of {})",
@@ -333,8 +333,14 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));
+  // gemma3's sliding layers have a base of their own: the other kind of layer's base wired in.
+  const float other_kind = c.sliding(layer) ? c.rope_freq_base : c.rope_freq_base_swa;
+  if (c.rope_freq_base_swa > 0 && c.sliding_window > 0 && other_kind != base)
+    out.push_back({fmt::format("frequency base {:g} of the {} layers instead of this {} layer's {:g}", other_kind,
+                               c.sliding(layer) ? "global" : "sliding", c.sliding(layer) ? "sliding" : "global", base),
+                   "rope", false, rotate(at_p, other_kind, right)});
   for (float other : {10000.0f, 500000.0f, 1000000.0f, 100000.0f})
-    if (other != base)
+    if (other != base && !(c.rope_freq_base_swa > 0 && c.sliding_window > 0 && other == other_kind))
       out.push_back({fmt::format("frequency base {:g} instead of the model's {:g}", other, base), "rope",
                      false, rotate(at_p, other, right)});
   // A base nobody listed (a misread GGUF key): fitted to the actual rotation at the last

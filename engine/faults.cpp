@@ -213,6 +213,10 @@ const std::vector<FaultSpec> kFaults = {
      "attention scores not soft-capped (c * tanh(s / c)) before the softmax",
      "Gemma 2 on an attention kernel without soft-capping, as in the first ports of it", "softcap",
      "engine/forward.cpp: the attention call", "a model with attn_logit_softcapping (gemma2)"},
+    {Fault::rope_local_base_ignored, "rope-local-base-ignored",
+     "sliding-window layers rotated at the global layers' RoPE base instead of their own (10000)",
+     "Gemma 3 run with one RoPE base for every layer, the GGUF's rope.freq_base", "rope",
+     "engine/forward.cpp: the RoPE call", "sliding layers with their own RoPE base (gemma3)"},
 };
 // clang-format on
 
@@ -289,6 +293,8 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::rope_wrong_base:
       if (c.rope_freq_base == 10000.0f) return no("the model's rope.freq_base is already 10000");
+      if (c.rope_freq_base_swa == 10000.0f && c.sliding(0))
+        return no("its sliding layers rotate at 10000 already: the fault would first show at a global layer");
       break;
     case Fault::weights_transposed:
       if (c.q_dim() != c.n_embd)
@@ -387,6 +393,13 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::qk_norm_dropped:
       if (!c.qk_norm) return no(fmt::format("the {} model has no q/k norm", arch_name(c.arch)));
+      break;
+    case Fault::rope_local_base_ignored:
+      if (c.rope_freq_base_swa <= 0 || c.sliding_window <= 0)
+        return no("the model has no sliding layers with a RoPE base of their own");
+      if (c.rope_freq_base_swa == c.rope_freq_base) return no("its sliding and global layers share one RoPE base");
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     case Fault::attn_softcap_missing:
       if (c.attn_softcap <= 0) return no("the model has no attention soft-cap");

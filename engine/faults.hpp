@@ -70,6 +70,7 @@ enum class Fault : std::uint8_t {
   qk_norm_dropped,
   rope_freq_factors_ignored,
   attn_softcap_missing,
+  rope_local_base_ignored,
 };
 
 struct FaultSpec {

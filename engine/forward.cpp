@@ -146,12 +146,14 @@ void Forward::attention_block(int l, int p0, int n) {
                 H,
                 D,
                 c_.n_rot,
-                c_.rope_freq_base,
+                c_.rope_base(l),
                 c_.rope_pairing};
   // Fault rope-wrong-pairing: the other pairing. Fault rope-wrong-base: llama-2's base.
   if (faults_.is(Fault::rope_wrong_pairing))
     rope.pairing = rope.pairing == RopePairing::norm ? RopePairing::neox : RopePairing::norm;
   if (faults_.is(Fault::rope_wrong_base)) rope.base = 10000.0f;
+  // Fault rope-local-base-ignored: gemma3's sliding layers rotated at the global layers' base.
+  if (faults_.is(Fault::rope_local_base_ignored)) rope.base = c_.rope_freq_base;
   // Fault rope-freq-n-embd: the frequency exponent divided by the model width.
   if (faults_.is(Fault::rope_freq_n_embd)) rope.freq_dim = c_.n_embd;
   // Fault rope-freq-factors-ignored: a Llama 2 code path never passes Llama 3.1's factors.

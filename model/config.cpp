@@ -37,12 +37,15 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
 constexpr ArchTraits kArchs[] = {
-    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0},
-    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0},
-    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0},
+    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0},
+    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0},
+    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0},
     // Gemma 2: GeGLU, embeddings scaled, post-norms, soft-capping, every other layer sliding. Its
     // converter stores the norm weights as 1 + w, so every norm is a plain RMSNorm here.
-    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2},
+    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2, 0},
+    // Gemma 3: Gemma 2 with q/k norm, five sliding layers to one global, the sliding ones rotated
+    // at base 10000 (llama.cpp and HF fix it; the GGUF's freq_base is the global layers').
+    {Arch::gemma3, "gemma3", RopePairing::neox, true, Activation::gelu, true, true, 6, 10000.0f},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -122,6 +125,11 @@ ModelConfig load_model_config(const GgufFile& f) {
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",
           fmt::format("expected a finite base > 1, got {}", base));
   c.rope_freq_base = static_cast<float>(base);
+  // RoPE scaling (linear, yarn, ...) changes every angle: a model that declares one is refused
+  // rather than run as if it had none.
+  if (const auto scaling = f.get_string_opt(p + "rope.scaling.type"))
+    require(*scaling == "none", f, p + "rope.scaling.type",
+            fmt::format("expected \"none\" (tapdiff does not implement RoPE scaling), got \"{}\"", *scaling));
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})
@@ -132,6 +140,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   if (traits->swa_period > 0) {
     c.sliding_window = optional_int(f, p + "attention.sliding_window", 0);
     c.swa_period = traits->swa_period;
+    c.rope_freq_base_swa = traits->rope_freq_base_swa;
     require(c.sliding_window <= c.n_ctx_train, f, p + "attention.sliding_window",
             fmt::format("expected a window within the context length {}, got {}", c.n_ctx_train, c.sliding_window));
   }

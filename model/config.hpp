@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3` and `gemma2` architectures, and the weight names with the shapes each
-// must have.
+// `llama`, `qwen2`, `qwen3`, `gemma2` and `gemma3` architectures, and the weight names with the
+// shapes each must have.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2 };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3 };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -50,8 +50,12 @@ struct ModelConfig {
   float final_softcap = 0;   // logits = c · tanh(logits / c); 0: none (Gemma 2)
   int sliding_window = 0;    // sliding layers attend to the last `sliding_window` positions; 0: none
   int swa_period = 0;        // layer l slides when l % swa_period < swa_period - 1 (Gemma 2: 2, the even layers)
+  float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
 
   bool sliding(int layer) const { return sliding_window > 0 && layer % swa_period < swa_period - 1; }
+  float rope_base(int layer) const {
+    return sliding(layer) && rope_freq_base_swa > 0 ? rope_freq_base_swa : rope_freq_base;
+  }
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
@@ -67,6 +71,7 @@ struct ArchTraits {
   bool embed_scale;
   bool post_norms;
   int swa_period;  // 0: no sliding-window layers
+  float rope_freq_base_swa;  // the sliding layers' own RoPE base; 0: none
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

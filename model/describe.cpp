@@ -70,7 +70,8 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"attn_softcap", c.attn_softcap},
           {"final_softcap", c.final_softcap},
           {"sliding_window", c.sliding_window},
-          {"swa_period", c.swa_period}};
+          {"swa_period", c.swa_period},
+          {"rope_freq_base_swa", c.rope_freq_base_swa}};
 }
 
 // The architecture's extras, one clause each; "" for a model with none.
@@ -87,6 +88,8 @@ std::string extras_text(const ModelConfig& c) {
     parts.push_back(c.swa_period == 2 ? fmt::format("sliding window {} on the even layers", c.sliding_window)
                                       : fmt::format("sliding window {} on layers l with l % {} < {}", c.sliding_window,
                                                     c.swa_period, c.swa_period - 1));
+  if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
+    parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
   std::string text;
   for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
   return text;

@@ -71,6 +71,9 @@ def test_inspect_json(tiny):
     ("gemma2", "GeGLU; embeddings times sqrt(n_embd); post-attention and post-FFN norms; attention soft-cap 1; "
                "logit soft-cap 2; sliding window 4 on the even layers",
      {"activation": "gelu", "post_norms": True, "attn_softcap": 1, "final_softcap": 2, "sliding_window": 4}),
+    ("gemma3", "q/k RMSNorm per head; GeGLU; embeddings times sqrt(n_embd); post-attention and post-FFN norms; "
+               "sliding window 4 on layers l with l % 6 < 5; sliding layers' RoPE base 10000",
+     {"qk_norm": True, "attn_softcap": 0, "rope_freq_base": 1000000, "rope_freq_base_swa": 10000}),
 ])
 def test_inspect_shows_what_an_architecture_adds(tmp_path, arch, text, config):
     model = tmp_path / f"{arch}.gguf"

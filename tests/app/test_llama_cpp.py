@@ -41,6 +41,9 @@ FIXTURES = {
     "gemma2-f32": ["--arch", "gemma2", "--n-layer", "3"],
     "gemma2-q8_0": ["--arch", "gemma2", "--type", "Q8_0"],
     "gemma2-q4_k": ["--arch", "gemma2", *K_SHAPE, "--type", "Q4_K"],
+    # gemma3: gemma2's layout without soft-caps, q/k norm, five sliding layers (RoPE base 1e4) to one global (1e6).
+    "gemma3-f32": ["--arch", "gemma3", "--n-layer", "6"],
+    "gemma3-q4_k": ["--arch", "gemma3", *K_SHAPE, "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -119,11 +122,11 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     with TraceReader(str(trace)) as t:
         n_layer = t.dims["n_layer"]
         unavailable = set(t.unavailable)
-        extra_taps = t.hparams["arch"] in ("qwen3", "gemma2")
+        arch = t.hparams["arch"]
     # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k
     # norms too; gemma2: its post-norms).
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
-    per_layer = (20 if extra_taps else 18) - len(unavailable)
+    per_layer = 18 + 2 * (arch in ("qwen3", "gemma3")) + 2 * (arch in ("gemma2", "gemma3")) - len(unavailable)
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
     assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
@@ -164,6 +167,19 @@ def test_llama_cpp_caps_and_slides_gemma2_attention_as_tapdiff_does(models, refe
     code, report = diff_json(trace, uncapped)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn.probs"
     assert report["diagnosis"]["class"] == "softcap", report["diagnosis"]
+
+
+def test_llama_cpp_rotates_gemma3_sliding_layers_at_their_own_base(models, tmp_path):
+    """A PASS could hide a base llama.cpp does not use: an engine rotating the sliding layers at the
+    global base is caught in llama.cpp's trace, named as such."""
+    trace, one_base = tmp_path / "llama.h5", tmp_path / "one_base.h5"
+    llama_run(models["gemma3-f32"], trace)
+    p = tapdiff("run", "--backend", "host", "-m", models["gemma3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "rope-local-base-ignored", "-o", one_base)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, one_base)
+    assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
+    assert "of the global layers instead of this sliding layer's" in report["diagnosis"]["variant"]
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

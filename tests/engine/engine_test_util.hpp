@@ -68,6 +68,16 @@ inline FixtureSpec gemma2_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Gemma 3's shape: gemma2 without soft-caps, with q/k norm; six layers, the sixth global, the
+// sliding ones rotated at base 10000.
+inline FixtureSpec gemma3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::gemma3;
+  s.n_layer = 6;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;

@@ -133,6 +133,8 @@ inline std::vector<FaultCase> fault_cases() {
       {"qk-norm-dropped", qwen3_spec(), {"blk.0.attn_q_norm", 0}},
       {"rope-freq-factors-ignored", llama3_spec(), {"blk.0.attn_q.rope", 1}},
       {"attn-softcap-missing", gemma2_spec(), {"blk.0.attn.probs", 1}},
+      {"rope-local-base-ignored", gemma3_spec(), {"blk.0.attn_q.rope", 1}},
+      {"qk-norm-dropped", gemma3_spec(), {"blk.0.attn_q_norm", 0}},
       {"norm-weight-dropped", gemma2_spec(), {"blk.0.attn_norm", 0}},
       {"resid-attn-dropped", gemma2_spec(), {"blk.0.resid.attn", 0}},
       {"rope-wrong-pairing", qwen3_spec(), {"blk.0.attn_q.rope", 1}},

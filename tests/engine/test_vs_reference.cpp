@@ -45,6 +45,8 @@ std::vector<FixtureCase> fixture_cases() {
       {"gemma2_F32", gemma2_spec(GgmlType::F32)},
       {"gemma2_Q8_0", gemma2_spec(GgmlType::Q8_0)},
       {"gemma2_Q4_K", wide(gemma2_spec(GgmlType::Q4_K))},
+      {"gemma3_F32", gemma3_spec(GgmlType::F32)},
+      {"gemma3_Q8_0", gemma3_spec(GgmlType::Q8_0)},
   };
 }
 
@@ -63,8 +65,10 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   EXPECT_EQ(engine_tokens, reference_tokens);
   const auto errors = compare_traces(e.path, r.path);
   const Arch arch = GetParam().spec.arch;
-  const std::size_t layer_taps = arch == Arch::qwen3 || arch == Arch::gemma2 ? 20u : 18u;  // + q/k or post-norms
-  EXPECT_EQ(errors.size(), 2u + layer_taps * 2u + 1u);
+  // + q/k norms (qwen3, gemma3), + post-norms (gemma2, gemma3)
+  const std::size_t layer_taps = 18u + (arch == Arch::qwen3 || arch == Arch::gemma3 ? 2u : 0u) +
+                                 (arch == Arch::gemma2 || arch == Arch::gemma3 ? 2u : 0u);
+  EXPECT_EQ(errors.size(), 2u + layer_taps * std::size_t(GetParam().spec.n_layer) + 1u);
   for (const TapError& err : errors)
     EXPECT_LE(err.ratio(), kF32Tolerance)
         << err.tap << ": max abs " << err.max_abs << ", max |ref| " << err.max_ref;

@@ -116,7 +116,7 @@ void check_bad_metadata(const BadConfigCase (&cases)[N], const FixtureSpec& spec
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, got \"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -156,6 +156,9 @@ TEST(ModelConfig, BadGemma2MetadataNamesTheKey) {
        "cfg.gguf: gemma2.attention.sliding_window: expected a window within the context length 512, got 4096"},
       {"zero window", "gemma2.attention.sliding_window", GgufValue::u32(0), false,
        "cfg.gguf: gemma2.attention.sliding_window: expected a positive 32-bit count, got 0"},
+      {"RoPE scaling", "gemma2.rope.scaling.type", GgufValue::string("linear"), false,
+       "cfg.gguf: gemma2.rope.scaling.type: expected \"none\" (tapdiff does not implement RoPE scaling), got "
+       "\"linear\""},
   };
   FixtureSpec gemma2;
   gemma2.arch = Arch::gemma2;
