@@ -4,15 +4,10 @@
 #include <stdexcept>
 
 #include "tapdiff/tap_filter.hpp"
+#include "trim.hpp"
 
 namespace tapdiff {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
 
 bool parse_int(std::string_view s, std::int64_t& out) {
   if (s.empty()) return false;
@@ -29,21 +24,21 @@ bool parse_int(std::string_view s, std::int64_t& out) {
 
 RangeSet RangeSet::parse(std::string_view spec, std::string_view what) {
   RangeSet set;
-  set.spec_ = std::string(trim(spec));
+  set.spec_ = std::string(trim_spaces(spec));
   if (set.spec_.empty()) return set;
   set.all_ = false;
   std::string_view rest = set.spec_;
   while (true) {
     const std::size_t comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
+    const std::string_view item = trim_spaces(rest.substr(0, comma));
     Interval iv{0, 0};
     const std::size_t dash = item.find('-');
     if (dash == std::string_view::npos) {
       if (!parse_int(item, iv.lo)) bad_item(what, item);
       iv.hi = iv.lo;
     } else {
-      const std::string_view hi = trim(item.substr(dash + 1));
-      if (!parse_int(trim(item.substr(0, dash)), iv.lo)) bad_item(what, item);
+      const std::string_view hi = trim_spaces(item.substr(dash + 1));
+      if (!parse_int(trim_spaces(item.substr(0, dash)), iv.lo)) bad_item(what, item);
       if (hi.empty()) {
         iv.hi = std::numeric_limits<std::int64_t>::max();
       } else if (!parse_int(hi, iv.hi) || iv.hi < iv.lo) {

@@ -5,20 +5,16 @@
 #include <stdexcept>
 #include <utility>
 
+#include "trim.hpp"
+
 namespace tapdiff {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   for (std::size_t at = 0;;) {
     const std::size_t next = s.find(sep, at);
-    parts.push_back(trim(s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at)));
+    parts.push_back(trim_spaces(s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at)));
     if (next == std::string_view::npos) return parts;
     at = next + 1;
   }
@@ -76,8 +72,8 @@ TapLayout TapLayout::parse(std::string_view text) {
   for (std::string_view clause : split(text, ';')) {
     if (clause.empty()) continue;
     const std::size_t eq = clause.find('=');
-    const std::string_view key = eq == std::string_view::npos ? clause : trim(clause.substr(0, eq));
-    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : trim(clause.substr(eq + 1));
+    const std::string_view key = eq == std::string_view::npos ? clause : trim_spaces(clause.substr(0, eq));
+    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : trim_spaces(clause.substr(eq + 1));
     if (eq == std::string_view::npos || value.empty())
       throw std::invalid_argument("\"" + std::string(clause) + "\": expected KEY=VALUE with KEY axes, shard or pad");
     if (key == "axes") {
@@ -87,9 +83,9 @@ TapLayout TapLayout::parse(std::string_view text) {
       if (colon == std::string_view::npos || slash == std::string_view::npos || slash < colon)
         throw std::invalid_argument("shard: expected AXIS:RANK/COUNT (e.g. n_head:1/4), got \"" + std::string(value) + "\"");
       TapShard s;
-      s.axis = symbol(trim(value.substr(0, colon)), "shard");
-      s.rank = integer(trim(value.substr(colon + 1, slash - colon - 1)), "shard rank");
-      s.count = integer(trim(value.substr(slash + 1)), "shard count");
+      s.axis = symbol(trim_spaces(value.substr(0, colon)), "shard");
+      s.rank = integer(trim_spaces(value.substr(colon + 1, slash - colon - 1)), "shard rank");
+      s.count = integer(trim_spaces(value.substr(slash + 1)), "shard count");
       if (s.count < 1 || s.rank >= s.count)
         throw std::invalid_argument("shard: expected 0 <= RANK < COUNT, got " + std::to_string(s.rank) + "/" +
                                     std::to_string(s.count));
@@ -99,7 +95,7 @@ TapLayout TapLayout::parse(std::string_view text) {
         const std::size_t colon = item.find(':');
         if (colon == std::string_view::npos)
           throw std::invalid_argument("pad: expected AXIS:SIZE (e.g. n_vocab:32064), got \"" + std::string(item) + "\"");
-        layout.padded[symbol(trim(item.substr(0, colon)), "pad")] = integer(trim(item.substr(colon + 1)), "pad size");
+        layout.padded[symbol(trim_spaces(item.substr(0, colon)), "pad")] = integer(trim_spaces(item.substr(colon + 1)), "pad size");
       }
     } else {
       throw std::invalid_argument("\"" + std::string(key) + "\": expected axes, shard or pad");
