@@ -8,6 +8,7 @@
 #include "diff/repeats.hpp"
 #include "engine/faults.hpp"
 #include "fixtures/fault_expectations.hpp"
+#include "model/fused_weights.hpp"
 #include "model/config.hpp"
 #include "tapdiff/weight_taps.hpp"
 
@@ -108,9 +109,14 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       } else {
         const GgufFile file = GgufFile::open(job.model);
         const auto weight = weight_tap_tensor(e->tap);
-        const auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
-                                               weight ? file.find_tensor(*weight) : nullptr);
-        const std::string tap = tap_full_name(e->tap, e->layer);
+        auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
+                                         weight ? file.find_tensor(*weight) : nullptr);
+        std::string tap = tap_full_name(e->tap, e->layer);
+        // A weight the model stores fused (phi3) is recorded as the fused tensor: its rows there.
+        if (const auto part = weight ? fused_part(load_model_config(file), *weight) : std::nullopt) {
+          tap = "weight." + part->fused;
+          position += part->first_row;
+        }
         row.expected = finding_text(tap, position, std::string(e->bug_class));
         row.class_withheld = at && cls == "unexplained" && finding_text(at->tap, at->position, "") ==
                                                                finding_text(tap, position, "");

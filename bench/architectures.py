@@ -24,6 +24,7 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "qwen3": ["--arch", "qwen3", "--head-dim", "32"],
     "gemma2": ["--arch", "gemma2"],
     "gemma3 (6 layers: 5 sliding, 1 global)": ["--arch", "gemma3", "--n-layer", "6"],
+    "phi3 (fused qkv and gate/up)": ["--arch", "phi3"],
 }
 TYPES = {
     "F32": [],

@@ -4,6 +4,7 @@
 
 #include "model/dequantize.hpp"
 #include "model/error.hpp"
+#include "model/fused_weights.hpp"
 #include "model/sha256.hpp"
 
 namespace tapdiff::diff {
@@ -19,10 +20,17 @@ ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sh
   }
 }
 
+const GgufTensorInfo* ReplayModel::tensor(const std::string& name) {
+  if (!fused_part(config_, name)) return file_.find_tensor(name);
+  if (const auto it = parts_.find(name); it != parts_.end()) return &it->second;
+  const auto part = weight_tensor(file_, config_, name);
+  return part ? &parts_.emplace(name, *part).first->second : nullptr;
+}
+
 const std::vector<float>& ReplayModel::weight(const std::string& name) {
   auto it = cache_.find(name);
   if (it != cache_.end()) return it->second;
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = tensor(name);
   if (!t) return empty_;
   return cache_.emplace(name, dequantize_tensor(*t)).first->second;
 }

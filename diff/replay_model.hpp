@@ -20,13 +20,16 @@ public:
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }
-  const GgufTensorInfo* tensor(const std::string& name) const { return file_.find_tensor(name); }
+  // The tensor the forward pass reads as `name`: the GGUF's, or its part of a fused one (phi3's
+  // attn_qkv, ffn_up); nullptr when absent. Variants decode its bytes like any tensor's.
+  const GgufTensorInfo* tensor(const std::string& name);
   // Dequantized [out][in] (row-major), or empty when absent.
   const std::vector<float>& weight(const std::string& name);
 
 private:
   GgufFile file_;
   ModelConfig config_;
+  std::map<std::string, GgufTensorInfo> parts_;
   std::map<std::string, std::vector<float>> cache_;
   std::vector<float> empty_;
 };

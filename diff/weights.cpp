@@ -260,7 +260,7 @@ std::int64_t matching_of_type(const ReplayModel& model, GgmlType type, const std
                               const std::vector<WeightComparison>& compared) {
   std::int64_t n = 0;
   for (const WeightComparison& w : compared) {
-    const GgufTensorInfo* t = model.tensor(w.tensor);
+    const GgufTensorInfo* t = model.file().find_tensor(w.tensor);
     n += w.tensor != tensor && !w.differs() && w.compared_rows > 0 && t && t->type == type;
   }
   return n;
@@ -272,7 +272,7 @@ bool only_this_type_differs(const ReplayModel& model, GgmlType type, const std::
                             const std::vector<WeightComparison>& compared) {
   std::int64_t same_type_differing = 0, other_types_matching = 0;
   for (const WeightComparison& w : compared) {
-    const GgufTensorInfo* t = model.tensor(w.tensor);
+    const GgufTensorInfo* t = model.file().find_tensor(w.tensor);
     if (!t || w.tensor == tensor || w.compared_rows == 0) continue;
     if (t->type == type) {
       if (!w.differs()) return false;

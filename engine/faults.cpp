@@ -217,6 +217,10 @@ const std::vector<FaultSpec> kFaults = {
      "sliding-window layers rotated at the global layers' RoPE base instead of their own (10000)",
      "Gemma 3 run with one RoPE base for every layer, the GGUF's rope.freq_base", "rope",
      "engine/forward.cpp: the RoPE call", "sliding layers with their own RoPE base (gemma3)"},
+    {Fault::fused_qkv_kv_swapped, "fused-qkv-kv-swapped",
+     "the fused attn_qkv tensor split as [q | v | k]: k takes v's rows and v takes k's",
+     "a loader splitting Phi-3's fused QKV in the wrong order", "weight-loading",
+     "engine/weights.cpp: the split of attn_qkv", "a fused attn_qkv tensor (phi3)"},
 };
 // clang-format on
 
@@ -393,6 +397,9 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::qk_norm_dropped:
       if (!c.qk_norm) return no(fmt::format("the {} model has no q/k norm", arch_name(c.arch)));
+      break;
+    case Fault::fused_qkv_kv_swapped:
+      if (!c.fused_qkv) return no("the model stores q, k and v apart (no attn_qkv tensor)");
       break;
     case Fault::rope_local_base_ignored:
       if (c.rope_freq_base_swa <= 0 || c.sliding_window <= 0)

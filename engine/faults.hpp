@@ -71,6 +71,7 @@ enum class Fault : std::uint8_t {
   rope_freq_factors_ignored,
   attn_softcap_missing,
   rope_local_base_ignored,
+  fused_qkv_kv_swapped,
 };
 
 struct FaultSpec {

@@ -5,6 +5,7 @@
 #include "engine/executor.hpp"
 #include "engine/kernels/convert.hpp"
 #include "engine/kernels/host_loop.hpp"
+#include "model/fused_weights.hpp"
 #include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::engine {
@@ -12,15 +13,16 @@ namespace {
 
 class Loader {
 public:
-  Loader(Executor& ex, const GgufFile& model, ElemType precision, const FaultSwitch& faults)
-      : ex_(ex), model_(model), precision_(precision), storage_(ex.weight_storage(precision)),
+  Loader(Executor& ex, const GgufFile& model, const ModelConfig& config, ElemType precision,
+         const FaultSwitch& faults)
+      : ex_(ex), model_(model), config_(config), precision_(precision), storage_(ex.weight_storage(precision)),
         faults_(faults) {}
 
   ElemType storage() const { return storage_; }
 
   // A matrix (or the embedding table) in the weight storage type, rounded to the precision.
   Buffer matrix(const std::string& name) {
-    const GgufTensorInfo& t = tensor(name);
+    const GgufTensorInfo t = tensor(name);
     const auto n = static_cast<std::int64_t>(t.n_elements);
     Buffer values = decode(t);  // (n,) f32
     if (storage_ == ElemType::f32) {
@@ -56,10 +58,10 @@ public:
   }
 
 private:
-  const GgufTensorInfo& tensor(const std::string& name) const {
-    const GgufTensorInfo* t = model_.find_tensor(name);
-    if (t == nullptr)
-      throw std::invalid_argument(fmt::format("{}: tensor {} missing", model_.path(), name));
+  // Fused tensors (phi3) are loaded as the separate matrices the forward pass uses.
+  GgufTensorInfo tensor(const std::string& name) const {
+    const auto t = weight_tensor(model_, config_, name);
+    if (!t) throw std::invalid_argument(fmt::format("{}: tensor {} missing", model_.path(), name));
     return *t;
   }
 
@@ -99,6 +101,7 @@ private:
 
   Executor& ex_;
   const GgufFile& model_;
+  const ModelConfig& config_;
   ElemType precision_;
   ElemType storage_;
   FaultSwitch faults_;
@@ -108,7 +111,7 @@ private:
 
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& c,
                                   ElemType precision, const FaultSwitch& faults) {
-  Loader load(ex, model, precision, faults);
+  Loader load(ex, model, c, precision, faults);
   EngineWeights w;
   w.matrix_type = load.storage();
   w.token_embd = load.matrix("token_embd.weight");
@@ -118,10 +121,12 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
     LayerWeights L;
     L.attn_norm = load.vector(b + "attn_norm.weight");
     L.wq = load.matrix(b + "attn_q.weight");
-    L.wk = load.matrix(b + "attn_k.weight");
+    // Fault fused-qkv-kv-swapped: the fused tensor split as [q | v | k].
+    const bool swapped = c.fused_qkv && faults.is(Fault::fused_qkv_kv_swapped);
+    L.wk = load.matrix(b + (swapped ? "attn_v.weight" : "attn_k.weight"));
     // Fault weight-not-wired: attn_v's buffer is allocated but its upload is missing.
     L.wv = faults.is(Fault::weight_not_wired) ? load.unfilled_matrix(b + "attn_v.weight")
-                                              : load.matrix(b + "attn_v.weight");
+                                              : load.matrix(b + (swapped ? "attn_k.weight" : "attn_v.weight"));
     if (c.qkv_bias) {
       L.bq = load.bias(b + "attn_q.bias");
       L.bk = load.bias(b + "attn_k.bias");
@@ -167,12 +172,19 @@ std::vector<float> read_back(Executor& ex, const Buffer& buffer, std::int64_t n,
 
 void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& model,
                         const ModelConfig& c, TraceWriter& trace, const WeightTapOptions& options) {
+  // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part is read.
+  std::vector<float> fused;
   auto put = [&](const std::string& name, const Buffer& buffer, ElemType type) {
-    const GgufTensorInfo& t = *model.find_tensor(name);
-    const auto n = static_cast<std::int64_t>(t.n_elements);
-    const std::int64_t cols = t.ne.empty() ? n : static_cast<std::int64_t>(t.ne[0]);
+    const auto part = fused_part(c, name);
+    const GgufTensorInfo& t = *model.find_tensor(part ? part->fused : name);
+    const std::int64_t n = part ? part->n_rows * t.ne[0] : static_cast<std::int64_t>(t.n_elements);
     const std::vector<float> values = read_back(ex, buffer, n, type);
-    record_weight(trace, name, n / cols, cols, values.data(), options);
+    fused.insert(fused.end(), values.begin(), values.end());
+    if (fused.size() < t.n_elements) return;
+    const auto total = static_cast<std::int64_t>(fused.size());
+    const std::int64_t cols = t.ne.empty() ? total : static_cast<std::int64_t>(t.ne[0]);
+    record_weight(trace, t.name, total / cols, cols, fused.data(), options);
+    fused.clear();
   };
   const ElemType m = w.matrix_type, f32 = ElemType::f32;
   put("token_embd.weight", w.token_embd, m);

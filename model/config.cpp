@@ -26,8 +26,9 @@ int optional_int(const GgufFile& f, const std::string& key, int fallback) {
   return v ? positive_int(f, key, *v) : fallback;
 }
 
-// attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down.
-constexpr std::uint64_t kWeightsPerBlock = 9;
+// The fewest tensors a block of any supported architecture has: phi3's attn_norm, attn_qkv,
+// attn_output, ffn_norm, ffn_up (gate and up) and ffn_down.
+constexpr std::uint64_t kWeightsPerBlock = 6;
 
 void require(bool ok, const GgufFile& f, const std::string& key, const std::string& problem) {
   if (!ok) throw InputError(f.path(), key, problem);
@@ -37,15 +38,18 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
 constexpr ArchTraits kArchs[] = {
-    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0},
-    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0},
-    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0},
+    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0, false},
+    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0, false},
+    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0, false},
     // Gemma 2: GeGLU, embeddings scaled, post-norms, soft-capping, every other layer sliding. Its
     // converter stores the norm weights as 1 + w, so every norm is a plain RMSNorm here.
-    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2, 0},
+    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2, 0, false},
     // Gemma 3: Gemma 2 with q/k norm, five sliding layers to one global, the sliding ones rotated
     // at base 10000 (llama.cpp and HF fix it; the GGUF's freq_base is the global layers').
-    {Arch::gemma3, "gemma3", RopePairing::neox, true, Activation::gelu, true, true, 6, 10000.0f},
+    {Arch::gemma3, "gemma3", RopePairing::neox, true, Activation::gelu, true, true, 6, 10000.0f, false},
+    // Phi-3: q, k, v in one attn_qkv tensor (or separate), gate and up in one ffn_up. llama.cpp
+    // ignores its sliding_window ("Phi SWA is currently disabled"); so does tapdiff.
+    {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -85,6 +89,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.activation = traits->activation;
   c.embed_scale = traits->embed_scale;
   c.post_norms = traits->post_norms;
+  c.fused_gate_up = traits->fused_gate_up;
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
@@ -168,6 +173,11 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+  c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  // Phi-3's 128k models carry LongRoPE factors: refused, as any RoPE scaling.
+  for (const char* longrope : {"rope_factors_long.weight", "rope_factors_short.weight"})
+    require(f.find_tensor(longrope) == nullptr, f, fmt::format("tensor \"{}\"", longrope),
+            "expected no LongRoPE factors (tapdiff does not implement RoPE scaling)");
   validate_weights(f, c);
   if (c.rope_freq_factors) {
     const std::vector<float> factors = dequantize_tensor(*f.find_tensor("rope_freqs.weight"));
@@ -188,9 +198,13 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
     const std::string b = fmt::format("blk.{}.", l);
     // ne = {in, out}: GGUF's [out, in] row-major matrices, ne[0] fastest.
     w.push_back({b + "attn_norm.weight", {embd}});
-    w.push_back({b + "attn_q.weight", {embd, q}});
-    w.push_back({b + "attn_k.weight", {embd, kv}});
-    w.push_back({b + "attn_v.weight", {embd, kv}});
+    if (c.fused_qkv) {
+      w.push_back({b + "attn_qkv.weight", {embd, q + 2 * kv}});
+    } else {
+      w.push_back({b + "attn_q.weight", {embd, q}});
+      w.push_back({b + "attn_k.weight", {embd, kv}});
+      w.push_back({b + "attn_v.weight", {embd, kv}});
+    }
     if (c.qkv_bias) {
       w.push_back({b + "attn_q.bias", {q}});
       w.push_back({b + "attn_k.bias", {kv}});
@@ -203,8 +217,12 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
     w.push_back({b + "attn_output.weight", {q, embd}});
     if (c.post_norms) w.push_back({b + "post_attention_norm.weight", {embd}});
     w.push_back({b + "ffn_norm.weight", {embd}});
-    w.push_back({b + "ffn_gate.weight", {embd, ff}});
-    w.push_back({b + "ffn_up.weight", {embd, ff}});
+    if (c.fused_gate_up) {
+      w.push_back({b + "ffn_up.weight", {embd, 2 * ff}});
+    } else {
+      w.push_back({b + "ffn_gate.weight", {embd, ff}});
+      w.push_back({b + "ffn_up.weight", {embd, ff}});
+    }
     w.push_back({b + "ffn_down.weight", {ff, embd}});
     if (c.post_norms) w.push_back({b + "post_ffw_norm.weight", {embd}});
   }

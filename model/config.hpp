@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3`, `gemma2` and `gemma3` architectures, and the weight names with the
-// shapes each must have.
+// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3` and `phi3` architectures, and the weight names with
+// the shapes each must have.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3 };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3 };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -51,6 +51,8 @@ struct ModelConfig {
   int sliding_window = 0;    // sliding layers attend to the last `sliding_window` positions; 0: none
   int swa_period = 0;        // layer l slides when l % swa_period < swa_period - 1 (Gemma 2: 2, the even layers)
   float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
+  bool fused_qkv = false;      // blk.*.attn_qkv.weight holds q, k and v rows (phi3; model/fused_weights.hpp)
+  bool fused_gate_up = false;  // blk.*.ffn_up.weight holds gate, then up rows (phi3)
 
   bool sliding(int layer) const { return sliding_window > 0 && layer % swa_period < swa_period - 1; }
   float rope_base(int layer) const {
@@ -72,6 +74,7 @@ struct ArchTraits {
   bool post_norms;
   int swa_period;  // 0: no sliding-window layers
   float rope_freq_base_swa;  // the sliding layers' own RoPE base; 0: none
+  bool fused_gate_up;        // ffn_up.weight is [gate; up], 2 * n_ff rows
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

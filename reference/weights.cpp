@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/dequantize.hpp"
+#include "model/fused_weights.hpp"
 #include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::ref {
@@ -11,7 +12,8 @@ Weights load_weights(const GgufFile& file) {
   Weights w;
   w.config = load_model_config(file);  // also checks every tensor's shape
   const ModelConfig& c = w.config;
-  auto get = [&](const std::string& name) { return dequantize_tensor(*file.find_tensor(name)); };
+  // Fused tensors (phi3) are read as the separate matrices the forward pass uses.
+  auto get = [&](const std::string& name) { return dequantize_tensor(*weight_tensor(file, c, name)); };
   w.token_embd = get("token_embd.weight");
   if (c.rope_freq_factors) w.rope_freqs = get("rope_freqs.weight");
   w.layers.resize(static_cast<std::size_t>(c.n_layer));
@@ -46,13 +48,20 @@ Weights load_weights(const GgufFile& file) {
 
 void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& trace,
                         const WeightTapOptions& options) {
-  auto put = [&](const std::string& name, const std::vector<float>& values) {
-    const GgufTensorInfo& t = *file.find_tensor(name);
-    const auto n = static_cast<std::int64_t>(values.size());
-    const std::int64_t cols = t.ne.empty() ? n : static_cast<std::int64_t>(t.ne[0]);
-    record_weight(trace, name, n / cols, cols, values.data(), options);
-  };
   const ModelConfig& c = w.config;
+  // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part comes.
+  std::vector<float> fused;
+  auto put = [&](const std::string& name, const std::vector<float>& values) {
+    const auto part = fused_part(c, name);
+    const std::string tensor = part ? part->fused : name;
+    const GgufTensorInfo& t = *file.find_tensor(tensor);
+    fused.insert(fused.end(), values.begin(), values.end());
+    if (fused.size() < t.n_elements) return;
+    const auto n = static_cast<std::int64_t>(fused.size());
+    const std::int64_t cols = t.ne.empty() ? n : static_cast<std::int64_t>(t.ne[0]);
+    record_weight(trace, tensor, n / cols, cols, fused.data(), options);
+    fused.clear();
+  };
   put("token_embd.weight", w.token_embd);
   if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
   for (int l = 0; l < c.n_layer; ++l) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <stdexcept>
 #include <thread>
 
@@ -265,14 +266,43 @@ struct LlamaRun::Impl {
     return true;  // keep computing; an error is raised after llama_decode returns
   }
 
+  // The parts of a fused projection's rows (phi3): (tap, first element, width) each; none for a
+  // node that holds one tap.
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> fused_parts(const TapTarget& target,
+                                                                             std::int64_t width) const {
+    const std::int64_t q = dims.n_head * dims.head_dim, kv = dims.n_head_kv * dims.head_dim, ff = dims.n_ff;
+    if (target.layout == NodeLayout::fused_qkv) return {{"attn_q", 0, q}, {"attn_k", q, kv}, {"attn_v", q + kv, kv}};
+    if (target.tap == "ffn_up" && width == 2 * ff) return {{"ffn_gate", 0, ff}, {"ffn_up", ff, ff}};
+    return {};
+  }
+
   void capture(const TapTarget& target, const ggml_tensor* t) {
+    std::vector<float> values = node_values(t);
+    const auto parts = fused_parts(target, n_tokens > 0 ? std::int64_t(values.size()) / n_tokens : 0);
+    if (!parts.empty()) {
+      const std::int64_t width = std::int64_t(values.size()) / n_tokens;
+      for (const auto& [tap, first, part_width] : parts) {
+        if (first + part_width > width)
+          throw std::runtime_error(fmt::format("llama.cpp node {} has rows of {}, too narrow for its {}", t->name,
+                                               width, tap));
+        std::vector<float> part(std::size_t(n_tokens * part_width));
+        for (std::int64_t i = 0; i < n_tokens; ++i)
+          std::copy_n(values.begin() + std::ptrdiff_t(i * width + first), part_width,
+                      part.begin() + std::ptrdiff_t(i * part_width));
+        store(TapTarget{tap, target.layer}, t, std::move(part));
+      }
+      return;
+    }
+    store(target, t, std::move(values));
+  }
+
+  void store(const TapTarget& target, const ggml_tensor* t, std::vector<float> values) {
     const TapSpec* spec = find_tap_spec(target.tap);
     if (spec == nullptr) throw std::logic_error("node map names a tap outside the catalogue: " + target.tap);
     Captured c;
     c.row_shape = catalogue_row_shape(*spec, dims);
     std::int64_t row_len = 1;
     for (std::int64_t d : c.row_shape) row_len *= d;
-    std::vector<float> values = node_values(t);
     if (target.layout == NodeLayout::kq_softmax) {
       // ne = [n_kv, n_tokens, n_head]: cell j of the cache holds position j (one sequence in
       // an empty cache); keys past n_ctx are padding, masked to 0.
@@ -415,7 +445,11 @@ void LlamaRun::describe(TraceMetadata& m) const {
                 {"weight_types", s.weight_types},
                 {"kv_overrides", overrides},
                 {"system_info", std::string(llama_print_system_info())}};
-  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn)) m.unavailable[tap] = why;
+  // The producer's hparams carry the architecture (app/trace_metadata_for.cpp fills them first).
+  const auto arch = m.hparams.find("arch");
+  const std::string* arch_name = arch == m.hparams.end() ? nullptr : std::get_if<std::string>(&arch->second);
+  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn, arch_name ? *arch_name : "llama"))
+    m.unavailable[tap] = why;
 }
 
 std::vector<int> LlamaRun::generate(const std::vector<int>& prompt, int n_predict, const TapDims& dims,

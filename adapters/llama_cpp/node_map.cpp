@@ -72,9 +72,11 @@ std::optional<TapTarget> tap_for_node(const GraphNode& node) {
   if (node.op == NodeOp::mul_mat || node.op == NodeOp::add) {
     // A projection is its weight's MUL_MAT, then the ADD of its bias when the model has one.
     const auto w = parse_weight(node.op == NodeOp::mul_mat ? node.src0 : node.src1);
-    if (w && w->kind == (node.op == NodeOp::mul_mat ? "weight" : "bias"))
+    if (w && w->kind == (node.op == NodeOp::mul_mat ? "weight" : "bias")) {
       for (std::string_view p : kProjections)
         if (w->tensor == p) return TapTarget{std::string(p), w->layer};
+      if (w->tensor == "attn_qkv") return TapTarget{"attn_q", w->layer, NodeLayout::fused_qkv};
+    }
   }
   const auto [base, layer] = split_layer(node.name);
   if (node.op == NodeOp::rope && layer >= 0) {
@@ -103,7 +105,7 @@ const std::vector<NodeMapRow>& node_map_table() {
   static const std::vector<NodeMapRow> table = {
       {"token_embd", "the `GET_ROWS` of `token_embd.weight` (gemma2: `inp_scaled`, the row times sqrt(n_embd))"},
       {"attn_norm", "`attn_norm-{l}`"},
-      {"attn_q", "the `MUL_MAT` of `blk.{l}.attn_q.weight`, then the `ADD` of its bias"},
+      {"attn_q", "the `MUL_MAT` of `blk.{l}.attn_q.weight`, then the `ADD` of its bias (phi3: the first n_head * head_dim of each row of `blk.{l}.attn_qkv.weight`'s, k and v the next)"},
       {"attn_k", "the `MUL_MAT` of `blk.{l}.attn_k.weight`, then the `ADD` of its bias"},
       {"attn_v", "the `MUL_MAT` of `blk.{l}.attn_v.weight`, then the `ADD` of its bias"},
       {"attn_q_norm", "`Qcur_normed-{l}` (qwen3)"},
@@ -119,7 +121,7 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"attn_post_norm", "`attn_post_norm-{l}` (gemma2)"},
       {"resid.attn", "`ffn_inp-{l}` (gemma2: `sa_out-{l}`)"},
       {"ffn_norm", "`ffn_norm-{l}`"},
-      {"ffn_gate", "the `MUL_MAT` of `blk.{l}.ffn_gate.weight`"},
+      {"ffn_gate", "the `MUL_MAT` of `blk.{l}.ffn_gate.weight` (phi3: the first n_ff of each row of `blk.{l}.ffn_up.weight`'s, up the second)"},
       {"ffn_up", "the `MUL_MAT` of `blk.{l}.ffn_up.weight`"},
       {"ffn.act", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
       {"ffn_down", "the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
@@ -140,7 +142,7 @@ std::string node_map_markdown() {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn) {
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch) {
   std::vector<std::pair<std::string, std::string>> out = {
       {"kv.k", "not available from llama.cpp: the K cache slot is written by a SET_ROWS into the cache "
                "and read back only as part of the whole cache view, with no node of its own"},
@@ -151,6 +153,9 @@ std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_att
     out.emplace_back("attn.probs",
                      "not available from llama.cpp with flash attention: the fused FLASH_ATTN_EXT kernel keeps "
                      "the softmax weights to itself (run without --llama-flash-attn to record them)");
+  if (arch == "phi3")
+    out.emplace_back("resid.attn", "not available from llama.cpp: its phi3 graph leaves the residual add after "
+                                   "attention unnamed");
   return out;
 }
 

@@ -40,6 +40,7 @@ int node_layer(std::string_view name);
 enum class NodeLayout {
   rows,        // ne = [row..., n_tokens]: element order is already (position, row)
   kq_softmax,  // ne = [n_kv, n_tokens, n_head]: permuted to (position, head, key), keys padded to n_ctx
+  fused_qkv,   // the MUL_MAT of phi3's attn_qkv: each row is [q | k | v], split into three taps
 };
 
 struct TapTarget {
@@ -63,7 +64,7 @@ const std::vector<NodeMapRow>& node_map_table();
 std::string node_map_markdown();
 
 // Catalogue taps llama.cpp has no node for, with the reason the trace records.
-// flash_attn: the fused kernel keeps the softmax weights to itself.
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn);
+// flash_attn: the fused kernel keeps the softmax weights to itself; arch: general.architecture.
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch = "llama");
 
 }  // namespace tapdiff::adapters::llama_cpp

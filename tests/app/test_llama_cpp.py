@@ -44,6 +44,9 @@ FIXTURES = {
     # gemma3: gemma2's layout without soft-caps, q/k norm, five sliding layers (RoPE base 1e4) to one global (1e6).
     "gemma3-f32": ["--arch", "gemma3", "--n-layer", "6"],
     "gemma3-q4_k": ["--arch", "gemma3", *K_SHAPE, "--type", "Q4_K"],
+    # phi3: q/k/v fused in attn_qkv, gate/up in ffn_up (llama.cpp's fused MUL_MATs split into taps).
+    "phi3-f32": ["--arch", "phi3", "--n-layer", "3"],
+    "phi3-q4_k": ["--arch", "phi3", *K_SHAPE, "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -128,7 +131,8 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
     per_layer = 18 + 2 * (arch in ("qwen3", "gemma3")) + 2 * (arch in ("gemma2", "gemma3")) - len(unavailable)
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
-    assert unavailable == ({"kv.k", "kv.v", "attn.probs"} if "flash" in cache else {"kv.k", "kv.v"})
+    expected_unavailable = {"kv.k", "kv.v"} | ({"attn.probs"} if "flash" in cache else set())
+    assert unavailable == expected_unavailable | ({"resid.attn"} if arch == "phi3" else set())
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
     assert {f["tap"] for f in notes} == unavailable and not [f for f in report["findings"] if f["kind"].startswith("missing")]
 

@@ -78,6 +78,14 @@ inline FixtureSpec gemma3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Phi-3's shape: q/k/v fused in attn_qkv, gate/up fused in ffn_up.
+inline FixtureSpec phi3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::phi3;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;

@@ -134,6 +134,9 @@ inline std::vector<FaultCase> fault_cases() {
       {"rope-freq-factors-ignored", llama3_spec(), {"blk.0.attn_q.rope", 1}},
       {"attn-softcap-missing", gemma2_spec(), {"blk.0.attn.probs", 1}},
       {"rope-local-base-ignored", gemma3_spec(), {"blk.0.attn_q.rope", 1}},
+      {"fused-qkv-kv-swapped", phi3_spec(), {"blk.0.attn_k", 0}},  // without weight taps
+      {"ffn-gate-up-swapped", phi3_spec(), {"blk.0.ffn.act", 0}},
+      {"weight-not-wired", phi3_spec(), {"blk.0.attn_v", 0}},
       {"qk-norm-dropped", gemma3_spec(), {"blk.0.attn_q_norm", 0}},
       {"norm-weight-dropped", gemma2_spec(), {"blk.0.attn_norm", 0}},
       {"resid-attn-dropped", gemma2_spec(), {"blk.0.resid.attn", 0}},

@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FiftyFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FiftyOneFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -61,7 +61,8 @@ TEST(FaultCatalogue, FiftyFaultsInDesignOrderWithEveryField) {
                                           "qk-norm-dropped",
                                           "rope-freq-factors-ignored",
                                           "attn-softcap-missing",
-                                          "rope-local-base-ignored"};
+                                          "rope-local-base-ignored",
+                                          "fused-qkv-kv-swapped"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

@@ -47,6 +47,8 @@ std::vector<FixtureCase> fixture_cases() {
       {"gemma2_Q4_K", wide(gemma2_spec(GgmlType::Q4_K))},
       {"gemma3_F32", gemma3_spec(GgmlType::F32)},
       {"gemma3_Q8_0", gemma3_spec(GgmlType::Q8_0)},
+      {"phi3_F32", phi3_spec(GgmlType::F32)},
+      {"phi3_Q4_K", wide(phi3_spec(GgmlType::Q4_K))},
   };
 }
 

@@ -17,6 +17,7 @@ tiny=(--n-layer 1 --n-embd 32 --n-head 2 --n-head-kv 1 --n-ff 32)
 "$tapdiff" fixture --arch llama3 "${tiny[@]}" --n-vocab 260 --type Q8_0 -o "$out/gguf/llama3_q8_0.gguf" >/dev/null
 "$tapdiff" fixture --arch gemma2 "${tiny[@]}" --n-vocab 260 --type F16 -o "$out/gguf/gemma2_f16.gguf" >/dev/null
 "$tapdiff" fixture --arch gemma3 "${tiny[@]}" --n-vocab 260 --type Q4_0 -o "$out/gguf/gemma3_q4_0.gguf" >/dev/null
+"$tapdiff" fixture --arch phi3 "${tiny[@]}" --n-vocab 262 --type Q8_0 -o "$out/gguf/phi3_q8_0.gguf" >/dev/null
 "$tapdiff" fixture --arch llama --n-layer 1 --n-embd 32 --n-head 2 --n-head-kv 1 --n-ff 256 \
   --n-vocab 260 --type Q4_0 --tensor-type 'blk.*.ffn_down.weight=Q6_K' \
   --tensor-type 'token_embd.weight=Q5_1' -o "$out/gguf/llama_mixed.gguf" >/dev/null

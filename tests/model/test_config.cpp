@@ -116,7 +116,7 @@ void check_bad_metadata(const BadConfigCase (&cases)[N], const FixtureSpec& spec
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, got \"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -124,8 +124,8 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
       {"block_count a string", "llama.block_count", GgufValue::string("2"), false,
        "cfg.gguf: llama.block_count: expected a non-negative integer, got string \"2\""},
       {"block_count beyond the tensors", "llama.block_count", GgufValue::u32(2147483647), false,
-       "cfg.gguf: llama.block_count: expected at most 2 blocks (the file holds 21 tensors; each "
-       "block has at least 9 and the embedding and output norm 2 more), got 2147483647"},
+       "cfg.gguf: llama.block_count: expected at most 3 blocks (the file holds 21 tensors; each "
+       "block has at least 6 and the embedding and output norm 2 more), got 2147483647"},
       {"q width overflows", "llama.attention.key_length", GgufValue::u32(1u << 30), false,
        "cfg.gguf: llama.attention.key_length: expected head_count × key_length to fit in 32 "
        "bits, got 4 × 1073741824"},
@@ -207,6 +207,18 @@ TEST(ModelConfig, NewArchitectureTensorsAreChecked) {
             "cfg.gguf: tensor \"blk.1.attn_k_norm.weight\": expected shape [32], got [16]");
   EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {4}, std::vector<float>(4, 1.0f))),
             "cfg.gguf: tensor \"rope_freqs.weight\": expected shape [8], got [4]");
+  FixtureSpec phi3;
+  phi3.arch = Arch::phi3;
+  const GgufFile p3 = parse(build_fixture(phi3));
+  const ModelConfig p = load_model_config(p3);
+  EXPECT_TRUE(p.fused_qkv && p.fused_gate_up);
+  EXPECT_EQ(config_error(replaced(p3, "blk.0.attn_qkv.weight", {64, 64}, std::vector<float>(64 * 64, 0.0f))),
+            "cfg.gguf: tensor \"blk.0.attn_qkv.weight\": expected shape [64, 128], got [64, 64]");
+  GgufWriter longrope = replaced(p3, "", {}, {});
+  longrope.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, quantize(GgmlType::F32, std::vector<float>(8, 1)));
+  EXPECT_EQ(config_error(longrope),
+            "cfg.gguf: tensor \"rope_factors_long.weight\": expected no LongRoPE factors (tapdiff does not "
+            "implement RoPE scaling)");
   std::vector<float> zero(8, 1.0f);
   zero[5] = 0.0f;
   EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {8}, zero)),
