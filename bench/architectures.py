@@ -26,12 +26,18 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "gemma3 (6 layers: 5 sliding, 1 global)": ["--arch", "gemma3", "--n-layer", "6"],
     "phi3 (fused qkv and gate/up)": ["--arch", "phi3"],
 }
-TYPES = {
+TYPES = {  # every tensor type tapdiff reads
     "F32": [],
     "F16": ["--type", "F16"],
+    "BF16": ["--type", "BF16"],
     "Q8_0": ["--type", "Q8_0"],
     "Q4_0": ["--type", "Q4_0"],
+    "Q4_1": ["--type", "Q4_1"],
+    "Q5_0": ["--type", "Q5_0"],
+    "Q5_1": ["--type", "Q5_1"],
     "Q4_K": [*K_SHAPE, "--type", "Q4_K"],
+    "Q5_K": [*K_SHAPE, "--type", "Q5_K"],
+    "Q6_K": [*K_SHAPE, "--type", "Q6_K"],
 }
 
 

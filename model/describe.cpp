@@ -71,12 +71,16 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"final_softcap", c.final_softcap},
           {"sliding_window", c.sliding_window},
           {"swa_period", c.swa_period},
-          {"rope_freq_base_swa", c.rope_freq_base_swa}};
+          {"rope_freq_base_swa", c.rope_freq_base_swa},
+          {"fused_qkv", c.fused_qkv},
+          {"fused_gate_up", c.fused_gate_up}};
 }
 
 // The architecture's extras, one clause each; "" for a model with none.
 std::string extras_text(const ModelConfig& c) {
   std::vector<std::string> parts;
+  if (c.fused_qkv) parts.push_back("q, k and v fused in attn_qkv");
+  if (c.fused_gate_up) parts.push_back("gate and up fused in ffn_up");
   if (c.qk_norm) parts.push_back("q/k RMSNorm per head");
   if (c.rope_freq_factors) parts.push_back("RoPE frequency factors (rope_freqs.weight)");
   if (c.activation == Activation::gelu) parts.push_back("GeGLU");

@@ -74,6 +74,7 @@ def test_inspect_json(tiny):
     ("gemma3", "q/k RMSNorm per head; GeGLU; embeddings times sqrt(n_embd); post-attention and post-FFN norms; "
                "sliding window 4 on layers l with l % 6 < 5; sliding layers' RoPE base 10000",
      {"qk_norm": True, "attn_softcap": 0, "rope_freq_base": 1000000, "rope_freq_base_swa": 10000}),
+    ("phi3", "q, k and v fused in attn_qkv; gate and up fused in ffn_up", {"fused_qkv": True, "fused_gate_up": True}),
 ])
 def test_inspect_shows_what_an_architecture_adds(tmp_path, arch, text, config):
     model = tmp_path / f"{arch}.gguf"
