@@ -1,7 +1,6 @@
 #include "tapdiff/tap_layout.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -107,12 +106,6 @@ TapLayout TapLayout::parse(std::string_view text) {
 }
 
 void RowAlignment::apply(const float* stored, float* aligned) const {
-  if (gather.empty()) {
-    std::int64_t n = 1;
-    for (std::int64_t d : row_shape) n *= d;
-    std::memcpy(aligned, stored, std::size_t(n) * sizeof(float));
-    return;
-  }
   for (std::size_t i = 0; i < gather.size(); ++i) aligned[i] = stored[gather[i]];
 }
 

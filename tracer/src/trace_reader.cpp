@@ -190,7 +190,7 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
 
   out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.stored_size));
   impl_->stacks->read(tap, r0, r1, out.values.data());
-  if (tap.alignment) {
+  if (tap.alignment && !tap.alignment->gather.empty()) {  // (empty: stored as read)
     std::vector<float> stored = std::move(out.values);
     out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
     for (std::int64_t i = 0; i < r1 - r0; ++i)

@@ -42,13 +42,14 @@ struct RowAlignment {
   std::vector<std::int64_t> stored_shape;  // one row as the file holds it
   std::vector<std::int64_t> whole_shape;   // the catalogue's row
   std::vector<std::int64_t> row_shape;     // an aligned row: whole_shape, or the shard's part of it
-  std::vector<std::int64_t> gather;        // aligned element i is stored element gather[i]
+  std::vector<std::int64_t> gather;        // aligned element i is stored element gather[i];
+                                           // empty when the rows are stored as read
   std::vector<std::int64_t> covers;        // aligned element i is element covers[i] of the whole row;
                                            // empty when the row is whole
   std::string description;                 // what aligning does, one line
 
   bool sharded() const { return !covers.empty(); }
-  void apply(const float* stored, float* aligned) const;  // one row
+  void apply(const float* stored, float* aligned) const;  // one row; needs gather non-empty
 };
 
 // Throws std::invalid_argument when the layout does not fit the tap's row: an axis the row does
