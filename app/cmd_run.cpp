@@ -96,6 +96,9 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--top-k", s.sampling.top_k, "Sample among the k most likely tokens");
   cmd->add_option("--top-p", s.sampling.top_p, "Nucleus sampling mass");
   cmd->add_option("--seed", s.sampling.seed, "Sampling seed");
+  cmd->add_option("--weight-cache", s.weight_cache_mib,
+                  "Reference: MiB of float32 weight matrices kept decoded; the rest are dequantized on each use")
+      ->capture_default_str();
   cmd->add_option("--repeat", o->repeat,
                   "Run N times and compare the traces: exit 1 naming the first tap where the runs disagree")
       ->check(CLI::Range(1, 100))->capture_default_str();

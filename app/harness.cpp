@@ -43,7 +43,7 @@ std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, TraceWrit
   g.on_step = [&](int, int token, int done, int total) {
     progress.update(done, total, fmt::format("last token {}", token));
   };
-  const ref::Weights weights = ref::load_weights(file);
+  const ref::Weights weights = ref::load_weights(file, s.weight_cache_mib << 20);
   if (trace != nullptr)
     if (const auto w = weight_tap_options(s, file)) ref::record_weight_taps(weights, file, *trace, *w);
   auto tokens = ref::generate(weights, s.prompt, g, trace);

@@ -10,6 +10,7 @@
 #include "adapters/llama_cpp/llama_run.hpp"
 #include "diff/result.hpp"
 #include "reference/sampler.hpp"
+#include "reference/weights.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/weight_taps.hpp"
 
@@ -33,6 +34,8 @@ struct RunSpec {
   std::uint64_t weights_stats_above = kWeightStatsAboveParameters;
   bool compress = false;
   ref::SamplingOptions sampling;      // reference only
+  // Reference only: MiB of float32 matrices kept decoded; the rest are dequantized on each use.
+  std::uint64_t weight_cache_mib = ref::kDefaultKeptWeightBytes >> 20;
   bool logits_all = false;            // the `output` tap at every prompt position
   adapters::llama_cpp::LlamaOptions llama;  // llama.cpp only
   std::string trace;                  // output path; "" = no trace

@@ -44,6 +44,7 @@ protected:
   void launch(const SoftcapArgs& a) override { softcap_cuda(a, stream_); }
   void launch(const ArgmaxArgs& a) override { argmax_cuda(a, stream_); }
   void launch(const GemmArgs& a) override;
+  void launch(const MatvecArgs& a) override { matvec_cuda(a, stream_); }
 
 private:
   CudaStream stream_ = nullptr;

@@ -24,6 +24,7 @@
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/matvec.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
@@ -109,6 +110,10 @@ public:
     validate(a);
     launch(a);
   }
+  void matvec(const MatvecArgs& a) {
+    validate(a);
+    launch(a);
+  }
 
 protected:
   // Launchers: one per op, same signature on both executors.
@@ -126,6 +131,7 @@ protected:
   virtual void launch(const SoftcapArgs& a) = 0;
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
+  virtual void launch(const MatvecArgs& a) = 0;
 };
 
 std::unique_ptr<Executor> make_host_executor();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <random>
 #include <math.h>
+#include <optional>
 
 #include "engine/device/error.hpp"
 #include "engine/executor.hpp"
@@ -35,7 +36,8 @@ Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& 
                  const LockstepSource* lockstep, bool logits_all)
     : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
       cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
-      act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex), logits_all_(logits_all) {
+      act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex),
+      operand_type_(ex.weight_storage(precision)), logits_all_(logits_all) {
   if (logits_all_ && max_rows > 1)
     prompt_logits_ = ex.allocate(std::size_t(max_rows - 1) * std::size_t(config.n_vocab) * sizeof(float));
 }
@@ -61,10 +63,51 @@ void Forward::norm(const Buffer& weight, int n) {
   round(act_.norm.as<float>(), std::int64_t(n) * c_.n_embd);  // a GEMM input
 }
 
-void Forward::gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda,
-                   const float* b, int ldb, float* c, int ldc) {
-  ex_.gemm(GemmArgs{op_a, op_b, m, n, k, 1.0f, a.data(), w_.matrix_type, lda, b, ElemType::f32, ldb,
-                    0.0f, c, ldc});
+// Weight matrices stay in their GGUF encoding. A decode step (one column, W read row by row)
+// runs the matvec kernel, which decodes as it goes; only an F32 weight at f32 precision goes to
+// cuBLAS / OpenBLAS as it is (their GEMV streams float32 at full bandwidth). A batch multiplies a
+// weight the GEMM can read as it is (float32, or the CUDA executor's 16-bit operand type at that
+// precision) directly, and otherwise decodes slices of W's rows into a scratch matrix and
+// multiplies each, as llama.cpp's CUDA backend does. Any other operand reading (a wrong op flag or leading dimension,
+// as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
+void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
+                   float* c, int ldc) {
+  auto product = [&](GemmOp op, int rows, const void* a, ElemType a_type, float* out) {
+    ex_.gemm(GemmArgs{op, OP_N, rows, n, k, 1.0f, a, a_type, ldw, b, ElemType::f32, ldb, 0.0f, out, ldc});
+  };
+  const auto as_operand = w.type == GgmlType::F32 ? std::optional<ElemType>(ElemType::f32)
+                          : w.type == GgmlType::F16  ? std::optional<ElemType>(ElemType::f16)
+                          : w.type == GgmlType::BF16 ? std::optional<ElemType>(ElemType::bf16)
+                                                     : std::nullopt;
+  const bool by_rows = op_w == OP_T && ldw == w.cols;
+  if (by_rows && n == 1 && w.type != GgmlType::F32)
+    return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
+  if (as_operand == operand_type_ && as_operand == precision_) return product(op_w, m, w.bytes.data(), *as_operand, c);
+  if (by_rows && n == 1) return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
+  if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
+  // Slices of at most kScratchElements decoded weights.
+  constexpr std::int64_t kScratchElements = std::int64_t(1) << 24;
+  const int slice = int(std::max<std::int64_t>(1, kScratchElements / w.cols));
+  for (int r0 = 0; r0 < m; r0 += slice) {
+    const int rows = std::min(slice, m - r0);
+    product(OP_T, rows, decode_to_scratch(w, std::int64_t(r0) * w.cols, std::int64_t(rows) * w.cols),
+            operand_type_, c + r0);
+  }
+}
+
+const void* Forward::decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n) {
+  const std::size_t bytes = std::size_t(n) * elem_size(operand_type_);
+  if (scratch_.bytes() < bytes) {
+    ex_.synchronize();  // the old scratch may still be read by a queued GEMM
+    scratch_ = ex_.allocate(bytes);
+  }
+  DequantArgs a{w.bytes.as<std::uint8_t>(), w.type, scratch_.data(), n};
+  a.quirks = w.quirks;
+  a.dst_type = operand_type_;
+  a.round = precision_;
+  a.first = first;
+  ex_.dequantize(a);
+  return scratch_.data();
 }
 
 int Forward::step(const int* tokens, int n, int p0) {
@@ -85,8 +128,8 @@ int Forward::step(const int* tokens, int n, int p0) {
   upload_ints(act_.rope_positions, host_ints_);
 
   const int E = c_.n_embd;
-  EmbedArgs embed{w_.token_embd.data(), w_.matrix_type, act_.tokens.as<std::int32_t>(),
-                  act_.x.as<float>(), n, E, c_.n_vocab};
+  EmbedArgs embed{w_.token_embd.encoded(), act_.tokens.as<std::int32_t>(), act_.x.as<float>(), n, E,
+                  c_.n_vocab, precision_};
   embed.scale_sqrt_n_embd = c_.embed_scale;
   // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
   if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
@@ -118,9 +161,9 @@ void Forward::attention_block(int l, int p0, int n) {
 
   // q [n, Q] = norm [n, E] · Wqᵀ. Column-major: Wq is [E, Q] (ld E), norm is [E, n] (ld E),
   // q is [Q, n] (ld Q), so q = Wqᵀ · norm: op(A) = T, op(B) = N. Same for k and v.
-  gemm(OP_T, OP_N, Q, n, E, L.wq, E, norm_out, E, q, Q);
-  gemm(OP_T, OP_N, KV, n, E, L.wk, E, norm_out, E, k, KV);
-  gemm(OP_T, OP_N, KV, n, E, L.wv, E, norm_out, E, v, KV);
+  gemm(OP_T, Q, n, E, L.wq, E, norm_out, E, q, Q);
+  gemm(OP_T, KV, n, E, L.wk, E, norm_out, E, k, KV);
+  gemm(OP_T, KV, n, E, L.wv, E, norm_out, E, v, KV);
   // Fault bias-dropped: the q/k/v biases are skipped.
   if (c_.qkv_bias && !faults_.is(Fault::bias_dropped)) {
     ex_.add_bias(BiasArgs{q, L.bq.as<float>(), n, Q});
@@ -224,9 +267,9 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::weights_transposed))
     // Fault weights-transposed: op(A) = N with the same ld reads Wo as [E, Q]: Wo · attn.out
     // (in bounds only because Wo is square).
-    gemm(OP_N, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
+    gemm(OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
   else
-    gemm(OP_T, OP_N, E, n, Q, L.wo, Q, at.out, Q, proj, E);
+    gemm(OP_T, E, n, Q, L.wo, Q, at.out, Q, proj, E);
   taps_.probe("attn_output", l, p0, n, {E}, proj);
   if (c_.post_norms) {
     ex_.rmsnorm(RmsNormArgs{proj, L.attn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
@@ -260,13 +303,13 @@ void Forward::ffn_block(int l, int p0, int n) {
 
   // gate, up [n, F] = norm [n, E] · Wᵀ. Column-major: W is [E, F] (ld E), norm [E, n] (ld E),
   // the result [F, n] (ld F): Wᵀ · norm.
-  gemm(OP_T, OP_N, F, n, E, L.w_gate, E, norm_out, E, gate, F);
+  gemm(OP_T, F, n, E, L.w_gate, E, norm_out, E, gate, F);
   if (faults_.is(Fault::ffn_up_op_n))
     // Fault ffn-up-op-n: op(A) = N with lda = F reads W as a column-major [F, E] matrix (in
     // bounds: the same F x E elements).
-    gemm(OP_N, OP_N, F, n, E, L.w_up, F, norm_out, E, up, F);
+    gemm(OP_N, F, n, E, L.w_up, F, norm_out, E, up, F);
   else
-    gemm(OP_T, OP_N, F, n, E, L.w_up, E, norm_out, E, up, F);
+    gemm(OP_T, F, n, E, L.w_up, E, norm_out, E, up, F);
   taps_.probe("ffn_gate", l, p0, n, {F}, gate);
   taps_.probe("ffn_up", l, p0, n, {F}, up);
 
@@ -288,7 +331,7 @@ void Forward::ffn_block(int l, int p0, int n) {
   // Fault ffn-down-race: a split-K GEMM whose second partial sum loses a race: the reduction
   // keeps the first k of the F terms, k depending on thread timing.
   const int k = faults_.is(Fault::ffn_down_race) ? raced_terms(F) : F;
-  gemm(OP_T, OP_N, E, n, k, L.w_down, F, act, F, proj, E);
+  gemm(OP_T, E, n, k, L.w_down, F, act, F, proj, E);
   taps_.probe("ffn_down", l, p0, n, {E}, proj);
   if (c_.post_norms) {
     ex_.rmsnorm(RmsNormArgs{proj, L.ffn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
@@ -313,9 +356,9 @@ int Forward::output_head(int p0, int n) {
   if (logits_all_ && n > 1) {
     float* rows = prompt_logits_.as<float>();
     if (faults_.is(Fault::lm_head_op_n))
-      gemm(OP_N, OP_N, V, n - 1, E, w_.lm_head(), V, head_in, E, rows, V);
+      gemm(OP_N, V, n - 1, E, w_.lm_head(), V, head_in, E, rows, V);
     else
-      gemm(OP_T, OP_N, V, n - 1, E, w_.lm_head(), E, head_in, E, rows, V);
+      gemm(OP_T, V, n - 1, E, w_.lm_head(), E, head_in, E, rows, V);
     if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{rows, std::int64_t(n - 1) * V, c_.final_softcap});
     taps_.probe("output", -1, p0, n - 1, {V}, rows);
   }
@@ -333,9 +376,9 @@ int Forward::output_head(int p0, int n) {
   float* logits = act_.logits.as<float>();
   if (faults_.is(Fault::lm_head_op_n))
     // Fault lm-head-op-n: op(A) = N with lda = V reads W as a column-major [V, E] matrix.
-    gemm(OP_N, OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
+    gemm(OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
   else
-    gemm(OP_T, OP_N, V, 1, E, w_.lm_head(), E, last, E, logits, V);
+    gemm(OP_T, V, 1, E, w_.lm_head(), E, last, E, logits, V);
   if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{logits, V, c_.final_softcap});
   taps_.probe("output", -1, p0 + n - 1, 1, {V}, logits);
 

@@ -47,8 +47,11 @@ private:
   int output_head(int p0, int n);
   void norm(const Buffer& weight, int n);    // act_.norm = RMSNorm(act_.x), rounded
   void round(float* x, std::int64_t count);  // to the precision; nothing in f32
-  void gemm(GemmOp op_a, GemmOp op_b, int m, int n, int k, const Buffer& a, int lda, const float* b,
-            int ldb, float* c, int ldc);  // C = op(A) op(B), A a weight
+  // C = op(W) B for a weight W in its GGUF encoding (B not transposed; see forward.cpp).
+  void gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
+            float* c, int ldc);
+  // Elements [first, first + n) of W decoded into scratch_ in the GEMM's operand type.
+  const void* decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n);
   void upload_ints(Buffer& dst, const std::vector<std::int32_t>& values);
 
   Executor& ex_;
@@ -60,6 +63,8 @@ private:
   KvCache cache_;
   Activations act_;
   TapProbe taps_;
+  ElemType operand_type_;                // a decoded weight's type as a GEMM operand
+  Buffer scratch_;                       // decoded weights for batched GEMMs
   std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
   int stale_head_row_ = -1;              // fault lm-head-stale-row: the first step's head row
   bool logits_all_;

@@ -25,6 +25,7 @@ void HostKernels::launch(const AddArgs& a) { add_host(a); }
 void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
+void HostKernels::launch(const MatvecArgs& a) { matvec_host(a); }
 
 namespace {
 

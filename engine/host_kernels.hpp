@@ -27,6 +27,7 @@ protected:
   void launch(const SoftcapArgs& a) override;
   void launch(const ArgmaxArgs& a) override;
   void launch(const GemmArgs& a) override;
+  void launch(const MatvecArgs& a) override;
 };
 
 }  // namespace tapdiff::engine

@@ -1,10 +1,10 @@
 #include "engine/weights.hpp"
 
 #include <fmt/format.h>
+#include <type_traits>
 
 #include "engine/executor.hpp"
 #include "engine/kernels/convert.hpp"
-#include "engine/kernels/host_loop.hpp"
 #include "model/fused_weights.hpp"
 #include "tapdiff/weight_taps.hpp"
 
@@ -13,31 +13,48 @@ namespace {
 
 class Loader {
 public:
-  Loader(Executor& ex, const GgufFile& model, const ModelConfig& config, ElemType precision,
-         const FaultSwitch& faults)
-      : ex_(ex), model_(model), config_(config), precision_(precision), storage_(ex.weight_storage(precision)),
-        faults_(faults) {}
+  Loader(Executor& ex, const GgufFile& model, const ModelConfig& config, const FaultSwitch& faults)
+      : ex_(ex), model_(model), config_(config), faults_(faults) {
+    quirks_.q8_scale_as_bf16 = faults.is(Fault::dequant_q8_scale);
+    quirks_.q8_quant_unsigned = faults.is(Fault::dequant_q8_unsigned);
+    quirks_.q8_block_stride_quants = faults.is(Fault::dequant_q8_block_stride);
+  }
 
-  ElemType storage() const { return storage_; }
-
-  // A matrix (or the embedding table) in the weight storage type, rounded to the precision.
-  Buffer matrix(const std::string& name) {
+  // A matrix (or the embedding table) resident in its GGUF encoding.
+  Matrix matrix(const std::string& name) {
     const GgufTensorInfo t = tensor(name);
-    const auto n = static_cast<std::int64_t>(t.n_elements);
-    Buffer values = decode(t);  // (n,) f32
-    if (storage_ == ElemType::f32) {
-      if (precision_ != ElemType::f32) ex_.round(RoundArgs{values.as<float>(), n, precision_});
-      return values;
+    Matrix m;
+    m.type = t.type;
+    m.cols = static_cast<std::int64_t>(t.ne[0]);
+    m.rows = static_cast<std::int64_t>(t.n_elements) / m.cols;
+    m.quirks = quirks_;
+    const bool quantized = is_block_quantized(t.type);
+    if (quantized && faults_.is(Fault::dequant_missing)) {
+      // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero
+      // past the tensor's n_bytes < 2n) that the kernels decode as F16.
+      m.bytes = ex_.allocate(std::size_t(t.n_elements) * 2);
+      ex_.upload(m.bytes.data(), t.data, t.n_bytes);
+      m.type = GgmlType::F16;
+    } else if (quantized && faults_.is(Fault::tensor_bytes_truncated)) {
+      // Fault tensor-bytes-truncated: only a placeholder byte size (elements / 2) is uploaded;
+      // the rest of the zero-filled buffer is decoded as it is.
+      m.bytes = ex_.allocate(t.n_bytes);
+      ex_.upload(m.bytes.data(), t.data, truncated_tensor_bytes(t));
+    } else if (ex_.host_visible()) {
+      // The mapped file's bytes themselves, read-only: no copy.
+      m.bytes = Buffer(const_cast<std::uint8_t*>(t.data), t.n_bytes, nullptr);
+    } else {
+      m.bytes = ex_.allocate(t.n_bytes);
+      ex_.upload(m.bytes.data(), t.data, t.n_bytes);
     }
-    Buffer stored = ex_.allocate(std::size_t(n) * elem_size(storage_));
-    ex_.convert(ConvertArgs{values.data(), ElemType::f32, stored.data(), storage_, n});
-    ex_.synchronize();  // values is freed on return
-    return stored;
+    return m;
   }
 
   // A matrix buffer of the right size that is never filled (fault weight-not-wired).
-  Buffer unfilled_matrix(const std::string& name) {
-    return ex_.allocate(std::size_t(tensor(name).n_elements) * elem_size(storage_));
+  Matrix unfilled_matrix(const std::string& name) {
+    Matrix m = matrix(name);
+    m.bytes = ex_.allocate(tensor(name).n_bytes);
+    return m;
   }
 
   // A norm weight: float32.
@@ -65,55 +82,32 @@ private:
     return *t;
   }
 
-  // The tensor's GGUF bytes, dequantized to float32 by the engine's kernel.
+  // The tensor's GGUF bytes, decoded to float32 by the engine's kernel.
   Buffer decode(const GgufTensorInfo& t) {
+    Matrix encoded = matrix(t.name);
     const auto n = static_cast<std::int64_t>(t.n_elements);
     Buffer values = ex_.allocate(std::size_t(n) * sizeof(float));
-    DequantArgs args{t.data, t.type, values.as<float>(), n};
-    args.q8_scale_as_bf16 = faults_.is(Fault::dequant_q8_scale);
-    args.q8_quant_unsigned = faults_.is(Fault::dequant_q8_unsigned);
-    args.q8_block_stride_quants = faults_.is(Fault::dequant_q8_block_stride);
-    const bool quantized = is_block_quantized(t.type);
-    // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero past
-    // the tensor's n_bytes < 2n) that is decoded as F16.
-    if (quantized && faults_.is(Fault::dequant_missing)) {
-      Buffer as_f16 = ex_.allocate(std::size_t(n) * 2);
-      ex_.upload(as_f16.data(), t.data, t.n_bytes);
-      ex_.dequantize(DequantArgs{as_f16.as<std::uint8_t>(), GgmlType::F16, values.as<float>(), n});
-      ex_.synchronize();  // as_f16 is freed on return
-      return values;
-    }
-    // Fault tensor-bytes-truncated: only a placeholder byte size (elements / 2) is uploaded;
-    // the rest of the zero-filled staging buffer is dequantized as it is.
-    const std::uint64_t bytes = quantized && faults_.is(Fault::tensor_bytes_truncated)
-                                    ? truncated_tensor_bytes(t)
-                                    : t.n_bytes;
-    Buffer raw;
-    if (!ex_.host_visible() || bytes != t.n_bytes) {
-      raw = ex_.allocate(t.n_bytes);
-      ex_.upload(raw.data(), t.data, bytes);
-      args.src = raw.as<std::uint8_t>();
-    }
+    DequantArgs args{encoded.bytes.as<std::uint8_t>(), encoded.type, values.data(), n};
+    args.quirks = quirks_;
     ex_.dequantize(args);
-    ex_.synchronize();  // raw is freed on return
+    ex_.synchronize();  // encoded is freed on return
     return values;
   }
 
   Executor& ex_;
   const GgufFile& model_;
   const ModelConfig& config_;
-  ElemType precision_;
-  ElemType storage_;
   FaultSwitch faults_;
+  DequantQuirks quirks_;
 };
 
 }  // namespace
 
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& c,
                                   ElemType precision, const FaultSwitch& faults) {
-  Loader load(ex, model, c, precision, faults);
+  Loader load(ex, model, c, faults);
   EngineWeights w;
-  w.matrix_type = load.storage();
+  w.precision = precision;
   w.token_embd = load.matrix("token_embd.weight");
   if (c.rope_freq_factors) w.rope_freqs = load.vector("rope_freqs.weight");
   for (int l = 0; l < c.n_layer; ++l) {
@@ -149,23 +143,27 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
   }
   w.output_norm = load.vector("output_norm.weight");
   if (!c.tied_output) w.output = load.matrix("output.weight");
+  ex.synchronize();  // the uploads' sources are the caller's
   return w;
 }
 
 namespace {
 
-// One weight buffer read back from executor memory and widened to float32.
-std::vector<float> read_back(Executor& ex, const Buffer& buffer, std::int64_t n, ElemType type) {
+// A float32 weight buffer read back from executor memory.
+std::vector<float> read_back(Executor& ex, const Buffer& buffer, std::int64_t n) {
   std::vector<float> out(static_cast<std::size_t>(n));
-  if (type == ElemType::f32) {
-    ex.download(out.data(), buffer.data(), out.size() * sizeof(float));
-    return out;
-  }
-  std::vector<std::uint16_t> raw(out.size());
-  ex.download(raw.data(), buffer.data(), raw.size() * sizeof(std::uint16_t));
-  const ConvertArgs widen{raw.data(), type, out.data(), ElemType::f32, n};
-  host_for(n, 4, [&](std::int64_t i) { convert_body(widen, i); });
+  ex.download(out.data(), buffer.data(), out.size() * sizeof(float));
   return out;
+}
+
+// A matrix decoded and rounded by the engine's dequantize kernel, read back.
+std::vector<float> read_back(Executor& ex, const Matrix& m, ElemType precision) {
+  Buffer values = ex.allocate(std::size_t(m.elements()) * sizeof(float));
+  DequantArgs args{m.bytes.as<std::uint8_t>(), m.type, values.data(), m.elements()};
+  args.quirks = m.quirks;
+  args.round = precision;
+  ex.dequantize(args);
+  return read_back(ex, values, m.elements());
 }
 
 }  // namespace
@@ -174,11 +172,14 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
                         const ModelConfig& c, TraceWriter& trace, const WeightTapOptions& options) {
   // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part is read.
   std::vector<float> fused;
-  auto put = [&](const std::string& name, const Buffer& buffer, ElemType type) {
+  auto put = [&](const std::string& name, const auto& weight) {
     const auto part = fused_part(c, name);
     const GgufTensorInfo& t = *model.find_tensor(part ? part->fused : name);
-    const std::int64_t n = part ? part->n_rows * t.ne[0] : static_cast<std::int64_t>(t.n_elements);
-    const std::vector<float> values = read_back(ex, buffer, n, type);
+    std::vector<float> values;
+    if constexpr (std::is_same_v<std::decay_t<decltype(weight)>, Matrix>)
+      values = read_back(ex, weight, w.precision);
+    else
+      values = read_back(ex, weight, part ? part->n_rows * t.ne[0] : static_cast<std::int64_t>(t.n_elements));
     fused.insert(fused.end(), values.begin(), values.end());
     if (fused.size() < t.n_elements) return;
     const auto total = static_cast<std::int64_t>(fused.size());
@@ -186,35 +187,34 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
     record_weight(trace, t.name, total / cols, cols, fused.data(), options);
     fused.clear();
   };
-  const ElemType m = w.matrix_type, f32 = ElemType::f32;
-  put("token_embd.weight", w.token_embd, m);
-  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs, f32);
+  put("token_embd.weight", w.token_embd);
+  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     const LayerWeights& L = w.layers[std::size_t(l)];
-    put(b + "attn_norm.weight", L.attn_norm, f32);
-    put(b + "attn_q.weight", L.wq, m);
-    put(b + "attn_k.weight", L.wk, m);
-    put(b + "attn_v.weight", L.wv, m);
+    put(b + "attn_norm.weight", L.attn_norm);
+    put(b + "attn_q.weight", L.wq);
+    put(b + "attn_k.weight", L.wk);
+    put(b + "attn_v.weight", L.wv);
     if (c.qkv_bias) {
-      put(b + "attn_q.bias", L.bq, f32);
-      put(b + "attn_k.bias", L.bk, f32);
-      put(b + "attn_v.bias", L.bv, f32);
+      put(b + "attn_q.bias", L.bq);
+      put(b + "attn_k.bias", L.bk);
+      put(b + "attn_v.bias", L.bv);
     }
     if (c.qk_norm) {
-      put(b + "attn_q_norm.weight", L.q_norm, f32);
-      put(b + "attn_k_norm.weight", L.k_norm, f32);
+      put(b + "attn_q_norm.weight", L.q_norm);
+      put(b + "attn_k_norm.weight", L.k_norm);
     }
-    put(b + "attn_output.weight", L.wo, m);
-    if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm, f32);
-    put(b + "ffn_norm.weight", L.ffn_norm, f32);
-    put(b + "ffn_gate.weight", L.w_gate, m);
-    put(b + "ffn_up.weight", L.w_up, m);
-    put(b + "ffn_down.weight", L.w_down, m);
-    if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm, f32);
+    put(b + "attn_output.weight", L.wo);
+    if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm);
+    put(b + "ffn_norm.weight", L.ffn_norm);
+    put(b + "ffn_gate.weight", L.w_gate);
+    put(b + "ffn_up.weight", L.w_up);
+    put(b + "ffn_down.weight", L.w_down);
+    if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm);
   }
-  put("output_norm.weight", w.output_norm, f32);
-  if (!c.tied_output) put("output.weight", w.output, m);
+  put("output_norm.weight", w.output_norm);
+  if (!c.tied_output) put("output.weight", w.output);
 }
 
 }  // namespace tapdiff::engine

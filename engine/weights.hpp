@@ -1,7 +1,8 @@
-// The engine's weights in executor memory. Each tensor is uploaded in its GGUF encoding and
-// dequantized there by the engine's own kernels. Matrices and the embedding table are kept
-// in the executor's weight storage type (rounded to the precision); norm weights and
-// biases stay float32.
+// The engine's weights in executor memory. Matrices and the embedding table stay resident in
+// their GGUF encoding (on the host executor: the mapped file's own bytes) and are decoded by
+// the engine's kernels where they are used: decode GEMVs and the embedding gather decode on the
+// fly, a batched GEMM decodes into a scratch matrix first (forward.cpp). Norm weights and biases
+// are decoded once, to float32.
 #pragma once
 
 #include <vector>
@@ -9,6 +10,7 @@
 #include "engine/device/buffer.hpp"
 #include "engine/device/elem_type.hpp"
 #include "engine/faults.hpp"
+#include "engine/kernels/dequant.hpp"
 #include "model/config.hpp"
 #include "model/gguf.hpp"
 
@@ -21,38 +23,50 @@ namespace tapdiff::engine {
 
 class Executor;
 
+// A matrix in its GGUF encoding: rows of `cols` elements, row-major, as the file stores it.
+struct Matrix {
+  Buffer bytes;
+  GgmlType type = GgmlType::F32;
+  std::int64_t rows = 0, cols = 0;
+  DequantQuirks quirks;  // the decoder bugs a fault plants
+
+  Encoded encoded() const { return Encoded{bytes.as<std::uint8_t>(), type, quirks}; }
+  std::int64_t elements() const { return rows * cols; }
+};
+
 struct LayerWeights {
   Buffer attn_norm;     // (n_embd,) f32
-  Buffer wq;            // (q_dim, n_embd) row-major, matrix_type
-  Buffer wk, wv;        // (kv_dim, n_embd) each
+  Matrix wq;            // (q_dim, n_embd)
+  Matrix wk, wv;        // (kv_dim, n_embd) each
   Buffer bq;            // (q_dim,) f32; empty without biases
   Buffer bk, bv;        // (kv_dim,) f32 each; empty without biases
   Buffer q_norm, k_norm;  // (head_dim,) f32 each; empty without q/k norm (qwen3)
-  Buffer wo;            // (n_embd, q_dim)
+  Matrix wo;            // (n_embd, q_dim)
   Buffer attn_post_norm, ffn_post_norm;  // (n_embd,) f32 each; empty without post-norms (gemma2)
   Buffer ffn_norm;      // (n_embd,) f32
-  Buffer w_gate, w_up;  // (n_ff, n_embd) each
-  Buffer w_down;        // (n_embd, n_ff)
+  Matrix w_gate, w_up;  // (n_ff, n_embd) each
+  Matrix w_down;        // (n_embd, n_ff)
 };
 
 struct EngineWeights {
-  ElemType matrix_type = ElemType::f32;  // storage of matrices and token_embd
-  Buffer token_embd;                     // (n_vocab, n_embd)
+  ElemType precision = ElemType::f32;    // what every matrix value is rounded to where decoded
+  Matrix token_embd;                     // (n_vocab, n_embd)
   Buffer rope_freqs;                     // (n_rot / 2,) f32; empty without frequency factors
   std::vector<LayerWeights> layers;      // (n_layer,)
   Buffer output_norm;                    // (n_embd,) f32
-  Buffer output;                         // (n_vocab, n_embd); empty when tied to token_embd
+  Matrix output;                         // (n_vocab, n_embd); empty when tied to token_embd
 
-  const Buffer& lm_head() const { return output.empty() ? token_embd : output; }
+  const Matrix& lm_head() const { return output.bytes.empty() ? token_embd : output; }
 };
 
-// Loads and dequantizes every weight `config` names (validate_weights has checked shapes).
-// precision: the run's precision; matrices are rounded to it.
+// Loads every weight `config` names (validate_weights has checked shapes). precision: the run's
+// precision; matrix values are rounded to it where decoded. `model` outlives the weights (the
+// host executor's matrices are views of its mapping).
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& config,
                                   ElemType precision, const FaultSwitch& faults);
 
-// Records every weight as the engine will use it — read back from executor memory after the
-// engine's dequantization and rounding — as weight taps (tapdiff/weight_taps.hpp), in the
+// Records every weight as the engine's kernels see it — decoded and rounded by the engine's
+// dequantize kernel from executor memory — as weight taps (tapdiff/weight_taps.hpp), in the
 // order the loader loads them.
 void record_weight_taps(Executor& ex, const EngineWeights& weights, const GgufFile& model,
                         const ModelConfig& config, TraceWriter& trace,

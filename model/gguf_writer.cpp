@@ -105,8 +105,9 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
   metadata_.emplace_back(key, std::move(value));
 }
 
-void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> ne,
-                            std::vector<std::uint8_t> bytes) {
+namespace {
+
+std::uint64_t encoded_bytes(const std::string& name, GgmlType type, const std::vector<std::int64_t>& ne) {
   const auto& traits = ggml_type_traits(type);
   if (ne.empty() || ne.size() > static_cast<std::size_t>(kGgufMaxDims))
     throw std::invalid_argument(fmt::format("GgufWriter: tensor {} needs 1..4 dims", name));
@@ -115,14 +116,33 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
   if (ne[0] % traits.block_elems != 0)
     throw std::invalid_argument(fmt::format("GgufWriter: tensor {}: {} needs ne[0] % {} == 0",
                                             name, traits.name, traits.block_elems));
-  const auto expected = static_cast<std::size_t>(n / traits.block_elems * traits.block_bytes);
-  if (bytes.size() != expected)
-    throw std::invalid_argument(fmt::format("GgufWriter: tensor {}: expected {} bytes, got {}",
-                                            name, expected, bytes.size()));
+  return std::uint64_t(n / traits.block_elems * traits.block_bytes);
+}
+
+void check_size(const std::string& name, std::uint64_t expected, std::size_t got) {
+  if (got != expected)
+    throw std::invalid_argument(fmt::format("GgufWriter: tensor {}: expected {} bytes, got {}", name, expected, got));
+}
+
+}  // namespace
+
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> ne,
+                            std::vector<std::uint8_t> bytes) {
+  const std::uint64_t n_bytes = encoded_bytes(name, type, ne);
+  check_size(name, n_bytes, bytes.size());
+  add(Tensor{name, type, std::move(ne), n_bytes, std::move(bytes), nullptr});
+}
+
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> ne, MakeBytes make) {
+  const std::uint64_t n_bytes = encoded_bytes(name, type, ne);
+  add(Tensor{name, type, std::move(ne), n_bytes, {}, std::move(make)});
+}
+
+void GgufWriter::add(Tensor tensor) {
   for (const auto& t : tensors_)
-    if (t.name == name)
-      throw std::invalid_argument(fmt::format("GgufWriter: duplicate tensor {}", name));
-  tensors_.push_back({name, type, std::move(ne), std::move(bytes)});
+    if (t.name == tensor.name)
+      throw std::invalid_argument(fmt::format("GgufWriter: duplicate tensor {}", tensor.name));
+  tensors_.push_back(std::move(tensor));
 }
 
 void GgufWriter::add_tensor_f32(const std::string& name, std::vector<std::int64_t> ne,
@@ -157,12 +177,18 @@ void GgufWriter::emit(Sink& s) const {
     for (auto d : t.ne) put_scalar(s, static_cast<std::uint64_t>(d));
     put_scalar(s, static_cast<std::uint32_t>(t.type));
     put_scalar(s, offset);
-    offset += (t.bytes.size() + align - 1) / align * align;
+    offset += (t.n_bytes + align - 1) / align * align;
   }
   if (tensors_.empty()) return;
   pad_to(s, align);
   for (const auto& t : tensors_) {
-    s.put(t.bytes.data(), t.bytes.size());
+    if (t.make) {
+      const std::vector<std::uint8_t> made = t.make();
+      check_size(t.name, t.n_bytes, made.size());
+      s.put(made.data(), made.size());
+    } else {
+      s.put(t.bytes.data(), t.bytes.size());
+    }
     pad_to(s, align);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ public:
                   std::vector<std::uint8_t> bytes);
   void add_tensor_f32(const std::string& name, std::vector<std::int64_t> ne,
                       const std::vector<float>& values);
+  // A tensor whose bytes `make` produces when the file is written (then dropped), so a model
+  // larger than memory can be generated: only the tensor being written is held.
+  using MakeBytes = std::function<std::vector<std::uint8_t>()>;
+  void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> ne, MakeBytes make);
 
   std::vector<std::uint8_t> to_bytes() const;
   // Writes to `path` through a temporary file renamed into place, so a failed write never
@@ -34,8 +39,11 @@ private:
     std::string name;
     GgmlType type;
     std::vector<std::int64_t> ne;
-    std::vector<std::uint8_t> bytes;
+    std::uint64_t n_bytes;
+    std::vector<std::uint8_t> bytes;  // or, when empty,
+    MakeBytes make;
   };
+  void add(Tensor tensor);
   template <typename Sink>
   void emit(Sink& sink) const;
   std::uint64_t alignment() const;

@@ -13,12 +13,24 @@ Pairing pairing_of(const ModelConfig& c) {
   return c.rope_pairing == RopePairing::norm ? Pairing::norm : Pairing::neox;
 }
 
-template <typename T>
-void copy_row(const float* src, int n, T* dst) {
-  for (int i = 0; i < n; ++i) dst[i] = T(src[i]);
-}
-
 }  // namespace
+
+// y = W x. A kept matrix is ops' matvec; otherwise each row is dequantized just before its dot
+// product, the same values and the same dot.
+template <typename T>
+void project(const Matrix& W, const T* x, T* y) {
+  const int n_in = int(W.cols()), n_out = int(W.rows());
+  if (W.kept()) return matvec(W.values(), x, n_in, n_out, y);
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<std::size_t>(n_in));
+#pragma omp for schedule(static)
+    for (int o = 0; o < n_out; ++o) {
+      W.row(o, row.data());
+      y[o] = dot(row.data(), x, n_in);
+    }
+  }
+}
 
 template <typename T>
 Forward<T>::Forward(const Weights& weights, int n_ctx, TraceWriter* trace)
@@ -63,7 +75,9 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
   if (position < 0 || position >= n_ctx_)
     throw std::out_of_range(fmt::format("position {} outside the context 0..{}", position, n_ctx_ - 1));
   const int E = c_.n_embd;
-  copy_row(w_.token_embd.data() + std::int64_t(token) * E, E, x_.data());
+  embed_row_.resize(static_cast<std::size_t>(E));
+  w_.token_embd.row(token, embed_row_.data());
+  std::copy(embed_row_.begin(), embed_row_.end(), x_.begin());
   if (c_.embed_scale)
     for (T& v : x_) v *= T(std::sqrt(double(E)));
   record("token_embd", -1, position, x_.data(), {E});
@@ -76,7 +90,7 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
   rmsnorm(x_.data(), w_.output_norm.data(), E, c_.rms_eps, norm_.data());
   record("output_norm", -1, position, norm_.data(), {E});
   // logits = W_out [n_vocab][n_embd] · x
-  matvec(w_.lm_head().data(), norm_.data(), E, c_.n_vocab, logits_.data());
+  project(w_.lm_head(), norm_.data(), logits_.data());
   softcap(logits_.data(), c_.n_vocab, c_.final_softcap);
   if (record_logits) record("output", -1, position, logits_.data(), {c_.n_vocab});
   return logits_;
@@ -90,9 +104,9 @@ void Forward<T>::attention_block(int l, int p) {
   rmsnorm(x_.data(), L.attn_norm.data(), E, c_.rms_eps, norm_.data());
   record("attn_norm", l, p, norm_.data(), {E});
 
-  matvec(L.wq.data(), norm_.data(), E, Q, q_.data());
-  matvec(L.wk.data(), norm_.data(), E, KV, k_.data());
-  matvec(L.wv.data(), norm_.data(), E, KV, v_.data());
+  project(L.wq, norm_.data(), q_.data());
+  project(L.wk, norm_.data(), k_.data());
+  project(L.wv, norm_.data(), v_.data());
   if (c_.qkv_bias) {
     add_bias(q_.data(), L.bq.data(), Q);
     add_bias(k_.data(), L.bk.data(), KV);
@@ -132,7 +146,7 @@ void Forward<T>::attention_block(int l, int p) {
   record("attn.probs", l, p, probs_.data(), {H, n_ctx_});
   record("attn.out", l, p, attn_out_.data(), {Q});
 
-  matvec(L.wo.data(), attn_out_.data(), Q, E, proj_.data());
+  project(L.wo, attn_out_.data(), proj_.data());
   record("attn_output", l, p, proj_.data(), {E});
   if (c_.post_norms) {
     rmsnorm(proj_.data(), L.attn_post_norm.data(), E, c_.rms_eps, proj_.data());
@@ -149,8 +163,8 @@ void Forward<T>::ffn_block(int l, int p) {
 
   rmsnorm(x_.data(), L.ffn_norm.data(), E, c_.rms_eps, norm_.data());
   record("ffn_norm", l, p, norm_.data(), {E});
-  matvec(L.w_gate.data(), norm_.data(), E, F, gate_.data());
-  matvec(L.w_up.data(), norm_.data(), E, F, up_.data());
+  project(L.w_gate, norm_.data(), gate_.data());
+  project(L.w_up, norm_.data(), up_.data());
   record("ffn_gate", l, p, gate_.data(), {F});
   record("ffn_up", l, p, up_.data(), {F});
   if (c_.activation == Activation::gelu)
@@ -158,7 +172,7 @@ void Forward<T>::ffn_block(int l, int p) {
   else
     swiglu(gate_.data(), up_.data(), F, act_.data());
   record("ffn.act", l, p, act_.data(), {F});
-  matvec(L.w_down.data(), act_.data(), F, E, proj_.data());
+  project(L.w_down, act_.data(), proj_.data());
   record("ffn_down", l, p, proj_.data(), {E});
   if (c_.post_norms) {
     rmsnorm(proj_.data(), L.ffn_post_norm.data(), E, c_.rms_eps, proj_.data());

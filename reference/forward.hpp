@@ -50,6 +50,7 @@ private:
   std::vector<T> gate_, up_, act_;  // [n_ff]
   std::vector<T> logits_;    // [n_vocab]
   std::vector<float> tap_buffer_;   // float copy of the tap being recorded
+  std::vector<float> embed_row_;    // [n_embd] the token's embedding row
 };
 
 extern template class Forward<float>;

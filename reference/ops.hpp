@@ -32,6 +32,15 @@ void rmsnorm(const T* x, const float* w, int n, float eps, T* out) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv * (w ? T(w[i]) : T(1));
 }
 
+// Σ_i w[i] x[i], the dot product of every matvec row.
+template <typename T>
+T dot(const float* w, const T* x, int n) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int i = 0; i < n; ++i) acc += T(w[i]) * x[i];
+  return acc;
+}
+
 // y = W x for GGUF's row-major W [n_out, n_in] (ne = {n_in, n_out}):
 //   y[o] = Σ_i W[o, i] x[i]
 // transposed: W read as [n_in, n_out] instead, y[o] = Σ_i W[i, o] x[i] (the layout bug).
@@ -39,15 +48,13 @@ template <typename T>
 void matvec(const float* W, const T* x, int n_in, int n_out, T* y, bool transposed = false) {
 #pragma omp parallel for schedule(static) if (std::int64_t(n_in) * n_out > (1 << 16))
   for (int o = 0; o < n_out; ++o) {
-    T acc = 0;
     if (!transposed) {
-      const float* row = W + std::int64_t(o) * n_in;
-#pragma omp simd reduction(+ : acc)
-      for (int i = 0; i < n_in; ++i) acc += T(row[i]) * x[i];
+      y[o] = dot(W + std::int64_t(o) * n_in, x, n_in);
     } else {
+      T acc = 0;
       for (int i = 0; i < n_in; ++i) acc += T(W[std::int64_t(i) * n_out + o]) * x[i];
+      y[o] = acc;
     }
-    y[o] = acc;
   }
 }
 

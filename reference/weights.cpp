@@ -1,6 +1,8 @@
 #include "reference/weights.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
+#include <type_traits>
 
 #include "model/dequantize.hpp"
 #include "model/fused_weights.hpp"
@@ -8,22 +10,56 @@
 
 namespace tapdiff::ref {
 
-Weights load_weights(const GgufFile& file) {
+Matrix::Matrix(const GgufTensorInfo& tensor)
+    : tensor_(tensor), rows_(std::int64_t(tensor.n_elements / tensor.ne[0])), cols_(std::int64_t(tensor.ne[0])),
+      row_bytes_(tensor.n_bytes / std::uint64_t(rows_)) {}
+
+void Matrix::keep() { values_ = dequantized(); }
+
+void Matrix::row(std::int64_t r, float* out) const {
+  if (kept()) {
+    std::copy_n(values_.data() + r * cols_, cols_, out);
+    return;
+  }
+  dequantize_row(tensor_.type, tensor_.data + std::uint64_t(r) * row_bytes_, out, cols_);
+}
+
+std::vector<float> Matrix::dequantized() const {
+  if (kept()) return values_;
+  std::vector<float> out(std::size_t(rows_ * cols_));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows_; ++r) row(r, out.data() + r * cols_);
+  return out;
+}
+
+Weights load_weights(const GgufFile& file, std::uint64_t kept_bytes) {
   Weights w;
   w.config = load_model_config(file);  // also checks every tensor's shape
   const ModelConfig& c = w.config;
   // Fused tensors (phi3) are read as the separate matrices the forward pass uses.
-  auto get = [&](const std::string& name) { return dequantize_tensor(*weight_tensor(file, c, name)); };
-  w.token_embd = get("token_embd.weight");
+  auto tensor = [&](const std::string& name) { return *weight_tensor(file, c, name); };
+  auto get = [&](const std::string& name) { return dequantize_tensor(tensor(name)); };
+  std::uint64_t kept = 0;
+  // Matrices are kept in the order the forward pass uses them while they fit.
+  auto matrix = [&](const std::string& name) {
+    Matrix m(tensor(name));
+    if (kept + m.float_bytes() <= kept_bytes) {
+      m.keep();
+      kept += m.float_bytes();
+    }
+    return m;
+  };
+  // The embedding table is read a row per token; kept only as the (tied) output head.
+  w.token_embd = Matrix(tensor("token_embd.weight"));
   if (c.rope_freq_factors) w.rope_freqs = get("rope_freqs.weight");
   w.layers.resize(static_cast<std::size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
     L.attn_norm = get(b + "attn_norm.weight");
-    L.wq = get(b + "attn_q.weight");
-    L.wk = get(b + "attn_k.weight");
-    L.wv = get(b + "attn_v.weight");
+    L.wq = matrix(b + "attn_q.weight");
+    L.wk = matrix(b + "attn_k.weight");
+    L.wv = matrix(b + "attn_v.weight");
     if (c.qkv_bias) {
       L.bq = get(b + "attn_q.bias");
       L.bk = get(b + "attn_k.bias");
@@ -33,16 +69,19 @@ Weights load_weights(const GgufFile& file) {
       L.q_norm = get(b + "attn_q_norm.weight");
       L.k_norm = get(b + "attn_k_norm.weight");
     }
-    L.wo = get(b + "attn_output.weight");
+    L.wo = matrix(b + "attn_output.weight");
     if (c.post_norms) L.attn_post_norm = get(b + "post_attention_norm.weight");
     L.ffn_norm = get(b + "ffn_norm.weight");
-    L.w_gate = get(b + "ffn_gate.weight");
-    L.w_up = get(b + "ffn_up.weight");
-    L.w_down = get(b + "ffn_down.weight");
+    L.w_gate = matrix(b + "ffn_gate.weight");
+    L.w_up = matrix(b + "ffn_up.weight");
+    L.w_down = matrix(b + "ffn_down.weight");
     if (c.post_norms) L.ffn_post_norm = get(b + "post_ffw_norm.weight");
   }
   w.output_norm = get("output_norm.weight");
-  if (!c.tied_output) w.output = get("output.weight");
+  if (c.tied_output)
+    w.token_embd = matrix("token_embd.weight");
+  else
+    w.output = matrix("output.weight");
   return w;
 }
 
@@ -51,7 +90,12 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
   const ModelConfig& c = w.config;
   // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part comes.
   std::vector<float> fused;
-  auto put = [&](const std::string& name, const std::vector<float>& values) {
+  auto put = [&](const std::string& name, const auto& weight) {
+    std::vector<float> values;
+    if constexpr (std::is_same_v<std::decay_t<decltype(weight)>, Matrix>)
+      values = weight.dequantized();
+    else
+      values = weight;
     const auto part = fused_part(c, name);
     const std::string tensor = part ? part->fused : name;
     const GgufTensorInfo& t = *file.find_tensor(tensor);

@@ -11,6 +11,7 @@
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/matvec.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
@@ -33,10 +34,21 @@ void require_pointers(const char* op, std::int64_t n, std::initializer_list<cons
 
 void validate(const DequantArgs& a) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.type);
-  require(a.n >= 0 && a.n % traits.block_elems == 0, "dequantize",
-          fmt::format("{} elements of {}: expected a multiple of {}", a.n, traits.name,
-                      traits.block_elems));
+  require(a.n >= 0 && a.n % traits.block_elems == 0 && a.first >= 0 && a.first % traits.block_elems == 0,
+          "dequantize",
+          fmt::format("elements [{}, {}) of {}: expected whole blocks of {}", a.first, a.first + a.n,
+                      traits.name, traits.block_elems));
   require_pointers("dequantize", a.n, {a.src, a.dst});
+}
+
+void validate(const MatvecArgs& a) {
+  const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
+  require(a.cols > 0 && a.cols % traits.block_elems == 0, "matvec",
+          fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
+                      traits.block_elems));
+  require(a.rows >= 0 && a.k >= 0 && a.k <= a.cols, "matvec",
+          fmt::format("{} rows summing {} of {} columns", a.rows, a.k, a.cols));
+  require_pointers("matvec", a.rows, {a.w.bytes, a.x, a.y});
 }
 
 void validate(const ConvertArgs& a) {
@@ -50,9 +62,10 @@ void validate(const RoundArgs& a) {
 }
 
 void validate(const EmbedArgs& a) {
-  require(a.n_rows >= 0 && a.n_embd > 0 && a.n_vocab > 0, "embed",
-          fmt::format("shape rows {} embd {} vocab {}", a.n_rows, a.n_embd, a.n_vocab));
-  require_pointers("embed", a.n_rows, {a.table, a.tokens, a.out});
+  const GgmlTypeTraits& traits = ggml_type_traits(a.table.type);
+  require(a.n_rows >= 0 && a.n_embd > 0 && a.n_vocab > 0 && a.n_embd % traits.block_elems == 0, "embed",
+          fmt::format("shape rows {} embd {} vocab {} of {}", a.n_rows, a.n_embd, a.n_vocab, traits.name));
+  require_pointers("embed", a.n_rows, {a.table.bytes, a.tokens, a.out});
 }
 
 void validate(const RmsNormArgs& a) {

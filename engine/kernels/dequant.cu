@@ -4,7 +4,7 @@
 namespace tapdiff::engine {
 
 void dequant_cuda(const DequantArgs& a, CudaStream stream) {
-  cuda_for(a.n, stream, [a] __device__(std::int64_t i) { dequant_body(a, i); });
+  cuda_for(decode_runs(a.n), stream, [a] __device__(std::int64_t u) { dequant_body(a, u); });
   TD_CUDA_CHECK_LAUNCH("dequant");
 }
 

@@ -1,7 +1,9 @@
-// Dequantization of GGUF tensor data to float32, one element per call, for every type
-// model/ supports. The engine's own decoder (independent of model/'s): it reads the block
-// fields straight from the bytes (blocks are packed with no alignment; little-endian), with
-// ggml's float expression order so results are bit-identical to ggml's dequantize_row_*.
+// Decoding of GGUF tensor data to float32 for every type model/ supports: the engine's own
+// decoder (independent of model/'s), shared by every kernel that reads a weight in its GGUF
+// encoding: dequantize (into a scratch matrix for a GEMM, a norm weight, a weight tap), matvec
+// (decode GEMVs) and embed. It reads the block fields straight from the bytes (blocks are
+// packed with no alignment; little-endian), block by block in ggml's loop order and float
+// expression order, so results are bit-identical to ggml's dequantize_row_*.
 //
 // Block layouts (model/quant_blocks.hpp), element e of a block:
 //   Q4_0  d f16 | qs[16]            q = nibble(e), x = d * (q - 8)
@@ -20,17 +22,14 @@
 
 #include "engine/device/stream.hpp"
 #include "engine/device/td_hd.hpp"
-#include "engine/kernels/half.hpp"
+#include "engine/kernels/element.hpp"
 #include "model/ggml_type.hpp"
 #include "model/quant_blocks.hpp"
 
 namespace tapdiff::engine {
 
-struct DequantArgs {
-  const std::uint8_t* src = nullptr;  // (n / block_elems, block_bytes) GGUF-encoded blocks
-  GgmlType type = GgmlType::F32;
-  float* dst = nullptr;  // (n,)
-  std::int64_t n = 0;    // a multiple of the type's block size
+// Decoder bugs the fault catalogue plants (engine/faults.hpp); all false in a correct run.
+struct DequantQuirks {
   // Fault dequant-q8-scale: the Q8_0 block scale decoded as bf16 instead of f16.
   bool q8_scale_as_bf16 = false;
   // Fault dequant-q8-unsigned: the Q8_0 quant bytes read as uint8 instead of int8.
@@ -38,6 +37,16 @@ struct DequantArgs {
   // Fault dequant-q8-block-stride: Q8_0 blocks addressed every 32 bytes (the quants alone).
   bool q8_block_stride_quants = false;
 };
+
+// A tensor in its GGUF encoding, as a kernel reads it.
+struct Encoded {
+  const std::uint8_t* bytes = nullptr;  // (n / block_elems, block_bytes) GGUF-encoded blocks
+  GgmlType type = GgmlType::F32;
+  DequantQuirks quirks = {};
+};
+
+// Elements decoded at a time: one Q4_K/Q5_K/Q6_K block, eight legacy blocks.
+inline constexpr int kDecodeRun = 256;
 
 namespace dequant_detail {
 
@@ -50,11 +59,6 @@ TD_HD inline std::uint32_t u32(const std::uint8_t* p) {
 }
 TD_HD inline float f16(const std::uint8_t* p) { return f16_bits_to_f32(u16(p)); }
 
-// Legacy quants: the 4 low bits of element j of a 32-element block.
-TD_HD inline int nibble(const std::uint8_t* qs, int j) {
-  return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
-}
-
 // k-quants: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
 TD_HD inline void scale_min_k4(const std::uint8_t* s, int j, int* sc, int* m) {
   if (j < 4) {
@@ -66,100 +70,174 @@ TD_HD inline void scale_min_k4(const std::uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
-// Q4_K / Q5_K low 4 bits of element e: 64-element chunks share 32 bytes, the even
-// sub-block in the low nibbles, the odd one in the high nibbles.
-TD_HD inline int k_nibble(const std::uint8_t* qs, int e) {
-  const int s = e / 32;
-  return (qs[(s / 2) * 32 + e % 32] >> (4 * (s % 2))) & 0x0F;
+// One block each, into y[0..block_elems).
+TD_HD inline void q4_0(const std::uint8_t* b, float* y) {
+  const float d = f16(b);
+  const std::uint8_t* qs = b + offsetof(BlockQ4_0, qs);
+  for (int j = 0; j < kQK / 2; ++j) y[j] = float((qs[j] & 0x0F) - 8) * d;
+  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float((qs[j] >> 4) - 8) * d;
+}
+TD_HD inline void q4_1(const std::uint8_t* b, float* y) {
+  const float d = f16(b), m = f16(b + offsetof(BlockQ4_1, m));
+  const std::uint8_t* qs = b + offsetof(BlockQ4_1, qs);
+  for (int j = 0; j < kQK / 2; ++j) y[j] = float(qs[j] & 0x0F) * d + m;
+  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float(qs[j] >> 4) * d + m;
+}
+TD_HD inline void q5_0(const std::uint8_t* b, float* y) {
+  const float d = f16(b);
+  const std::uint32_t qh = u32(b + offsetof(BlockQ5_0, qh));
+  const std::uint8_t* qs = b + offsetof(BlockQ5_0, qs);
+  for (int j = 0; j < kQK / 2; ++j) y[j] = float(((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) - 16) * d;
+  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float(((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) - 16) * d;
+}
+TD_HD inline void q5_1(const std::uint8_t* b, float* y) {
+  const float d = f16(b), m = f16(b + offsetof(BlockQ5_1, m));
+  const std::uint32_t qh = u32(b + offsetof(BlockQ5_1, qh));
+  const std::uint8_t* qs = b + offsetof(BlockQ5_1, qs);
+  for (int j = 0; j < kQK / 2; ++j) y[j] = float((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) * d + m;
+  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) * d + m;
+}
+TD_HD inline void q8_0(const std::uint8_t* b, float* y, const DequantQuirks& quirks) {
+  // The fault branch reads the fp16 scale's bits as a bf16: a 16-bit float-type mix-up.
+  const float d = quirks.q8_scale_as_bf16 ? bf16_bits_to_f32(u16(b)) : f16(b);
+  const std::uint8_t* qs = b + offsetof(BlockQ8_0, qs);
+  // The other fault branch loads the quants through an unsigned type: -1 reads as 255.
+  if (quirks.q8_quant_unsigned) {
+    for (int j = 0; j < kQK; ++j) y[j] = float(qs[j]) * d;
+  } else {
+    for (int j = 0; j < kQK; ++j) y[j] = float(static_cast<std::int8_t>(qs[j])) * d;
+  }
+}
+TD_HD inline void q4_k(const std::uint8_t* b, float* y) {
+  const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
+  const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
+  const std::uint8_t* q = b + offsetof(BlockQ4_K, qs);
+  // Four 64-element chunks of 32 bytes: the even sub-block in the low nibbles, the odd one high.
+  for (int c = 0; c < 4; ++c, q += 32, y += 64) {
+    int sc = 0, m = 0;
+    scale_min_k4(scales, 2 * c, &sc, &m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(scales, 2 * c + 1, &sc, &m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0F) - m1;
+    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l] >> 4) - m2;
+  }
+}
+TD_HD inline void q5_k(const std::uint8_t* b, float* y) {
+  const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
+  const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
+  const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
+  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
+  // As Q4_K; sub-block s takes bit s of qh[l] as bit 4.
+  for (int c = 0; c < 4; ++c, ql += 32, y += 64) {
+    int sc = 0, m = 0;
+    scale_min_k4(scales, 2 * c, &sc, &m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(scales, 2 * c + 1, &sc, &m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    const int u1 = 1 << (2 * c), u2 = 2 << (2 * c);
+    for (int l = 0; l < 32; ++l) y[l] = d1 * float((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+  }
+}
+TD_HD inline void q6_k(const std::uint8_t* b, float* y) {
+  const float d = f16(b + offsetof(BlockQ6_K, d));
+  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
+  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
+  // Each 128-element half owns 64 bytes of ql and 32 of qh; its quarter k (32 elements) takes
+  // the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits 2k, 2k+1 of qh[l].
+  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * float(sc[is + 0]) * float(q1);
+      y[l + 32] = d * float(sc[is + 2]) * float(q2);
+      y[l + 64] = d * float(sc[is + 4]) * float(q3);
+      y[l + 96] = d * float(sc[is + 6]) * float(q4);
+    }
+  }
 }
 
-TD_HD inline float q4_0(const std::uint8_t* b, int j) {
-  return f16(b) * float(nibble(b + offsetof(BlockQ4_0, qs), j) - 8);
-}
-TD_HD inline float q4_1(const std::uint8_t* b, int j) {
-  return f16(b) * float(nibble(b + offsetof(BlockQ4_1, qs), j)) + f16(b + offsetof(BlockQ4_1, m));
-}
-TD_HD inline float q5_0(const std::uint8_t* b, int j) {
-  const int high = int((u32(b + offsetof(BlockQ5_0, qh)) >> j) & 1u);
-  return f16(b) * float((nibble(b + offsetof(BlockQ5_0, qs), j) | (high << 4)) - 16);
-}
-TD_HD inline float q5_1(const std::uint8_t* b, int j) {
-  const int high = int((u32(b + offsetof(BlockQ5_1, qh)) >> j) & 1u);
-  const int q = nibble(b + offsetof(BlockQ5_1, qs), j) | (high << 4);
-  return f16(b) * float(q) + f16(b + offsetof(BlockQ5_1, m));
-}
-TD_HD inline float q8_0(const std::uint8_t* b, int j, bool scale_as_bf16, bool quant_unsigned) {
-  // The fault branch reads the fp16 scale's bits as a bf16: a 16-bit float-type mix-up.
-  const float d = scale_as_bf16 ? bf16_bits_to_f32(u16(b)) : f16(b);
-  const std::uint8_t q = b[offsetof(BlockQ8_0, qs) + j];
-  // The other fault branch loads the quant through an unsigned type: -1 reads as 255.
-  if (quant_unsigned) return d * float(q);
-  return d * float(static_cast<std::int8_t>(q));
-}
-TD_HD inline float q4_k(const std::uint8_t* b, int e) {
-  int sc = 0, m = 0;
-  scale_min_k4(b + offsetof(BlockQ4_K, scales), e / 32, &sc, &m);
-  const float d1 = f16(b) * float(sc), m1 = f16(b + offsetof(BlockQ4_K, dmin)) * float(m);
-  return d1 * float(k_nibble(b + offsetof(BlockQ4_K, qs), e)) - m1;
-}
-TD_HD inline float q5_k(const std::uint8_t* b, int e) {
-  int sc = 0, m = 0;
-  scale_min_k4(b + offsetof(BlockQ5_K, scales), e / 32, &sc, &m);
-  const float d1 = f16(b) * float(sc), m1 = f16(b + offsetof(BlockQ5_K, dmin)) * float(m);
-  const int high = (b[offsetof(BlockQ5_K, qh) + e % 32] >> (e / 32)) & 1;
-  return d1 * float(k_nibble(b + offsetof(BlockQ5_K, qs), e) | (high << 4)) - m1;
-}
-TD_HD inline float q6_k(const std::uint8_t* b, int e) {
-  // Each 128-element half owns 64 bytes of ql and 32 of qh; its quarter k (32 elements)
-  // takes low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits 2k, 2k+1 of qh[l].
-  const int half = e / 128, k = (e % 128) / 32, l = e % 32;
-  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql) + half * 64 + (k % 2) * 32 + l;
-  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh) + half * 32 + l;
-  const int q = ((*ql >> (4 * (k / 2))) & 0x0F) | (((*qh >> (2 * k)) & 3) << 4);
-  const auto scale = static_cast<std::int8_t>(b[offsetof(BlockQ6_K, scales) + e / 16]);
-  const float d1 = f16(b + offsetof(BlockQ6_K, d)) * float(scale);
-  return d1 * float(q - 32);
+// Block b of the tensor. The fault's stride forgets Q8_0's 2-byte scale: sizeof(qs), not the block's.
+TD_HD inline const std::uint8_t* block_at(const Encoded& w, std::int64_t b, std::int64_t block_bytes) {
+  if (w.type == GgmlType::Q8_0 && w.quirks.q8_block_stride_quants)
+    return w.bytes + b * std::int64_t(sizeof(BlockQ8_0::qs));
+  return w.bytes + b * block_bytes;
 }
 
 }  // namespace dequant_detail
 
-// Element i of the tensor.
-TD_HD inline float dequant_element(const DequantArgs& a, std::int64_t i) {
+// Decodes elements [first, first + len) of `w` into out. first is a multiple of the type's
+// block size and len <= kDecodeRun; a quantized type decodes whole blocks, so out has room for
+// len rounded up to the block size (kDecodeRun always suffices).
+TD_HD inline void decode_run(const Encoded& w, std::int64_t first, int len, float* out) {
   namespace dd = dequant_detail;
-  const std::uint8_t* s = a.src;
-  switch (a.type) {
+  const std::uint8_t* s = w.bytes;
+  const std::int64_t legacy = first / kQK, k = first / kQK_K;  // the first block's index
+  switch (w.type) {
     case GgmlType::F32:
-      return bits_f32(dd::u32(s + 4 * i));
+      for (int i = 0; i < len; ++i) out[i] = bits_f32(dd::u32(s + 4 * (first + i)));
+      return;
     case GgmlType::F16:
-      return dd::f16(s + 2 * i);
+      for (int i = 0; i < len; ++i) out[i] = dd::f16(s + 2 * (first + i));
+      return;
     case GgmlType::BF16:
-      return bf16_bits_to_f32(dd::u16(s + 2 * i));
+      for (int i = 0; i < len; ++i) out[i] = bf16_bits_to_f32(dd::u16(s + 2 * (first + i)));
+      return;
     case GgmlType::Q4_0:
-      return dd::q4_0(s + (i / kQK) * sizeof(BlockQ4_0), int(i % kQK));
+      for (int i = 0; i * kQK < len; ++i) dd::q4_0(dd::block_at(w, legacy + i, sizeof(BlockQ4_0)), out + i * kQK);
+      return;
     case GgmlType::Q4_1:
-      return dd::q4_1(s + (i / kQK) * sizeof(BlockQ4_1), int(i % kQK));
+      for (int i = 0; i * kQK < len; ++i) dd::q4_1(dd::block_at(w, legacy + i, sizeof(BlockQ4_1)), out + i * kQK);
+      return;
     case GgmlType::Q5_0:
-      return dd::q5_0(s + (i / kQK) * sizeof(BlockQ5_0), int(i % kQK));
+      for (int i = 0; i * kQK < len; ++i) dd::q5_0(dd::block_at(w, legacy + i, sizeof(BlockQ5_0)), out + i * kQK);
+      return;
     case GgmlType::Q5_1:
-      return dd::q5_1(s + (i / kQK) * sizeof(BlockQ5_1), int(i % kQK));
+      for (int i = 0; i * kQK < len; ++i) dd::q5_1(dd::block_at(w, legacy + i, sizeof(BlockQ5_1)), out + i * kQK);
+      return;
     case GgmlType::Q8_0:
-      // The fault's stride forgets the block's 2-byte scale: sizeof(qs) instead of the block's.
-      return dd::q8_0(s + (i / kQK) * (a.q8_block_stride_quants ? sizeof(BlockQ8_0::qs)
-                                                                  : sizeof(BlockQ8_0)),
-                      int(i % kQK), a.q8_scale_as_bf16, a.q8_quant_unsigned);
+      for (int i = 0; i * kQK < len; ++i)
+        dd::q8_0(dd::block_at(w, legacy + i, sizeof(BlockQ8_0)), out + i * kQK, w.quirks);
+      return;
     case GgmlType::Q4_K:
-      return dd::q4_k(s + (i / kQK_K) * sizeof(BlockQ4_K), int(i % kQK_K));
+      for (int i = 0; i * kQK_K < len; ++i) dd::q4_k(dd::block_at(w, k + i, sizeof(BlockQ4_K)), out + i * kQK_K);
+      return;
     case GgmlType::Q5_K:
-      return dd::q5_k(s + (i / kQK_K) * sizeof(BlockQ5_K), int(i % kQK_K));
+      for (int i = 0; i * kQK_K < len; ++i) dd::q5_k(dd::block_at(w, k + i, sizeof(BlockQ5_K)), out + i * kQK_K);
+      return;
     case GgmlType::Q6_K:
-      return dd::q6_k(s + (i / kQK_K) * sizeof(BlockQ6_K), int(i % kQK_K));
+      for (int i = 0; i * kQK_K < len; ++i) dd::q6_k(dd::block_at(w, k + i, sizeof(BlockQ6_K)), out + i * kQK_K);
+      return;
   }
-  return 0.0f;
 }
 
-TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t i) {
-  a.dst[i] = dequant_element(a, i);
+// dst[i] = element first + i of src, rounded to `round` and stored as dst_type.
+struct DequantArgs {
+  const std::uint8_t* src = nullptr;
+  GgmlType type = GgmlType::F32;
+  void* dst = nullptr;  // (n,) dst_type
+  std::int64_t n = 0;   // a multiple of the type's block size
+  DequantQuirks quirks = {};
+  ElemType dst_type = ElemType::f32;
+  ElemType round = ElemType::f32;  // the precision the values are rounded to
+  std::int64_t first = 0;          // a multiple of the type's block size
+};
+
+// Run u: elements [u kDecodeRun, (u + 1) kDecodeRun) of dst.
+TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t u) {
+  float v[kDecodeRun];
+  const std::int64_t i0 = u * kDecodeRun;
+  const int len = int(a.n - i0 < kDecodeRun ? a.n - i0 : kDecodeRun);
+  decode_run(Encoded{a.src, a.type, a.quirks}, a.first + i0, len, v);
+  for (int i = 0; i < len; ++i) store_element(a.dst, a.dst_type, i0 + i, round_to(a.round, v[i]));
 }
+
+inline std::int64_t decode_runs(std::int64_t n) { return (n + kDecodeRun - 1) / kDecodeRun; }
 
 void validate(const DequantArgs& a);  // throws std::invalid_argument
 void dequant_host(const DequantArgs& a);

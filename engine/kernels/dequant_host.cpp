@@ -4,7 +4,7 @@
 namespace tapdiff::engine {
 
 void dequant_host(const DequantArgs& a) {
-  host_for(a.n, 8, [&](std::int64_t i) { dequant_body(a, i); });
+  host_for(decode_runs(a.n), 4 * kDecodeRun, [&](std::int64_t u) { dequant_body(a, u); });
 }
 
 }  // namespace tapdiff::engine

@@ -1,29 +1,40 @@
-// Embedding gather: out[r] = table[tokens[r]] (the table in the weight storage type).
+// Embedding gather: out[r] = round(table[tokens[r]]), the table in its GGUF encoding.
 #pragma once
 
 #include <cstdint>
+#include <math.h>
 
 #include "engine/device/stream.hpp"
-#include "engine/kernels/element.hpp"
+#include "engine/kernels/dequant.hpp"
 
 namespace tapdiff::engine {
 
 struct EmbedArgs {
-  const void* table = nullptr;  // (n_vocab, n_embd) table_type
-  ElemType table_type = ElemType::f32;
+  Encoded table = {};                       // (n_vocab, n_embd)
   const std::int32_t* tokens = nullptr;  // (n_rows,) ids in [0, n_vocab), checked by the caller
   float* out = nullptr;                  // (n_rows, n_embd)
   std::int64_t n_rows = 0;
-  std::int64_t n_embd = 0;
+  std::int64_t n_embd = 0;               // a multiple of the table's block size
   std::int64_t n_vocab = 0;
-  // Fault embed-scaled: Gemma's sqrt(n_embd) embedding scale, for a model that has none.
+  ElemType round = ElemType::f32;        // the precision the table's values are rounded to
+  // Gemma's sqrt(n_embd) embedding scale (and fault embed-scaled, for a model that has none).
   bool scale_sqrt_n_embd = false;
 };
 
-TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i) {
-  const std::int64_t r = i / a.n_embd, c = i % a.n_embd;
-  const float e = load_element(a.table, a.table_type, std::int64_t(a.tokens[r]) * a.n_embd + c);
-  a.out[i] = a.scale_sqrt_n_embd ? e * sqrtf(float(a.n_embd)) : e;
+inline std::int64_t embed_runs_per_row(const EmbedArgs& a) { return decode_runs(a.n_embd); }
+
+// Run i: kDecodeRun elements of one output row.
+TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i, std::int64_t runs_per_row) {
+  const std::int64_t r = i / runs_per_row, c0 = (i % runs_per_row) * kDecodeRun;
+  const int len = int(a.n_embd - c0 < kDecodeRun ? a.n_embd - c0 : kDecodeRun);
+  float v[kDecodeRun];
+  decode_run(a.table, std::int64_t(a.tokens[r]) * a.n_embd + c0, len, v);
+  float* out = a.out + r * a.n_embd + c0;
+  const float scale = sqrtf(float(a.n_embd));
+  for (int j = 0; j < len; ++j) {
+    const float e = round_to(a.round, v[j]);
+    out[j] = a.scale_sqrt_n_embd ? e * scale : e;
+  }
 }
 
 void validate(const EmbedArgs& a);

@@ -4,7 +4,8 @@
 namespace tapdiff::engine {
 
 void embed_host(const EmbedArgs& a) {
-  host_for(a.n_rows * a.n_embd, 2, [&](std::int64_t i) { embed_body(a, i); });
+  const std::int64_t runs = embed_runs_per_row(a);
+  host_for(a.n_rows * runs, 4 * kDecodeRun, [&](std::int64_t i) { embed_body(a, i, runs); });
 }
 
 }  // namespace tapdiff::engine

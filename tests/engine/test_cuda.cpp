@@ -111,6 +111,28 @@ TEST_F(Cuda, DequantizeBitForBitWithHost) {
   }
 }
 
+TEST_F(Cuda, MatvecOnEncodedWeightsMatchesHost) {
+  // The same body on both executors; only the lanes' summation inside a row is shared, so the
+  // results agree to float rounding of one dot product.
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  const std::int64_t rows = 67, cols = 768;
+  const std::vector<float> x = test_values(std::size_t(cols), 6);
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 7, 0.1f));
+    std::vector<float> want(static_cast<std::size_t>(rows)), got(static_cast<std::size_t>(rows));
+    host->matvec(MatvecArgs{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, x.data(), want.data()});
+    Buffer w = cuda->allocate(bytes.size()), xd = cuda->allocate(x.size() * sizeof(float)),
+           y = cuda->allocate(got.size() * sizeof(float));
+    cuda->upload(w.data(), bytes.data(), bytes.size());
+    cuda->upload(xd.data(), x.data(), xd.bytes());
+    cuda->matvec(MatvecArgs{Encoded{w.as<std::uint8_t>(), t.type, {}}, cols, rows, cols, xd.as<float>(), y.as<float>()});
+    cuda->download(got.data(), y.data(), y.bytes());
+    for (std::size_t r = 0; r < got.size(); ++r)
+      ASSERT_NEAR(got[r], want[r], 1e-5 * (1 + std::abs(want[r]))) << t.name << " row " << r;
+  }
+}
+
 TEST_F(Cuda, RoundingBitForBitWithHost) {
   auto cuda = make_executor(Backend::cuda);
   const std::vector<float> x = test_values(4099, 9, 70000.0f);

@@ -55,7 +55,7 @@ TEST_F(HostOps, DequantizeHandBuiltBlocks) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(out[std::size_t(j)], 0.5f * float(j - 16)) << j;
   // Fault dequant-q8-scale: the same scale bits read as bf16: 0x3800 -> 2^-15.
   DequantArgs faulty{q8, GgmlType::Q8_0, out.data(), 32};
-  faulty.q8_scale_as_bf16 = true;
+  faulty.quirks.q8_scale_as_bf16 = true;
   ex->dequantize(faulty);
   for (int j = 0; j < 32; ++j)
     EXPECT_EQ(out[std::size_t(j)], std::ldexp(1.0f, -15) * float(j - 16)) << j;
@@ -88,29 +88,125 @@ TEST_F(HostOps, ConvertAndRoundToEveryType) {
   }
 }
 
-TEST_F(HostOps, EmbedGathersRowsFromTypedTables) {
+TEST_F(HostOps, DequantizeIntoRoundedSixteenBitSlices) {
+  // Rows 1..2 of a 4-row Q4_K matrix, rounded to f16 and stored as f16 (a scratch slice of the
+  // CUDA executor's batched GEMM): model/'s values of those rows, rounded.
+  const std::int64_t cols = 256;
+  const std::vector<float> values = test_values(std::size_t(4 * cols), 21, 0.3f);
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q4_K, values);
+  std::vector<float> decoded(values.size());
+  dequantize_row(GgmlType::Q4_K, bytes.data(), decoded.data(), std::int64_t(values.size()));
+  std::vector<std::uint16_t> out(std::size_t(2 * cols));
+  DequantArgs a{bytes.data(), GgmlType::Q4_K, out.data(), 2 * cols};
+  a.dst_type = ElemType::f16;
+  a.round = ElemType::f16;
+  a.first = cols;
+  ex->dequantize(a);
+  for (std::int64_t i = 0; i < 2 * cols; ++i)
+    ASSERT_EQ(out[std::size_t(i)], fp32_to_fp16(decoded[std::size_t(cols + i)])) << i;
+  a.first = 100;  // not a block boundary
+  EXPECT_THROW(ex->dequantize(a), std::invalid_argument);
+}
+
+TEST_F(HostOps, EmbedGathersRowsFromEncodedTables) {
   struct Case {
-    ElemType type;
+    GgmlType type;
+    ElemType round;
     std::int64_t vocab, embd;
     std::vector<std::int32_t> tokens;
   };
-  const Case cases[] = {{ElemType::f32, 7, 5, {3, 0, 6, 3}},
-                        {ElemType::f16, 9, 8, {8, 1}},
-                        {ElemType::bf16, 4, 3, {2}}};
+  const Case cases[] = {{GgmlType::F32, ElemType::f32, 7, 5, {3, 0, 6, 3}},
+                        {GgmlType::F32, ElemType::bf16, 7, 5, {1}},
+                        {GgmlType::F16, ElemType::f32, 9, 8, {8, 1}},
+                        {GgmlType::BF16, ElemType::f32, 4, 3, {2}},
+                        {GgmlType::Q8_0, ElemType::f32, 5, 320, {4, 0, 4}},
+                        {GgmlType::Q4_K, ElemType::f16, 3, 512, {2, 1}}};
   for (const Case& c : cases) {
     const std::vector<float> table = test_values(std::size_t(c.vocab * c.embd), 5);
-    std::vector<std::uint8_t> stored(table.size() * elem_size(c.type));
-    ex->convert(ConvertArgs{table.data(), ElemType::f32, stored.data(), c.type,
-                            std::int64_t(table.size())});
+    const std::vector<std::uint8_t> bytes = quantize(c.type, table);
+    std::vector<float> decoded(table.size());
+    dequantize_row(c.type, bytes.data(), decoded.data(), std::int64_t(table.size()));
     std::vector<float> out(c.tokens.size() * std::size_t(c.embd));
-    ex->embed(EmbedArgs{stored.data(), c.type, c.tokens.data(), out.data(),
-                        std::int64_t(c.tokens.size()), c.embd, c.vocab});
+    ex->embed(EmbedArgs{Encoded{bytes.data(), c.type, {}}, c.tokens.data(), out.data(),
+                        std::int64_t(c.tokens.size()), c.embd, c.vocab, c.round});
     std::vector<double> want;
     for (std::int32_t t : c.tokens)
       for (std::int64_t i = 0; i < c.embd; ++i)
-        want.push_back(round_to(c.type, table[std::size_t(t * c.embd + i)]));
-    EXPECT_TRUE(all_close(out, want, 0, 0)) << elem_type_name(c.type);
+        want.push_back(round_to(c.round, decoded[std::size_t(t * c.embd + i)]));
+    EXPECT_TRUE(all_close(out, want, 0, 0)) << ggml_type_traits(c.type).name;
   }
+}
+
+// ---- decode GEMV on encoded weights --------------------------------------------------------
+
+// y = W x in double over model/'s decoding of W (rows x cols), the first k columns, each weight
+// rounded to `round`.
+std::vector<double> matvec_oracle(GgmlType type, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
+                                  std::int64_t cols, std::int64_t k, const std::vector<float>& x,
+                                  ElemType round) {
+  std::vector<float> w(static_cast<std::size_t>(rows * cols));
+  dequantize_row(type, bytes.data(), w.data(), rows * cols);
+  std::vector<double> y(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      y[std::size_t(r)] += double(round_to(round, w[std::size_t(r * cols + c)])) * x[std::size_t(c)];
+  return y;
+}
+
+TEST_F(HostOps, MatvecOnEveryEncodingMatchesItsDecodedWeights) {
+  const std::int64_t rows = 37;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    // A row of whole 256-runs plus a partial run (legacy types), or of 3 k-blocks.
+    const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
+    const std::vector<float> values = test_values(std::size_t(rows * cols), 31, 0.1f);
+    const std::vector<float> x = test_values(std::size_t(cols), 32, 2.0f);
+    const std::vector<std::uint8_t> bytes = quantize(t.type, values);
+    for (ElemType round : {ElemType::f32, ElemType::bf16}) {
+      std::vector<float> y(static_cast<std::size_t>(rows), -7.0f);
+      ex->matvec(MatvecArgs{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, x.data(), y.data(), round});
+      EXPECT_TRUE(all_close(y, matvec_oracle(t.type, bytes, rows, cols, cols, x, round), 1e-5, 1e-5))
+          << t.name << " rounded to " << elem_type_name(round);
+    }
+  }
+}
+
+TEST_F(HostOps, MatvecSumsTheFirstKColumnsOfFewerRows) {
+  // The raced split-K and the narrowed FFN of the fault catalogue: k inside a block, rows < W's.
+  const std::int64_t rows = 8, cols = 512, k = 300;
+  const std::vector<float> values = test_values(std::size_t(rows * cols), 41, 0.1f);
+  const std::vector<float> x = test_values(std::size_t(cols), 42);
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q5_K, values);
+  std::vector<float> y(5);
+  ex->matvec(MatvecArgs{Encoded{bytes.data(), GgmlType::Q5_K, {}}, cols, 5, k, x.data(), y.data()});
+  std::vector<double> want = matvec_oracle(GgmlType::Q5_K, bytes, rows, cols, k, x, ElemType::f32);
+  want.resize(5);
+  EXPECT_TRUE(all_close(y, want, 1e-5, 1e-5));
+  EXPECT_THROW(ex->matvec(MatvecArgs{Encoded{bytes.data(), GgmlType::Q5_K, {}}, 100, 5, 100, x.data(), y.data()}),
+               std::invalid_argument);
+  EXPECT_THROW(ex->matvec(MatvecArgs{Encoded{bytes.data(), GgmlType::Q5_K, {}}, cols, 5, cols + 1, x.data(), y.data()}),
+               std::invalid_argument);
+}
+
+TEST_F(HostOps, MatvecDecodesWithTheFaultsQuirks) {
+  // A Q8_0 matrix read with the dequant-q8-scale quirk: the matvec of what dequantize decodes
+  // under the same quirk, not of the correct values.
+  const std::int64_t rows = 4, cols = 64;
+  const std::vector<float> values = test_values(std::size_t(rows * cols), 51, 0.5f);
+  const std::vector<float> x = test_values(std::size_t(cols), 52);
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q8_0, values);
+  DequantQuirks quirks;
+  quirks.q8_scale_as_bf16 = true;
+  std::vector<float> w(static_cast<std::size_t>(rows * cols)), y(static_cast<std::size_t>(rows));
+  DequantArgs decode{bytes.data(), GgmlType::Q8_0, w.data(), rows * cols};
+  decode.quirks = quirks;
+  ex->dequantize(decode);
+  ex->matvec(MatvecArgs{Encoded{bytes.data(), GgmlType::Q8_0, quirks}, cols, rows, cols, x.data(), y.data()});
+  std::vector<double> want(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) want[std::size_t(r)] += double(w[std::size_t(r * cols + c)]) * x[std::size_t(c)];
+  EXPECT_TRUE(all_close(y, want, 1e-6, 1e-5));
+  const auto correct = matvec_oracle(GgmlType::Q8_0, bytes, rows, cols, cols, x, ElemType::f32);
+  EXPECT_GT(std::abs(correct[0] - double(y[0])), 1e-3);
 }
 
 TEST_F(HostOps, BiasAddSiluMul) {

@@ -20,6 +20,7 @@ std::string temp_path(const std::string& name) {
 }
 
 struct TracedRun {
+  GgufFile file;  // the weights read from it
   Weights weights;
   std::vector<int> tokens;
   std::string path;
@@ -27,9 +28,9 @@ struct TracedRun {
 
 TracedRun traced_run(const FixtureSpec& spec, const std::vector<int>& prompt, int n_predict,
                      const std::string& name, Precision precision = Precision::f32) {
-  const GgufFile file = GgufFile::from_bytes(name, build_fixture(spec).to_bytes());
-  TracedRun run{load_weights(file), {}, temp_path(name + ".h5")};
-  TraceWriter trace(run.path, trace_metadata_for(file, Producer::reference, "f32", "none", prompt, n_predict));
+  TracedRun run{GgufFile::from_bytes(name, build_fixture(spec).to_bytes()), {}, {}, temp_path(name + ".h5")};
+  run.weights = load_weights(run.file);
+  TraceWriter trace(run.path, trace_metadata_for(run.file, Producer::reference, "f32", "none", prompt, n_predict));
   GenerateOptions o;
   o.n_predict = n_predict;
   o.precision = precision;
@@ -110,15 +111,40 @@ TEST(ReferenceForward, Float32StaysNearFloat64) {
   }
 }
 
+// Matrices beyond the kept budget are dequantized row by row on every use: the same values
+// through the same dot product, so the same logits bit for bit.
+TEST(ReferenceForward, MatricesOutsideTheBudgetGiveTheSameLogits) {
+  FixtureSpec q8;  // untied: the embedding rows are read from the file
+  q8.weight_type = GgmlType::Q8_0;
+  for (const FixtureSpec& spec : {qwen2_spec(), q8}) {
+    const GgufFile file = GgufFile::from_bytes("f.gguf", build_fixture(spec).to_bytes());
+    const Weights kept = load_weights(file), streamed = load_weights(file, 0);
+    const Weights half = load_weights(file, kept.layers[0].wq.float_bytes() * 5);
+    EXPECT_TRUE(kept.layers.back().w_down.kept());
+    EXPECT_FALSE(streamed.layers[0].wq.kept());
+    EXPECT_TRUE(half.layers[0].wq.kept());
+    EXPECT_FALSE(half.layers.back().w_down.kept());
+    Forward<float> a(kept, 4, nullptr), b(streamed, 4, nullptr), c(half, 4, nullptr);
+    const int tokens[] = {7, 100, 42, 3};
+    for (int p = 0; p < 4; ++p) {
+      const std::vector<float> want = a.step(tokens[p], p);
+      EXPECT_EQ(want, b.step(tokens[p], p)) << "position " << p;
+      EXPECT_EQ(want, c.step(tokens[p], p)) << "position " << p;
+    }
+  }
+}
+
 TEST(ReferenceForward, RejectsTokensOutsideTheVocabulary) {
-  const Weights w = load_weights(GgufFile::from_bytes("f.gguf", build_fixture(FixtureSpec{}).to_bytes()));
+  const GgufFile file = GgufFile::from_bytes("f.gguf", build_fixture(FixtureSpec{}).to_bytes());
+  const Weights w = load_weights(file);
   Forward<float> f(w, 4, nullptr);
   EXPECT_THROW(f.step(320, 0), std::out_of_range);
   EXPECT_THROW(f.step(1, 4), std::out_of_range);
 }
 
 TEST(ReferenceForward, SamplingIsSeededAndGreedyIsDefault) {
-  const Weights w = load_weights(GgufFile::from_bytes("f.gguf", build_fixture(FixtureSpec{}).to_bytes()));
+  const GgufFile file = GgufFile::from_bytes("f.gguf", build_fixture(FixtureSpec{}).to_bytes());
+  const Weights w = load_weights(file);
   GenerateOptions greedy;
   greedy.n_predict = 6;
   const auto g1 = generate(w, {1, 2}, greedy, nullptr);
@@ -136,7 +162,8 @@ TEST(ReferenceForward, Stories260KMatchesLlamaCpp) {
   const std::filesystem::path model =
       std::filesystem::path(TAPDIFF_SOURCE_DIR) / ".." / "shared" / "models" / "stories260K.gguf";
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model << " (shared models absent)";
-  const Weights w = load_weights(GgufFile::open(model.string()));
+  const GgufFile file = GgufFile::open(model.string());
+  const Weights w = load_weights(file);
   const std::vector<int> prompt = {1, 403, 407, 261, 378};
   const std::vector<int> expected = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
                                      338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322,

@@ -1,0 +1,85 @@
+// Decode GEMV on a weight in its GGUF encoding: y[r] = sum_c round(W[r, c]) x[c] for r < rows,
+// c < k, W row-major with `cols` elements a row. Each row decodes kDecodeRun elements at a time
+// (dequant.hpp, the engine's one decoder) and accumulates the products in four accumulators of
+// eight lanes. A decode step's weights are read in their encoding,
+// once, as llama.cpp's mul_mat_vec kernels read them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/device/stream.hpp"
+#include "engine/kernels/dequant.hpp"
+
+namespace tapdiff::engine {
+
+struct MatvecArgs {
+  Encoded w = {};               // (rows, cols) of the tensor, row-major
+  std::int64_t cols = 0;     // elements a row (a multiple of the block size)
+  std::int64_t rows = 0;     // rows computed: y's length
+  std::int64_t k = 0;        // columns summed, <= cols
+  const float* x = nullptr;  // (k,)
+  float* y = nullptr;        // (rows,)
+  ElemType round = ElemType::f32;  // the precision each weight is rounded to first
+};
+
+// Eight float lanes: a vector register on the host (GCC vector extension: plain lane-wise
+// multiplies and adds, 8-wide under AVX2), an array in a CUDA thread. The same lane-wise
+// arithmetic either way; the host form only keeps the accumulators in registers.
+#if defined(__CUDA_ARCH__)
+struct Lanes {
+  float v[8];
+};
+TD_HD inline void lanes_zero(Lanes& a) {
+  for (float& v : a.v) v = 0.0f;
+}
+TD_HD inline void lanes_madd(Lanes& acc, const float* w, const float* x) {
+  for (int u = 0; u < 8; ++u) acc.v[u] += w[u] * x[u];
+}
+TD_HD inline float lane(const Lanes& a, int u) { return a.v[u]; }
+#else
+typedef float Lanes __attribute__((vector_size(32)));
+inline void lanes_zero(Lanes& a) { a = Lanes{}; }
+inline void lanes_madd(Lanes& acc, const float* w, const float* x) {
+  Lanes a, b;
+  std::memcpy(&a, w, sizeof a);
+  std::memcpy(&b, x, sizeof b);
+  acc += a * b;
+}
+inline float lane(const Lanes& a, int u) { return a[u]; }
+#endif
+
+TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
+  float w[kDecodeRun];
+  // Four accumulators of eight lanes and one for a run's tail.
+  Lanes acc0, acc1, acc2, acc3;
+  lanes_zero(acc0);
+  lanes_zero(acc1);
+  lanes_zero(acc2);
+  lanes_zero(acc3);
+  float tail = 0.0f;
+  for (std::int64_t c0 = 0; c0 < a.k; c0 += kDecodeRun) {
+    const int len = int(a.k - c0 < kDecodeRun ? a.k - c0 : kDecodeRun);
+    decode_run(a.w, r * a.cols + c0, len, w);
+    if (a.round != ElemType::f32)
+      for (int j = 0; j < len; ++j) w[j] = round_to(a.round, w[j]);
+    const float* x = a.x + c0;
+    int j = 0;
+    for (; j + 32 <= len; j += 32) {
+      lanes_madd(acc0, w + j, x + j);
+      lanes_madd(acc1, w + j + 8, x + j + 8);
+      lanes_madd(acc2, w + j + 16, x + j + 16);
+      lanes_madd(acc3, w + j + 24, x + j + 24);
+    }
+    for (; j < len; ++j) tail += w[j] * x[j];
+  }
+  float sum = tail;
+  for (int u = 0; u < 8; ++u) sum += (lane(acc0, u) + lane(acc1, u)) + (lane(acc2, u) + lane(acc3, u));
+  a.y[r] = sum;
+}
+
+void validate(const MatvecArgs& a);
+void matvec_host(const MatvecArgs& a);
+void matvec_cuda(const MatvecArgs& a, CudaStream stream);
+
+}  // namespace tapdiff::engine

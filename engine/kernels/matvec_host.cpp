@@ -1,0 +1,29 @@
+#include "engine/kernels/host_loop.hpp"
+#include "engine/kernels/matvec.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+// The rows [r0, r1): compiled twice, with AVX2 and for any x86-64, and picked at load time, so
+// the decode loops run eight floats wide wherever the CPU has AVX2 (flatten: the body is inlined
+// into each clone, so it is compiled for that target too).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default"), flatten))
+#endif
+void matvec_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t r = r0; r < r1; ++r) matvec_row(a, r);
+}
+
+constexpr std::int64_t kRowsPerTask = 16;
+
+}  // namespace
+
+void matvec_host(const MatvecArgs& a) {
+  const std::int64_t tasks = (a.rows + kRowsPerTask - 1) / kRowsPerTask;
+  host_for(tasks, kRowsPerTask * a.k, [&](std::int64_t t) {
+    const std::int64_t r0 = t * kRowsPerTask;
+    matvec_rows(a, r0, r0 + kRowsPerTask < a.rows ? r0 + kRowsPerTask : a.rows);
+  });
+}
+
+}  // namespace tapdiff::engine
