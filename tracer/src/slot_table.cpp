@@ -6,7 +6,7 @@ namespace tapdiff {
 
 void SlotTable::create(hid_t parent, const char* name, hid_t file_type, hsize_t slots,
                        const std::vector<hsize_t>& inner, hsize_t chunk_rows, hsize_t chunk_slots,
-                       const DatasetOptions& options, const h5::Where& where) {
+                       const DatasetOptions& options, const h5::Where& where, hsize_t chunk_last) {
   rank_ = 2 + static_cast<int>(inner.size());
   exact_ = options.exact_extent;
   std::array<hsize_t, kMaxRank> max_dims{H5S_UNLIMITED, H5S_UNLIMITED};
@@ -15,6 +15,7 @@ void SlotTable::create(hid_t parent, const char* name, hid_t file_type, hsize_t 
   for (std::size_t i = 0; i < inner.size(); ++i) {
     dims_[i + 2] = max_dims[i + 2] = chunk_[i + 2] = inner[i];
   }
+  if (chunk_last > 0 && !inner.empty()) chunk_[rank_ - 1] = std::min(chunk_last, inner.back());
   dataset_ = create_chunked_dataset(parent, name, file_type, rank_, dims_.data(), max_dims.data(),
                                     chunk_.data(), options, where);
 }
@@ -33,7 +34,7 @@ void SlotTable::set_slots(hsize_t slots, const h5::Where& where) {
 
 void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
                       const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
-                      const h5::Where& where) {
+                      const h5::Where& where, hsize_t mem_row, hsize_t last_extent) {
   if (n_rows == 0 || n_slots == 0) return;
   const hsize_t end = row + n_rows;
   if (end > dims_[0]) {
@@ -47,6 +48,7 @@ void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots
   std::array<hsize_t, kMaxRank> count = dims_;
   count[0] = n_rows;
   count[1] = n_slots;
+  if (last_extent > 0) count[rank_ - 1] = std::min(last_extent, dims_[rank_ - 1]);
   const h5::Id file_space =
       h5::space_id(H5Dget_space(dataset_.get()), where, "cannot get the dataspace");
   h5::check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
@@ -57,8 +59,8 @@ void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots
   mem_dims[1] = mem_slots;
   const h5::Id mem_space = h5::space_id(H5Screate_simple(rank_, mem_dims.data(), nullptr), where,
                                         "cannot create a dataspace");
-  if (n_rows != mem_rows || n_slots != mem_slots) {
-    const std::array<hsize_t, kMaxRank> origin{0, mem_slot};
+  if (n_rows != mem_rows || n_slots != mem_slots || count[rank_ - 1] != dims_[rank_ - 1]) {
+    const std::array<hsize_t, kMaxRank> origin{mem_row, mem_slot};
     h5::check(H5Sselect_hyperslab(mem_space.get(), H5S_SELECT_SET, origin.data(), nullptr,
                                   count.data(), nullptr),
               where, "cannot select rows");

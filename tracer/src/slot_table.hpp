@@ -15,18 +15,21 @@ class SlotTable {
 public:
   static constexpr int kMaxRank = 6;  // rows, slots, and a row of up to 4 dimensions
 
+  // chunk_last: when not 0, chunks split the last dimension into blocks of this many elements
+  // (write() may then leave the blocks past a row's extent unallocated: they read as 0).
   void create(hid_t parent, const char* name, hid_t file_type, hsize_t slots,
               const std::vector<hsize_t>& inner, hsize_t chunk_rows, hsize_t chunk_slots,
-              const DatasetOptions& options, const h5::Where& where);
+              const DatasetOptions& options, const h5::Where& where, hsize_t chunk_last = 0);
   bool created() const { return dataset_.valid(); }
   hsize_t chunk_rows() const { return chunk_[0]; }
   hsize_t chunk_slots() const { return chunk_[1]; }
 
   // Writes rows [row, row + n_rows) of slots [slot, slot + n_slots) from `mem`, which holds
-  // (mem_rows, mem_slots, *inner) elements with the block at (0, mem_slot); grows the extent.
+  // (mem_rows, mem_slots, *inner) elements with the block at (mem_row, mem_slot); grows the
+  // extent. last_extent: when not 0, only the first last_extent elements of the last dimension.
   void write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
              const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
-             const h5::Where& where);
+             const h5::Where& where, hsize_t mem_row = 0, hsize_t last_extent = 0);
   void set_slots(hsize_t slots, const h5::Where& where);
   void trim(hsize_t rows, const h5::Where& where);
   void close() { dataset_.reset(); }

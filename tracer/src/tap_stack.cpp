@@ -21,6 +21,10 @@ constexpr std::uint64_t kNewStackMetadataBytes = 16 * 1024;
 constexpr std::uint64_t kMaxChunkRows = 256;        // narrow taps: keep a barely used chunk small
 constexpr std::uint64_t kMaxChunkBytes = 1u << 20;  // wide rows: split the slots across chunks
 constexpr hsize_t kRunsChunkRows = 4;               // a slot has one run unless filters split it
+// Rows of rank 2 (attn.probs: [n_head, n_ctx]) are chunked in blocks of this many keys and
+// written only up to their last nonzero block: a position's row holds the keys it sees, so a
+// trace of n positions stores about n²/2 keys per head, not n × n_ctx.
+constexpr hsize_t kKeyBlock = 64;
 
 // A prefill stages hundreds of MB that the kernel would otherwise fault in 4 KiB at a time
 // (most of a prefill's tracing time on these machines): large buffers ask for huge pages.
@@ -99,11 +103,7 @@ void TapStack::check_position(std::size_t slot, std::int64_t first_position,
 void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
                      const float* rows) {
   Slot& s = slots_[slot];
-  const std::int64_t recorded = s.rows_written + s.staged;
-  if (recorded == 0 || first_position != s.last_position + 1) {
-    s.runs.push_back({recorded, first_position});
-  }
-  s.last_position = first_position + n_rows - 1;
+  note_rows(s, first_position, n_rows);
   const std::size_t row = static_cast<std::size_t>(row_size_);
   reserve_staging(s.staged + n_rows, slots_.size());
   staged_rows_ = std::max(staged_rows_, s.staged + n_rows);
@@ -116,12 +116,57 @@ void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t
   staged_bytes_ += static_cast<std::uint64_t>(n_rows) * row * sizeof(float);
 }
 
+bool TapStack::sparse_keys() const {
+  return shape_.rank() == 2 && static_cast<hsize_t>(shape_.to_vector().back()) > kKeyBlock;
+}
+
+// Elements of one row inside one chunk.
+std::int64_t TapStack::chunk_row_elements() const {
+  if (!sparse_keys()) return row_size_;
+  return row_size_ / shape_.to_vector().back() * static_cast<std::int64_t>(kKeyBlock);
+}
+
+void TapStack::note_rows(Slot& s, std::int64_t first_position, std::int64_t n_rows) {
+  const std::int64_t recorded = s.rows_written + s.staged;
+  if (recorded == 0 || first_position != s.last_position + 1) {
+    s.runs.push_back({recorded, first_position});
+  }
+  s.last_position = first_position + n_rows - 1;
+}
+
+std::uint64_t TapStack::staging_bytes_after(std::size_t slot, std::int64_t n_rows) const {
+  const auto rows = static_cast<std::uint64_t>(std::max(row_capacity_, slots_[slot].staged + n_rows));
+  return rows * std::max(slot_capacity_, slots_.size()) * static_cast<std::uint64_t>(row_size_) * sizeof(float);
+}
+
+void TapStack::write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
+                            const float* rows, hid_t taps_group, const StreamConfig& config,
+                            const std::string& path) {
+  ensure_created(taps_group, config, path);
+  Slot& s = slots_[slot];
+  note_rows(s, first_position, n_rows);
+  const h5::Where where{path, object() + "/" + schema::kTapData};
+  const auto row_0 = static_cast<hsize_t>(s.rows_written);
+  if (sparse_keys()) {
+    for (std::int64_t r = 0; r < n_rows; ++r)
+      data_.write(row_0 + static_cast<hsize_t>(r), 1, slot, 1, H5T_NATIVE_FLOAT, rows,
+                  static_cast<hsize_t>(n_rows), 1, 0, where, static_cast<hsize_t>(r),
+                  keys_in_use(rows + r * row_size_, 1));
+  } else {
+    data_.write(row_0, static_cast<hsize_t>(n_rows), slot, 1, H5T_NATIVE_FLOAT, rows,
+                static_cast<hsize_t>(n_rows), 1, 0, where);
+  }
+  s.rows_written += n_rows;
+  write_runs(path);
+}
+
 hsize_t TapStack::chunk_slots() const {
-  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float);
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(chunk_row_elements()) * sizeof(float);
   return std::clamp<std::uint64_t>(kMaxChunkBytes / row_bytes, 1, std::max<std::size_t>(1, slots()));
 }
 
 hsize_t TapStack::chunk_rows(const StreamConfig& config) const {
+  if (sparse_keys()) return 1;  // each row its own width
   const std::uint64_t bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float) * chunk_slots();
   return std::clamp<std::uint64_t>(config.chunk_bytes / bytes, 1, kMaxChunkRows);
 }
@@ -164,8 +209,12 @@ void TapStack::create(hid_t taps_group, const StreamConfig& config, const std::s
   std::vector<hsize_t> row_dims;
   for (std::int64_t d : shape_.to_vector()) row_dims.push_back(static_cast<hsize_t>(d));
   const hsize_t slots = slots_.size();
+  DatasetOptions data_options = config.dataset;
+  // A chunk the slots' rows share may be allocated by a wider row: the rest reads as 0.
+  if (sparse_keys()) data_options.zero_fill = true;
   data_.create(group_.get(), schema::kTapData, H5T_IEEE_F32LE, slots, row_dims, chunk_rows(config),
-               chunk_slots(), config.dataset, {path, where.object + "/" + schema::kTapData});
+               chunk_slots(), data_options, {path, where.object + "/" + schema::kTapData},
+               sparse_keys() ? kKeyBlock : 0);
   DatasetOptions runs_options;
   runs_options.exact_extent = true;
   runs_ds_.create(group_.get(), schema::kTapRuns, H5T_STD_I64LE, slots, {2}, kRunsChunkRows, slots,
@@ -208,7 +257,16 @@ void TapStack::write_rows(const std::string& path) {
            slots_[last].staged == s.staged) {
       ++last;
     }
-    if (s.staged > 0) {
+    if (s.staged > 0 && sparse_keys()) {
+      for (std::int64_t r = 0; r < s.staged; ++r) {
+        data_.write(static_cast<hsize_t>(s.rows_written + r), 1, first, last - first, H5T_NATIVE_FLOAT,
+                    staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where,
+                    static_cast<hsize_t>(r),
+                    keys_in_use(staged_.get() + (static_cast<std::size_t>(r) * slot_capacity_ + first) *
+                                                    static_cast<std::size_t>(row_size_),
+                                last - first));
+      }
+    } else if (s.staged > 0) {
       data_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first,
                   last - first, H5T_NATIVE_FLOAT, staged_.get(),
                   static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where);
@@ -219,6 +277,27 @@ void TapStack::write_rows(const std::string& path) {
     s.rows_written += s.staged;
     s.staged = 0;
   }
+}
+
+// The keys up to the last block holding a value other than +0.0 in any of n consecutive rows
+// (one block at least, so every row is in the file).
+hsize_t TapStack::keys_in_use(const float* rows, std::size_t n) const {
+  const std::int64_t keys = shape_.to_vector().back(), heads = row_size_ / keys;
+  std::int64_t used = 1;
+  for (std::size_t k = 0; k < n; ++k) {
+    const float* row = rows + k * static_cast<std::size_t>(row_size_);
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t j = keys - 1; j >= used; --j) {
+        std::uint32_t bits = 0;  // -0.0 and NaN are kept: only +0.0 reads back as what it was
+        std::memcpy(&bits, row + h * keys + j, sizeof bits);
+        if (bits != 0) {
+          used = j + 1;
+          break;
+        }
+      }
+  }
+  const auto block = static_cast<std::int64_t>(kKeyBlock);
+  return static_cast<hsize_t>(std::min(keys, (used + block - 1) / block * block));
 }
 
 void TapStack::write_runs(const std::string& path) {

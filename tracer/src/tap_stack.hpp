@@ -55,6 +55,13 @@ public:
   void stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
              const float* rows);
 
+  // Bytes of staging buffer that staging n_rows more rows of `slot` would hold (the buffer
+  // spans every slot, so one layer's prefill rows cost as much as every layer's).
+  std::uint64_t staging_bytes_after(std::size_t slot, std::int64_t n_rows) const;
+  // Writes rows of a slot with nothing staged straight from `rows` (n_rows, shape().elements()).
+  void write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
+                    hid_t taps_group, const StreamConfig& config, const std::string& path);
+
   // Creates the group and datasets now if they do not exist yet (pre-created stacks).
   void ensure_created(hid_t taps_group, const StreamConfig& config, const std::string& path);
   // Bytes the next write_staged() may add to the file, for SpaceReserve.
@@ -75,8 +82,12 @@ private:
     std::int64_t runs_written = 0;
   };
 
+  bool sparse_keys() const;
+  std::int64_t chunk_row_elements() const;
   hsize_t chunk_rows(const StreamConfig& config) const;
   hsize_t chunk_slots() const;
+  hsize_t keys_in_use(const float* rows, std::size_t n_rows) const;
+  void note_rows(Slot& slot, std::int64_t first_position, std::int64_t n_rows);
   void create(hid_t taps_group, const StreamConfig& config, const std::string& path);
   void write_slot_attrs(const std::string& path);
   void write_rows(const std::string& path);

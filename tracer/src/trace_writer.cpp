@@ -327,6 +327,18 @@ void TraceWriter::record(std::string_view name, int layer, std::int64_t first_po
   TapStack& s = *w.stacks[ref.stack];
   s.check_position(ref.slot, first_enabled, w.path);
   const std::int64_t row_size = row_shape.elements();
+  // A record the staging buffer could only take at more than the stage limit (one layer of a
+  // long prefill) goes to the file directly, after what is staged.
+  if (s.staging_bytes_after(ref.slot, n_rows) > w.options.stage_limit_bytes) {
+    w.guarded([&] {
+      w.write_out();
+      positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
+        w.reserve.ensure(kMetadataMargin + std::uint64_t(n * row_size) * sizeof(float));
+        s.write_direct(ref.slot, p, n, rows + (p - first_position) * row_size, w.taps_group.get(), w.config, w.path);
+      });
+    });
+    return;
+  }
   const std::uint64_t before = s.staged_bytes();
   positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
     s.stage(ref.slot, p, n, rows + (p - first_position) * row_size);
