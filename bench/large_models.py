@@ -10,9 +10,13 @@ prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so
 are differences of whole `tapdiff run` commands that differ only in the work measured:
 tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 127 / (T(128 tokens, -n 1) -
 T(1 token, -n 1)); loading, hashing and startup cancel. Best of --reps for every figure.
-Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included.
+Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
+in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
+a child's ru_maxrss starts from its parent's resident size at fork.
 """
 import argparse
+import importlib.metadata
+import json
 import os
 import pathlib
 import platform
@@ -75,7 +79,7 @@ class Tapdiff:
         return out
 
 
-def llama_speeds(model, reps, pp=128, tg=64):
+def llama_speeds_here(model, reps, pp, tg):
     from llama_cpp import Llama
     m = Llama(model_path=str(model), n_ctx=512, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS,
               verbose=False)
@@ -91,19 +95,32 @@ def llama_speeds(model, reps, pp=128, tg=64):
         for t in tokens(tg + 1)[1:]:
             m.eval([t])
         best_tg = max(best_tg, tg / (time.perf_counter() - t0))
-    del m
     return {"pp": best_pp, "tg": best_tg}
+
+
+def quantize_here(src, dst, ftype):
+    import llama_cpp
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype, p.allow_requantize, p.nthread = getattr(llama_cpp, ftype), True, THREADS
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # the quantizer logs every tensor
+    return llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), p)
+
+
+def child(*args):
+    p = subprocess.run([sys.executable, __file__, *map(str, args)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, args))}: {p.stderr[-2000:]}")
+    return p.stdout
+
+
+def llama_speeds(model, reps, pp=128, tg=64):
+    return json.loads(child("--llama-speeds", model, reps, pp, tg))
 
 
 def quantize(src, dst, ftype):
     """A copy of src in another type, by llama.cpp's own quantizer."""
-    import llama_cpp
-    if dst.exists():
-        return dst
-    p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype, p.allow_requantize, p.nthread = ftype, True, THREADS
-    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), p) != 0:
-        raise SystemExit(f"llama.cpp could not write {dst}")
+    if not dst.exists():
+        child("--quantize", src, dst, ftype)
     return dst
 
 
@@ -132,20 +149,21 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "large_models.md"))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-7b", action="store_true", help="leave out the 7B fixture (about 15 minutes)")
+    ap.add_argument("--llama-speeds", nargs=4, metavar=("MODEL", "REPS", "PP", "TG"), help=argparse.SUPPRESS)
+    ap.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "FTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.llama_speeds:
+        model, reps, pp, tg = args.llama_speeds
+        print(json.dumps(llama_speeds_here(model, int(reps), int(pp), int(tg))))
+        return
+    if args.quantize:
+        sys.exit(quantize_here(*args.quantize))
     if not SMOLLM2.exists():
         raise SystemExit(f"{SMOLLM2} is absent: make models")
-    import llama_cpp
     WORK.mkdir(parents=True, exist_ok=True)
     td = Tapdiff(args.tapdiff, args.reps)
-    with open(os.devnull, "w") as devnull:  # llama.cpp's quantizer logs every tensor on stderr
-        saved = os.dup(2)
-        os.dup2(devnull.fileno(), 2)
-        try:
-            f32 = quantize(SMOLLM2, WORK / "SmolLM2-135M-Instruct.llama-F32.gguf", llama_cpp.LLAMA_FTYPE_ALL_F32)
-            q8 = quantize(f32, WORK / "SmolLM2-135M-Instruct.llama-Q8_0.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)
-        finally:
-            os.dup2(saved, 2)
+    f32 = quantize(SMOLLM2, WORK / "SmolLM2-135M-Instruct.llama-F32.gguf", "LLAMA_FTYPE_ALL_F32")
+    q8 = quantize(f32, WORK / "SmolLM2-135M-Instruct.llama-Q8_0.gguf", "LLAMA_FTYPE_MOSTLY_Q8_0")
     models = [("SmolLM2-135M F32", f32), ("SmolLM2-135M Q8_0", q8), ("SmolLM2-135M Q4_1", SMOLLM2)]
     big = WORK / "llama2-7b-q4_k_m.gguf"
     gen = None
@@ -209,7 +227,7 @@ def main():
         "# Real model sizes: throughput against llama.cpp, memory, long contexts", "",
         f"Command: `build/venv/bin/python bench/large_models.py` (`make bench` runs it). Machine: "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads for every program "
-        f"(OMP_WAIT_POLICY=active), llama-cpp-python {llama_cpp.__version__}, Python {sys.version.split()[0]}. "
+        f"(OMP_WAIT_POLICY=active), llama-cpp-python {importlib.metadata.version('llama_cpp_python')}, Python {sys.version.split()[0]}. "
         "Method: see the docstring of bench/large_models.py.", "",
         "## Throughput, side by side (tokens/s, best of " + str(args.reps) + ")", "",
         "The engine keeps every matrix in its GGUF encoding: a decode step's matvec kernel decodes each block "
