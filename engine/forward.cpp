@@ -29,6 +29,14 @@ std::uint8_t* element_ptr(void* base, std::int64_t offset, ElemType type) {
   return static_cast<std::uint8_t*>(base) + offset * std::int64_t(elem_size(type));
 }
 
+// The GEMM operand type a weight stored as `t` already is, if any.
+std::optional<ElemType> operand_as_stored(GgmlType t) {
+  if (t == GgmlType::F32) return ElemType::f32;
+  if (t == GgmlType::F16) return ElemType::f16;
+  if (t == GgmlType::BF16) return ElemType::bf16;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
@@ -64,29 +72,24 @@ void Forward::norm(const Buffer& weight, int n) {
 }
 
 // Weight matrices stay in their GGUF encoding. A decode step (one column, W read row by row)
-// runs the matvec kernel, which decodes as it goes; only an F32 weight at f32 precision goes to
-// cuBLAS / OpenBLAS as it is (their GEMV streams float32 at full bandwidth). A batch multiplies a
-// weight the GEMM can read as it is (float32, or the CUDA executor's 16-bit operand type at that
-// precision) directly, and otherwise decodes slices of W's rows into a scratch matrix and
-// multiplies each, as llama.cpp's CUDA backend does. Any other operand reading (a wrong op flag or leading dimension,
-// as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
+// runs the matvec kernel, which decodes as it goes, except for an F32 weight at f32 precision:
+// cuBLAS / OpenBLAS stream float32 as it is at full bandwidth. A batch multiplies a weight the
+// GEMM reads as it is (float32, or the CUDA executor's 16-bit operand type at that precision)
+// directly, and otherwise decodes slices of W's rows into a scratch matrix and multiplies each,
+// as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
+// dimension, as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
 void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
                    float* c, int ldc) {
   auto product = [&](GemmOp op, int rows, const void* a, ElemType a_type, float* out) {
     ex_.gemm(GemmArgs{op, OP_N, rows, n, k, 1.0f, a, a_type, ldw, b, ElemType::f32, ldb, 0.0f, out, ldc});
   };
-  const auto as_operand = w.type == GgmlType::F32 ? std::optional<ElemType>(ElemType::f32)
-                          : w.type == GgmlType::F16  ? std::optional<ElemType>(ElemType::f16)
-                          : w.type == GgmlType::BF16 ? std::optional<ElemType>(ElemType::bf16)
-                                                     : std::nullopt;
   const bool by_rows = op_w == OP_T && ldw == w.cols;
-  if (by_rows && n == 1 && w.type != GgmlType::F32)
-    return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
-  if (as_operand == operand_type_ && as_operand == precision_) return product(op_w, m, w.bytes.data(), *as_operand, c);
-  if (by_rows && n == 1) return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
+  const bool f32_as_is = w.type == GgmlType::F32 && precision_ == ElemType::f32;
+  if (by_rows && n == 1 && !f32_as_is) return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
+  const auto stored = operand_as_stored(w.type);
+  if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);
   if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
-  // Slices of at most kScratchElements decoded weights.
-  constexpr std::int64_t kScratchElements = std::int64_t(1) << 24;
+  constexpr std::int64_t kScratchElements = std::int64_t(1) << 24;  // decoded weights per slice
   const int slice = int(std::max<std::int64_t>(1, kScratchElements / w.cols));
   for (int r0 = 0; r0 < m; r0 += slice) {
     const int rows = std::min(slice, m - r0);

@@ -20,8 +20,9 @@ public:
     quirks_.q8_block_stride_quants = faults.is(Fault::dequant_q8_block_stride);
   }
 
-  // A matrix (or the embedding table) resident in its GGUF encoding.
-  Matrix matrix(const std::string& name) {
+  // A matrix (or the embedding table) resident in its GGUF encoding. wired = false: a buffer
+  // of the right size that is never filled (fault weight-not-wired).
+  Matrix matrix(const std::string& name, bool wired = true) {
     const GgufTensorInfo t = tensor(name);
     Matrix m;
     m.type = t.type;
@@ -29,7 +30,9 @@ public:
     m.rows = static_cast<std::int64_t>(t.n_elements) / m.cols;
     m.quirks = quirks_;
     const bool quantized = is_block_quantized(t.type);
-    if (quantized && faults_.is(Fault::dequant_missing)) {
+    if (!wired) {
+      m.bytes = ex_.allocate(t.n_bytes);
+    } else if (quantized && faults_.is(Fault::dequant_missing)) {
       // Fault dequant-missing: the quantized bytes go into a buffer of n 16-bit values (zero
       // past the tensor's n_bytes < 2n) that the kernels decode as F16.
       m.bytes = ex_.allocate(std::size_t(t.n_elements) * 2);
@@ -47,13 +50,6 @@ public:
       m.bytes = ex_.allocate(t.n_bytes);
       ex_.upload(m.bytes.data(), t.data, t.n_bytes);
     }
-    return m;
-  }
-
-  // A matrix buffer of the right size that is never filled (fault weight-not-wired).
-  Matrix unfilled_matrix(const std::string& name) {
-    Matrix m = matrix(name);
-    m.bytes = ex_.allocate(tensor(name).n_bytes);
     return m;
   }
 
@@ -119,8 +115,7 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
     const bool swapped = c.fused_qkv && faults.is(Fault::fused_qkv_kv_swapped);
     L.wk = load.matrix(b + (swapped ? "attn_v.weight" : "attn_k.weight"));
     // Fault weight-not-wired: attn_v's buffer is allocated but its upload is missing.
-    L.wv = faults.is(Fault::weight_not_wired) ? load.unfilled_matrix(b + "attn_v.weight")
-                                              : load.matrix(b + (swapped ? "attn_k.weight" : "attn_v.weight"));
+    L.wv = load.matrix(b + (swapped ? "attn_k.weight" : "attn_v.weight"), !faults.is(Fault::weight_not_wired));
     if (c.qkv_bias) {
       L.bq = load.bias(b + "attn_q.bias");
       L.bk = load.bias(b + "attn_k.bias");

@@ -1,6 +1,7 @@
-// Buffer: an owning, move-only block of executor memory (aligned host memory for the host
-// executor, cudaMalloc'ed device memory for the CUDA executor). The executor that allocated
-// it knows how to free it; the buffer only carries that function.
+// Buffer: a move-only block of executor memory (aligned host memory for the host executor,
+// cudaMalloc'ed device memory for the CUDA executor). The executor that allocated it knows how
+// to free it; the buffer only carries that function. A buffer without one is a view of memory
+// it does not own (the host executor's weights: the mapped model file's bytes).
 #pragma once
 
 #include <cstddef>
