@@ -234,7 +234,8 @@ TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t u) {
   const std::int64_t i0 = u * kDecodeRun;
   const int len = int(a.n - i0 < kDecodeRun ? a.n - i0 : kDecodeRun);
   decode_run(Encoded{a.src, a.type, a.quirks}, a.first + i0, len, v);
-  for (int i = 0; i < len; ++i) store_element(a.dst, a.dst_type, i0 + i, round_to(a.round, v[i]));
+  round_run(a.round, v, len);
+  for (int i = 0; i < len; ++i) store_element(a.dst, a.dst_type, i0 + i, v[i]);
 }
 
 inline std::int64_t decode_runs(std::int64_t n) { return (n + kDecodeRun - 1) / kDecodeRun; }

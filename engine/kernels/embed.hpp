@@ -31,10 +31,8 @@ TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i, std::int64_t ru
   decode_run(a.table, std::int64_t(a.tokens[r]) * a.n_embd + c0, len, v);
   float* out = a.out + r * a.n_embd + c0;
   const float scale = sqrtf(float(a.n_embd));
-  for (int j = 0; j < len; ++j) {
-    const float e = round_to(a.round, v[j]);
-    out[j] = a.scale_sqrt_n_embd ? e * scale : e;
-  }
+  round_run(a.round, v, len);
+  for (int j = 0; j < len; ++j) out[j] = a.scale_sqrt_n_embd ? v[j] * scale : v[j];
 }
 
 void validate(const EmbedArgs& a);

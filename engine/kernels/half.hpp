@@ -72,7 +72,28 @@ TD_HD inline std::uint16_t f32_to_bf16_bits(float f) {
   return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-TD_HD inline float round_to_f16(float f) { return f16_bits_to_f32(f32_to_f16_bits(f)); }
-TD_HD inline float round_to_bf16(float f) { return bf16_bits_to_f32(f32_to_bf16_bits(f)); }
+// The value f becomes when stored in 16 bits and read back: the conversions above composed,
+// without branches so that a loop of them vectorizes (a decode step rounds every weight it
+// reads). Tests hold them to the composed conversions bit for bit.
+TD_HD inline float round_to_f16(float f) {
+  const std::uint32_t u = f32_bits(f), sign = u & 0x80000000u, a = u & 0x7fffffffu;
+  const std::uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+  // Below 2^-14 the f16 step is 2^-24, float32's step in [0.5, 1): adding and taking away 0.5
+  // rounds to it, to nearest even.
+  const std::uint32_t subnormal = f32_bits((bits_f32(a) + 0.5f) - 0.5f);
+  // Masks (all ones where true) rather than ?:, which the host compiler keeps as branches.
+  const std::uint32_t tiny = 0u - std::uint32_t(a < 0x38800000u);
+  const std::uint32_t huge = 0u - std::uint32_t(a >= 0x477ff000u);  // to inf
+  const std::uint32_t nan = 0u - std::uint32_t(a > 0x7f800000u);    // quieted, payload kept
+  std::uint32_t r = (subnormal & tiny) | (normal & ~tiny);
+  r = (0x7f800000u & huge) | (r & ~huge);
+  r = ((0x7fc00000u | (a & 0x007fe000u)) & nan) | (r & ~nan);
+  return bits_f32(sign | r);
+}
+TD_HD inline float round_to_bf16(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  return bits_f32((u & 0x7fffffffu) > 0x7f800000u ? ((u & 0xffff0000u) | 0x400000u) : rounded);
+}
 
 }  // namespace tapdiff::engine

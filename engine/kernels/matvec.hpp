@@ -61,8 +61,7 @@ TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
   for (std::int64_t c0 = 0; c0 < a.k; c0 += kDecodeRun) {
     const int len = int(a.k - c0 < kDecodeRun ? a.k - c0 : kDecodeRun);
     decode_run(a.w, r * a.cols + c0, len, w);
-    if (a.round != ElemType::f32)
-      for (int j = 0; j < len; ++j) w[j] = round_to(a.round, w[j]);
+    round_run(a.round, w, len);
     const float* x = a.x + c0;
     int j = 0;
     for (; j + 32 <= len; j += 32) {

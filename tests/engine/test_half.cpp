@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <gtest/gtest.h>
 #include <limits>
+#include <vector>
 
 #include "engine/kernels/element.hpp"
 #include "engine/kernels/half.hpp"
@@ -92,6 +93,28 @@ TEST(EngineHalf, AgreesWithModelConversionsBitForBit) {
     const auto b = static_cast<std::uint16_t>(h);
     ASSERT_EQ(f32_bits(f16_bits_to_f32(b)), f32_bits(fp16_to_fp32(b))) << std::hex << h;
     ASSERT_EQ(f32_bits(bf16_bits_to_f32(b)), f32_bits(bf16_to_fp32(b))) << std::hex << h;
+  }
+}
+
+// round_to_* are the conversions composed, written without branches: the same bits on a dense
+// sweep of float32 patterns (NaN payloads, subnormals, the overflow edge), through the
+// vectorized run as well as one value at a time.
+TEST(EngineHalf, RoundingEqualsTheComposedConversionsBitForBit) {
+  std::vector<float> run;
+  for (std::uint64_t u = 0; u <= 0xffffffffull; u += 4099) run.push_back(bits_f32(static_cast<std::uint32_t>(u)));
+  for (std::uint32_t edge : {0x38800000u, 0x387fffffu, 0x477ff000u, 0x477fefffu, 0x7f800000u, 0x7f800001u,
+                             0x33000000u, 0x33000001u, 0x337fffffu, 0x7fc00000u, 0xffc01234u})
+    run.push_back(bits_f32(edge));
+  for (ElemType t : {ElemType::f16, ElemType::bf16}) {
+    std::vector<float> rounded = run;
+    round_run(t, rounded.data(), int(rounded.size()));
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      const float f = run[i];
+      const std::uint32_t want = t == ElemType::f16 ? f32_bits(f16_bits_to_f32(f32_to_f16_bits(f)))
+                                                    : f32_bits(bf16_bits_to_f32(f32_to_bf16_bits(f)));
+      ASSERT_EQ(f32_bits(round_to(t, f)), want) << elem_type_name(t) << " of 0x" << std::hex << f32_bits(f);
+      ASSERT_EQ(f32_bits(rounded[i]), want) << elem_type_name(t) << " run, 0x" << std::hex << f32_bits(f);
+    }
   }
 }
 

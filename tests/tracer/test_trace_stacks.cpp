@@ -2,6 +2,8 @@
 // side, one block per step, and slots that each keep their own rows, runs and shape.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <map>
 
 #include "support/temp_dir.hpp"
@@ -165,6 +167,85 @@ TEST(TraceStacks, ASecondRowShapeGetsItsOwnStack) {
     const std::int64_t width = l % 2 == 0 ? 8 : 12;
     EXPECT_EQ(r.tap("ffn_gate", l).row_shape, std::vector<std::int64_t>{width});
     EXPECT_EQ(test::all_values(r, "ffn_gate", l), test::tap_row(5, l, 0, width));
+  }
+}
+
+}  // namespace
+}  // namespace tapdiff
+
+namespace tapdiff {
+namespace {
+
+// The bytes a dataset occupies in the file, read with plain HDF5.
+hsize_t raw_storage_size(const std::string& file, const std::string& dataset) {
+  const hid_t f = test::open_raw(file, H5F_ACC_RDONLY);
+  const hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  const hsize_t bytes = H5Dget_storage_size(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  return bytes;
+}
+
+// attn.probs-shaped rows ([heads, keys]): position p's row holds values at keys 0..p and +0.0
+// after, except the rows that end in -0.0 or NaN. Written as a prefill of 40 positions then
+// one position a step, through staging, straight to the file (a stage limit below one record)
+// and compressed, every row reads back bit for bit, and the uncompressed file holds about the
+// keys the positions see, not whole rows.
+TEST(TraceStacks, AttentionRowsAreStoredUpToTheirLastNonzeroBlock) {
+  constexpr std::int64_t kHeads = 3, kKeys = 300, kPositions = 80, kPrefill = 40;
+  auto row_at = [&](int layer, std::int64_t p) {
+    std::vector<float> row(kHeads * kKeys, 0.0f);
+    const std::vector<float> values = test::tap_row(7, layer, p, kHeads * (p + 1));
+    for (std::int64_t h = 0; h < kHeads; ++h)
+      for (std::int64_t k = 0; k <= p; ++k) row[std::size_t(h * kKeys + k)] = values[std::size_t(h * (p + 1) + k)];
+    if (p == 50) row[std::size_t(kKeys - 1)] = -0.0f;                 // kept: not +0.0
+    if (p == 60) row[std::size_t(2 * kKeys - 1)] = std::nanf("");  // kept
+    return row;
+  };
+  struct Variant {
+    const char* what;
+    std::size_t stage_limit;
+    bool compress;
+  };
+  for (const Variant& v : {Variant{"staged", 256u << 20, false}, Variant{"direct", 1, false},
+                           Variant{"gzip at close", 256u << 20, true}}) {
+    TempDir dir;
+    const std::string path = dir.file("probs.h5");
+    WriterOptions options;
+    options.stage_limit_bytes = v.stage_limit;
+    options.compress = v.compress;
+    {
+      TraceWriter w(path, sample_metadata(), options);
+      for (int layer = 0; layer < 2; ++layer) {
+        std::vector<float> prefill;
+        for (std::int64_t p = 0; p < kPrefill; ++p) {
+          const std::vector<float> row = row_at(layer, p);
+          prefill.insert(prefill.end(), row.begin(), row.end());
+        }
+        w.record("attn.probs", layer, 0, kPrefill, {kHeads, kKeys}, prefill.data());
+      }
+      w.end_step();
+      for (std::int64_t p = kPrefill; p < kPositions; ++p) {
+        for (int layer = 0; layer < 2; ++layer)
+          w.record("attn.probs", layer, p, 1, {kHeads, kKeys}, row_at(layer, p).data());
+        w.end_step();
+      }
+      w.close();
+    }
+    const TraceReader r(path);
+    for (int layer = 0; layer < 2; ++layer) {
+      const TapRows rows = r.read(r.tap("attn.probs", layer));
+      ASSERT_EQ(rows.size(), std::size_t(kPositions)) << v.what;
+      for (std::int64_t p = 0; p < kPositions; ++p) {
+        const std::vector<float> want = row_at(layer, p);
+        ASSERT_EQ(0, std::memcmp(want.data(), rows.row(std::size_t(p)), want.size() * sizeof(float)))
+            << v.what << ", layer " << layer << ", position " << p;
+      }
+    }
+    if (!v.compress) {
+      const double dense = 2.0 * kPositions * kHeads * kKeys * sizeof(float);
+      EXPECT_LT(double(raw_storage_size(path, "/taps/attn.probs/data")), 0.5 * dense) << v.what;
+    }
   }
 }
 
