@@ -10,7 +10,7 @@
 namespace tapdiff::engine {
 
 struct EmbedArgs {
-  Encoded table = {};                       // (n_vocab, n_embd)
+  Encoded table = {};                    // (n_vocab, n_embd)
   const std::int32_t* tokens = nullptr;  // (n_rows,) ids in [0, n_vocab), checked by the caller
   float* out = nullptr;                  // (n_rows, n_embd)
   std::int64_t n_rows = 0;

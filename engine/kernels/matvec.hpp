@@ -1,8 +1,8 @@
 // Decode GEMV on a weight in its GGUF encoding: y[r] = sum_c round(W[r, c]) x[c] for r < rows,
 // c < k, W row-major with `cols` elements a row. Each row decodes kDecodeRun elements at a time
 // (dequant.hpp, the engine's one decoder) and accumulates the products in four accumulators of
-// eight lanes. A decode step's weights are read in their encoding,
-// once, as llama.cpp's mul_mat_vec kernels read them.
+// eight lanes. A decode step reads its weights once, in their encoding, as llama.cpp's
+// mul_mat_vec kernels do.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +14,12 @@
 namespace tapdiff::engine {
 
 struct MatvecArgs {
-  Encoded w = {};               // (rows, cols) of the tensor, row-major
-  std::int64_t cols = 0;     // elements a row (a multiple of the block size)
-  std::int64_t rows = 0;     // rows computed: y's length
-  std::int64_t k = 0;        // columns summed, <= cols
-  const float* x = nullptr;  // (k,)
-  float* y = nullptr;        // (rows,)
+  Encoded w = {};                  // (rows, cols) of the tensor, row-major
+  std::int64_t cols = 0;           // elements a row (a multiple of the block size)
+  std::int64_t rows = 0;           // rows computed: y's length
+  std::int64_t k = 0;              // columns summed, <= cols
+  const float* x = nullptr;        // (k,)
+  float* y = nullptr;              // (rows,)
   ElemType round = ElemType::f32;  // the precision each weight is rounded to first
 };
 
