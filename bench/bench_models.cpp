@@ -74,7 +74,7 @@ struct EngineSpeed {
 // steps after a 1-token prefill. Weight loading is not timed.
 EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::ElemType precision, int reps) {
   auto ex = engine::make_host_executor();
-  const engine::EngineWeights w = engine::load_engine_weights(*ex, file, c, precision, engine::FaultSwitch{});
+  const engine::EngineWeights w = engine::load_engine_weights(*ex, file, c, engine::FaultSwitch{});
   const std::vector<int> prompt = prompt_tokens(kPrefill, c.n_vocab);
   std::vector<double> pp, tg;
   for (int r = 0; r < reps; ++r) {

@@ -41,11 +41,12 @@ std::optional<ElemType> operand_as_stored(GgmlType t) {
 
 Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
                  int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
-                 const LockstepSource* lockstep, bool logits_all)
+                 const LockstepSource* lockstep, bool logits_all, std::int64_t scratch_elements)
     : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
       cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
       act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex),
-      operand_type_(ex.weight_storage(precision)), logits_all_(logits_all) {
+      operand_type_(ex.weight_storage(precision)), logits_all_(logits_all),
+      scratch_elements_(scratch_elements) {
   if (logits_all_ && max_rows > 1)
     prompt_logits_ = ex.allocate(std::size_t(max_rows - 1) * std::size_t(config.n_vocab) * sizeof(float));
 }
@@ -89,8 +90,7 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   const auto stored = operand_as_stored(w.type);
   if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);
   if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
-  constexpr std::int64_t kScratchElements = std::int64_t(1) << 24;  // decoded weights per slice
-  const int slice = int(std::max<std::int64_t>(1, kScratchElements / w.cols));
+  const int slice = int(std::max<std::int64_t>(1, scratch_elements_ / w.cols));
   for (int r0 = 0; r0 < m; r0 += slice) {
     const int rows = std::min(slice, m - r0);
     product(OP_T, rows, decode_to_scratch(w, std::int64_t(r0) * w.cols, std::int64_t(rows) * w.cols),

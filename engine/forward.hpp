@@ -26,13 +26,18 @@ class Executor;
 
 class Forward {
 public:
+  // Decoded weight values a batched GEMM's scratch slice holds at most, unless the constructor
+  // says otherwise (scratch_elements).
+  static constexpr std::int64_t kScratchElements = std::int64_t(1) << 24;
+
   // n_ctx: positions the run declares (prompt + generated), the KV cache's capacity and the
   // width of attn.probs rows. max_rows: the largest batch step() takes. trace may be null;
   // lockstep, when not null, is the trace every tap point continues from (taps.hpp).
   // logits_all: a batched step computes (and records) the logits of every row, not just the last.
   Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
           int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
-          const LockstepSource* lockstep = nullptr, bool logits_all = false);
+          const LockstepSource* lockstep = nullptr, bool logits_all = false,
+          std::int64_t scratch_elements = kScratchElements);
 
   // Runs tokens[0..n) at positions p0..p0+n-1 in one batch, records the step's taps and
   // returns the greedy next token after position p0+n-1.
@@ -68,6 +73,7 @@ private:
   std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
   int stale_head_row_ = -1;              // fault lm-head-stale-row: the first step's head row
   bool logits_all_;
+  std::int64_t scratch_elements_;
   Buffer prompt_logits_;                 // (max_rows - 1, n_vocab) when logits_all_: the rows before the last
 };
 

@@ -85,8 +85,8 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   const int n_prompt = static_cast<int>(prompt.size());
 
   const ElemType precision = storage_of(o.precision);
-  const EngineWeights weights = load_engine_weights(ex, model, config, precision, faults);
-  if (trace != nullptr && o.weights) record_weight_taps(ex, weights, model, config, *trace, *o.weights);
+  const EngineWeights weights = load_engine_weights(ex, model, config, faults);
+  if (trace != nullptr && o.weights) record_weight_taps(ex, weights, precision, model, config, *trace, *o.weights);
   const int n_ctx = n_prompt + o.n_predict;
   const std::optional<LockstepSource> lockstep =
       o.lockstep.empty() ? std::nullopt : std::optional<LockstepSource>(std::in_place, o.lockstep);

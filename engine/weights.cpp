@@ -100,10 +100,9 @@ private:
 }  // namespace
 
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& c,
-                                  ElemType precision, const FaultSwitch& faults) {
+                                  const FaultSwitch& faults) {
   Loader load(ex, model, c, faults);
   EngineWeights w;
-  w.precision = precision;
   w.token_embd = load.matrix("token_embd.weight");
   if (c.rope_freq_factors) w.rope_freqs = load.vector("rope_freqs.weight");
   for (int l = 0; l < c.n_layer; ++l) {
@@ -163,7 +162,7 @@ std::vector<float> read_back(Executor& ex, const Matrix& m, ElemType precision) 
 
 }  // namespace
 
-void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& model,
+void record_weight_taps(Executor& ex, const EngineWeights& w, ElemType precision, const GgufFile& model,
                         const ModelConfig& c, TraceWriter& trace, const WeightTapOptions& options) {
   // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part is read.
   std::vector<float> fused;
@@ -172,7 +171,7 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, const GgufFile& mo
     const GgufTensorInfo& t = *model.find_tensor(part ? part->fused : name);
     std::vector<float> values;
     if constexpr (std::is_same_v<std::decay_t<decltype(weight)>, Matrix>)
-      values = read_back(ex, weight, w.precision);
+      values = read_back(ex, weight, precision);
     else
       values = read_back(ex, weight, part ? part->n_rows * t.ne[0] : static_cast<std::int64_t>(t.n_elements));
     fused.insert(fused.end(), values.begin(), values.end());

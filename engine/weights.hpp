@@ -49,7 +49,6 @@ struct LayerWeights {
 };
 
 struct EngineWeights {
-  ElemType precision = ElemType::f32;    // what every matrix value is rounded to where decoded
   Matrix token_embd;                     // (n_vocab, n_embd)
   Buffer rope_freqs;                     // (n_rot / 2,) f32; empty without frequency factors
   std::vector<LayerWeights> layers;      // (n_layer,)
@@ -59,17 +58,17 @@ struct EngineWeights {
   const Matrix& lm_head() const { return output.bytes.empty() ? token_embd : output; }
 };
 
-// Loads every weight `config` names (validate_weights has checked shapes). precision: the run's
-// precision; matrix values are rounded to it where decoded. `model` outlives the weights (the
-// host executor's matrices are views of its mapping).
+// Loads every weight `config` names (validate_weights has checked shapes); the kernels round
+// matrix values to the run's precision where they decode them. `model` outlives the weights
+// (the host executor's matrices are views of its mapping).
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& config,
-                                  ElemType precision, const FaultSwitch& faults);
+                                  const FaultSwitch& faults);
 
-// Records every weight as the engine's kernels see it — decoded and rounded by the engine's
-// dequantize kernel from executor memory — as weight taps (tapdiff/weight_taps.hpp), in the
-// order the loader loads them.
-void record_weight_taps(Executor& ex, const EngineWeights& weights, const GgufFile& model,
-                        const ModelConfig& config, TraceWriter& trace,
+// Records every weight as the engine's kernels see it at `precision` — decoded and rounded by
+// the engine's dequantize kernel from executor memory — as weight taps
+// (tapdiff/weight_taps.hpp), in the order the loader loads them.
+void record_weight_taps(Executor& ex, const EngineWeights& weights, ElemType precision,
+                        const GgufFile& model, const ModelConfig& config, TraceWriter& trace,
                         const WeightTapOptions& options);
 
 }  // namespace tapdiff::engine

@@ -49,6 +49,11 @@ struct Encoded {
 // Elements decoded at a time: one Q4_K/Q5_K/Q6_K block, eight legacy blocks.
 inline constexpr int kDecodeRun = 256;
 
+// The length of the run that starts `remaining` elements before the end.
+TD_HD inline int run_length(std::int64_t remaining) {
+  return int(remaining < kDecodeRun ? remaining : kDecodeRun);
+}
+
 namespace dequant_detail {
 
 TD_HD inline std::uint16_t u16(const std::uint8_t* p) {
@@ -124,17 +129,25 @@ TD_HD inline void q8_0(const std::uint8_t* b, float* y, const DequantQuirks& qui
     for (int j = 0; j < kQK; ++j) y[j] = float(static_cast<std::int8_t>(qs[j])) * d;
   }
 }
+// Q4_K / Q5_K: the scales and mins (d * sc, dmin * m) of sub-blocks 2c and 2c + 1.
+struct SubBlockPair {
+  float d1, m1, d2, m2;
+};
+TD_HD inline SubBlockPair sub_block_pair(const std::uint8_t* scales, float d, float dmin, int c) {
+  int sc = 0, m = 0;
+  scale_min_k4(scales, 2 * c, &sc, &m);
+  const float d1 = d * float(sc), m1 = dmin * float(m);
+  scale_min_k4(scales, 2 * c + 1, &sc, &m);
+  return SubBlockPair{d1, m1, d * float(sc), dmin * float(m)};
+}
+
 TD_HD inline void q4_k(const std::uint8_t* b, float* y) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
   const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
   const std::uint8_t* q = b + offsetof(BlockQ4_K, qs);
   // Four 64-element chunks of 32 bytes: the even sub-block in the low nibbles, the odd one high.
   for (int c = 0; c < 4; ++c, q += 32, y += 64) {
-    int sc = 0, m = 0;
-    scale_min_k4(scales, 2 * c, &sc, &m);
-    const float d1 = d * float(sc), m1 = dmin * float(m);
-    scale_min_k4(scales, 2 * c + 1, &sc, &m);
-    const float d2 = d * float(sc), m2 = dmin * float(m);
+    const auto [d1, m1, d2, m2] = sub_block_pair(scales, d, dmin, c);
     for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0F) - m1;
     for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l] >> 4) - m2;
   }
@@ -146,11 +159,7 @@ TD_HD inline void q5_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
   // As Q4_K; sub-block s takes bit s of qh[l] as bit 4.
   for (int c = 0; c < 4; ++c, ql += 32, y += 64) {
-    int sc = 0, m = 0;
-    scale_min_k4(scales, 2 * c, &sc, &m);
-    const float d1 = d * float(sc), m1 = dmin * float(m);
-    scale_min_k4(scales, 2 * c + 1, &sc, &m);
-    const float d2 = d * float(sc), m2 = dmin * float(m);
+    const auto [d1, m1, d2, m2] = sub_block_pair(scales, d, dmin, c);
     const int u1 = 1 << (2 * c), u2 = 2 << (2 * c);
     for (int l = 0; l < 32; ++l) y[l] = d1 * float((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
     for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
@@ -246,7 +255,7 @@ struct DequantArgs {
 TD_HD inline void dequant_body(const DequantArgs& a, std::int64_t u) {
   float v[kDecodeRun];
   const std::int64_t i0 = u * kDecodeRun;
-  const int len = int(a.n - i0 < kDecodeRun ? a.n - i0 : kDecodeRun);
+  const int len = run_length(a.n - i0);
   decode_run(Encoded{a.src, a.type, a.quirks}, a.first + i0, len, v);
   round_run(a.round, v, len);
   for (int i = 0; i < len; ++i) store_element(a.dst, a.dst_type, i0 + i, v[i]);

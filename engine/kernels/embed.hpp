@@ -26,7 +26,7 @@ inline std::int64_t embed_runs_per_row(const EmbedArgs& a) { return decode_runs(
 // Run i: kDecodeRun elements of one output row.
 TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i, std::int64_t runs_per_row) {
   const std::int64_t r = i / runs_per_row, c0 = (i % runs_per_row) * kDecodeRun;
-  const int len = int(a.n_embd - c0 < kDecodeRun ? a.n_embd - c0 : kDecodeRun);
+  const int len = run_length(a.n_embd - c0);
   float v[kDecodeRun];
   decode_run(a.table, std::int64_t(a.tokens[r]) * a.n_embd + c0, len, v);
   float* out = a.out + r * a.n_embd + c0;

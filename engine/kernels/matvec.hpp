@@ -59,7 +59,7 @@ TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
   lanes_zero(acc3);
   float tail = 0.0f;
   for (std::int64_t c0 = 0; c0 < a.k; c0 += kDecodeRun) {
-    const int len = int(a.k - c0 < kDecodeRun ? a.k - c0 : kDecodeRun);
+    const int len = run_length(a.k - c0);
     decode_run(a.w, r * a.cols + c0, len, w);
     round_run(a.round, w, len);
     const float* x = a.x + c0;

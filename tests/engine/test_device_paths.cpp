@@ -7,7 +7,9 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
+#include "engine/forward.hpp"
 #include "engine/host_kernels.hpp"
+#include "engine/weights.hpp"
 #include "engine_test_util.hpp"
 
 namespace tapdiff::engine {
@@ -117,6 +119,31 @@ TEST(DevicePaths, WeightTapsAndLoaderFaultsMatchHostBitForBit) {
           << fault << " " << t.full_name;
     }
   }
+}
+
+}  // namespace
+}  // namespace tapdiff::engine
+
+namespace tapdiff::engine {
+namespace {
+
+// A batched GEMM on a quantized weight decodes slices of its rows into the scratch: slices of a
+// few rows (every projection in several, the last one short) give the product the whole matrix
+// gives, row for row.
+TEST(DevicePaths, ScratchSlicesGiveTheWholeMatrixProduct) {
+  const GgufFile model = fixture_file(llama_spec(GgmlType::Q8_0));
+  const ModelConfig c = load_model_config(model);
+  auto ex = make_host_executor();
+  const EngineWeights w = load_engine_weights(*ex, model, c, FaultSwitch{});
+  const std::vector<int> prompt = {1, 17, 42, 99, 7, 3};
+  const int n = int(prompt.size());
+  Forward whole(*ex, w, c, n, n, ElemType::f32, FaultSwitch{}, nullptr);
+  Forward sliced(*ex, w, c, n, n, ElemType::f32, FaultSwitch{}, nullptr, nullptr, false, 3 * c.n_embd);
+  EXPECT_EQ(whole.step(prompt.data(), n, 0), sliced.step(prompt.data(), n, 0));
+  const std::vector<float> want = whole.logits(), got = sliced.logits();
+  float scale = 0;
+  for (float v : want) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "logit " << i;
 }
 
 }  // namespace

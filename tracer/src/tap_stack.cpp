@@ -49,7 +49,10 @@ TapStack::TapStack(std::string name, std::string group, const RowShape& shape)
     : name_(std::move(name)),
       group_name_(std::move(group)),
       shape_(shape),
-      row_size_(shape.elements()) {}
+      row_size_(shape.elements()),
+      keys_(shape.rank() == 2 && static_cast<hsize_t>(shape.to_vector().back()) > kKeyBlock
+                ? shape.to_vector().back()
+                : 0) {}
 
 std::string TapStack::object() const { return std::string("/") + schema::kTaps + "/" + group_name_; }
 
@@ -116,14 +119,26 @@ void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t
   staged_bytes_ += static_cast<std::uint64_t>(n_rows) * row * sizeof(float);
 }
 
-bool TapStack::sparse_keys() const {
-  return shape_.rank() == 2 && static_cast<hsize_t>(shape_.to_vector().back()) > kKeyBlock;
-}
-
 // Elements of one row inside one chunk.
 std::int64_t TapStack::chunk_row_elements() const {
   if (!sparse_keys()) return row_size_;
-  return row_size_ / shape_.to_vector().back() * static_cast<std::int64_t>(kKeyBlock);
+  return row_size_ / keys_ * static_cast<std::int64_t>(kKeyBlock);
+}
+
+// Rows [row, row + n_rows) of slots [slot, slot + n_slots) from mem ((mem_rows, mem_slots, row
+// size), the block at column mem_slot); a sparse stack's rows one at a time, each up to the
+// keys it uses.
+void TapStack::write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots,
+                           const float* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
+                           const h5::Where& where) {
+  if (!sparse_keys()) {
+    data_.write(row, n_rows, slot, n_slots, H5T_NATIVE_FLOAT, mem, mem_rows, mem_slots, mem_slot, where);
+    return;
+  }
+  const auto row_size = static_cast<std::size_t>(row_size_);
+  for (hsize_t r = 0; r < n_rows; ++r)
+    data_.write(row + r, 1, slot, n_slots, H5T_NATIVE_FLOAT, mem, mem_rows, mem_slots, mem_slot, where, r,
+                keys_in_use(mem + (r * mem_slots + mem_slot) * row_size, n_slots));
 }
 
 void TapStack::note_rows(Slot& s, std::int64_t first_position, std::int64_t n_rows) {
@@ -145,17 +160,8 @@ void TapStack::write_direct(std::size_t slot, std::int64_t first_position, std::
   ensure_created(taps_group, config, path);
   Slot& s = slots_[slot];
   note_rows(s, first_position, n_rows);
-  const h5::Where where{path, object() + "/" + schema::kTapData};
-  const auto row_0 = static_cast<hsize_t>(s.rows_written);
-  if (sparse_keys()) {
-    for (std::int64_t r = 0; r < n_rows; ++r)
-      data_.write(row_0 + static_cast<hsize_t>(r), 1, slot, 1, H5T_NATIVE_FLOAT, rows,
-                  static_cast<hsize_t>(n_rows), 1, 0, where, static_cast<hsize_t>(r),
-                  keys_in_use(rows + r * row_size_, 1));
-  } else {
-    data_.write(row_0, static_cast<hsize_t>(n_rows), slot, 1, H5T_NATIVE_FLOAT, rows,
-                static_cast<hsize_t>(n_rows), 1, 0, where);
-  }
+  write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, rows,
+              static_cast<hsize_t>(n_rows), 1, 0, {path, object() + "/" + schema::kTapData});
   s.rows_written += n_rows;
   write_runs(path);
 }
@@ -257,19 +263,9 @@ void TapStack::write_rows(const std::string& path) {
            slots_[last].staged == s.staged) {
       ++last;
     }
-    if (s.staged > 0 && sparse_keys()) {
-      for (std::int64_t r = 0; r < s.staged; ++r) {
-        data_.write(static_cast<hsize_t>(s.rows_written + r), 1, first, last - first, H5T_NATIVE_FLOAT,
-                    staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where,
-                    static_cast<hsize_t>(r),
-                    keys_in_use(staged_.get() + (static_cast<std::size_t>(r) * slot_capacity_ + first) *
-                                                    static_cast<std::size_t>(row_size_),
-                                last - first));
-      }
-    } else if (s.staged > 0) {
-      data_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first,
-                  last - first, H5T_NATIVE_FLOAT, staged_.get(),
-                  static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where);
+    if (s.staged > 0) {
+      write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first, last - first,
+                  staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where);
     }
     first = last;
   }
@@ -282,7 +278,7 @@ void TapStack::write_rows(const std::string& path) {
 // The keys up to the last block holding a value other than +0.0 in any of n consecutive rows
 // (one block at least, so every row is in the file).
 hsize_t TapStack::keys_in_use(const float* rows, std::size_t n) const {
-  const std::int64_t keys = shape_.to_vector().back(), heads = row_size_ / keys;
+  const std::int64_t keys = keys_, heads = row_size_ / keys;
   std::int64_t used = 1;
   for (std::size_t k = 0; k < n; ++k) {
     const float* row = rows + k * static_cast<std::size_t>(row_size_);

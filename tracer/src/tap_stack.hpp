@@ -82,8 +82,12 @@ private:
     std::int64_t runs_written = 0;
   };
 
-  bool sparse_keys() const;
+  // Rows of two dimensions wider than a key block (attn.probs) are stored a row at a time up to
+  // the keys they use (tap_stack.cpp).
+  bool sparse_keys() const { return keys_ > 0; }
   std::int64_t chunk_row_elements() const;
+  void write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots, const float* mem,
+                   hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot, const h5::Where& where);
   hsize_t chunk_rows(const StreamConfig& config) const;
   hsize_t chunk_slots() const;
   hsize_t keys_in_use(const float* rows, std::size_t n_rows) const;
@@ -98,6 +102,7 @@ private:
   std::string group_name_;
   RowShape shape_;
   std::int64_t row_size_;
+  std::int64_t keys_;  // the last dimension of a sparse stack's rows; 0 for every other stack
   std::vector<Slot> slots_;
 
   StagingBuffer staged_;  // (row_capacity_, slot_capacity_, row size)
