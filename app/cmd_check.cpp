@@ -1,15 +1,20 @@
 // `tapdiff check`: the regression check. Runs the engine and the reference (or reads a golden
 // trace) on the same model and tokens, diffs, reports; exit 0 pass, 1 diverged, 2 bad input.
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include "app/commands.hpp"
+#include "app/corpus.hpp"
+#include "app/exit_codes.hpp"
 #include "app/golden.hpp"
 #include "app/harness.hpp"
+#include "app/invariance.hpp"
 #include "app/report_output.hpp"
 #include "diff/compare.hpp"
 #include "diff/repeats.hpp"
+#include "reports/corpus.hpp"
 
 namespace tapdiff {
 
@@ -20,6 +25,10 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     PromptOptions prompt;
     std::string golden, profile, keep;
     int repeat = 1;
+    bool invariance = false;
+    std::vector<int> chunks = kInvarianceChunks;
+    CorpusOptions corpus;
+    diff::CorpusGate gate;
     ReportOutput report;
   };
   auto o = std::make_shared<Options>();
@@ -38,6 +47,30 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--repeat", o->repeat,
                   "Run the engine N times: runs that disagree are reported as nondeterministic first")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  cmd->add_option("--prefill-chunk", e.prefill_chunk, "Engine: prompt tokens per prefill step (0: the whole prompt)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  auto* invariance = cmd->add_flag("--invariance", o->invariance,
+                                   "Instead of the reference: the engine prefilling its prompt in one batch against "
+                                   "the same engine prefilling it in chunks (--chunks)");
+  cmd->add_option("--chunks", o->chunks, "With --invariance: the chunk sizes (1: token by token)")
+      ->delimiter(',')->capture_default_str()->needs(invariance);
+  invariance->excludes("--golden")->excludes("--prefill-chunk");
+  auto* corpus = cmd->add_option("--corpus", o->corpus.file,
+                                 "Instead of one prompt: this text (.txt) or token file (.tokens) in windows, "
+                                 "logits only, scored as llama-perplexity --kl-divergence");
+  corpus->excludes("--golden")->excludes(invariance)->excludes("--tokens")->excludes("--prompt");
+  cmd->add_option("--window", o->corpus.window, "With --corpus: tokens per window (the second half is scored)")
+      ->capture_default_str()->needs(corpus);
+  cmd->add_option("--max-windows", o->corpus.max_windows, "With --corpus: score at most this many windows (0: all)")
+      ->capture_default_str()->needs(corpus);
+  cmd->add_option("--max-kld-mean", o->gate.max_kld_mean, "With --corpus: the largest mean KL divergence that passes")
+      ->needs(corpus);
+  cmd->add_option("--max-kld-99", o->gate.max_kld_99, "With --corpus: the largest 99th-percentile KL divergence")
+      ->needs(corpus);
+  cmd->add_option("--min-same-top", o->gate.min_same_top, "With --corpus: the smallest same-top-token rate (0..1)")
+      ->needs(corpus);
+  cmd->add_option("--max-ppl-ratio", o->gate.max_ppl_ratio, "With --corpus: the largest PPL(engine) / PPL(reference)")
+      ->needs(corpus);
   add_report_options(*cmd, o->report);
 
   cmd->callback([o, cmd, set_exit] {
@@ -54,6 +87,38 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
       }
     } temporary{o->keep.empty() ? dir : fs::path()};
     RunSpec engine = o->engine;
+    diff::DiffOptions options;
+    if (!o->profile.empty()) options.profile = load_profile_option(o->profile);
+    options.model_path = engine.model;
+    if (!o->corpus.file.empty()) {
+      if (engine.model.empty()) throw std::invalid_argument("--model: required with --corpus");
+      // The precision's gate, each limit given on the command line replacing its own.
+      diff::CorpusGate gate = diff::corpus_gate_for(engine.precision);
+      for (auto [given, limit] : {std::pair{&o->gate.max_kld_mean, &gate.max_kld_mean},
+                                  std::pair{&o->gate.max_kld_99, &gate.max_kld_99},
+                                  std::pair{&o->gate.min_same_top, &gate.min_same_top},
+                                  std::pair{&o->gate.max_ppl_ratio, &gate.max_ppl_ratio}})
+        if (*given) *limit = *given;
+      const diff::CorpusReport report = run_corpus(engine, o->corpus, gate, dir.string(), !o->keep.empty());
+      write_corpus_reports(report, o->report);
+      set_exit(report.failures.empty() ? kExitPass : kExitDiverged);
+      return;
+    }
+    if (o->invariance) {
+      if (engine.model.empty()) throw std::invalid_argument("--model: required with --invariance");
+      engine.prompt = prompt_tokens(o->prompt, engine.model);
+      const InvarianceResult chunked = run_invariance(engine, o->chunks, options, dir.string());
+      const std::string table = invariance_table(chunked);
+      fmt::print(o->report.format == "text" ? stdout : stderr, "{}\n", table);
+      // The report of the first chunking that differs, else of the last (all pass).
+      const auto shown = std::find_if(chunked.runs.begin(), chunked.runs.end(),
+                                      [](const InvarianceRun& r) { return r.result.verdict != diff::Verdict::pass; });
+      const InvarianceRun& run = shown != chunked.runs.end() ? *shown : chunked.runs.back();
+      write_reports(run.result, o->report);
+      if (!o->keep.empty()) fmt::print(stderr, "traces: {} (one batch) and chunk-<n>.h5 beside it\n", chunked.one_batch_trace);
+      set_exit(exit_code_for(run.result));
+      return;
+    }
     std::string expected;
     if (!o->golden.empty()) {
       // The golden says which model (checked by sha256), tokens and taps it was recorded with;
@@ -82,9 +147,6 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     engine.trace = (dir / "engine.h5").string();
     run_model(engine);
     const auto nondeterminism = repeat_engine(engine, o->repeat);
-    diff::DiffOptions options;
-    if (!o->profile.empty()) options.profile = load_profile_option(o->profile);
-    options.model_path = engine.model;
     diff::DiffResult result = diff::diff_traces(expected, engine.trace, options);
     if (nondeterminism) diff::put_nondeterminism_first(nondeterminism->first, nondeterminism->second, result);
     write_reports(result, o->report);

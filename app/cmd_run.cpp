@@ -68,6 +68,8 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--lockstep", s.lockstep,
                   "Engine: at every tap record the engine's value, then continue from this trace's "
                   "(model and tokens come from it)");
+  cmd->add_option("--prefill-chunk", s.prefill_chunk, "Engine: prompt tokens per prefill step (0: the whole prompt)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--taps", s.taps.names, "Tap name globs, e.g. 'blk.*.attn_q*,output' ('!' excludes)");
   cmd->add_option("--layers", s.taps.layers, "Layer ranges, e.g. 0-3,7");
   cmd->add_option("--positions", s.taps.positions, "Position ranges, e.g. 0-15");

@@ -32,6 +32,8 @@ void check_vocab(const std::vector<int>& tokens, const ModelConfig& c, const std
 std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, TraceWriter* trace) {
   if (!s.fault.empty())
     throw std::invalid_argument("--inject: faults are injected into the engine (--backend host|cuda), not the reference");
+  if (s.prefill_chunk != 0)
+    throw std::invalid_argument("--prefill-chunk: the reference runs one token at a time; chunking is an engine option");
   ref::GenerateOptions g;
   g.n_predict = s.n_predict;
   if (s.precision == "f64") g.precision = ref::Precision::f64;
@@ -61,6 +63,7 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
   e.fault = s.fault;
   e.lockstep = s.lockstep;
   e.n_predict = s.n_predict;
+  e.prefill_chunk = s.prefill_chunk;
   e.logits_all = s.logits_all;
   if (s.logits_all && !s.lockstep.empty())
     throw std::invalid_argument("--logits all: a lockstep run records the logits the lockstep trace has; drop --logits");
@@ -112,6 +115,7 @@ void refuse_own_options(const RunSpec& s, const std::string& engine, const std::
                                             "record weight taps)", engine));
   if (s.sampling.temperature > 0) throw std::invalid_argument(fmt::format("--temperature: {} runs greedily here", engine));
   if (s.precision != "f32") throw std::invalid_argument(fmt::format("--precision {}: {}", s.precision, precision_note));
+  if (s.prefill_chunk != 0) throw std::invalid_argument(fmt::format("--prefill-chunk: {} batches its prompt itself", engine));
 }
 
 // llama.cpp through libllama: its own context of prompt + n_predict positions, its precision
@@ -227,8 +231,9 @@ std::vector<int> run_model(const RunSpec& spec) {
   const Producer producer = reference                           ? Producer::reference
                             : backend == engine::Backend::cuda ? Producer::engine_cuda
                                                                : Producer::engine_host;
-  std::optional<TraceWriter> trace =
-      open_trace(s, trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict));
+  TraceMetadata metadata = trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict);
+  if (s.prefill_chunk > 0) metadata.settings["prefill_chunk"] = std::int64_t(s.prefill_chunk);
+  std::optional<TraceWriter> trace = open_trace(s, std::move(metadata));
   TraceWriter* writer = trace ? &*trace : nullptr;
   auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);
   if (trace) trace->close();

@@ -28,6 +28,7 @@ struct RunSpec {
   // Engine only: a trace every tap point continues from (lockstep). The model must be the
   // trace's; the prompt and n_predict come from its tokens (prompt stays empty).
   std::string lockstep;
+  int prefill_chunk = 0;              // engine only: prompt tokens per prefill step (0: all at once)
   TapFilterSpec taps;
   // Weight taps: "" none; full | stats | auto (stats above weights_stats_above parameters).
   std::string weights;

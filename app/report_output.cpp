@@ -5,11 +5,13 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <unistd.h>
 
 #include "app/exit_codes.hpp"
 #include "model/error.hpp"
+#include "reports/corpus.hpp"
 #include "reports/render.hpp"
 
 namespace tapdiff {
@@ -39,20 +41,23 @@ void add_report_options(CLI::App& cmd, ReportOutput& out) {
                "List every tap with the smallest NMSE threshold it would have passed (for tuning profiles)");
 }
 
-void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
-  // Check every path's extension before writing anything.
+namespace {
+
+// `render` in out.format on stdout, and into each report file in the format of its extension
+// (written beside it, then renamed: a failed write leaves no half file).
+void write_rendered(const ReportOutput& out, const std::function<std::string(reports::Format, bool screen)>& render) {
+  // Check every path's extension (and that the format renders) before writing anything.
   std::vector<reports::Format> formats;
   for (const auto& f : out.files) formats.push_back(format_for_file(f));
-  reports::RenderOptions options;
-  if (out.all_taps) options.max_table_rows = options.worst_passing_taps = std::numeric_limits<int>::max();
-  reports::RenderOptions screen = options;
-  screen.color = out.format == "text" && isatty(STDOUT_FILENO) == 1;
-  fmt::print("{}", reports::render(result, *reports::parse_format(out.format), screen));
+  const std::string shown = render(*reports::parse_format(out.format), true);
+  std::vector<std::string> files;
+  for (const reports::Format f : formats) files.push_back(render(f, false));
+  fmt::print("{}", shown);
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
     {
       std::ofstream f(tmp, std::ios::binary);
-      f << reports::render(result, formats[i], options);
+      f << files[i];
       if (!f.flush()) throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
     }
     if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0)
@@ -60,6 +65,22 @@ void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
     std::fflush(stdout);
     fmt::print(stderr, "report: {}\n", out.files[i]);
   }
+}
+
+}  // namespace
+
+void write_reports(const diff::DiffResult& result, const ReportOutput& out) {
+  reports::RenderOptions options;
+  if (out.all_taps) options.max_table_rows = options.worst_passing_taps = std::numeric_limits<int>::max();
+  write_rendered(out, [&](reports::Format format, bool screen) {
+    reports::RenderOptions o = options;
+    o.color = screen && out.format == "text" && isatty(STDOUT_FILENO) == 1;
+    return reports::render(result, format, o);
+  });
+}
+
+void write_corpus_reports(const diff::CorpusReport& report, const ReportOutput& out) {
+  write_rendered(out, [&](reports::Format format, bool) { return reports::render_corpus(report, format); });
 }
 
 diff::ToleranceProfile load_profile_option(const std::string& value) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "diff/corpus.hpp"
 #include "diff/result.hpp"
 #include "diff/tolerance.hpp"
 
@@ -18,6 +19,7 @@ struct ReportOutput {
 
 void add_report_options(CLI::App& cmd, ReportOutput& out);
 void write_reports(const diff::DiffResult& result, const ReportOutput& out);
+void write_corpus_reports(const diff::CorpusReport& report, const ReportOutput& out);  // text, md, json
 diff::ToleranceProfile load_profile_option(const std::string& value);  // name or .json file
 int exit_code_for(const diff::DiffResult& result);  // 0 pass, 1 diverged, 2 incompatible
 

@@ -70,6 +70,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       run_model(ref);
       reference_for = job.model;
     }
+    const FaultExpectation* expectation = job.fault.empty() ? nullptr : find_fault_expectation(job.fault);
     RunSpec eng;
     eng.backend = o.backend;
     eng.model = job.model;
@@ -77,13 +78,13 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     eng.n_predict = kPredict;
     eng.precision = job.precision;
     eng.fault = job.fault;
+    eng.prefill_chunk = expectation ? expectation->prefill_chunk : 0;
     eng.trace = o.work_dir + "/engine.h5";
     eng.weights = "auto";
     eng.progress = false;
     run_model(eng);
     diff::DiffResult d = diff::diff_traces(ref_trace, eng.trace);
     // A fault expected to be nondeterministic is checked as `check --repeat 2` would.
-    const FaultExpectation* expectation = job.fault.empty() ? nullptr : find_fault_expectation(job.fault);
     if (expectation && expectation->bug_class == "nondeterministic")
       if (const auto differ = repeat_engine(eng, 2)) diff::put_nondeterminism_first(differ->first, differ->second, d);
 

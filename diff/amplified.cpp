@@ -36,7 +36,7 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256);
       in.emplace(ReplayInputs{b, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
-                              cache_type_of(b.metadata())});
+                              cache_type_of(b.metadata()), prefill_chunk_of(b.metadata())});
       candidates = candidates_for(t.name, t.layer, *in);
     } catch (const std::exception&) {
       return;  // no model, or a trace the replay cannot read: the rows stand

@@ -377,6 +377,12 @@ std::string cache_type_of(const TraceMetadata& m) {
   return m.precision == "f16" || m.precision == "bf16" ? m.precision : "f32";
 }
 
+std::int64_t prefill_chunk_of(const TraceMetadata& m) {
+  if (const auto it = m.settings.find("prefill_chunk"); it != m.settings.end())
+    if (const auto* chunk = std::get_if<std::int64_t>(&it->second)) return std::max<std::int64_t>(0, *chunk);
+  return 0;
+}
+
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {
   std::vector<Candidate> out;
   if (name == "attn_q" || name == "attn_k" || name == "attn_v" || name == "attn_output" ||

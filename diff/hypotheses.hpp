@@ -39,12 +39,16 @@ struct ReplayInputs {
   // What the actual run's KV cache stores, "f32", "f16" or "bf16" (cache_type_of()): attention
   // replays round K and V to it, and q too, as a dot product with a 16-bit cache converts it.
   std::string cache_type = "f32";
+  // Prompt tokens per prefill step of the actual run (prefill_chunk_of()); 0: one batch.
+  std::int64_t prefill_chunk = 0;
 };
 
 // The cache type a trace's producer ran with: llama.cpp's kv_type setting, else a 16-bit
 // precision (tapdiff's engine stores its cache in it), else f32. q8_0 and lower-bit caches are
 // not modeled (f32): their noise is the q8 profile's.
 std::string cache_type_of(const TraceMetadata& m);
+// The producer setting prefill_chunk (tapdiff's engine with --prefill-chunk), else 0.
+std::int64_t prefill_chunk_of(const TraceMetadata& m);
 
 // Candidates for tap `name` at `layer`; empty when the tap has no replay.
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in);

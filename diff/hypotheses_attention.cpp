@@ -19,7 +19,7 @@ double round_to(const std::string& type, double x) {
 
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
-enum class Cursor { row, element, stuck, late };  // where position q's row was written
+enum class Cursor { row, element, stuck, late, batch_start };  // where position q's row was written
 enum class Visible { causal, one, capacity, prompt, before, next, batch_short };  // which cache slots attention read
 
 struct CacheReplay {
@@ -29,16 +29,19 @@ struct CacheReplay {
 };
 
 // The cache memory ([n_ctx][kv_dim]) as the engine left it after position p's write, given
-// the prompt was written in one batch and each later position one at a time.
-std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::int64_t n_ctx,
+// the prompt was written in batches of `chunk` rows (0: one batch) and each later position one
+// at a time.
+std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::int64_t chunk, std::int64_t n_ctx,
                                    std::size_t kv_dim, const CacheReplay& how, std::int64_t p) {
   std::vector<double> cache(static_cast<std::size_t>(n_ctx) * kv_dim, 0.0);
   std::int64_t length = 0;
-  auto write = [&](std::int64_t first, std::int64_t n) {
-    const std::int64_t at = how.cursor == Cursor::element                ? length
-                            : how.cursor == Cursor::stuck                ? 0
-                            : how.cursor == Cursor::late && length > 0   ? (length + 1) * std::int64_t(kv_dim)
-                                                                         : length * std::int64_t(kv_dim);
+  // Rows first .. first + n - 1 of a step of batch rows.
+  auto write = [&](std::int64_t first, std::int64_t n, std::int64_t batch) {
+    const std::int64_t at = how.cursor == Cursor::element                   ? length
+                            : how.cursor == Cursor::stuck                   ? 0
+                            : how.cursor == Cursor::batch_start && batch > 1 ? 0
+                            : how.cursor == Cursor::late && length > 0      ? (length + 1) * std::int64_t(kv_dim)
+                                                                            : length * std::int64_t(kv_dim);
     for (std::int64_t r = 0; r < n; ++r) {
       const Row& row = rows[std::size_t(first + r)];
       for (std::size_t i = 0; i < kv_dim && i < row.size(); ++i) {
@@ -48,10 +51,12 @@ std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::i
     }
     if (how.cursor != Cursor::stuck) length += n;
   };
-  const std::int64_t batch = std::min(prompt, p + 1);
-  write(0, batch);
-  for (std::int64_t q = batch; q <= p; ++q)
-    if (q < p || how.own_row_written) write(q, 1);
+  const std::int64_t step = chunk > 0 ? chunk : prompt;
+  const std::int64_t prompt_rows = std::min(prompt, p + 1);
+  for (std::int64_t first = 0; first < prompt_rows; first += step)
+    write(first, std::min(step, prompt_rows - first), std::min(step, prompt - first));
+  for (std::int64_t q = prompt_rows; q <= p; ++q)
+    if (q < p || how.own_row_written) write(q, 1, 1);
     else if (how.cursor != Cursor::stuck) ++length;
   return cache;
 }
@@ -114,6 +119,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       std::int64_t upto = s.cache.visible == Visible::prompt                        ? std::max(in.prompt_length - 1, p)
                                 : s.cache.visible == Visible::next && p + 1 < in.prompt_length ? p + 1
                                                                                              : p;
+      // A chunk written at slot 0 puts its later rows where attention's mask lets p see them.
+      if (s.cache.cursor == Cursor::batch_start && p < in.prompt_length && in.prefill_chunk > 0)
+        upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
       const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
       if (whole_batch) upto = in.prompt_length - 1;
       Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
@@ -126,8 +134,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       }
       for (std::int64_t t = 0; t <= upto; ++t)
         if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
-      auto K = simulate_cache(k_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
-      auto V = simulate_cache(v_all, in.prompt_length, in.n_ctx, kv_dim, s.cache, upto);
+      auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+      auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
       std::vector<double> qd(q.begin(), q.end());
       if (in.cache_type != "f32")
         for (auto* values : {&K, &V, &qd})
@@ -199,6 +207,14 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s = right;
   s.cache.own_row_written = false;
   out.push_back({"the current position's K/V never appended to the cache", "kv-cache", false, replay(s)});
+  if (in.prefill_chunk > 1 && in.prefill_chunk < in.prompt_length) {
+    s = right;
+    s.cache.cursor = Cursor::batch_start;
+    out.push_back({fmt::format("each prefill chunk of {} rows written at the cache's start (slot 0) instead of after "
+                               "the rows already cached",
+                               in.prefill_chunk),
+                   "kv-cache", false, replay(s)});
+  }
   // Every other combination of where rows were written and which slots attention read.
   const std::pair<Cursor, const char*> cursors[] = {
       {Cursor::row, "at their rows"},

@@ -221,6 +221,11 @@ const std::vector<FaultSpec> kFaults = {
      "the fused attn_qkv tensor split as [q | v | k]: k takes v's rows and v takes k's",
      "a loader splitting Phi-3's fused QKV in the wrong order", "weight-loading",
      "engine/weights.cpp: the split of attn_qkv", "a fused attn_qkv tensor (phi3)"},
+    {Fault::kv_chunk_offset, "kv-chunk-offset",
+     "a batched step writes its K/V rows at the cache's start: every prefill chunk after the first overwrites the first",
+     "a prefill written for one-batch prompts, run with chunked prefill", "kv-cache",
+     "engine/kv_cache.cpp: KvCache::append_offset",
+     "a prompt prefilled in chunks of >= 2 tokens (--prefill-chunk, check --invariance)"},
 };
 // clang-format on
 
@@ -435,6 +440,10 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::dequant_q8_block_stride:
       if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
+      break;
+    case Fault::kv_chunk_offset:
+      // Invisible to a one-batch or token-by-token prefill; --prefill-chunk or check --invariance shows it.
+      if (n_prompt < 3) return no(fmt::format("the prompt has {} tokens: no chunk of >= 2 follows another", n_prompt));
       break;
   }
   return std::nullopt;

@@ -72,6 +72,7 @@ enum class Fault : std::uint8_t {
   attn_softcap_missing,
   rope_local_base_ignored,
   fused_qkv_kv_swapped,
+  kv_chunk_offset,
 };
 
 struct FaultSpec {

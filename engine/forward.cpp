@@ -213,7 +213,7 @@ void Forward::attention_block(int l, int p0, int n) {
   taps_.probe("attn_q.rope", l, p0, n, {Q}, q);
   taps_.probe("attn_k.rope", l, p0, n, {KV}, k);
 
-  const std::int64_t offset = cache_.append_offset();
+  const std::int64_t offset = cache_.append_offset(n);
   // Fault kv-not-written-decode: a decode step (the cache already holds rows) skips its write.
   if (!(faults_.is(Fault::kv_not_written_decode) && cache_.length() > 0)) {
     ex_.kv_append(KvAppendArgs{k, cache_.k(l), cache_.type(), offset, n, KV, cache_.capacity()});

@@ -45,6 +45,8 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
   if (prompt.empty()) throw std::invalid_argument("tokens: expected at least one prompt token");
   if (o.n_predict < 0)
     throw std::invalid_argument(fmt::format("n-predict: expected >= 0, got {}", o.n_predict));
+  if (o.prefill_chunk < 0)
+    throw std::invalid_argument(fmt::format("prefill-chunk: expected >= 0 (0: the whole prompt), got {}", o.prefill_chunk));
   for (std::size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= c.n_vocab)
       throw std::invalid_argument(
@@ -90,7 +92,8 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   const int n_ctx = n_prompt + o.n_predict;
   const std::optional<LockstepSource> lockstep =
       o.lockstep.empty() ? std::nullopt : std::optional<LockstepSource>(std::in_place, o.lockstep);
-  Forward forward(ex, weights, config, n_ctx, n_prompt, precision, faults, trace,
+  const int chunk = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_prompt) : n_prompt;
+  Forward forward(ex, weights, config, n_ctx, chunk, precision, faults, trace,
                   lockstep ? &*lockstep : nullptr, o.logits_all);
 
   std::vector<int> tokens = prompt;
@@ -110,8 +113,14 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
     if (o.on_step) o.on_step(position, tokens.back(), steps_done, steps_total);
   };
 
-  // Prefill: every prompt position in one batched step.
-  finish_step(n_prompt - 1, forward.step(prompt.data(), n_prompt, 0));
+  // Prefill: the prompt in batched steps of `chunk` positions; the last one chooses the first
+  // generated token.
+  int p0 = 0;
+  for (; p0 + chunk < n_prompt; p0 += chunk) {
+    forward.step(&prompt[std::size_t(p0)], chunk, p0);
+    if (trace != nullptr) trace->end_step();
+  }
+  finish_step(n_prompt - 1, forward.step(&prompt[std::size_t(p0)], n_prompt - p0, p0));
   // Decode: feed the token at `pos`, choose the one at pos + 1. The last generated token is
   // never fed.
   for (int pos = n_prompt; pos < n_ctx - 1; ++pos) {

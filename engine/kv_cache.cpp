@@ -17,12 +17,15 @@ KvCache::KvCache(Executor& ex, int n_layer, int capacity, int kv_dim, ElemType t
   }
 }
 
-std::int64_t KvCache::append_offset() const {
+std::int64_t KvCache::append_offset(std::int64_t n_new) const {
   // Fault kv-append-offset: the cursor moves one element per cached row, not one row.
   if (faults_.is(Fault::kv_append_offset)) return length_;
   // Fault kv-decode-write-late: the decode cursor is incremented before the write, so a decode
   // step's row lands in the slot after its own.
   if (faults_.is(Fault::kv_decode_write_late) && length_ > 0) return (length_ + 1) * kv_dim_;
+  // Fault kv-chunk-offset: a batch writes at the cache's start, as a prefill written for
+  // one-batch prompts assumes; right for the whole prompt, wrong for every chunk after the first.
+  if (faults_.is(Fault::kv_chunk_offset) && n_new > 1) return 0;
   return length_ * kv_dim_;
 }
 

@@ -1,6 +1,6 @@
 // The KV cache: one preallocated buffer per layer for K and for V, each (capacity, kv_dim) in
 // the cache's storage type, and explicit bookkeeping of how many rows hold valid entries.
-// A step appends its rows at append_offset(), attention reads visible_keys() rows, and
+// A step appends its rows at append_offset(n), attention reads visible_keys() rows, and
 // advance() makes the appended rows valid once every layer has written them.
 // The kv-* faults live in this bookkeeping.
 #pragma once
@@ -25,8 +25,8 @@ public:
   int row() const { return kv_dim_; }  // elements per cached position
   std::int64_t length() const { return length_; }
 
-  // Element offset, within a layer's cache, where the next appended row goes.
-  std::int64_t append_offset() const;
+  // Element offset, within a layer's cache, where the next step's n_new rows go.
+  std::int64_t append_offset(std::int64_t n_new) const;
   // Cache rows attention reads once n_new rows have been appended.
   std::int64_t visible_keys(std::int64_t n_new) const;
   // Throws EngineError when n_new more rows do not fit.

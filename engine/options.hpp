@@ -26,6 +26,8 @@ struct EngineOptions {
   // continues from after recording its own value; "" = off. See engine/taps.hpp.
   std::string lockstep;
   int n_predict = 16;
+  // Prompt tokens per prefill step: 0 runs the whole prompt as one batch, 1 token by token.
+  int prefill_chunk = 0;
   bool logits_all = false;  // the `output` tap at every prompt position, not just the last
   // Record every weight as the engine uses it into the trace before the prefill
   // (tapdiff/weight_taps.hpp); nullopt: no weight taps.

@@ -28,6 +28,7 @@ public:
   // SentencePiece, written as their text by BPE (so "<|im_start|>" round-trips).
   std::string decode(const std::vector<int>& tokens) const;
   const std::string& piece(int id) const { return tokens_.at(static_cast<std::size_t>(id)); }
+  int bos_added() const { return add_bos_ ? bos_ : -1; }  // the BOS encode() starts with; -1: none
   int n_vocab() const { return static_cast<int>(tokens_.size()); }
 
 private:

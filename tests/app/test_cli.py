@@ -314,7 +314,7 @@ def test_tokenize_prints_ids_and_pieces():
 @pytest.mark.skipif(not os.path.exists(STORIES), reason="no ../shared/models/stories260K.gguf (shared models absent)")
 def test_selftest_localizes_every_applicable_fault_on_stories260k():
     out = run("selftest", "--model", STORIES, check_code=0).stdout
-    assert "selftest: 78 passed, 0 failed" in out
+    assert "selftest: 80 passed, 0 failed" in out
     assert "| kv-stuck-length | stories260K.gguf | f16 | blk.0.attn.probs @ 5 · kv-cache |" in out
 
 

@@ -54,6 +54,7 @@ struct FaultCase {
   const char* fault;
   FixtureSpec spec;
   Divergence expected;
+  int prefill_chunk = 0;  // both runs prefill in chunks of this many tokens (0: one batch)
 };
 
 inline void PrintTo(const FaultCase& c, std::ostream* os) {
@@ -142,6 +143,9 @@ inline std::vector<FaultCase> fault_cases() {
       {"resid-attn-dropped", gemma2_spec(), {"blk.0.resid.attn", 0}},
       {"rope-wrong-pairing", qwen3_spec(), {"blk.0.attn_q.rope", 1}},
       {"gqa-head-map", qwen3_spec(), {"blk.0.attn.probs", 1}},
+      // Chunks of 2: the chunk at 2..3 overwrites slots 0..1 and attends to them.
+      {"kv-chunk-offset", llama_spec(), {"blk.0.attn.probs", 2}, 2},
+      {"kv-chunk-offset", qwen2_spec(), {"blk.0.attn.probs", 3}, 3},
   };
 }
 
@@ -152,6 +156,7 @@ inline Divergence run_fault_case(const FaultCase& fc, Backend backend) {
   EngineOptions o;
   o.backend = backend;
   o.n_predict = 6;
+  o.prefill_chunk = fc.prefill_chunk;
   const TempTrace clean("clean"), faulty(std::string("fault_") + fc.fault);
   const auto clean_tokens = run_engine(model, prompt, o, clean.path);
   // The token-sequence fault is visible only if the clean run's first two tokens differ.

@@ -11,7 +11,7 @@ namespace {
 
 using namespace test;
 
-TEST(FaultCatalogue, FiftyOneFaultsInDesignOrderWithEveryField) {
+TEST(FaultCatalogue, FiftyTwoFaultsInDesignOrderWithEveryField) {
   const std::vector<std::string> names = {"kv-stuck-length",
                                           "kv-append-offset",
                                           "kv-unsliced",
@@ -62,7 +62,8 @@ TEST(FaultCatalogue, FiftyOneFaultsInDesignOrderWithEveryField) {
                                           "rope-freq-factors-ignored",
                                           "attn-softcap-missing",
                                           "rope-local-base-ignored",
-                                          "fused-qkv-kv-swapped"};
+                                          "fused-qkv-kv-swapped",
+                                          "kv-chunk-offset"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;
@@ -118,6 +119,8 @@ TEST(FaultInjection, InapplicableFaultsAreNamedNotSilent) {
   EXPECT_TRUE(fault_not_applicable(Fault::causal_mask_off, llama, c, 1, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::gqa_head_map, llama, c, 5, 4).has_value());
   EXPECT_FALSE(fault_not_applicable(Fault::none, llama, c, 1, 0).has_value());
+  EXPECT_TRUE(fault_not_applicable(Fault::kv_chunk_offset, llama, c, 2, 4).has_value());
+  EXPECT_FALSE(fault_not_applicable(Fault::kv_chunk_offset, llama, c, 3, 0).has_value());
   // The weight faults need a block-quantized weight; F16 is not one.
   EXPECT_TRUE(fault_not_applicable(Fault::dequant_missing, llama, c, 5, 4).has_value());
   EXPECT_TRUE(fault_not_applicable(Fault::tensor_bytes_truncated, llama, c, 5, 4).has_value());

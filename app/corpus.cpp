@@ -1,0 +1,117 @@
+#include "app/corpus.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include "app/progress.hpp"
+#include "app/token_list.hpp"
+#include "model/error.hpp"
+#include "model/gguf.hpp"
+#include "model/tokenizer.hpp"
+#include "tapdiff/trace_reader.hpp"
+
+namespace tapdiff {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "corpus", "cannot be opened for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The logits of a window's trace: (positions, n_vocab) rows.
+TapRows window_logits(const std::string& trace) {
+  const TraceReader reader(trace);
+  return reader.read(reader.tap("output", -1));
+}
+
+std::string side_text(const RunSpec& s) {
+  const std::string producer = s.backend == "reference" ? "reference" : "engine-" + s.backend;
+  return fmt::format("{} {}{}", producer, s.precision, s.fault.empty() ? "" : ", fault " + s.fault);
+}
+
+}  // namespace
+
+std::vector<int> corpus_tokens(const std::string& file, const std::string& model) {
+  std::string text = read_file(file);
+  if (std::filesystem::path(file).extension() == ".tokens") {
+    for (char& c : text)
+      if (c == '\n' || c == '\r' || c == '\t' || c == ' ') c = ',';
+    std::string ids;  // runs of separators as one comma
+    for (char c : text)
+      if (c != ',' || (!ids.empty() && ids.back() != ',')) ids += c;
+    while (!ids.empty() && ids.back() == ',') ids.pop_back();
+    return parse_token_list(ids, file);
+  }
+  return Tokenizer::from_gguf(GgufFile::open(model)).encode(text);
+}
+
+diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, const diff::CorpusGate& gate,
+                              const std::string& dir, bool keep) {
+  namespace fs = std::filesystem;
+  if (o.window < 4) throw std::invalid_argument(fmt::format("--window: expected >= 4 tokens, got {}", o.window));
+  const std::vector<int> tokens = corpus_tokens(o.file, engine.model);
+  const bool text = fs::path(o.file).extension() != ".tokens";
+  const int bos = text ? Tokenizer::from_gguf(GgufFile::open(engine.model)).bos_added() : -1;
+  int n_windows = static_cast<int>(tokens.size() / std::size_t(o.window));
+  if (n_windows < 1)
+    throw InputError(o.file, "corpus",
+                     fmt::format("{} tokens, fewer than one window of {} (--window)", tokens.size(), o.window));
+  if (o.max_windows > 0) n_windows = std::min(n_windows, o.max_windows);
+
+  diff::CorpusReport report;
+  report.corpus = o.file;
+  report.n_tokens = static_cast<std::int64_t>(tokens.size());
+  report.window = o.window;
+  report.n_windows = n_windows;
+  report.gate = gate;
+  RunSpec expected;
+  expected.model = engine.model;
+  RunSpec actual = engine;
+  for (RunSpec* s : {&expected, &actual}) {
+    s->n_predict = 0;
+    s->logits_all = true;
+    s->taps = {};
+    s->taps.names = "output";
+    s->progress = false;
+  }
+  report.expected = side_text(expected);
+  report.actual = side_text(actual);
+
+  diff::CorpusStats stats;
+  Progress progress("corpus", engine.progress);
+  const int first = o.window / 2;
+  for (int w = 0; w < n_windows; ++w) {
+    progress.update(w, n_windows, fmt::format("window {}", w + 1));
+    std::vector<int> window(tokens.begin() + std::ptrdiff_t(w) * o.window,
+                            tokens.begin() + std::ptrdiff_t(w + 1) * o.window);
+    if (bos >= 0) window.front() = bos;
+    expected.prompt = actual.prompt = window;
+    expected.trace = (fs::path(dir) / fmt::format("window-{}-expected.h5", w)).string();
+    actual.trace = (fs::path(dir) / fmt::format("window-{}-actual.h5", w)).string();
+    run_model(expected);
+    run_model(actual);
+    const TapRows a = window_logits(expected.trace), b = window_logits(actual.trace);
+    const std::int64_t n_vocab = a.row_size;
+    if (b.row_size != n_vocab || a.size() != std::size_t(o.window) || b.size() != std::size_t(o.window))
+      throw std::runtime_error(fmt::format("window {}: expected {} logits rows of {} on both sides, got {} and {}", w,
+                                           o.window, n_vocab, a.size(), b.size()));
+    for (int j = first; j < o.window - 1; ++j)
+      stats.add(a.row(std::size_t(j)), b.row(std::size_t(j)), n_vocab, window[std::size_t(j + 1)], w, j);
+    if (!keep) {
+      fs::remove(expected.trace);
+      fs::remove(actual.trace);
+    }
+  }
+  progress.finish();
+  report.summary = stats.summary();
+  report.failures = diff::corpus_gate_failures(report.summary, gate);
+  return report;
+}
+
+}  // namespace tapdiff

@@ -1,0 +1,31 @@
+// The corpus check: a text (or a token file) in windows through the reference and the engine,
+// only the logits recorded, scored as `llama-perplexity --kl-divergence` scores a quantized
+// model against its base: each window of W tokens starts with BOS (when the model's tokenizer
+// adds one) and its second half is scored, the logits at position j against token j + 1.
+// One window's traces exist at a time, so memory is bounded by a window.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/harness.hpp"
+#include "diff/corpus.hpp"
+
+namespace tapdiff {
+
+struct CorpusOptions {
+  std::string file;     // .txt (tokenized with the model's tokenizer) or .tokens (ids)
+  int window = 128;     // tokens per window
+  int max_windows = 0;  // 0: every whole window of the file
+};
+
+// The file's tokens: ids separated by commas or white space in a .tokens file, else the text
+// tokenized by the model. Throws InputError / std::invalid_argument naming the file.
+std::vector<int> corpus_tokens(const std::string& file, const std::string& model);
+
+// The reference (f32) as expected, `engine` (backend, precision, faults; its prompt and trace
+// unused) as actual. Window traces go to dir and are removed after scoring unless keep.
+diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& options, const diff::CorpusGate& gate,
+                              const std::string& dir, bool keep);
+
+}  // namespace tapdiff
