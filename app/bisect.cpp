@@ -31,10 +31,15 @@ std::string this_executable() {
   return self.string();
 }
 
-// The `git bisect run` step: exit 0 good, 1 bad, 125 skip. Traces land in <traces>/<commit>.
+// The `git bisect run` step: exit 0 good, 1 bad, 125 skip. Traces land in <traces>/<commit>;
+// a replay's output in <traces>/<commit>.replay.
 std::string step_script(const BisectOptions& o, const std::string& traces) {
-  std::string check = shell_quote(o.tapdiff.empty() ? this_executable() : o.tapdiff) + " check";
+  const std::string tapdiff = shell_quote(o.tapdiff.empty() ? this_executable() : o.tapdiff);
+  std::string check = tapdiff + " check";
   for (const auto& a : o.check_args) check += " " + shell_quote(a);
+  if (!o.repro.empty())
+    check = fmt::format("mkdir -p {0} && {1} replay {2} >{0}/\"$commit\".replay 2>&1", shell_quote(traces), tapdiff,
+                        shell_quote(fs::absolute(o.repro).string()));
   std::string s =
       "#!/bin/sh\n"
       "# One `git bisect run` step, written by tapdiff bisect: build (failure: 125, git skips the\n"
@@ -43,7 +48,7 @@ std::string step_script(const BisectOptions& o, const std::string& traces) {
   if (!o.build.empty())
     s += fmt::format("/bin/sh -c {} || {{ echo \"tapdiff bisect: build failed at $commit: skipped\" >&2; exit 125; }}\n",
                      shell_quote(o.build));
-  s += fmt::format("{} --keep-traces {}/\"$commit\"\n", check, shell_quote(traces));
+  s += o.repro.empty() ? fmt::format("{} --keep-traces {}/\"$commit\"\n", check, shell_quote(traces)) : check + "\n";
   s += "code=$?\n"
        "case $code in 0|1) exit $code ;; esac\n"
        "echo \"tapdiff bisect: check exited $code at $commit: cannot test, skipped\" >&2\n"
@@ -98,6 +103,10 @@ void parse_bisect_log(const std::string& log, BisectOutcome& out) {
 }
 
 BisectOutcome bisect(const BisectOptions& o) {
+  if (!o.repro.empty() && !o.check_args.empty())
+    throw std::invalid_argument("--repro: the steps replay the repro; drop --check");
+  if (!o.repro.empty() && !fs::exists(fs::path(o.repro) / "repro.json"))
+    throw std::invalid_argument(fmt::format("--repro {}: no repro.json there (write one with `tapdiff repro`)", o.repro));
   for (const auto& a : o.check_args)
     if (a == "--keep-traces" || a.rfind("--keep-traces=", 0) == 0)
       throw std::invalid_argument("--check: --keep-traces is set by bisect itself (it keeps each commit's traces)");
@@ -132,6 +141,13 @@ BisectOutcome bisect(const BisectOptions& o) {
   }
   out.parent = git_output(wt.path(), {"rev-parse", out.first_bad + "^"});
   out.parent_subject = subject_of(wt, out.parent);
+  if (!o.repro.empty()) {
+    std::ifstream replay(fs::path(traces) / (out.first_bad + ".replay"));
+    std::ostringstream text;
+    text << replay.rdbuf();
+    out.replay_first_bad = text.str();
+    return out;
+  }
 
   const std::string before = engine_trace_at(wt, script, traces, out.parent, 0, out.no_report_reason);
   if (before.empty()) return out;

@@ -1,6 +1,7 @@
-// `tapdiff bisect --good REV --bad REV [--build CMD] [--check ARGS...]`: finds the commit that
-// broke the numbers with `git bisect run` in a temporary worktree (app/bisect.hpp), then prints
-// it, its subject, and the divergence report of that commit against its parent. Exit 0: a
+// `tapdiff bisect --good REV --bad REV [--build CMD] [--check ARGS... | --repro DIR]`: finds the
+// commit that broke the numbers with `git bisect run` in a temporary worktree (app/bisect.hpp),
+// then prints it, its subject, and the divergence report of that commit against its parent (with
+// --repro: the replay's output there). Exit 0: a
 // commit was named and reported; 125: no single commit could be named (skipped commits) or no
 // report could be made; 2: bad input; 128 + signal when interrupted (the worktree is removed).
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ void print_outcome(const BisectOutcome& out) {
   fmt::print("tested:\n");
   for (const auto& s : out.steps) fmt::print("  {:.12} {:<4}  {}\n", s.commit, s.verdict, s.subject);
   if (!out.no_report_reason.empty()) fmt::print("no divergence report: {}\n", out.no_report_reason);
+  if (!out.replay_first_bad.empty()) fmt::print("\nreplay at {:.12}:\n{}", out.first_bad, out.replay_first_bad);
   if (out.divergence) fmt::print("\ndivergence of {:.12} against its parent {:.12}:\n", out.first_bad, out.parent);
   std::fflush(stdout);
 }
@@ -47,6 +49,8 @@ void add_bisect_command(CLI::App& app, SetExit set_exit) {
                   "The tapdiff that runs the check: relative to the worktree (e.g. build/app/tapdiff, "
                   "what --build made) or absolute; default: this one");
   cmd->add_option("-C,--repo", o->bisect.repo, "The git repository")->capture_default_str();
+  cmd->add_option("--repro", o->bisect.repro,
+                  "A repro directory (`tapdiff repro`): each step replays it instead of running a check");
   add_report_options(*cmd, o->report);
   // --check takes every argument after it: they are `tapdiff check`'s, options included.
   cmd->prefix_command();
@@ -64,6 +68,10 @@ void add_bisect_command(CLI::App& app, SetExit set_exit) {
     try {
       const BisectOutcome out = bisect(o->bisect);
       print_outcome(out);
+      if (!o->bisect.repro.empty() && !out.first_bad.empty()) {
+        set_exit(kExitPass);
+        return;
+      }
       if (!out.divergence) {
         set_exit(kExitCannotTest);
         return;

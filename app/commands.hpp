@@ -34,5 +34,6 @@ void add_selftest_command(CLI::App& app, SetExit set_exit);
 void add_golden_command(CLI::App& app, SetExit set_exit);
 void add_bisect_command(CLI::App& app, SetExit set_exit);
 void add_import_command(CLI::App& app, SetExit set_exit);
+void add_repro_commands(CLI::App& app, SetExit set_exit);  // repro and replay
 
 }  // namespace tapdiff

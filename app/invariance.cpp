@@ -55,8 +55,7 @@ std::string invariance_table(const InvarianceResult& result) {
   std::string out = "prefill            verdict    first finding (against the one-batch prefill)\n";
   for (const InvarianceRun& r : result.runs) {
     const diff::DiffResult& d = r.result;
-    const diff::FirstDivergence* at = !d.roots.empty() ? &d.roots.front().at : d.first ? &*d.first : nullptr;
-    const std::optional<diff::Diagnosis>& why = !d.roots.empty() ? d.roots.front().diagnosis : d.diagnosis;
+    const auto [at, why] = diff::leading_finding(d);
     const std::string chunking = r.chunk == 1 ? "token by token" : fmt::format("chunks of {}", r.chunk);
     std::string finding =
         at ? fmt::format("{} @ {}{}", at->tap, at->position, why ? fmt::format(" · {}", why->bug_class) : "") : "-";

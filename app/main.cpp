@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_golden_command(app, set_exit);
   add_bisect_command(app, set_exit);
   add_import_command(app, set_exit);
+  add_repro_commands(app, set_exit);
 
   try {
     app.parse(argc, argv);

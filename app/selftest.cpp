@@ -92,10 +92,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     row.fault = job.fault.empty() ? "none" : job.fault;
     row.model = fs::path(job.model).filename().string();
     row.precision = job.precision;
-    // The first finding: the first root in execution order (a weight, a tap of the wrong
-    // shape, a divergence), else the first divergence (the token sequence).
-    const diff::FirstDivergence* at = !d.roots.empty() ? &d.roots.front().at : d.first ? &*d.first : nullptr;
-    const std::optional<diff::Diagnosis>& diagnosis = !d.roots.empty() ? d.roots.front().diagnosis : d.diagnosis;
+    const auto [at, diagnosis] = diff::leading_finding(d);
     const std::string cls = diagnosis ? diagnosis->bug_class : "";
     row.found = at ? finding_text(at->tap, at->position, cls) : "PASS";
     row.variant = diagnosis ? diagnosis->variant : "";

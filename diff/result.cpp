@@ -63,4 +63,9 @@ const RowMetrics* TapComparison::worst() const {
   return w;
 }
 
+LeadingFinding leading_finding(const DiffResult& r) {
+  if (!r.roots.empty()) return {&r.roots.front().at, r.roots.front().diagnosis ? &*r.roots.front().diagnosis : nullptr};
+  return {r.first ? &*r.first : nullptr, r.diagnosis ? &*r.diagnosis : nullptr};
+}
+
 }  // namespace tapdiff::diff

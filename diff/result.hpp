@@ -190,6 +190,14 @@ struct DiffResult {
   std::vector<WeightComparison> weights;  // load order; empty without weight taps
 };
 
+// The first finding: the first root in execution order (a weight, a tap of the wrong shape, a
+// divergence), else the first divergence (the token sequence); at is null when nothing diverged.
+struct LeadingFinding {
+  const FirstDivergence* at = nullptr;
+  const Diagnosis* diagnosis = nullptr;
+};
+LeadingFinding leading_finding(const DiffResult& result);
+
 // The compared tap of that full name, or nullptr.
 const TapComparison* find_tap(const DiffResult& result, std::string_view full_name);
 

@@ -40,7 +40,7 @@ public:
           std::int64_t scratch_elements = kScratchElements);
 
   // Runs tokens[0..n) at positions p0..p0+n-1 in one batch, records the step's taps and
-  // returns the greedy next token after position p0+n-1.
+  // returns the greedy next token after position p0+n-1 (-1 when a model part lacks the head).
   int step(const int* tokens, int n, int p0);
 
   std::vector<float> logits() const;  // (n_vocab,) of the last step's last position

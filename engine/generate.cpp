@@ -10,6 +10,7 @@
 #include "engine/forward.hpp"
 #include "engine/weights.hpp"
 #include "model/config.hpp"
+#include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
 
 namespace tapdiff::engine {
@@ -52,6 +53,10 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
       throw std::invalid_argument(
           fmt::format("tokens: token {} at position {} is outside the vocabulary 0..{}", prompt[i],
                       i, c.n_vocab - 1));
+  if (!c.whole() && o.lockstep.empty())
+    throw std::invalid_argument(fmt::format("{} holds stages {}..{} of the model, not all of it: a model part runs in "
+                                            "lockstep, its input taken from the lockstep trace",
+                                            model.path(), c.first_stage, c.last_stage));
   const FaultSwitch faults = parse_fault_list(o.fault);
   const int n_prompt = static_cast<int>(prompt.size());
   for (const Fault f : faults.active())
@@ -98,6 +103,12 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
 
   std::vector<int> tokens = prompt;
   tokens.reserve(std::size_t(n_ctx));
+  // A model part without the head chooses no token: the lockstep trace's come next.
+  auto chosen = [&](int next, int position) {
+    if (next >= 0) return next;
+    const auto& recorded = lockstep->trace().metadata().tokens;
+    return std::size_t(position + 1) < recorded.size() ? int(recorded[std::size_t(position + 1)]) : 0;
+  };
   const int steps_total = std::max(1, o.n_predict);
   int steps_done = 0;
   auto finish_step = [&](int position, int next) {
@@ -120,11 +131,11 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
     forward.step(&prompt[std::size_t(p0)], chunk, p0);
     if (trace != nullptr) trace->end_step();
   }
-  finish_step(n_prompt - 1, forward.step(&prompt[std::size_t(p0)], n_prompt - p0, p0));
+  finish_step(n_prompt - 1, chosen(forward.step(&prompt[std::size_t(p0)], n_prompt - p0, p0), n_prompt - 1));
   // Decode: feed the token at `pos`, choose the one at pos + 1. The last generated token is
   // never fed.
   for (int pos = n_prompt; pos < n_ctx - 1; ++pos) {
-    int next = forward.step(&tokens[std::size_t(pos)], 1, pos);
+    int next = chosen(forward.step(&tokens[std::size_t(pos)], 1, pos), pos);
     // Fault first-token-twice: the first generated token goes into the sequence again.
     if (faults.is(Fault::first_token_twice) && pos == n_prompt)
       next = tokens[std::size_t(n_prompt)];

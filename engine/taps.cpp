@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/device/error.hpp"
 #include "engine/executor.hpp"
 #include "engine/kernels/convert.hpp"
 #include "engine/kernels/host_loop.hpp"
@@ -54,6 +55,13 @@ void TapProbe::probe(std::string_view name, int layer, std::int64_t first_positi
                      std::int64_t n_rows, const RowShape& shape, void* rows, ElemType type) {
   record_typed(name, layer, first_position, n_rows, shape, rows, type);
   if (lockstep_ != nullptr) inject(name, layer, first_position, n_rows, shape, rows, type);
+}
+
+void TapProbe::continue_from(std::string_view name, int layer, std::int64_t first_position,
+                             std::int64_t n_rows, const RowShape& shape, float* rows) {
+  if (lockstep_ == nullptr)
+    throw EngineError(fmt::format("{}: the input of a model part comes from a lockstep trace; none was given", name));
+  inject(name, layer, first_position, n_rows, shape, rows, ElemType::f32);
 }
 
 void TapProbe::record(std::string_view name, int layer, std::int64_t first_position,

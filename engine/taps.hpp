@@ -66,6 +66,11 @@ public:
   void probe(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
              const RowShape& shape, void* rows, ElemType type);
 
+  // Injection only, into rows no op of this run computed: the hidden state entering the first
+  // stage of a model part. Throws EngineError without a lockstep source.
+  void continue_from(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
+                     const RowShape& shape, float* rows);
+
   // Record only: a tap no later op reads (attn.probs, a side output of the attention kernel).
   void record(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
               const RowShape& shape, const float* rows);

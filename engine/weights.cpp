@@ -6,6 +6,7 @@
 #include "engine/executor.hpp"
 #include "engine/kernels/convert.hpp"
 #include "model/fused_weights.hpp"
+#include "model/model_part.hpp"
 #include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::engine {
@@ -103,11 +104,13 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
                                   const FaultSwitch& faults) {
   Loader load(ex, model, c, faults);
   EngineWeights w;
-  w.token_embd = load.matrix("token_embd.weight");
-  if (c.rope_freq_factors) w.rope_freqs = load.vector("rope_freqs.weight");
+  if (stages_read(c, "token_embd.weight")) w.token_embd = load.matrix("token_embd.weight");
+  if (c.rope_freq_factors && stages_read(c, "rope_freqs.weight")) w.rope_freqs = load.vector("rope_freqs.weight");
+  w.layers.resize(std::size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
+    if (!c.holds(l)) continue;
     const std::string b = fmt::format("blk.{}.", l);
-    LayerWeights L;
+    LayerWeights& L = w.layers[std::size_t(l)];
     L.attn_norm = load.vector(b + "attn_norm.weight");
     L.wq = load.matrix(b + "attn_q.weight");
     // Fault fused-qkv-kv-swapped: the fused tensor split as [q | v | k].
@@ -133,10 +136,11 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
     L.w_up = load.matrix(b + "ffn_up.weight");
     L.w_down = load.matrix(b + "ffn_down.weight");
     if (c.post_norms) L.ffn_post_norm = load.vector(b + "post_ffw_norm.weight");
-    w.layers.push_back(std::move(L));
   }
-  w.output_norm = load.vector("output_norm.weight");
-  if (!c.tied_output) w.output = load.matrix("output.weight");
+  if (c.holds(c.n_layer)) {
+    w.output_norm = load.vector("output_norm.weight");
+    if (!c.tied_output) w.output = load.matrix("output.weight");
+  }
   ex.synchronize();  // the uploads' sources are the caller's
   return w;
 }
@@ -167,6 +171,7 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, ElemType precision
   // A fused tensor (phi3) is recorded whole, under its GGUF name, once its last part is read.
   std::vector<float> fused;
   auto put = [&](const std::string& name, const auto& weight) {
+    if (!stages_read(c, name)) return;
     const auto part = fused_part(c, name);
     const GgufTensorInfo& t = *model.find_tensor(part ? part->fused : name);
     std::vector<float> values;
@@ -184,6 +189,7 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, ElemType precision
   put("token_embd.weight", w.token_embd);
   if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
   for (int l = 0; l < c.n_layer; ++l) {
+    if (!c.holds(l)) continue;
     const std::string b = fmt::format("blk.{}.", l);
     const LayerWeights& L = w.layers[std::size_t(l)];
     put(b + "attn_norm.weight", L.attn_norm);

@@ -51,14 +51,15 @@ struct LayerWeights {
 struct EngineWeights {
   Matrix token_embd;                     // (n_vocab, n_embd)
   Buffer rope_freqs;                     // (n_rot / 2,) f32; empty without frequency factors
-  std::vector<LayerWeights> layers;      // (n_layer,)
+  std::vector<LayerWeights> layers;      // (n_layer,); empty for a layer a model part lacks
   Buffer output_norm;                    // (n_embd,) f32
   Matrix output;                         // (n_vocab, n_embd); empty when tied to token_embd
 
   const Matrix& lm_head() const { return output.bytes.empty() ? token_embd : output; }
 };
 
-// Loads every weight `config` names (validate_weights has checked shapes); the kernels round
+// Loads every weight `config` names in the stages the file holds (a whole model, or a part:
+// model/model_part.hpp; validate_weights has checked shapes); the kernels round
 // matrix values to the run's precision where they decode them. `model` outlives the weights
 // (the host executor's matrices are views of its mapping).
 EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const ModelConfig& config,

@@ -1,4 +1,5 @@
 #include "model/config.hpp"
+#include "model/model_part.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -93,9 +94,11 @@ ModelConfig load_model_config(const GgufFile& f) {
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
+  c.last_stage = c.n_layer;
+  const std::optional<ModelPart> part = read_model_part(f, c.n_layer);
   // Checked before anything is built per block: a corrupt count must not cost 2^31 entries.
   const std::uint64_t n_tensors = f.tensors().size();
-  require(std::uint64_t(c.n_layer) * kWeightsPerBlock + 2 <= n_tensors, f, p + "block_count",
+  require(part || std::uint64_t(c.n_layer) * kWeightsPerBlock + 2 <= n_tensors, f, p + "block_count",
           fmt::format("expected at most {} blocks (the file holds {} tensors; each block has at "
                       "least {} and the embedding and output norm 2 more), got {}",
                       n_tensors < 2 ? 0 : (n_tensors - 2) / kWeightsPerBlock, n_tensors,
@@ -156,11 +159,15 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.rms_eps = static_cast<float>(eps);
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
-  if (!embd)
-    throw InputError(f.path(), "tensor \"token_embd.weight\"", "required tensor is missing");
-  require(embd->ne.size() == 2 && embd->ne[0] == c.n_embd, f, "tensor \"token_embd.weight\"",
-          fmt::format("expected shape [{}, n_vocab], got {}", c.n_embd, embd->shape_string()));
-  c.n_vocab = static_cast<int>(embd->ne[1]);
+  if (part) {
+    c.n_vocab = part->n_vocab;
+  } else {
+    if (!embd)
+      throw InputError(f.path(), "tensor \"token_embd.weight\"", "required tensor is missing");
+    require(embd->ne.size() == 2 && embd->ne[0] == c.n_embd, f, "tensor \"token_embd.weight\"",
+            fmt::format("expected shape [{}, n_vocab], got {}", c.n_embd, embd->shape_string()));
+    c.n_vocab = static_cast<int>(embd->ne[1]);
+  }
   if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) {
     require(tokens->type() == GgufValueType::ARRAY && tokens->array_type() == GgufValueType::STRING,
             f, "tokenizer.ggml.tokens", "expected an array of strings");
@@ -170,16 +177,25 @@ ModelConfig load_model_config(const GgufFile& f) {
                         tokens->as_array().size()));
   }
 
-  c.tied_output = f.find_tensor("output.weight") == nullptr;
-  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
-  c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  if (part) {
+    c.first_stage = part->first_stage;
+    c.last_stage = part->last_stage;
+    c.tied_output = part->tied_output;
+    c.qkv_bias = part->qkv_bias;
+    c.rope_freq_factors = part->rope_freq_factors;
+    c.fused_qkv = part->fused_qkv;
+  } else {
+    c.tied_output = f.find_tensor("output.weight") == nullptr;
+    c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+    c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  }
   // Phi-3's 128k models carry LongRoPE factors: refused, as any RoPE scaling.
   for (const char* longrope : {"rope_factors_long.weight", "rope_factors_short.weight"})
     require(f.find_tensor(longrope) == nullptr, f, fmt::format("tensor \"{}\"", longrope),
             "expected no LongRoPE factors (tapdiff does not implement RoPE scaling)");
   validate_weights(f, c);
-  if (c.rope_freq_factors) {
+  if (c.rope_freq_factors && f.find_tensor("rope_freqs.weight") != nullptr) {
     const std::vector<float> factors = dequantize_tensor(*f.find_tensor("rope_freqs.weight"));
     for (std::size_t i = 0; i < factors.size(); ++i)
       require(std::isfinite(factors[i]) && factors[i] > 0, f, "tensor \"rope_freqs.weight\"",
@@ -232,7 +248,8 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
 }
 
 void validate_weights(const GgufFile& file, const ModelConfig& config) {
-  for (const auto& spec : expected_weights(config)) file.tensor(spec.name, spec.ne);
+  for (const auto& spec : expected_weights(config))
+    if (stages_read(config, spec.name)) file.tensor(spec.name, spec.ne);
 }
 
 }  // namespace tapdiff

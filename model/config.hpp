@@ -53,6 +53,13 @@ struct ModelConfig {
   float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
   bool fused_qkv = false;      // blk.*.attn_qkv.weight holds q, k and v rows (phi3; model/fused_weights.hpp)
   bool fused_gate_up = false;  // blk.*.ffn_up.weight holds gate, then up rows (phi3)
+  // The stages the file holds (model/model_part.hpp): the embedding (-1), layers 0..n_layer-1,
+  // the head (n_layer). A whole model holds -1..n_layer; a part only its own.
+  int first_stage = -1;
+  int last_stage = 0;
+
+  bool whole() const { return first_stage == -1 && last_stage == n_layer; }
+  bool holds(int stage) const { return stage >= first_stage && stage <= last_stage; }
 
   bool sliding(int layer) const { return sliding_window > 0 && layer % swa_period < swa_period - 1; }
   float rope_base(int layer) const {
@@ -92,7 +99,7 @@ struct WeightSpec {
   std::vector<std::int64_t> ne;    // expected dims, ggml order
 };
 
-// Every tensor the forward pass reads, with the shape it must have.
+// Every tensor the forward pass reads in the stages the file holds, with the shape it must have.
 std::vector<WeightSpec> expected_weights(const ModelConfig& config);
 // Checks every expected weight exists with its shape (InputError naming the tensor otherwise).
 void validate_weights(const GgufFile& file, const ModelConfig& config);

@@ -4,6 +4,7 @@ The repository's "engine build" (build.sh) writes out/tapdiff, a wrapper that ru
 tapdiff with the fault named in the commit's fault.txt; commit BROKEN does not build. The
 check runs out/tapdiff against a golden trace recorded by the clean engine.
 """
+import json
 import os
 import signal
 import subprocess
@@ -115,6 +116,33 @@ def test_bisect_names_commit_k_skips_the_unbuildable_one_and_leaves_the_repo_alo
     assert "DIVERGED" in report and "attention-scale" in report
     assert user_state(repo) == before
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_bisect_with_a_repro_replays_it_at_every_commit(history, tmp_path):
+    """--repro DIR: each step runs `tapdiff replay DIR` (no model, no check), the same commit K."""
+    repo, golden, shas = history
+    model = golden.parent / "m.gguf"
+    faulty = tmp_path / "faulty.h5"
+    subprocess.run([TAPDIFF, "run", "--backend", "host", "-m", model, "--tokens", "1,70,200,33", "-n", "2",
+                    "--inject", "attn-scale", "-o", faulty], check=True, capture_output=True)
+    repro = tmp_path / "repro"
+    subprocess.run([TAPDIFF, "repro", golden, faulty, "-o", repro], check=True, capture_output=True)
+    # The bug lives in the code under bisection (each commit's build), not in the repro's settings.
+    manifest = json.loads((repro / "repro.json").read_text())
+    manifest["engine"]["fault"] = ""
+    (repro / "repro.json").write_text(json.dumps(manifest))
+    before = user_state(repo)
+    env = dict(os.environ, TMPDIR=str(tmp_path), TAPDIFF_BIN=TAPDIFF)
+    p = subprocess.run([TAPDIFF, "bisect", "-C", str(repo), "--good", "HEAD~8", "--bad", "main", "--build",
+                        "sh build.sh", "--tapdiff", "out/tapdiff", "--repro", str(repro)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"first bad commit: {shas[K]} {K_SUBJECT}" in p.stdout
+    assert f"replay at {shas[K][:12]}:\nREPRODUCED blk.0.attn.probs @ 1 · attention-scale" in p.stdout
+    assert user_state(repo) == before
+    p = subprocess.run([TAPDIFF, "bisect", "-C", str(repo), "--good", "HEAD~1", "--bad", "main", "--repro",
+                        str(tmp_path), "--check", "--golden", str(golden)], capture_output=True, text=True)
+    assert p.returncode == 2 and "--repro" in p.stderr
 
 
 def test_no_commit_builds_exits_125_with_the_candidates(history, tmp_path):

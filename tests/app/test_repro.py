@@ -1,0 +1,165 @@
+"""`tapdiff repro` and `tapdiff replay`: for every catalogue fault on both self-test fixture models,
+the repro directory's engine replay fails (exit 1) while the fault is in the engine and passes on
+a clean engine, and its numpy replay fails on the recorded output and passes on a clean engine's
+output — with the model and the traces moved away (the directory is all they need)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+PROMPT = ["--tokens", "1,20,40,60,80", "-n", "4"]
+MODELS = {"llama-q8_0": ["--arch", "llama", "--type", "Q8_0"], "qwen2-f16": ["--arch", "qwen2", "--type", "F16"]}
+# A fault only a chunked prefill exposes runs with one.
+RUN_OPTIONS = {"kv-chunk-offset": ["--prefill-chunk", "2"]}
+
+
+def tapdiff(*args, code=None):
+    p = subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=300)
+    if code is not None:
+        assert p.returncode == code, f"tapdiff {' '.join(map(str, args))}: exit {p.returncode}\n{p.stdout}{p.stderr}"
+    return p
+
+
+def python(*args):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def catalogue():
+    lines = [line.split() for line in tapdiff("faults").stdout.splitlines() if line and not line[0].isspace()]
+    return [fields[0] for fields in lines if fields[0] != "fault"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, spec in MODELS.items():
+        model, ref = d / f"{name}.gguf", d / f"{name}-ref.h5"
+        tapdiff("fixture", *spec, "-o", model, code=0)
+        tapdiff("run", "-m", model, *PROMPT, "--weights", "-o", ref, code=0)
+        out[name] = (model, ref)
+    return d, out
+
+
+def rows_of(trace, name, layer):
+    """{position: row} of a tap, read with h5py (docs/trace-schema.md)."""
+    with h5py.File(trace, "r", locking=False) as f:
+        for stack in f["taps"].values():
+            if stack.attrs["name"] != name or layer not in list(stack.attrs["layers"]):
+                continue
+            s = list(stack.attrs["layers"]).index(layer)
+            rows, n_runs = f["committed"][stack.attrs["index"][s]]
+            if rows == 0:
+                continue
+            data, runs = stack["data"][:rows, s], stack["runs"][:n_runs, s]
+            ends = list(runs[1:, 0]) + [rows]
+            return {int(p + i): data[r + i] for (r, p), end in zip(runs, ends) for i in range(end - r)}
+    return {}
+
+
+@pytest.mark.parametrize("model_name", sorted(MODELS))
+def test_every_fault_reproduces_without_the_model_and_passes_when_fixed(models, tmp_path, model_name):
+    home, all_models = models
+    model, ref = all_models[model_name]
+    ran, problems = 0, []
+    for fault in catalogue():
+        options = RUN_OPTIONS.get(fault, [])
+        faulty, clean = tmp_path / f"{fault}.h5", tmp_path / f"{fault}-clean.h5"
+        if tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "--weights", *options, "--inject", fault,
+                   "-o", faulty).returncode != 0:
+            continue  # not applicable to this model
+        ran += 1
+        tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "--weights", *options, "-o", clean, code=0)
+        repro = tmp_path / f"repro-{fault}"
+        written = tapdiff("repro", ref, faulty, "-o", repro)
+        if written.returncode != 0 or "the engine diverges again" not in written.stdout:
+            problems.append(f"{fault}: repro: {written.stdout}{written.stderr}")
+            continue
+        manifest = json.loads((repro / "repro.json").read_text())
+        tap, name, layer = manifest["finding"]["tap"], manifest["finding"]["name"], manifest["finding"]["layer"]
+        # The clean engine's output of the finding's op, for the numpy replay's passing case.
+        clean_rows = None
+        if tap != "tokens":
+            recorded = rows_of(repro / "actual.h5", name, layer)
+            cut = manifest["compared_positions"] if not name.startswith("weight.") else len(recorded)
+            positions = [p for p in sorted(recorded) if p < cut]
+            clean_tap = rows_of(clean, name, layer)
+            clean_rows = np.stack([clean_tap[p] for p in positions])
+            np.save(tmp_path / "clean.npy", clean_rows)
+        # Nothing but the directory: the model and the traces are moved away.
+        away = home.with_name(home.name + ".away")
+        home.rename(away)
+        try:
+            failing = tapdiff("replay", repro)
+            fixed = tapdiff("replay", repro, "--inject", "none")
+            numpy_failing = python(repro / "repro.py")
+            numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy") if clean_rows is not None else None
+        finally:
+            away.rename(home)
+        if failing.returncode != 1 or not failing.stdout.startswith(f"REPRODUCED {tap}"):
+            problems.append(f"{fault}: replay exit {failing.returncode}: {failing.stdout}{failing.stderr}")
+        if fixed.returncode != 0 or not fixed.stdout.startswith(f"PASS {tap}"):
+            problems.append(f"{fault}: clean replay exit {fixed.returncode}: {fixed.stdout}{fixed.stderr}")
+        if numpy_failing.returncode != 1 or "FAIL" not in numpy_failing.stdout:
+            problems.append(f"{fault}: repro.py exit {numpy_failing.returncode}: {numpy_failing.stdout}"
+                            f"{numpy_failing.stderr}")
+        if numpy_fixed is not None and numpy_fixed.returncode != 0:
+            problems.append(f"{fault}: repro.py --actual <clean> exit {numpy_fixed.returncode}: {numpy_fixed.stdout}"
+                            f"{numpy_fixed.stderr}")
+        shutil.rmtree(repro)
+    assert ran >= 35
+    assert not problems, "\n".join(problems)
+
+
+def test_a_json_report_a_chosen_root_and_another_engines_trace(models, tmp_path):
+    _, all_models = models
+    model, ref = all_models["qwen2-f16"]
+    faulty = tmp_path / "two.h5"
+    tapdiff("run", "--backend", "host", "-m", model, "--lockstep", ref, "--inject", "bias-dropped,lm-head-op-n",
+            "-o", faulty, code=0)
+    report = tmp_path / "report.json"
+    report.write_text(tapdiff("diff", ref, faulty, "--format", "json", code=1).stdout)
+    tapdiff("repro", report, "-o", tmp_path / "first", code=0)
+    assert json.loads((tmp_path / "first" / "repro.json").read_text())["finding"]["tap"] == "blk.0.attn_q"
+    # The lockstep diff's roots: q/k/v biases in each layer, then the head.
+    roots = json.loads(report.read_text())["roots"]
+    last = len(roots)
+    assert roots[-1]["tap"] == "output"
+    out = tapdiff("repro", ref, faulty, "--root", last, "-o", tmp_path / "head", code=0)
+    assert "output @" in out.stdout and "stages 2..2" in out.stdout
+    assert tapdiff("replay", tmp_path / "head").returncode == 1
+    # A trace from another engine: no engine replay, the numpy one still reproduces.
+    other = tmp_path / "other.h5"
+    shutil.copy(faulty, other)
+    with h5py.File(other, "r+") as f:
+        f.attrs["producer"] = "external"
+    out = tapdiff("repro", ref, other, "-o", tmp_path / "external", code=0)
+    assert "not tapdiff's engine's" in out.stdout
+    p = tapdiff("replay", tmp_path / "external", code=2)
+    assert "repro.py" in p.stderr
+    assert python(tmp_path / "external" / "repro.py").returncode == 1
+
+
+def test_bad_input(models, tmp_path):
+    _, all_models = models
+    model, ref = all_models["llama-q8_0"]
+    p = tapdiff("repro", ref, ref, "-o", tmp_path / "same", code=2)
+    assert "nothing to reproduce" in p.stderr
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    p = tapdiff("repro", ref, ref, "-o", tmp_path / "full", code=2)
+    assert "not empty" in p.stderr
+    p = tapdiff("replay", tmp_path / "full", code=2)
+    assert "repro.json" in p.stderr
+    p = tapdiff("repro", tmp_path / "missing.json", "-o", tmp_path / "m", code=2)
+    assert "missing.json" in p.stderr
+    (tmp_path / "bad.json").write_text("{}")
+    p = tapdiff("repro", tmp_path / "bad.json", "-o", tmp_path / "b", code=2)
+    assert "bad.json" in p.stderr and "expected.path" in p.stderr
