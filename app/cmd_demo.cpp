@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/harness.hpp"
+#include "app/repro.hpp"
 #include "app/report_output.hpp"
 #include "diff/compare.hpp"
 #include "fixtures/tiny_model.hpp"
@@ -105,8 +106,23 @@ void add_demo_command(CLI::App& app, SetExit set_exit) {
     const auto buggy = diff::diff_traces(reference.trace, engine.trace);
     write_reports(buggy, files);
     fmt::print("\nOpen {}/report.html in a browser for the heatmaps and the logits side by side.\n", o->out);
-    set_exit(clean.verdict == diff::Verdict::pass && buggy.verdict == diff::Verdict::diverged ? kExitPass
-                                                                                               : kExitDiverged);
+
+    banner("3. from finding to fix: tapdiff repro, then tapdiff replay");
+    ReproOptions repro;
+    repro.expected = reference.trace;
+    repro.actual = engine.trace;
+    repro.dir = o->out + "/repro";
+    fs::remove_all(repro.dir);
+    const ReproWritten written = write_repro(repro);
+    fmt::print("{} @ {}: {}/ holds stages {}..{} of the model and the op's inputs; no model needed\n", written.tap,
+               written.position, repro.dir, written.first_stage, written.last_stage);
+    const ReplayOutcome buggy_replay = replay_repro(repro.dir, std::nullopt);
+    const ReplayOutcome fixed_replay = replay_repro(repro.dir, std::string("none"));
+    fmt::print("tapdiff replay {}:               {}", repro.dir, buggy_replay.text);
+    fmt::print("tapdiff replay {} --inject none: {}", repro.dir, fixed_replay.text);
+    const bool story = clean.verdict == diff::Verdict::pass && buggy.verdict == diff::Verdict::diverged &&
+                       buggy_replay.diverged && !fixed_replay.diverged;
+    set_exit(story ? kExitPass : kExitDiverged);
   });
 }
 

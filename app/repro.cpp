@@ -65,7 +65,9 @@ void copy_part_taps(const std::string& source, const std::string& out, int first
   m.model_sha256 = part_sha256;
   m.layouts.clear();  // rows are written as read: in the catalogue's layout
   m.lockstep_source.clear();
-  TraceWriter w(out, m);
+  WriterOptions options;
+  options.compress = true;  // a repro travels with bug reports: gzip shrinks the streamed file's chunks
+  TraceWriter w(out, m, std::move(options));
   for (const TapInfo& tap : in.taps()) {
     if (!part_reads(tap, first, last, n_layer)) continue;
     const TapRows rows = in.read(tap);
@@ -227,6 +229,9 @@ ReproWritten write_repro(const ReproOptions& given) {
   options.model_path = model;
   options.all = o.root > 1;
   const diff::DiffResult d = diff::diff_traces(o.expected, o.actual, options);
+  if (d.verdict == diff::Verdict::incompatible)
+    throw std::invalid_argument(fmt::format("{} and {} cannot be compared: {}", o.expected, o.actual,
+                                            d.findings.empty() ? "" : d.findings.front().detail));
   const diff::FirstDivergence* at = nullptr;
   const diff::Diagnosis* why = nullptr;
   if (o.root == 1) {
@@ -241,8 +246,7 @@ ReproWritten write_repro(const ReproOptions& given) {
     throw std::invalid_argument(fmt::format("--root {}: the diff has {} independent roots", o.root, d.roots.size()));
   }
   if (at == nullptr)
-    throw std::invalid_argument(fmt::format("{} and {} agree ({}): nothing to reproduce", o.expected, o.actual,
-                                            diff::verdict_text(d.verdict)));
+    throw std::invalid_argument(fmt::format("{} and {} agree: nothing to reproduce", o.expected, o.actual));
 
   const GgufFile file = GgufFile::open(model);
   const ModelConfig c = load_model_config(file);

@@ -130,29 +130,32 @@ int Forward::step(const int* tokens, int n, int p0) {
   if (faults_.is(Fault::rope_position_ignored)) host_ints_.assign(std::size_t(n), 0);
   upload_ints(act_.rope_positions, host_ints_);
 
-  const int E = c_.n_embd;
-  if (c_.holds(-1)) {
-    EmbedArgs embed{w_.token_embd.encoded(), act_.tokens.as<std::int32_t>(), act_.x.as<float>(), n, E,
-                    c_.n_vocab, precision_};
-    embed.scale_sqrt_n_embd = c_.embed_scale;
-    // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
-    if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
-    // Fault embed-position-for-token: the gather reads the positions buffer as its ids.
-    if (faults_.is(Fault::embed_position_for_token)) embed.tokens = act_.positions.as<std::int32_t>();
-    ex_.embed(embed);
-    taps_.probe("token_embd", -1, p0, n, {E}, act_.x.as<float>());
-  } else if (c_.first_stage == 0) {
-    taps_.continue_from("token_embd", -1, p0, n, {E}, act_.x.as<float>());
-  } else {
-    taps_.continue_from("resid.ffn", c_.first_stage - 1, p0, n, {E}, act_.x.as<float>());
-  }
-
+  stream_in(p0, n);
   for (int l = std::max(0, c_.first_stage); l <= std::min(c_.n_layer - 1, c_.last_stage); ++l) {
     attention_block(l, p0, n);
     ffn_block(l, p0, n);
   }
   cache_.advance(n);
   return c_.holds(c_.n_layer) ? output_head(p0, n) : -1;
+}
+
+void Forward::stream_in(int p0, int n) {
+  const int E = c_.n_embd;
+  if (!c_.holds(-1)) {
+    // A model part: what enters its first stage, from the lockstep trace.
+    if (c_.first_stage == 0) taps_.continue_from("token_embd", -1, p0, n, {E}, act_.x.as<float>());
+    else taps_.continue_from("resid.ffn", c_.first_stage - 1, p0, n, {E}, act_.x.as<float>());
+    return;
+  }
+  EmbedArgs embed{w_.token_embd.encoded(), act_.tokens.as<std::int32_t>(), act_.x.as<float>(), n, E,
+                  c_.n_vocab, precision_};
+  embed.scale_sqrt_n_embd = c_.embed_scale;
+  // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
+  if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
+  // Fault embed-position-for-token: the gather reads the positions buffer as its ids.
+  if (faults_.is(Fault::embed_position_for_token)) embed.tokens = act_.positions.as<std::int32_t>();
+  ex_.embed(embed);
+  taps_.probe("token_embd", -1, p0, n, {E}, act_.x.as<float>());
 }
 
 void Forward::attention_block(int l, int p0, int n) {

@@ -47,6 +47,7 @@ public:
   const KvCache& cache() const { return cache_; }
 
 private:
+  void stream_in(int p0, int n);  // act_.x = the embedding, or what enters a model part's first stage
   void attention_block(int layer, int p0, int n);
   void ffn_block(int layer, int p0, int n);
   int output_head(int p0, int n);

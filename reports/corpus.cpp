@@ -82,9 +82,12 @@ std::string markdown(const diff::CorpusReport& r) {
   return out;
 }
 
+// JSON has no NaN or infinity: "nan", "inf", "-inf" (docs/report-json.md, "Numbers").
+json num(double v) { return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"); }
+
 json pairs(const std::vector<std::pair<double, double>>& values) {
   json out = json::object();
-  for (const auto& [q, v] : values) out[fmt::format("{:g}", q)] = v;
+  for (const auto& [q, v] : values) out[fmt::format("{:g}", q)] = num(v);
   return out;
 }
 
@@ -101,16 +104,16 @@ std::string to_json(const diff::CorpusReport& r) {
   j["window"] = r.window;
   j["n_windows"] = r.n_windows;
   j["scored"] = s.count;
-  j["ppl"] = {{"actual", s.ppl}, {"actual_unc", s.ppl_unc}, {"expected", s.ppl_base},
-              {"expected_unc", s.ppl_base_unc}, {"log_cor", s.log_ppl_cor}, {"log_ratio", s.log_ppl_ratio},
-              {"log_ratio_unc", s.log_ppl_ratio_unc}, {"ratio", s.ppl_ratio}, {"ratio_unc", s.ppl_ratio_unc},
-              {"diff", s.ppl_diff}, {"diff_unc", s.ppl_diff_unc}};
-  j["kld"] = {{"mean", s.kld_mean}, {"mean_unc", s.kld_unc}, {"max", s.kld_max}, {"median", s.kld_median},
-              {"min", s.kld_min}, {"percentiles", pairs(s.kld_percentiles)}};
-  j["p_diff"] = {{"mean", s.p_diff_mean}, {"mean_unc", s.p_diff_unc}, {"max", s.p_diff_max},
-                 {"median", s.p_diff_median}, {"min", s.p_diff_min}, {"percentiles", pairs(s.p_diff_percentiles)},
-                 {"rms", s.p_diff_rms}, {"rms_unc", s.p_diff_rms_unc}};
-  j["same_top"] = {{"rate", s.same_top}, {"unc", s.same_top_unc}};
+  j["ppl"] = {{"actual", num(s.ppl)}, {"actual_unc", num(s.ppl_unc)}, {"expected", num(s.ppl_base)},
+              {"expected_unc", num(s.ppl_base_unc)}, {"log_cor", num(s.log_ppl_cor)}, {"log_ratio", num(s.log_ppl_ratio)},
+              {"log_ratio_unc", num(s.log_ppl_ratio_unc)}, {"ratio", num(s.ppl_ratio)}, {"ratio_unc", num(s.ppl_ratio_unc)},
+              {"diff", num(s.ppl_diff)}, {"diff_unc", num(s.ppl_diff_unc)}};
+  j["kld"] = {{"mean", num(s.kld_mean)}, {"mean_unc", num(s.kld_unc)}, {"max", num(s.kld_max)}, {"median", num(s.kld_median)},
+              {"min", num(s.kld_min)}, {"percentiles", pairs(s.kld_percentiles)}};
+  j["p_diff"] = {{"mean", num(s.p_diff_mean)}, {"mean_unc", num(s.p_diff_unc)}, {"max", num(s.p_diff_max)},
+                 {"median", num(s.p_diff_median)}, {"min", num(s.p_diff_min)}, {"percentiles", pairs(s.p_diff_percentiles)},
+                 {"rms", num(s.p_diff_rms)}, {"rms_unc", num(s.p_diff_rms_unc)}};
+  j["same_top"] = {{"rate", num(s.same_top)}, {"unc", num(s.same_top_unc)}};
   j["worst"] = {{"window", s.worst_window}, {"position", s.worst_position}};
   auto limit = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   j["gate"] = {{"max_kld_mean", limit(r.gate.max_kld_mean)}, {"max_kld_99", limit(r.gate.max_kld_99)},
