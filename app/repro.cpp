@@ -14,6 +14,7 @@
 #include "diff/tolerance.hpp"
 #include "engine/device/error.hpp"
 #include "model/config.hpp"
+#include "model/describe.hpp"
 #include "model/error.hpp"
 #include "model/gguf.hpp"
 #include "model/model_part.hpp"
@@ -114,32 +115,7 @@ json manifest_for(const diff::DiffResult& d, const diff::FirstDivergence& at, co
                  {"fault", a.fault == "none" ? "" : a.fault},
                  {"prefill_chunk", chunk != a.settings.end() ? std::get<std::int64_t>(chunk->second) : 0}};
   j["model"] = {{"path", model}, {"sha256", file_sha256(model)}};
-  j["hparams"] = {{"arch", arch_name(c.arch)},
-                  {"n_layer", c.n_layer},
-                  {"n_embd", c.n_embd},
-                  {"n_head", c.n_head},
-                  {"n_head_kv", c.n_head_kv},
-                  {"head_dim", c.head_dim},
-                  {"n_ff", c.n_ff},
-                  {"n_vocab", c.n_vocab},
-                  {"n_rot", c.n_rot},
-                  {"rope_freq_base", c.rope_freq_base},
-                  {"rope_freq_base_swa", c.rope_freq_base_swa},
-                  {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
-                  {"rms_eps", c.rms_eps},
-                  {"activation", c.activation == Activation::gelu ? "gelu" : "silu"},
-                  {"qkv_bias", c.qkv_bias},
-                  {"qk_norm", c.qk_norm},
-                  {"embed_scale", c.embed_scale},
-                  {"post_norms", c.post_norms},
-                  {"attn_softcap", c.attn_softcap},
-                  {"final_softcap", c.final_softcap},
-                  {"sliding_window", c.sliding_window},
-                  {"swa_period", c.swa_period},
-                  {"tied_output", c.tied_output},
-                  {"rope_freq_factors", c.rope_freq_factors},
-                  {"fused_qkv", c.fused_qkv},
-                  {"fused_gate_up", c.fused_gate_up}};
+  j["hparams"] = config_json(c);
   return j;
 }
 

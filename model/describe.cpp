@@ -46,6 +46,31 @@ std::string value_text(const GgufValue& v) {
   return s + "]";
 }
 
+// The architecture's extras, one clause each; "" for a model with none.
+std::string extras_text(const ModelConfig& c) {
+  std::vector<std::string> parts;
+  if (c.fused_qkv) parts.push_back("q, k and v fused in attn_qkv");
+  if (c.fused_gate_up) parts.push_back("gate and up fused in ffn_up");
+  if (c.qk_norm) parts.push_back("q/k RMSNorm per head");
+  if (c.rope_freq_factors) parts.push_back("RoPE frequency factors (rope_freqs.weight)");
+  if (c.activation == Activation::gelu) parts.push_back("GeGLU");
+  if (c.embed_scale) parts.push_back("embeddings times sqrt(n_embd)");
+  if (c.post_norms) parts.push_back("post-attention and post-FFN norms");
+  if (c.attn_softcap > 0) parts.push_back(fmt::format("attention soft-cap {:g}", c.attn_softcap));
+  if (c.final_softcap > 0) parts.push_back(fmt::format("logit soft-cap {:g}", c.final_softcap));
+  if (c.sliding_window > 0)
+    parts.push_back(c.swa_period == 2 ? fmt::format("sliding window {} on the even layers", c.sliding_window)
+                                      : fmt::format("sliding window {} on layers l with l % {} < {}", c.sliding_window,
+                                                    c.swa_period, c.swa_period - 1));
+  if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
+    parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
+  std::string text;
+  for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
+  return text;
+}
+
+}  // namespace
+
 nlohmann::json config_json(const ModelConfig& c) {
   return {{"arch", arch_name(c.arch)},
           {"n_layer", c.n_layer},
@@ -75,31 +100,6 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"fused_qkv", c.fused_qkv},
           {"fused_gate_up", c.fused_gate_up}};
 }
-
-// The architecture's extras, one clause each; "" for a model with none.
-std::string extras_text(const ModelConfig& c) {
-  std::vector<std::string> parts;
-  if (c.fused_qkv) parts.push_back("q, k and v fused in attn_qkv");
-  if (c.fused_gate_up) parts.push_back("gate and up fused in ffn_up");
-  if (c.qk_norm) parts.push_back("q/k RMSNorm per head");
-  if (c.rope_freq_factors) parts.push_back("RoPE frequency factors (rope_freqs.weight)");
-  if (c.activation == Activation::gelu) parts.push_back("GeGLU");
-  if (c.embed_scale) parts.push_back("embeddings times sqrt(n_embd)");
-  if (c.post_norms) parts.push_back("post-attention and post-FFN norms");
-  if (c.attn_softcap > 0) parts.push_back(fmt::format("attention soft-cap {:g}", c.attn_softcap));
-  if (c.final_softcap > 0) parts.push_back(fmt::format("logit soft-cap {:g}", c.final_softcap));
-  if (c.sliding_window > 0)
-    parts.push_back(c.swa_period == 2 ? fmt::format("sliding window {} on the even layers", c.sliding_window)
-                                      : fmt::format("sliding window {} on layers l with l % {} < {}", c.sliding_window,
-                                                    c.swa_period, c.swa_period - 1));
-  if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
-    parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
-  std::string text;
-  for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
-  return text;
-}
-
-}  // namespace
 
 nlohmann::json describe_gguf_json(const GgufFile& file) {
   nlohmann::json j;

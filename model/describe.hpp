@@ -9,7 +9,11 @@
 
 namespace tapdiff {
 
+struct ModelConfig;
+
 nlohmann::json describe_gguf_json(const GgufFile& file);
+// The derived config alone (inspect's "config"; repro manifests' "hparams").
+nlohmann::json config_json(const ModelConfig& config);
 std::string describe_gguf_text(const GgufFile& file);
 
 }  // namespace tapdiff
