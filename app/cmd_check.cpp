@@ -1,6 +1,5 @@
 // `tapdiff check`: the regression check. Runs the engine and the reference (or reads a golden
 // trace) on the same model and tokens, diffs, reports; exit 0 pass, 1 diverged, 2 bad input.
-#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -14,7 +13,6 @@
 #include "app/report_output.hpp"
 #include "diff/compare.hpp"
 #include "diff/repeats.hpp"
-#include "reports/corpus.hpp"
 
 namespace tapdiff {
 
@@ -54,11 +52,11 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
                                    "the same engine prefilling it in chunks (--chunks)");
   cmd->add_option("--chunks", o->chunks, "With --invariance: the chunk sizes (1: token by token)")
       ->delimiter(',')->capture_default_str()->needs(invariance);
-  invariance->excludes("--golden")->excludes("--prefill-chunk");
+  invariance->excludes("--golden")->excludes("--prefill-chunk")->excludes("--repeat");
   auto* corpus = cmd->add_option("--corpus", o->corpus.file,
                                  "Instead of one prompt: this text (.txt) or token file (.tokens) in windows, "
                                  "logits only, scored as llama-perplexity --kl-divergence");
-  corpus->excludes("--golden")->excludes(invariance)->excludes("--tokens")->excludes("--prompt");
+  corpus->excludes("--golden")->excludes(invariance)->excludes("--tokens")->excludes("--prompt")->excludes("--repeat");
   cmd->add_option("--window", o->corpus.window, "With --corpus: tokens per window (the second half is scored)")
       ->capture_default_str()->needs(corpus);
   cmd->add_option("--max-windows", o->corpus.max_windows, "With --corpus: score at most this many windows (0: all)")
@@ -92,13 +90,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     options.model_path = engine.model;
     if (!o->corpus.file.empty()) {
       if (engine.model.empty()) throw std::invalid_argument("--model: required with --corpus");
-      // The precision's gate, each limit given on the command line replacing its own.
-      diff::CorpusGate gate = diff::corpus_gate_for(engine.precision);
-      for (auto [given, limit] : {std::pair{&o->gate.max_kld_mean, &gate.max_kld_mean},
-                                  std::pair{&o->gate.max_kld_99, &gate.max_kld_99},
-                                  std::pair{&o->gate.min_same_top, &gate.min_same_top},
-                                  std::pair{&o->gate.max_ppl_ratio, &gate.max_ppl_ratio}})
-        if (*given) *limit = *given;
+      const diff::CorpusGate gate = diff::corpus_gate_for(engine.precision, o->gate);
       const diff::CorpusReport report = run_corpus(engine, o->corpus, gate, dir.string(), !o->keep.empty());
       write_corpus_reports(report, o->report);
       set_exit(report.failures.empty() ? kExitPass : kExitDiverged);
@@ -108,15 +100,8 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
       if (engine.model.empty()) throw std::invalid_argument("--model: required with --invariance");
       engine.prompt = prompt_tokens(o->prompt, engine.model);
       const InvarianceResult chunked = run_invariance(engine, o->chunks, options, dir.string());
-      const std::string table = invariance_table(chunked);
-      fmt::print(o->report.format == "text" ? stdout : stderr, "{}\n", table);
-      // The report of the first chunking that differs, else of the last (all pass).
-      const auto shown = std::find_if(chunked.runs.begin(), chunked.runs.end(),
-                                      [](const InvarianceRun& r) { return r.result.verdict != diff::Verdict::pass; });
-      const InvarianceRun& run = shown != chunked.runs.end() ? *shown : chunked.runs.back();
-      write_reports(run.result, o->report);
+      set_exit(write_invariance_reports(chunked, o->report));
       if (!o->keep.empty()) fmt::print(stderr, "traces: {} (one batch) and chunk-<n>.h5 beside it\n", chunked.one_batch_trace);
-      set_exit(exit_code_for(run.result));
       return;
     }
     std::string expected;

@@ -8,6 +8,7 @@
 
 #include "app/progress.hpp"
 #include "app/token_list.hpp"
+#include "diff/compare.hpp"
 #include "model/error.hpp"
 #include "model/gguf.hpp"
 #include "model/tokenizer.hpp"
@@ -33,6 +34,38 @@ TapRows window_logits(const std::string& trace) {
 std::string side_text(const RunSpec& s) {
   const std::string producer = s.backend == "reference" ? "reference" : "engine-" + s.backend;
   return fmt::format("{} {}{}", producer, s.precision, s.fault.empty() ? "" : ", fault " + s.fault);
+}
+
+// Where the window of the largest KL divergence first diverges: that window again, every tap
+// recorded, diffed as `check` would.
+void locate_in_worst_window(diff::CorpusReport& report, const std::vector<int>& tokens, int bos, RunSpec expected,
+                            RunSpec actual, const std::string& dir, bool keep) {
+  namespace fs = std::filesystem;
+  const int w = report.summary.worst_window;
+  std::vector<int> window(tokens.begin() + std::ptrdiff_t(w) * report.window,
+                          tokens.begin() + std::ptrdiff_t(w + 1) * report.window);
+  if (bos >= 0) window.front() = bos;
+  expected.prompt = actual.prompt = window;
+  expected.taps = actual.taps = {};
+  expected.trace = (fs::path(dir) / "worst-window-expected.h5").string();
+  actual.trace = (fs::path(dir) / "worst-window-actual.h5").string();
+  run_model(expected);
+  run_model(actual);
+  diff::DiffOptions options;
+  options.model_path = actual.model;
+  const diff::DiffResult d = diff::diff_traces(expected.trace, actual.trace, options);
+  const auto [at, why] = diff::leading_finding(d);
+  report.worst_window_finding =
+      at ? fmt::format("{} @ {} · {}{}", at->tap, at->position, why ? why->bug_class : "unexplained",
+                       why && !why->variant.empty() ? " (" + why->variant + ")" : "")
+         : fmt::format("no tap beyond the {} profile: each op within its tolerance, the logits' difference accumulated",
+                       d.profile);
+  if (keep) {
+    report.worst_window_traces = {expected.trace, actual.trace};
+  } else {
+    fs::remove(expected.trace);
+    fs::remove(actual.trace);
+  }
 }
 
 }  // namespace
@@ -111,6 +144,7 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
   progress.finish();
   report.summary = stats.summary();
   report.failures = diff::corpus_gate_failures(report.summary, gate);
+  if (!report.failures.empty()) locate_in_worst_window(report, tokens, bos, expected, actual, dir, keep);
   return report;
 }
 

@@ -65,4 +65,13 @@ std::string invariance_table(const InvarianceResult& result) {
   return out;
 }
 
+int write_invariance_reports(const InvarianceResult& result, const ReportOutput& out) {
+  fmt::print(out.format == "text" ? stdout : stderr, "{}\n", invariance_table(result));
+  const auto shown = std::find_if(result.runs.begin(), result.runs.end(),
+                                  [](const InvarianceRun& r) { return r.result.verdict != diff::Verdict::pass; });
+  const InvarianceRun& run = shown != result.runs.end() ? *shown : result.runs.back();
+  write_reports(run.result, out);
+  return exit_code_for(run.result);
+}
+
 }  // namespace tapdiff

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/harness.hpp"
+#include "app/report_output.hpp"
 #include "diff/compare.hpp"
 #include "diff/result.hpp"
 
@@ -43,5 +44,9 @@ InvarianceResult run_invariance(const RunSpec& engine, const std::vector<int>& c
 
 // One line per chunking: its verdict and first finding.
 std::string invariance_table(const InvarianceResult& result);
+
+// The table (on stdout with the text report, else on stderr), then the reports of the first
+// chunking that differs (of the last when all agree); returns the exit code.
+int write_invariance_reports(const InvarianceResult& result, const ReportOutput& out);
 
 }  // namespace tapdiff

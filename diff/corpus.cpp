@@ -130,7 +130,7 @@ CorpusStats::Summary CorpusStats::summary() const {
   return s;
 }
 
-CorpusGate corpus_gate_for(const std::string& precision) {
+CorpusGate corpus_gate_for(const std::string& precision, const CorpusGate& given) {
   CorpusGate g;
   if (precision == "bf16") {
     g.max_kld_mean = 2e-3;
@@ -148,6 +148,10 @@ CorpusGate corpus_gate_for(const std::string& precision) {
     g.min_same_top = 0.99;
     g.max_ppl_ratio = 1.0001;
   }
+  for (auto [limit, replacement] : {std::pair{&g.max_kld_mean, &given.max_kld_mean}, std::pair{&g.max_kld_99, &given.max_kld_99},
+                                    std::pair{&g.min_same_top, &given.min_same_top},
+                                    std::pair{&g.max_ppl_ratio, &given.max_ppl_ratio}})
+    if (*replacement) *limit = *replacement;
   return g;
 }
 

@@ -70,10 +70,15 @@ struct CorpusReport {
   CorpusStats::Summary summary;
   CorpusGate gate;
   std::vector<std::string> failures;  // empty: pass
+  // When the gate fails: the first finding of the window of the largest KL divergence, run
+  // again with every tap ("blk.0.attn_q.rope @ 70 · rope (...)"), and its traces when kept.
+  std::string worst_window_finding;
+  std::vector<std::string> worst_window_traces;
 };
 
-// The gate for an engine precision ("f32", "f16", "bf16"), from the figures in docs/tolerance.md.
-CorpusGate corpus_gate_for(const std::string& precision);
+// The gate for an engine precision ("f32", "f16", "bf16"), from the figures in docs/tolerance.md;
+// each limit `given` sets replaces the precision's.
+CorpusGate corpus_gate_for(const std::string& precision, const CorpusGate& given = {});
 
 // Each limit the summary breaks, in words ("mean KLD 0.0123 > 0.001"); empty when it passes.
 std::vector<std::string> corpus_gate_failures(const CorpusStats::Summary& s, const CorpusGate& gate);

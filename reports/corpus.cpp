@@ -48,9 +48,12 @@ std::string text(const diff::CorpusReport& r) {
   out += fmt::format("Minimum Δp: {:6.3f}%\n", 100 * s.p_diff_min);
   out += fmt::format("RMS Δp    : {:6.3f} ± {:5.3f} %\n", 100 * s.p_diff_rms, 100 * s.p_diff_rms_unc);
   out += fmt::format("Same top p: {:6.3f} ± {:5.3f} %\n\n", 100 * s.same_top, 100 * s.same_top_unc);
-  if (s.worst_window >= 0)
-    out += fmt::format("largest KLD  window {} position {} (check that window's tokens for the first divergence)\n",
-                       s.worst_window, s.worst_position);
+  if (s.worst_window >= 0) out += fmt::format("largest KLD  window {} position {}\n", s.worst_window, s.worst_position);
+  if (!r.worst_window_finding.empty())
+    out += fmt::format("  first divergence in that window, every tap recorded: {}\n", terminal_safe(r.worst_window_finding));
+  if (r.worst_window_traces.size() == 2)
+    out += fmt::format("  traces: {} {} (`tapdiff repro` them for a standalone test)\n",
+                       terminal_safe(r.worst_window_traces[0]), terminal_safe(r.worst_window_traces[1]));
   std::string limits;
   auto limit = [&](const char* what, const std::optional<double>& v, double scale, const char* unit) {
     if (v) limits += fmt::format("{}{} {:.6g}{}", limits.empty() ? "" : ", ", what, scale * *v, unit);
@@ -79,6 +82,9 @@ std::string markdown(const diff::CorpusReport& r) {
   out += fmt::format("| RMS Δp | {:.3f} ± {:.3f} % |\n| same top p | {:.3f} ± {:.3f} % |\n\n", 100 * s.p_diff_rms,
                      100 * s.p_diff_rms_unc, 100 * s.same_top, 100 * s.same_top_unc);
   for (const std::string& f : r.failures) out += fmt::format("- FAILED: {}\n", md_escape(f));
+  if (!r.worst_window_finding.empty())
+    out += fmt::format("\nWindow {} (the largest KLD), every tap recorded, first diverges at {}.\n", s.worst_window,
+                       md_escape(r.worst_window_finding));
   return out;
 }
 
@@ -114,7 +120,10 @@ std::string to_json(const diff::CorpusReport& r) {
                  {"median", num(s.p_diff_median)}, {"min", num(s.p_diff_min)}, {"percentiles", pairs(s.p_diff_percentiles)},
                  {"rms", num(s.p_diff_rms)}, {"rms_unc", num(s.p_diff_rms_unc)}};
   j["same_top"] = {{"rate", num(s.same_top)}, {"unc", num(s.same_top_unc)}};
-  j["worst"] = {{"window", s.worst_window}, {"position", s.worst_position}};
+  j["worst"] = {{"window", s.worst_window},
+                {"position", s.worst_position},
+                {"finding", r.worst_window_finding.empty() ? json(nullptr) : json(clean_utf8(r.worst_window_finding))},
+                {"traces", r.worst_window_traces}};
   auto limit = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   j["gate"] = {{"max_kld_mean", limit(r.gate.max_kld_mean)}, {"max_kld_99", limit(r.gate.max_kld_99)},
                {"min_same_top", limit(r.gate.min_same_top)}, {"max_ppl_ratio", limit(r.gate.max_ppl_ratio)}};

@@ -130,6 +130,9 @@ def test_a_fault_fails_the_gate_and_every_statistic_is_llama_cpps(qwen2, tmp_pat
     assert report["verdict"] == "diverged" and report["actual"] == "engine-host f32, fault rope-wrong-base"
     assert report["n_windows"] == 6 and report["scored"] == 6 * 31
     assert report["failures"][0].startswith("mean KLD"), report["failures"]
+    # Where: the window of the largest KLD again with every tap, diffed.
+    assert report["worst"]["finding"].startswith("blk.0.attn_q.rope @ 1 · rope"), report["worst"]
+    assert [Path(t).name for t in report["worst"]["traces"]] == ["worst-window-expected.h5", "worst-window-actual.h5"]
     check_against_numpy(report, kept)
     # The same gate passes the clean engine.
     run("check", "-m", qwen2, "--corpus", TEXT, "--window", 64, "--max-windows", 6, *FIXTURE_GATE, code=0)
@@ -141,7 +144,7 @@ def test_a_clean_engine_passes_its_precisions_gate(qwen2, tmp_path, precision):
     p = run("check", "-m", qwen2, "--corpus", TEXT, "--window", 64, "--max-windows", 4, "--precision", precision,
             "--format", "json", "--keep-traces", kept, code=0)
     report = json.loads(p.stdout)
-    assert report["verdict"] == "pass" and report["failures"] == []
+    assert report["verdict"] == "pass" and report["failures"] == [] and report["worst"]["finding"] is None
     check_against_numpy(report, kept)
 
 
@@ -201,3 +204,4 @@ def test_smollm2_fails_with_a_small_real_fault():
                             "--inject", "rope-wrong-base", "--format", "json", code=1).stdout)
     assert report["kld"]["mean"] > 100 * report["gate"]["max_kld_mean"], report["kld"]
     assert report["failures"][0].startswith("mean KLD")
+    assert report["worst"]["finding"].startswith("blk.0.attn_q.rope @ 1 · rope"), report["worst"]
