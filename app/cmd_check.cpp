@@ -35,7 +35,8 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("-m,--model", e.model, "GGUF model (default with --golden: the golden trace's model)");
   add_prompt_options(*cmd, o->prompt);
   cmd->add_option("-n,--n-predict", e.n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--backend", e.backend, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))
+  cmd->add_option("--backend", e.backend, "The engine checked: host | cuda | llama.cpp | transformers")
+      ->check(CLI::IsMember({"host", "cuda", "llama.cpp", "transformers"}))
       ->capture_default_str();
   cmd->add_option("--precision", e.precision, "Engine precision: f32 | f16 | bf16")->capture_default_str();
   cmd->add_option("--inject", e.fault, "Engine fault to inject (see `tapdiff faults`)");
@@ -90,8 +91,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
     options.model_path = engine.model;
     if (!o->corpus.file.empty()) {
       if (engine.model.empty()) throw std::invalid_argument("--model: required with --corpus");
-      const diff::CorpusGate gate = diff::corpus_gate_for(engine.precision, o->gate);
-      const diff::CorpusReport report = run_corpus(engine, o->corpus, gate, dir.string(), !o->keep.empty());
+      const diff::CorpusReport report = run_corpus(engine, o->corpus, o->gate, dir.string(), !o->keep.empty());
       write_corpus_reports(report, o->report);
       set_exit(report.failures.empty() ? kExitPass : kExitDiverged);
       return;

@@ -31,9 +31,9 @@ TapRows window_logits(const std::string& trace) {
   return reader.read(reader.tap("output", -1));
 }
 
-std::string side_text(const RunSpec& s) {
-  const std::string producer = s.backend == "reference" ? "reference" : "engine-" + s.backend;
-  return fmt::format("{} {}{}", producer, s.precision, s.fault.empty() ? "" : ", fault " + s.fault);
+// "engine-host f16, fault rope-wrong-base", from the trace.
+std::string side_text(const TraceMetadata& m) {
+  return fmt::format("{} {}{}", producer_name(m.producer), m.precision, m.fault == "none" ? "" : ", fault " + m.fault);
 }
 
 // Where the window of the largest KL divergence first diverges: that window again, every tap
@@ -84,7 +84,7 @@ std::vector<int> corpus_tokens(const std::string& file, const std::string& model
   return Tokenizer::from_gguf(GgufFile::open(model)).encode(text);
 }
 
-diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, const diff::CorpusGate& gate,
+diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, const diff::CorpusGate& given,
                               const std::string& dir, bool keep) {
   namespace fs = std::filesystem;
   if (o.window < 4) throw std::invalid_argument(fmt::format("--window: expected >= 4 tokens, got {}", o.window));
@@ -102,7 +102,6 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
   report.n_tokens = static_cast<std::int64_t>(tokens.size());
   report.window = o.window;
   report.n_windows = n_windows;
-  report.gate = gate;
   RunSpec expected;
   expected.model = engine.model;
   RunSpec actual = engine;
@@ -113,8 +112,6 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
     s->taps.names = "output";
     s->progress = false;
   }
-  report.expected = side_text(expected);
-  report.actual = side_text(actual);
 
   diff::CorpusStats stats;
   Progress progress("corpus", engine.progress);
@@ -129,6 +126,12 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
     actual.trace = (fs::path(dir) / fmt::format("window-{}-actual.h5", w)).string();
     run_model(expected);
     run_model(actual);
+    if (w == 0) {
+      const TraceReader side(actual.trace);
+      report.expected = side_text(TraceReader(expected.trace).metadata());
+      report.actual = side_text(side.metadata());
+      report.gate = diff::corpus_gate_for(side.metadata().precision, given);
+    }
     const TapRows a = window_logits(expected.trace), b = window_logits(actual.trace);
     const std::int64_t n_vocab = a.row_size;
     if (b.row_size != n_vocab || a.size() != std::size_t(o.window) || b.size() != std::size_t(o.window))
@@ -143,7 +146,7 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
   }
   progress.finish();
   report.summary = stats.summary();
-  report.failures = diff::corpus_gate_failures(report.summary, gate);
+  report.failures = diff::corpus_gate_failures(report.summary, report.gate);
   if (!report.failures.empty()) locate_in_worst_window(report, tokens, bos, expected, actual, dir, keep);
   return report;
 }

@@ -23,9 +23,11 @@ struct CorpusOptions {
 // tokenized by the model. Throws InputError / std::invalid_argument naming the file.
 std::vector<int> corpus_tokens(const std::string& file, const std::string& model);
 
-// The reference (f32) as expected, `engine` (backend, precision, faults; its prompt and trace
-// unused) as actual. Window traces go to dir and are removed after scoring unless keep.
-diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& options, const diff::CorpusGate& gate,
+// The reference (f32) as expected, `engine` (any backend, with its precision and faults; its
+// prompt and trace unused) as actual. The gate is the one of the precision the actual traces
+// declare (a llama.cpp trace declares what its arithmetic applies), each limit `given` sets
+// replacing its own. Window traces go to dir and are removed after scoring unless keep.
+diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& options, const diff::CorpusGate& given,
                               const std::string& dir, bool keep);
 
 }  // namespace tapdiff

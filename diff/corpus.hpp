@@ -76,7 +76,7 @@ struct CorpusReport {
   std::vector<std::string> worst_window_traces;
 };
 
-// The gate for an engine precision ("f32", "f16", "bf16"), from the figures in docs/tolerance.md;
+// The gate for a precision ("f32", "f16", "bf16", "q8"), from the figures in docs/tolerance.md;
 // each limit `given` sets replaces the precision's.
 CorpusGate corpus_gate_for(const std::string& precision, const CorpusGate& given = {});
 

@@ -259,3 +259,17 @@ def test_bad_llama_options_are_exit_2(models, tmp_path):
     bad.write_bytes(b"GGUF" + b"\0" * 20)
     p = tapdiff("run", "--backend", "llama.cpp", "-m", bad, "--tokens", "1")
     assert p.returncode == 2 and str(bad) in p.stderr
+
+
+@pytest.mark.parametrize("fixture,precision", [("llama-f32", "f16"), ("llama-q4_k_m", "q8")])  # f16: its default KV cache
+def test_corpus_gate_of_llama_cpp_follows_the_precision_its_trace_declares(models, fixture, precision):
+    """check --corpus --backend llama.cpp: llama.cpp's logits against the reference's over text, under
+    the gate of the precision llama.cpp's trace declares (q8 on quantized weights)."""
+    text = Path(os.environ["TAPDIFF_SOURCE_DIR"]) / "fixtures" / "corpus" / "stories.txt"
+    p = tapdiff("check", "-m", models[fixture], "--corpus", text, "--window", 32, "--max-windows", 2,
+                "--backend", "llama.cpp", "--format", "json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = json.loads(p.stdout)
+    assert report["actual"] == f"llama.cpp {precision}" and report["scored"] == 2 * 15
+    gate = {"f16": 1e-4, "q8": 2e-2}[precision]
+    assert report["gate"]["max_kld_mean"] == gate and report["kld"]["mean"] < gate
