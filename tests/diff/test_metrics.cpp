@@ -2,6 +2,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 #include <limits>
+#include <vector>
 
 #include "diff/metrics.hpp"
 #include "diff/tap_graph.hpp"
@@ -38,6 +39,41 @@ TEST(DiffMetrics, NonFiniteActualIsInfiniteError) {
   EXPECT_EQ(m.nonfinite, 1);
   EXPECT_TRUE(std::isinf(m.nmse));
   EXPECT_EQ(m.worst_index, 1);
+}
+
+// The vectorized finite path against the definitions summed in long double, on a row long enough
+// to use every vector lane and the scalar tail, with its worst element repeated (the first counts).
+TEST(DiffMetrics, LongFiniteRowsAgreeWithTheDefinitions) {
+  std::vector<float> a(1003), b(1003);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = std::sin(0.37f * float(i)) * (i % 7 == 0 ? 1e-7f : 2.0f);
+    b[i] = a[i] + 1e-3f * std::cos(1.3f * float(i));
+  }
+  b[500] = a[500] + 0.25f;
+  b[900] = a[900] + 0.25f;
+  long double err2 = 0, ref2 = 0, dot = 0, act2 = 0, max_rel = 0, max_a = 0;
+  for (float x : a) max_a = std::max(max_a, std::fabs((long double)x));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const long double x = a[i], y = b[i], d = std::fabs(y - x);
+    err2 += d * d;
+    ref2 += x * x;
+    dot += x * y;
+    act2 += y * y;
+    max_rel = std::max(max_rel, d / std::max(std::fabs(x), std::max(1e-6L * max_a, 1e-30L)));
+  }
+  const RowMetrics m = row_metrics(a.data(), b.data(), std::int64_t(a.size()));
+  EXPECT_NEAR(m.nmse, double(err2 / ref2), 1e-12 * double(err2 / ref2));
+  EXPECT_NEAR(m.cosine, double(dot / std::sqrt(ref2 * act2)), 1e-12);
+  EXPECT_NEAR(m.max_rel, double(max_rel), 1e-9 * double(max_rel));
+  EXPECT_EQ(m.max_abs, std::fabs(double(b[500]) - double(a[500])));
+  EXPECT_EQ(m.worst_index, 500);
+  EXPECT_EQ(m.worst_actual, b[500]);
+  // One infinity anywhere leaves the vectorized path: the same row with b[3] = inf.
+  b[3] = std::numeric_limits<float>::infinity();
+  const RowMetrics inf = row_metrics(a.data(), b.data(), std::int64_t(a.size()));
+  EXPECT_EQ(inf.nonfinite, 1);
+  EXPECT_EQ(inf.worst_index, 3);
+  EXPECT_TRUE(std::isinf(inf.nmse));
 }
 
 TEST(DiffMetrics, KlAndTopK) {
