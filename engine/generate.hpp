@@ -1,8 +1,10 @@
 // The engine's public entry point: load a GGUF model onto an executor, prefill the prompt in
-// one batched step, then decode greedily one position per step.
+// one batched step (or in chunks: EngineOptions::prefill_chunk), then decode greedily one
+// position per step. A model part (model/model_part.hpp) runs its stages in lockstep.
 //
 // Positions: the prompt at 0..P-1, generated token i at P+i. Steps: the prefill (all prompt
-// positions), then one step per generated token except the last (which is not fed back).
+// positions, or one step per chunk), then one step per generated token except the last (which
+// is not fed back).
 // After every step the trace gets end_step(); every generated token is appended with
 // append_token() (the prompt's tokens belong in the TraceMetadata the caller opened it with;
 // app/trace_metadata_for.hpp builds one).
