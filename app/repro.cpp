@@ -19,6 +19,7 @@
 #include "model/gguf.hpp"
 #include "model/model_part.hpp"
 #include "model/sha256.hpp"
+#include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
 #include "tapdiff/weight_taps.hpp"
@@ -200,7 +201,13 @@ ReproWritten write_repro(const ReproOptions& given) {
   }
   if (fs::exists(o.dir) && !fs::is_empty(o.dir))
     throw std::invalid_argument(fmt::format("-o {}: exists and is not empty; give a new directory", o.dir));
-  const std::string model = o.model.empty() ? TraceReader(o.expected).metadata().model_path : o.model;
+  const TraceReader expected(o.expected);
+  const TapFilterSpec& filter = expected.filter();
+  if (!filter.names.empty() || !filter.layers.empty() || !filter.positions.empty())
+    throw InputError(o.expected, "tap_filter",
+                     "expected a trace of every tap: the replay runs the finding's layer from all of its taps (record "
+                     "the expected trace without --taps, --layers or --positions)");
+  const std::string model = o.model.empty() ? expected.metadata().model_path : o.model;
   diff::DiffOptions options;
   options.model_path = model;
   options.all = o.root > 1;

@@ -165,6 +165,11 @@ def test_bad_input(models, tmp_path):
     assert "repro.json" in p.stderr
     p = tapdiff("repro", tmp_path / "missing.json", "-o", tmp_path / "m", code=2)
     assert "missing.json" in p.stderr
+    # A filtered expected trace cannot feed the replay: refused before anything is written.
+    filtered = tmp_path / "filtered.h5"
+    tapdiff("run", "-m", model, *PROMPT, "--taps", "blk.*.attn.probs", "-o", filtered, code=0)
+    p = tapdiff("repro", filtered, ref, "-o", tmp_path / "f", code=2)
+    assert "filtered.h5" in p.stderr and "--taps" in p.stderr and not (tmp_path / "f").exists()
     (tmp_path / "bad.json").write_text("{}")
     p = tapdiff("repro", tmp_path / "bad.json", "-o", tmp_path / "b", code=2)
     assert "bad.json" in p.stderr and "expected.path" in p.stderr
