@@ -36,16 +36,42 @@ std::string side_text(const TraceMetadata& m) {
   return fmt::format("{} {}{}", producer_name(m.producer), m.precision, m.fault == "none" ? "" : ", fault " + m.fault);
 }
 
+// The corpus's tokens: ids separated by commas or white space in a .tokens file, else the text
+// tokenized by the model; and the BOS each window starts with (-1: a token file, or a model
+// whose tokenizer adds none).
+struct CorpusTokens {
+  std::vector<int> ids;
+  int bos = -1;
+};
+
+CorpusTokens read_corpus(const std::string& file, const std::string& model) {
+  std::string text = read_file(file);
+  if (std::filesystem::path(file).extension() == ".tokens") {
+    for (char& c : text)
+      if (c == '\n' || c == '\r' || c == '\t' || c == ' ') c = ',';
+    std::string ids;  // runs of separators as one comma
+    for (char c : text)
+      if (c != ',' || (!ids.empty() && ids.back() != ',')) ids += c;
+    while (!ids.empty() && ids.back() == ',') ids.pop_back();
+    return {parse_token_list(ids, file), -1};
+  }
+  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile::open(model));
+  return {tokenizer.encode(text), tokenizer.bos_added()};
+}
+
+// Window w of `size` tokens, its first token replaced by BOS as llama-perplexity does.
+std::vector<int> window_tokens(const CorpusTokens& corpus, int w, int size) {
+  std::vector<int> window(corpus.ids.begin() + std::ptrdiff_t(w) * size, corpus.ids.begin() + std::ptrdiff_t(w + 1) * size);
+  if (corpus.bos >= 0) window.front() = corpus.bos;
+  return window;
+}
+
 // Where the window of the largest KL divergence first diverges: that window again, every tap
 // recorded, diffed as `check` would.
-void locate_in_worst_window(diff::CorpusReport& report, const std::vector<int>& tokens, int bos, RunSpec expected,
-                            RunSpec actual, const std::string& dir, bool keep) {
+void locate_in_worst_window(diff::CorpusReport& report, const CorpusTokens& corpus, RunSpec expected, RunSpec actual,
+                            const std::string& dir, bool keep) {
   namespace fs = std::filesystem;
-  const int w = report.summary.worst_window;
-  std::vector<int> window(tokens.begin() + std::ptrdiff_t(w) * report.window,
-                          tokens.begin() + std::ptrdiff_t(w + 1) * report.window);
-  if (bos >= 0) window.front() = bos;
-  expected.prompt = actual.prompt = window;
+  expected.prompt = actual.prompt = window_tokens(corpus, report.summary.worst_window, report.window);
   expected.taps = actual.taps = {};
   expected.trace = (fs::path(dir) / "worst-window-expected.h5").string();
   actual.trace = (fs::path(dir) / "worst-window-actual.h5").string();
@@ -70,36 +96,20 @@ void locate_in_worst_window(diff::CorpusReport& report, const std::vector<int>& 
 
 }  // namespace
 
-std::vector<int> corpus_tokens(const std::string& file, const std::string& model) {
-  std::string text = read_file(file);
-  if (std::filesystem::path(file).extension() == ".tokens") {
-    for (char& c : text)
-      if (c == '\n' || c == '\r' || c == '\t' || c == ' ') c = ',';
-    std::string ids;  // runs of separators as one comma
-    for (char c : text)
-      if (c != ',' || (!ids.empty() && ids.back() != ',')) ids += c;
-    while (!ids.empty() && ids.back() == ',') ids.pop_back();
-    return parse_token_list(ids, file);
-  }
-  return Tokenizer::from_gguf(GgufFile::open(model)).encode(text);
-}
-
 diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, const diff::CorpusGate& given,
                               const std::string& dir, bool keep) {
   namespace fs = std::filesystem;
   if (o.window < 4) throw std::invalid_argument(fmt::format("--window: expected >= 4 tokens, got {}", o.window));
-  const std::vector<int> tokens = corpus_tokens(o.file, engine.model);
-  const bool text = fs::path(o.file).extension() != ".tokens";
-  const int bos = text ? Tokenizer::from_gguf(GgufFile::open(engine.model)).bos_added() : -1;
-  int n_windows = static_cast<int>(tokens.size() / std::size_t(o.window));
+  const CorpusTokens corpus = read_corpus(o.file, engine.model);
+  int n_windows = static_cast<int>(corpus.ids.size() / std::size_t(o.window));
   if (n_windows < 1)
     throw InputError(o.file, "corpus",
-                     fmt::format("{} tokens, fewer than one window of {} (--window)", tokens.size(), o.window));
+                     fmt::format("{} tokens, fewer than one window of {} (--window)", corpus.ids.size(), o.window));
   if (o.max_windows > 0) n_windows = std::min(n_windows, o.max_windows);
 
   diff::CorpusReport report;
   report.corpus = o.file;
-  report.n_tokens = static_cast<std::int64_t>(tokens.size());
+  report.n_tokens = static_cast<std::int64_t>(corpus.ids.size());
   report.window = o.window;
   report.n_windows = n_windows;
   RunSpec expected;
@@ -118,9 +128,7 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
   const int first = o.window / 2;
   for (int w = 0; w < n_windows; ++w) {
     progress.update(w, n_windows, fmt::format("window {}", w + 1));
-    std::vector<int> window(tokens.begin() + std::ptrdiff_t(w) * o.window,
-                            tokens.begin() + std::ptrdiff_t(w + 1) * o.window);
-    if (bos >= 0) window.front() = bos;
+    const std::vector<int> window = window_tokens(corpus, w, o.window);
     expected.prompt = actual.prompt = window;
     expected.trace = (fs::path(dir) / fmt::format("window-{}-expected.h5", w)).string();
     actual.trace = (fs::path(dir) / fmt::format("window-{}-actual.h5", w)).string();
@@ -147,7 +155,7 @@ diff::CorpusReport run_corpus(const RunSpec& engine, const CorpusOptions& o, con
   progress.finish();
   report.summary = stats.summary();
   report.failures = diff::corpus_gate_failures(report.summary, report.gate);
-  if (!report.failures.empty()) locate_in_worst_window(report, tokens, bos, expected, actual, dir, keep);
+  if (!report.failures.empty()) locate_in_worst_window(report, corpus, expected, actual, dir, keep);
   return report;
 }
 

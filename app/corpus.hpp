@@ -19,10 +19,6 @@ struct CorpusOptions {
   int max_windows = 0;  // 0: every whole window of the file
 };
 
-// The file's tokens: ids separated by commas or white space in a .tokens file, else the text
-// tokenized by the model. Throws InputError / std::invalid_argument naming the file.
-std::vector<int> corpus_tokens(const std::string& file, const std::string& model);
-
 // The reference (f32) as expected, `engine` (any backend, with its precision and faults; its
 // prompt and trace unused) as actual. The gate is the one of the precision the actual traces
 // declare (a llama.cpp trace declares what its arithmetic applies), each limit `given` sets

@@ -7,11 +7,6 @@
 
 namespace tapdiff {
 
-bool InvarianceResult::invariant() const {
-  return std::all_of(runs.begin(), runs.end(),
-                     [](const InvarianceRun& r) { return r.result.verdict == diff::Verdict::pass; });
-}
-
 std::vector<int> cutting_chunks(const std::vector<int>& requested, int n_prompt) {
   std::vector<int> chunks;
   for (int c : requested)

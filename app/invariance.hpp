@@ -30,7 +30,6 @@ struct InvarianceRun {
 struct InvarianceResult {
   std::string one_batch_trace;
   std::vector<InvarianceRun> runs;  // in the order of the chunk sizes
-  bool invariant() const;
 };
 
 // The chunk sizes that cut a prompt of n_prompt tokens (1 .. n_prompt - 1), in order, once

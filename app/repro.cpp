@@ -10,6 +10,7 @@
 #include "app/harness.hpp"
 #include "app/repro_script.hpp"
 #include "diff/compare.hpp"
+#include "diff/hypotheses.hpp"
 #include "diff/repeats.hpp"
 #include "diff/tolerance.hpp"
 #include "engine/device/error.hpp"
@@ -19,6 +20,7 @@
 #include "model/gguf.hpp"
 #include "model/model_part.hpp"
 #include "model/sha256.hpp"
+#include "reports/json_number.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
@@ -32,26 +34,27 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kManifest = "repro.json";
 
-// JSON has no NaN or infinity: they are written as "nan", "inf", "-inf" (as in report JSON).
-json number(double v) { return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"); }
-double number(const json& v) { return v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>(); }
+using reports::json_number;
+using reports::json_number_value;
 
 std::string file_sha256(const std::string& path) {
   const GgufFile f = GgufFile::open(path);
   return sha256_hex(f.bytes(), static_cast<std::size_t>(f.file_size()));
 }
 
-// The stage a tap of the trace belongs to (model/model_part.hpp).
-int tap_stage(const TapInfo& tap, int n_layer) {
-  if (const auto tensor = weight_tap_tensor(tap.name)) return tensor_stage(*tensor, n_layer);
-  if (tap.layer >= 0) return tap.layer;
-  return tap.name == "token_embd" ? -1 : n_layer;
+// The stage a tap (or the token sequence, "tokens") belongs to (model/model_part.hpp).
+int tap_stage(const std::string& name, int layer, int n_layer) {
+  if (const auto tensor = weight_tap_tensor(name)) return tensor_stage(*tensor, n_layer);
+  if (layer >= 0) return layer;
+  return name == "token_embd" ? -1 : n_layer;
 }
+
+bool engine_producer(std::optional<Producer> p) { return p == Producer::engine_host || p == Producer::engine_cuda; }
 
 // Whether a run of stages first..last reads the tap: the taps of those stages and the hidden
 // state entering the first of them (lockstep's input).
 bool part_reads(const TapInfo& tap, int first, int last, int n_layer) {
-  const int stage = tap_stage(tap, n_layer);
+  const int stage = tap_stage(tap.name, tap.layer, n_layer);
   if (stage == n_layer + 1) return first < n_layer && last >= 0;  // rope_freqs: any layer
   if (stage >= first && stage <= last) return true;
   if (first == 0) return tap.name == "token_embd" && tap.layer == -1;
@@ -97,24 +100,24 @@ json manifest_for(const diff::DiffResult& d, const diff::FirstDivergence& at, co
   const double threshold = tap && tap->threshold_nmse > 0
                                ? tap->threshold_nmse
                                : diff::profile_for_precisions(d.expected.metadata.precision, a.precision)
-                                     .threshold(tap ? tap->tap_class : "");  j["finding"] = {{"tap", at.tap},
+                                     .threshold(tap ? tap->tap_class : "");
+  j["finding"] = {{"tap", at.tap},
                   {"name", at.name},
                   {"layer", at.layer},
                   {"position", at.position},
                   {"shape", at.shape},
                   {"class", why ? why->bug_class : "unexplained"},
                   {"variant", why ? why->variant : ""},
-                  {"nmse", number(at.metrics.nmse)},
-                  {"max_abs", number(at.metrics.max_abs)},
+                  {"nmse", json_number(at.metrics.nmse)},
+                  {"max_abs", json_number(at.metrics.max_abs)},
                   {"threshold", threshold}};
   j["profile"] = d.profile;
   j["compared_positions"] = d.compared_positions;  // the common token prefix: positions after it ran on other tokens
   j["expected"] = {{"path", o.expected}, {"producer", producer_name(d.expected.metadata.producer)}};
   j["actual"] = {{"path", o.actual}, {"producer", producer_name(a.producer)}};
-  const auto chunk = a.settings.find("prefill_chunk");
   j["engine"] = {{"precision", a.precision},
                  {"fault", a.fault == "none" ? "" : a.fault},
-                 {"prefill_chunk", chunk != a.settings.end() ? std::get<std::int64_t>(chunk->second) : 0}};
+                 {"prefill_chunk", diff::prefill_chunk_of(a)}};
   j["model"] = {{"path", model}, {"sha256", file_sha256(model)}};
   j["hparams"] = config_json(c);
   return j;
@@ -159,14 +162,12 @@ std::string readme(const json& m) {
       "actual output with your kernel's (`--actual FILE.npy`) to test a fix without rerunning the model.\n",
       f["tap"].get<std::string>(), f["position"].get<std::int64_t>(), f["class"].get<std::string>(),
       m["expected"]["path"].get<std::string>(), m["expected"]["producer"].get<std::string>(),
-      m["actual"]["path"].get<std::string>(), m["actual"]["producer"].get<std::string>(), number(f["nmse"]),
+      m["actual"]["path"].get<std::string>(), m["actual"]["producer"].get<std::string>(), json_number_value(f["nmse"]),
       f["threshold"].get<double>(), m["profile"].get<std::string>(),
       f["variant"].get<std::string>().empty() ? "" : fmt::format("\nDiagnosis: {}.\n", f["variant"].get<std::string>()),
       m["stages"][0].get<int>(), m["stages"][1].get<int>(), m["hparams"]["n_layer"].get<int>(),
       m["engine"].dump());
 }
-
-bool engine_producer(const std::string& producer) { return producer == "engine-host" || producer == "engine-cuda"; }
 
 // The part of stages first..last written into dir, with its traces and manifest.
 void write_part(const ReproOptions& o, const GgufFile& model, const ModelConfig& c, json manifest, int first,
@@ -241,9 +242,7 @@ ReproWritten write_repro(const ReproOptions& given) {
   write_text(fs::path(o.dir) / "repro.py", std::string(kReproScript), true);
 
   // The finding's own stage first; wider when the bug needs more of the model to show.
-  int stage = at->tap == "tokens" ? c.n_layer : at->layer;
-  if (const auto tensor = weight_tap_tensor(at->name)) stage = tensor_stage(*tensor, c.n_layer);
-  else if (at->layer < 0 && at->tap != "tokens") stage = at->name == "token_embd" ? -1 : c.n_layer;
+  const int stage = tap_stage(at->name, at->layer, c.n_layer);
   std::vector<std::pair<int, int>> parts;
   if (stage <= c.n_layer) parts.emplace_back(stage, stage);
   if (stage >= 0 && stage < c.n_layer) parts.emplace_back(0, c.n_layer - 1);
@@ -255,7 +254,7 @@ ReproWritten write_repro(const ReproOptions& given) {
     write_part(o, file, c, manifest, first, last);
     out.first_stage = first;
     out.last_stage = last;
-    if (!engine_producer(std::string(producer_name(d.actual.metadata.producer)))) break;  // another engine's bug: nothing here replays it
+    if (!engine_producer(d.actual.metadata.producer)) break;  // another engine's bug: nothing here replays it
     out.reproduced = replay_repro(o.dir, std::nullopt).diverged;
     if (*out.reproduced) break;
   }
@@ -266,7 +265,7 @@ ReplayOutcome replay_repro(const std::string& dir, const std::optional<std::stri
   const json m = read_manifest(dir);
   const json& f = m.at("finding");
   const std::string producer = m.at("actual").at("producer");
-  if (!engine_producer(producer))
+  if (!engine_producer(parse_producer(producer)))
     throw std::invalid_argument(fmt::format("{}: the actual trace came from {}, not tapdiff's engine: replay its op "
                                             "with `python3 {}/repro.py`",
                                             dir, producer, dir));
@@ -310,7 +309,7 @@ ReplayOutcome replay_repro(const std::string& dir, const std::optional<std::stri
     out.text = fmt::format("REPRODUCED {} @ {}{}: nmse {:.3g}, max abs {:.3g} (the finding: nmse {:.3g} at {})\n",
                            tap, r.at.position,
                            r.diagnosis ? fmt::format(" · {} ({})", r.diagnosis->bug_class, r.diagnosis->variant) : "",
-                           r.at.metrics.nmse, r.at.metrics.max_abs, number(f.at("nmse")),
+                           r.at.metrics.nmse, r.at.metrics.max_abs, json_number_value(f.at("nmse")),
                            f.at("position").get<std::int64_t>());
     return out;
   }
@@ -320,7 +319,7 @@ ReplayOutcome replay_repro(const std::string& dir, const std::optional<std::stri
     return out;
   }
   out.text = fmt::format("PASS {}: within the {} profile at every position (the finding was nmse {:.3g} at {})\n", tap,
-                         d.profile, number(f.at("nmse")), f.at("position").get<std::int64_t>());
+                         d.profile, json_number_value(f.at("nmse")), f.at("position").get<std::int64_t>());
   return out;
 }
 

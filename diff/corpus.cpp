@@ -5,22 +5,10 @@
 #include <fmt/format.h>
 #include <tuple>
 
+#include "diff/metrics.hpp"
+
 namespace tapdiff::diff {
 namespace {
-
-// log softmax of n logits into out; returns the index of the first largest logit.
-std::int64_t log_softmax(const float* logits, std::int64_t n, std::vector<double>& out) {
-  std::int64_t top = 0;
-  for (std::int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[top]) top = i;
-  const double max = logits[top];
-  double sum = 0;
-  for (std::int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - max);
-  const double log_sum = max + std::log(sum);
-  out.resize(std::size_t(n));
-  for (std::int64_t i = 0; i < n; ++i) out[std::size_t(i)] = double(logits[i]) - log_sum;
-  return top;
-}
 
 // llama.cpp's mean with the standard error of the mean (0 for ten values or fewer).
 std::pair<double, double> mean_and_uncertainty(double sum, double sum2, std::int64_t count) {
@@ -49,9 +37,9 @@ double median(const std::vector<double>& sorted) {
 
 void CorpusStats::add(const float* expected_logits, const float* actual_logits, std::int64_t n_vocab,
                       int next_token, int window, std::int64_t position) {
-  std::vector<double> base, log_p;
-  const std::int64_t top_base = log_softmax(expected_logits, n_vocab, base);
-  const std::int64_t top = log_softmax(actual_logits, n_vocab, log_p);
+  const std::vector<double> base = log_softmax(expected_logits, n_vocab), log_p = log_softmax(actual_logits, n_vocab);
+  const auto top_base = std::max_element(expected_logits, expected_logits + n_vocab) - expected_logits;
+  const auto top = std::max_element(actual_logits, actual_logits + n_vocab) - actual_logits;
   const auto t = std::size_t(next_token);
   const double nll = -log_p[t], nll_base = -base[t];
   sum_nll_ += nll;
@@ -59,8 +47,7 @@ void CorpusStats::add(const float* expected_logits, const float* actual_logits, 
   sum_nll_base_ += nll_base;
   sum_nll_base2_ += nll_base * nll_base;
   sum_diff2_ += (nll - nll_base) * (nll - nll_base);
-  double kld = 0;
-  for (std::size_t i = 0; i < base.size(); ++i) kld += std::exp(base[i]) * (base[i] - log_p[i]);
+  const double kld = kl_of_log_probs(base, log_p);
   sum_kld_ += kld;
   sum_kld2_ += kld * kld;
   const double p_diff = std::exp(-nll) - std::exp(-nll_base);

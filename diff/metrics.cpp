@@ -93,8 +93,6 @@ RowMetrics row_metrics(const float* a, const float* b, std::int64_t n) {
   return m;
 }
 
-namespace {
-
 std::vector<double> log_softmax(const float* x, std::int64_t n) {
   double max = -INFINITY;
   for (std::int64_t i = 0; i < n; ++i) max = std::max(max, double(x[i]));
@@ -106,13 +104,14 @@ std::vector<double> log_softmax(const float* x, std::int64_t n) {
   return out;
 }
 
-}  // namespace
+double kl_of_log_probs(const std::vector<double>& log_a, const std::vector<double>& log_b) {
+  double kl = 0;
+  for (std::size_t i = 0; i < log_a.size(); ++i) kl += std::exp(log_a[i]) * (log_a[i] - log_b[i]);
+  return kl;
+}
 
 double kl_divergence(const float* a, const float* b, std::int64_t n) {
-  const auto la = log_softmax(a, n), lb = log_softmax(b, n);
-  double kl = 0;
-  for (std::size_t i = 0; i < la.size(); ++i) kl += std::exp(la[i]) * (la[i] - lb[i]);
-  return std::max(kl, 0.0);
+  return std::max(kl_of_log_probs(log_softmax(a, n), log_softmax(b, n)), 0.0);
 }
 
 std::vector<std::pair<int, float>> top_k(const float* logits, std::int64_t n, int k) {

@@ -99,9 +99,10 @@ struct WeightSpec {
   std::vector<std::int64_t> ne;    // expected dims, ggml order
 };
 
-// Every tensor the forward pass reads in the stages the file holds, with the shape it must have.
+// Every tensor the forward pass reads, with the shape it must have.
 std::vector<WeightSpec> expected_weights(const ModelConfig& config);
-// Checks every expected weight exists with its shape (InputError naming the tensor otherwise).
+// Checks every expected weight of the stages the file holds (all of them for a whole model;
+// model/model_part.hpp) exists with its shape (InputError naming the tensor otherwise).
 void validate_weights(const GgufFile& file, const ModelConfig& config);
 
 }  // namespace tapdiff

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "reports/escape.hpp"
+#include "reports/json_number.hpp"
 
 namespace tapdiff::reports {
 namespace {
@@ -88,12 +89,9 @@ std::string markdown(const diff::CorpusReport& r) {
   return out;
 }
 
-// JSON has no NaN or infinity: "nan", "inf", "-inf" (docs/report-json.md, "Numbers").
-json num(double v) { return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"); }
-
 json pairs(const std::vector<std::pair<double, double>>& values) {
   json out = json::object();
-  for (const auto& [q, v] : values) out[fmt::format("{:g}", q)] = num(v);
+  for (const auto& [q, v] : values) out[fmt::format("{:g}", q)] = json_number(v);
   return out;
 }
 
@@ -110,16 +108,16 @@ std::string to_json(const diff::CorpusReport& r) {
   j["window"] = r.window;
   j["n_windows"] = r.n_windows;
   j["scored"] = s.count;
-  j["ppl"] = {{"actual", num(s.ppl)}, {"actual_unc", num(s.ppl_unc)}, {"expected", num(s.ppl_base)},
-              {"expected_unc", num(s.ppl_base_unc)}, {"log_cor", num(s.log_ppl_cor)}, {"log_ratio", num(s.log_ppl_ratio)},
-              {"log_ratio_unc", num(s.log_ppl_ratio_unc)}, {"ratio", num(s.ppl_ratio)}, {"ratio_unc", num(s.ppl_ratio_unc)},
-              {"diff", num(s.ppl_diff)}, {"diff_unc", num(s.ppl_diff_unc)}};
-  j["kld"] = {{"mean", num(s.kld_mean)}, {"mean_unc", num(s.kld_unc)}, {"max", num(s.kld_max)}, {"median", num(s.kld_median)},
-              {"min", num(s.kld_min)}, {"percentiles", pairs(s.kld_percentiles)}};
-  j["p_diff"] = {{"mean", num(s.p_diff_mean)}, {"mean_unc", num(s.p_diff_unc)}, {"max", num(s.p_diff_max)},
-                 {"median", num(s.p_diff_median)}, {"min", num(s.p_diff_min)}, {"percentiles", pairs(s.p_diff_percentiles)},
-                 {"rms", num(s.p_diff_rms)}, {"rms_unc", num(s.p_diff_rms_unc)}};
-  j["same_top"] = {{"rate", num(s.same_top)}, {"unc", num(s.same_top_unc)}};
+  j["ppl"] = {{"actual", json_number(s.ppl)}, {"actual_unc", json_number(s.ppl_unc)}, {"expected", json_number(s.ppl_base)},
+              {"expected_unc", json_number(s.ppl_base_unc)}, {"log_cor", json_number(s.log_ppl_cor)}, {"log_ratio", json_number(s.log_ppl_ratio)},
+              {"log_ratio_unc", json_number(s.log_ppl_ratio_unc)}, {"ratio", json_number(s.ppl_ratio)}, {"ratio_unc", json_number(s.ppl_ratio_unc)},
+              {"diff", json_number(s.ppl_diff)}, {"diff_unc", json_number(s.ppl_diff_unc)}};
+  j["kld"] = {{"mean", json_number(s.kld_mean)}, {"mean_unc", json_number(s.kld_unc)}, {"max", json_number(s.kld_max)}, {"median", json_number(s.kld_median)},
+              {"min", json_number(s.kld_min)}, {"percentiles", pairs(s.kld_percentiles)}};
+  j["p_diff"] = {{"mean", json_number(s.p_diff_mean)}, {"mean_unc", json_number(s.p_diff_unc)}, {"max", json_number(s.p_diff_max)},
+                 {"median", json_number(s.p_diff_median)}, {"min", json_number(s.p_diff_min)}, {"percentiles", pairs(s.p_diff_percentiles)},
+                 {"rms", json_number(s.p_diff_rms)}, {"rms_unc", json_number(s.p_diff_rms_unc)}};
+  j["same_top"] = {{"rate", json_number(s.same_top)}, {"unc", json_number(s.same_top_unc)}};
   j["worst"] = {{"window", s.worst_window},
                 {"position", s.worst_position},
                 {"finding", r.worst_window_finding.empty() ? json(nullptr) : json(clean_utf8(r.worst_window_finding))},

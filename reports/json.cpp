@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "reports/json_number.hpp"
 #include "reports/renderers.hpp"
 #include "reports/summary.hpp"
 
@@ -14,12 +15,7 @@ using json = nlohmann::ordered_json;
 
 constexpr int kSchemaVersion = 1;
 
-// JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf".
-json number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return value;
-}
+json number(double value) { return json_number(value); }
 
 json optional_int(const std::optional<std::int64_t>& value) {
   return value ? json(*value) : json(nullptr);

@@ -5,6 +5,7 @@ traces hold; a clean engine passes its precision's gate, a small real fault fail
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import h5py
@@ -156,7 +157,7 @@ def test_the_text_report_is_laid_out_as_llama_perplexity_prints_it(qwen2, tmp_pa
         assert line in p.stdout, line
     assert "windows of 32" in p.stdout and (tmp_path / "r.md").read_text().startswith("## Corpus check: PASS")
     # Without the files: the window traces are removed as soon as they are scored.
-    assert not list(Path("/tmp").glob(f"tapdiff-check-*/window-*.h5"))
+    assert not list(Path(tempfile.gettempdir()).glob("tapdiff-check-*/window-*.h5"))
 
 
 def test_a_token_file_and_the_gate_options(qwen2, tmp_path):
