@@ -38,7 +38,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--backend", e.backend, "The engine checked: host | cuda | llama.cpp | transformers")
       ->check(CLI::IsMember({"host", "cuda", "llama.cpp", "transformers"}))
       ->capture_default_str();
-  cmd->add_option("--precision", e.precision, "Engine precision: f32 | f16 | bf16")->capture_default_str();
+  cmd->add_option("--precision", e.precision, "Engine precision: f32 | f16 | bf16 | q8")->capture_default_str();
   cmd->add_option("--inject", e.fault, "Engine fault to inject (see `tapdiff faults`)");
   cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference");
   cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16 or a JSON file");

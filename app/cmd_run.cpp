@@ -62,7 +62,7 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("-m,--model", s.model, "GGUF model")->required();
   add_prompt_options(*cmd, o->prompt);
   cmd->add_option("-n,--n-predict", s.n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--precision", s.precision, "reference: f32 | f64; engine: f32 | f16 | bf16")
+  cmd->add_option("--precision", s.precision, "reference: f32 | f64; engine: f32 | f16 | bf16 | q8")
       ->capture_default_str();
   cmd->add_option("--inject", s.fault, "Engine faults to inject, comma-separated (see `tapdiff faults`)");
   cmd->add_option("--lockstep", s.lockstep,

@@ -58,7 +58,7 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
   e.backend = backend;
   const auto precision = engine::parse_precision(s.precision);
   if (!precision)
-    throw std::invalid_argument(fmt::format("--precision: the engine runs f32, f16 or bf16, got {}", s.precision));
+    throw std::invalid_argument(fmt::format("--precision: the engine runs f32, f16, bf16 or q8, got {}", s.precision));
   e.precision = *precision;
   e.fault = s.fault;
   e.lockstep = s.lockstep;

@@ -72,7 +72,7 @@ struct EngineSpeed {
 
 // llama-bench's definitions: pp128 = one batched prefill step of 128 tokens; tg64 = 64 decode
 // steps after a 1-token prefill. Weight loading is not timed.
-EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::ElemType precision, int reps) {
+EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::Precision precision, int reps) {
   auto ex = engine::make_host_executor();
   const engine::EngineWeights w = engine::load_engine_weights(*ex, file, c, engine::FaultSwitch{});
   const std::vector<int> prompt = prompt_tokens(kPrefill, c.n_vocab);
@@ -181,13 +181,13 @@ int main(int argc, char** argv) {
       const double ref_tps = reference_decode_tps(file, reps);
       fmt::print(stderr, "{}: reference decode {:.1f} tok/s (bound {:.1f})\n", label, ref_tps, bound);
       rows.push_back({"reference decode", label, "f32", ref_tps, bound});
-      for (engine::ElemType p : {engine::ElemType::f32, engine::ElemType::f16}) {
+      for (engine::Precision p : {engine::Precision::f32, engine::Precision::f16}) {
         const EngineSpeed e = engine_speed(file, config, p, reps);
-        const std::string precision(engine::elem_type_name(p));
+        const std::string precision(engine::precision_name(p));
         fmt::print(stderr, "{}: engine {} pp128 {:.1f} tok/s, tg64 {:.1f} tok/s\n", label, precision, e.pp, e.tg);
         rows.push_back({"engine pp128", label, precision, e.pp, 0});
         rows.push_back({"engine tg64", label, precision, e.tg, engine_bound});
-        if (label == "F32 copy" && p == engine::ElemType::f32) engine_tg_f32 = e.tg;
+        if (label == "F32 copy" && p == engine::Precision::f32) engine_tg_f32 = e.tg;
         prefill_gflops.emplace_back(fmt::format("{}, {}", label, precision), step_flops * e.pp / kPrefill / 1e9);
       }
     }

@@ -72,10 +72,10 @@ std::vector<int> prompt_tokens(int n, int n_vocab) {
   return t;
 }
 
-Result run(const GgufFile& model, const ModelConfig& c, ElemType precision, int reps) {
+Result run(const GgufFile& model, const ModelConfig& c, Precision precision, int reps) {
   constexpr int kPrompt = 128, kDecode = 64;
   Result r;
-  r.precision = std::string(elem_type_name(precision));
+  r.precision = std::string(precision_name(precision));
   auto ex = make_host_executor();
   const Clock::time_point t_load = Clock::now();
   const EngineWeights w = load_engine_weights(*ex, model, c, FaultSwitch{});
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     const std::string load_before = load_average();
 
     std::vector<Result> results;
-    for (ElemType p : {ElemType::f32, ElemType::f16}) results.push_back(run(model, c, p, o.reps));
+    for (Precision p : {Precision::f32, Precision::f16, Precision::q8}) results.push_back(run(model, c, p, o.reps));
 
     struct utsname u {};
     uname(&u);

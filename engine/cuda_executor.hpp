@@ -45,6 +45,8 @@ protected:
   void launch(const ArgmaxArgs& a) override { argmax_cuda(a, stream_); }
   void launch(const GemmArgs& a) override;
   void launch(const MatvecArgs& a) override { matvec_cuda(a, stream_); }
+  void launch(const QuantizeQ8Args& a) override { quantize_q8_cuda(a, stream_); }
+  void launch(const MatmulQ8Args& a) override { matmul_q8_cuda(a, stream_); }
 
 private:
   CudaStream stream_ = nullptr;

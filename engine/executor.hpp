@@ -24,7 +24,9 @@
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
@@ -114,6 +116,14 @@ public:
     validate(a);
     launch(a);
   }
+  void quantize_q8(const QuantizeQ8Args& a) {
+    validate(a);
+    launch(a);
+  }
+  void matmul_q8(const MatmulQ8Args& a) {
+    validate(a);
+    launch(a);
+  }
 
 protected:
   // Launchers: one per op, same signature on both executors.
@@ -132,6 +142,8 @@ protected:
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
   virtual void launch(const MatvecArgs& a) = 0;
+  virtual void launch(const QuantizeQ8Args& a) = 0;
+  virtual void launch(const MatmulQ8Args& a) = 0;
 };
 
 std::unique_ptr<Executor> make_host_executor();

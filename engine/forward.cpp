@@ -40,12 +40,13 @@ std::optional<ElemType> operand_as_stored(GgmlType t) {
 }  // namespace
 
 Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
-                 int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
+                 int max_rows, Precision precision, FaultSwitch faults, TraceWriter* trace,
                  const LockstepSource* lockstep, bool logits_all, std::int64_t scratch_elements)
-    : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(precision), faults_(faults),
-      cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision, faults),
+    : ex_(ex), w_(weights), c_(config), n_ctx_(n_ctx), precision_(storage_of(precision)),
+      int8_activations_(precision == Precision::q8), faults_(faults),
+      cache_(ex, config.n_layer, n_ctx, config.kv_dim(), precision_, faults),
       act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex),
-      operand_type_(ex.weight_storage(precision)), logits_all_(logits_all),
+      operand_type_(ex.weight_storage(precision_)), logits_all_(logits_all),
       scratch_elements_(scratch_elements) {
   if (logits_all_ && max_rows > 1)
     prompt_logits_ = ex.allocate(std::size_t(max_rows - 1) * std::size_t(config.n_vocab) * sizeof(float));
@@ -85,6 +86,8 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
     ex_.gemm(GemmArgs{op, OP_N, rows, n, k, 1.0f, a, a_type, ldw, b, ElemType::f32, ldb, 0.0f, out, ldc});
   };
   const bool by_rows = op_w == OP_T && ldw == w.cols;
+  if (int8_activations_ && by_rows && q8_multipliable(w.encoded()) && k % kQ8Block == 0)
+    return gemm_q8(m, n, k, w, b, ldb, c, ldc);
   const bool f32_as_is = w.type == GgmlType::F32 && precision_ == ElemType::f32;
   if (by_rows && n == 1 && !f32_as_is) return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
   const auto stored = operand_as_stored(w.type);
@@ -96,6 +99,22 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
     product(OP_T, rows, decode_to_scratch(w, std::int64_t(r0) * w.cols, std::int64_t(rows) * w.cols),
             operand_type_, c + r0);
   }
+}
+
+void Forward::gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int ldb, float* c, int ldc) {
+  const std::size_t values = std::size_t(n) * std::size_t(k), blocks = values / kQ8Block;
+  const std::size_t bytes = values + 2 * blocks * sizeof(float);
+  if (q8_scratch_.bytes() < bytes) {
+    ex_.synchronize();  // the old scratch may still be read by a queued product
+    q8_scratch_ = ex_.allocate(bytes);
+  }
+  // Scales first: they stay 4-byte aligned whatever k is.
+  Q8Rows x{};
+  x.d = q8_scratch_.as<float>();
+  x.ds = x.d + blocks;
+  x.q = reinterpret_cast<std::int8_t*>(x.ds + blocks);
+  ex_.quantize_q8(QuantizeQ8Args{b, ldb, n, k, x});
+  ex_.matmul_q8(MatmulQ8Args{w.encoded(), w.cols, m, k, x, n, c, ldc});
 }
 
 const void* Forward::decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n) {

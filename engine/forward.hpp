@@ -12,6 +12,7 @@
 #include "engine/faults.hpp"
 #include "engine/gemm/gemm.hpp"
 #include "engine/kv_cache.hpp"
+#include "engine/options.hpp"
 #include "engine/taps.hpp"
 #include "engine/weights.hpp"
 #include "model/config.hpp"
@@ -35,7 +36,7 @@ public:
   // lockstep, when not null, is the trace every tap point continues from (taps.hpp).
   // logits_all: a batched step computes (and records) the logits of every row, not just the last.
   Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& config, int n_ctx,
-          int max_rows, ElemType precision, FaultSwitch faults, TraceWriter* trace,
+          int max_rows, Precision precision, FaultSwitch faults, TraceWriter* trace,
           const LockstepSource* lockstep = nullptr, bool logits_all = false,
           std::int64_t scratch_elements = kScratchElements);
 
@@ -56,6 +57,8 @@ private:
   // C = op(W) B for a weight W in its GGUF encoding (B not transposed; see forward.cpp).
   void gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
             float* c, int ldc);
+  // C = W B with 8-bit activations (precision q8, W q8_multipliable, read by rows).
+  void gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int ldb, float* c, int ldc);
   // Elements [first, first + n) of W decoded into scratch_ in the GEMM's operand type.
   const void* decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n);
   void upload_ints(Buffer& dst, const std::vector<std::int32_t>& values);
@@ -64,13 +67,15 @@ private:
   const EngineWeights& w_;
   const ModelConfig& c_;
   int n_ctx_;
-  ElemType precision_;
+  ElemType precision_;                   // what activations are stored as
+  bool int8_activations_;                // precision q8
   FaultSwitch faults_;
   KvCache cache_;
   Activations act_;
   TapProbe taps_;
   ElemType operand_type_;                // a decoded weight's type as a GEMM operand
   Buffer scratch_;                       // decoded weights for batched GEMMs
+  Buffer q8_scratch_;                    // a GEMM's quantized activations (precision q8)
   std::vector<std::int32_t> host_ints_;  // (max_rows,) staging for token and position uploads
   int stale_head_row_ = -1;              // fault lm-head-stale-row: the first step's head row
   bool logits_all_;

@@ -16,18 +16,6 @@
 namespace tapdiff::engine {
 namespace {
 
-ElemType storage_of(Precision p) {
-  switch (p) {
-    case Precision::f16:
-      return ElemType::f16;
-    case Precision::bf16:
-      return ElemType::bf16;
-    case Precision::f32:
-      break;
-  }
-  return ElemType::f32;
-}
-
 // "a,b,c": every named fault at once.
 FaultSwitch parse_fault_list(const std::string& list) {
   FaultSwitch faults;
@@ -91,14 +79,14 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
   const FaultSwitch faults = check_run(model, config, prompt, o);
   const int n_prompt = static_cast<int>(prompt.size());
 
-  const ElemType precision = storage_of(o.precision);
   const EngineWeights weights = load_engine_weights(ex, model, config, faults);
-  if (trace != nullptr && o.weights) record_weight_taps(ex, weights, precision, model, config, *trace, *o.weights);
+  if (trace != nullptr && o.weights)
+    record_weight_taps(ex, weights, storage_of(o.precision), model, config, *trace, *o.weights);
   const int n_ctx = n_prompt + o.n_predict;
   const std::optional<LockstepSource> lockstep =
       o.lockstep.empty() ? std::nullopt : std::optional<LockstepSource>(std::in_place, o.lockstep);
   const int chunk = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_prompt) : n_prompt;
-  Forward forward(ex, weights, config, n_ctx, chunk, precision, faults, trace,
+  Forward forward(ex, weights, config, n_ctx, chunk, o.precision, faults, trace,
                   lockstep ? &*lockstep : nullptr, o.logits_all);
 
   std::vector<int> tokens = prompt;

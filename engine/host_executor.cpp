@@ -26,6 +26,8 @@ void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
 void HostKernels::launch(const MatvecArgs& a) { matvec_host(a); }
+void HostKernels::launch(const QuantizeQ8Args& a) { quantize_q8_host(a); }
+void HostKernels::launch(const MatmulQ8Args& a) { matmul_q8_host(a); }
 
 namespace {
 

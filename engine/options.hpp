@@ -6,15 +6,21 @@
 #include <string>
 #include <string_view>
 
+#include "engine/device/elem_type.hpp"
 #include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::engine {
 
 enum class Backend { host, cuda };
-enum class Precision { f32, f16, bf16 };
+// f32, f16, bf16: activations and the KV cache stored in that type and GEMM operands rounded
+// to it, float32 accumulation. q8: float32 storage, but a quantized weight multiplies
+// activations quantized to 8 bits with integer dot products (kernels/matmul_q8.hpp), as
+// llama.cpp's CPU backend does.
+enum class Precision { f32, f16, bf16, q8 };
 
 std::string_view backend_name(Backend backend);        // "host", "cuda"
-std::string_view precision_name(Precision precision);  // "f32", "f16", "bf16"
+std::string_view precision_name(Precision precision);  // "f32", "f16", "bf16", "q8"
+ElemType storage_of(Precision precision);              // what activations are stored as
 std::optional<Backend> parse_backend(std::string_view name);
 std::optional<Precision> parse_precision(std::string_view name);
 

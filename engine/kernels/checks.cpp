@@ -11,7 +11,9 @@
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
+#include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
@@ -49,6 +51,25 @@ void validate(const MatvecArgs& a) {
   require(a.rows >= 0 && a.k >= 0 && a.k <= a.cols, "matvec",
           fmt::format("{} rows summing {} of {} columns", a.rows, a.k, a.cols));
   require_pointers("matvec", a.rows, {a.w.bytes, a.x, a.y});
+}
+
+void validate(const QuantizeQ8Args& a) {
+  require(a.n >= 0 && a.k >= 0 && a.k % kQ8Block == 0 && a.ldx >= a.k, "quantize_q8",
+          fmt::format("{} rows of {} values (ld {}): expected whole blocks of {}", a.n, a.k, a.ldx, kQ8Block));
+  require_pointers("quantize_q8", a.n * a.k, {a.x, a.out.q, a.out.d, a.out.ds});
+}
+
+void validate(const MatmulQ8Args& a) {
+  const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
+  require(q8_multipliable(a.w), "matmul_q8",
+          fmt::format("{} weights: expected a block type with 8-bit integers", traits.name));
+  require(a.cols > 0 && a.cols % traits.block_elems == 0, "matmul_q8",
+          fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
+                      traits.block_elems));
+  require(a.rows >= 0 && a.n >= 0 && a.k >= 0 && a.k <= a.cols && a.k % kQ8Block == 0 && a.ldy >= a.rows,
+          "matmul_q8", fmt::format("{} rows summing {} of {} columns, {} activation rows, ld {}", a.rows, a.k,
+                                   a.cols, a.n, a.ldy));
+  require_pointers("matmul_q8", a.rows * a.n, {a.w.bytes, a.x.q, a.x.d, a.x.ds, a.y});
 }
 
 void validate(const ConvertArgs& a) {

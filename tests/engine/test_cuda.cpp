@@ -60,7 +60,7 @@ TEST_F(Cuda, ReducedPrecisionCloseToHost) {
     Precision precision;
     double tolerance;
   };
-  for (const Mode m : {Mode{Precision::f16, 3e-3}, Mode{Precision::bf16, 2.5e-2}})
+  for (const Mode m : {Mode{Precision::f16, 3e-3}, Mode{Precision::bf16, 2.5e-2}, Mode{Precision::q8, 3e-3}})
     for (const FixtureSpec& spec : {llama_spec(GgmlType::Q8_0), qwen2_spec(GgmlType::F16)}) {
       const GgufFile model = fixture_file(spec);
       const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};

@@ -137,8 +137,8 @@ TEST(DevicePaths, ScratchSlicesGiveTheWholeMatrixProduct) {
   const EngineWeights w = load_engine_weights(*ex, model, c, FaultSwitch{});
   const std::vector<int> prompt = {1, 17, 42, 99, 7, 3};
   const int n = int(prompt.size());
-  Forward whole(*ex, w, c, n, n, ElemType::f32, FaultSwitch{}, nullptr);
-  Forward sliced(*ex, w, c, n, n, ElemType::f32, FaultSwitch{}, nullptr, nullptr, false, 3 * c.n_embd);
+  Forward whole(*ex, w, c, n, n, Precision::f32, FaultSwitch{}, nullptr);
+  Forward sliced(*ex, w, c, n, n, Precision::f32, FaultSwitch{}, nullptr, nullptr, false, 3 * c.n_embd);
   EXPECT_EQ(whole.step(prompt.data(), n, 0), sliced.step(prompt.data(), n, 0));
   const std::vector<float> want = whole.logits(), got = sliced.logits();
   float scale = 0;

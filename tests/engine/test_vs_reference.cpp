@@ -122,6 +122,31 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineReducedPrecision,
                                            PrecisionCase{"bf16", Precision::bf16, 2.5e-2}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
+// Precision q8 on quantized weights: every product of a block-quantized matrix runs on 8-bit
+// activations, which moves each tap by about a percent of its range (as llama.cpp's CPU
+// backend does); the greedy token stays, and F32 matrices (the gemma2 fixture) keep f32 numbers.
+TEST(EngineQ8, CloseToReferenceOnQuantizedWeights) {
+  for (const FixtureSpec& spec : {wide(llama_spec(GgmlType::Q4_K)), qwen2_spec(GgmlType::Q8_0),
+                                  llama_spec(GgmlType::Q4_1), wide(qwen3_spec(GgmlType::Q6_K))}) {
+    const GgufFile model = fixture_file(spec);
+    const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};
+    EngineOptions o;
+    o.n_predict = 1;
+    o.precision = Precision::q8;
+    const TempTrace e("q8_e"), f("q8_f"), r("q8_r");
+    const auto engine_tokens = run_engine(model, prompt, o, e.path);
+    const auto reference_tokens = run_reference(model, prompt, 1, r.path);
+    EXPECT_EQ(engine_tokens, reference_tokens) << arch_name(spec.arch);
+    const TapError w = worst(compare_traces(e.path, r.path));
+    EXPECT_LE(w.ratio(), 5e-2) << arch_name(spec.arch) << " " << w.tap;
+    // Not f32 in disguise: the 8-bit activations show, well above f32's noise.
+    o.precision = Precision::f32;
+    run_engine(model, prompt, o, f.path);
+    EXPECT_GT(w.ratio(), 100 * worst(compare_traces(f.path, r.path)).ratio()) << arch_name(spec.arch);
+    RecordProperty(std::string("worst_") + arch_name(spec.arch), w.tap + " " + scientific(w.ratio()));
+  }
+}
+
 TEST(EngineTaps, EmitsExactlyTheCatalogue) {
   for (const FixtureSpec& spec : {llama_spec(), qwen2_spec()}) {
     const GgufFile model = fixture_file(spec);

@@ -1,0 +1,300 @@
+// Precision q8: a quantized weight times 8-bit activations (quantize_q8.hpp), as ggml's CPU
+// backend multiplies them. Each kDecodeRun elements of a weight row are unpacked to small
+// integers q with, per block of 32, a float scale and offset (w = scale m_g q + offset, m_g an
+// integer multiplier per group of 16: Q6_K's sub-block scales, 1 otherwise). A block's
+// product with the activations is summed as integers (exact, in any order and on any
+// executor), then
+//   y += d_x (scale sum_g m_g sum(q x_q)) + offset (d_x sum(x_q))
+// in float, one lane per block, and the lanes are added at the end of the row. One body for
+// decode (n = 1) and batches; y[t ldy + r] for activation row t and weight row r.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/device/stream.hpp"
+#include "engine/kernels/dequant.hpp"
+#include "engine/kernels/quantize_q8.hpp"
+
+namespace tapdiff::engine {
+
+inline constexpr int kQ8Group = 16;  // weight elements sharing an integer multiplier
+inline constexpr int kRunGroups = kDecodeRun / kQ8Group;
+inline constexpr int kRunBlocks = kDecodeRun / kQ8Block;
+
+// Whether matmul_q8 multiplies `w`: a block type whose integers fit in 8 bits. The fault
+// dequant-q8-unsigned reads Q8_0 quants as 0..255, which do not.
+TD_HD inline bool q8_multipliable(const Encoded& w) {
+  switch (w.type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return false;
+    case GgmlType::Q8_0:
+      return !w.quirks.q8_quant_unsigned;
+    default:
+      return true;
+  }
+}
+
+struct MatmulQ8Args {
+  Encoded w = {};           // (rows, cols), row-major; q8_multipliable
+  std::int64_t cols = 0;    // elements a row
+  std::int64_t rows = 0;    // rows computed
+  std::int64_t k = 0;       // columns summed: a multiple of kQ8Block, <= cols
+  Q8Rows x = {};            // n rows of k
+  std::int64_t n = 0;
+  float* y = nullptr;       // y[t ldy + r]
+  std::int64_t ldy = 0;
+};
+
+// Elements of one run of a weight row as integers: w = scale[b] multiplier[g] q + offset[b]
+// in block b, group g.
+struct IntRun {
+  std::int8_t q[kDecodeRun];
+  std::int16_t multiplier[kRunGroups];
+  float scale[kRunBlocks];
+  float offset[kRunBlocks];
+};
+
+namespace unpack_detail {
+
+using namespace dequant_detail;
+
+// Legacy blocks: the integers of block i (32 elements) at q + 32 i, and the raw 16-bit scale
+// and offset, widened for all blocks of the run at once (a loop the host compiler vectorizes).
+struct LegacyBits {
+  std::uint16_t d[kDecodeRun / kQK];
+  std::uint16_t m[kDecodeRun / kQK];  // 0 (+0.0) for types without an offset
+};
+
+// 16 bytes of src split into their low nibbles at lo and high nibbles at hi, less `bias` (8
+// for Q4_0), wrapping as int8 does. On the host a 16-byte vector (GCC vector extension: the
+// same byte-wise arithmetic), in a CUDA thread a loop.
+#if defined(__CUDA_ARCH__)
+TD_HD inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi, int bias) {
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = std::int8_t((src[j] & 0x0F) - bias);
+    hi[j] = std::int8_t((src[j] >> 4) - bias);
+  }
+}
+#else
+typedef std::uint8_t Bytes16 __attribute__((vector_size(16)));
+inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi, int bias) {
+  Bytes16 v;
+  memcpy(&v, src, sizeof v);
+  const Bytes16 l = (v & 0x0F) - std::uint8_t(bias), h = (v >> 4) - std::uint8_t(bias);
+  memcpy(lo, &l, sizeof l);
+  memcpy(hi, &h, sizeof h);
+}
+#endif
+
+TD_HD inline void q4_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
+  split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2, 8);
+  bits.d[i] = u16(b);
+}
+TD_HD inline void q4_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
+  split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2, 0);
+  bits.d[i] = u16(b);
+  bits.m[i] = u16(b + offsetof(BlockQ4_1, m));
+}
+TD_HD inline void q5_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
+  const std::uint32_t qh = u32(b + offsetof(BlockQ5_0, qh));
+  const std::uint8_t* qs = b + offsetof(BlockQ5_0, qs);
+  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t(((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) - 16);
+  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t(((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) - 16);
+  bits.d[i] = u16(b);
+}
+TD_HD inline void q5_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
+  const std::uint32_t qh = u32(b + offsetof(BlockQ5_1, qh));
+  const std::uint8_t* qs = b + offsetof(BlockQ5_1, qs);
+  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10));
+  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
+  bits.d[i] = u16(b);
+  bits.m[i] = u16(b + offsetof(BlockQ5_1, m));
+}
+TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
+  memcpy(q, b + offsetof(BlockQ8_0, qs), kQK);
+  bits.d[i] = u16(b);
+}
+
+// The blocks of a legacy run; `widen_d_as_bf16`: the fault dequant-q8-scale reads the fp16
+// scale's bits as a bf16, as dequant.hpp does.
+template <typename Block>
+TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blocks, std::size_t block_bytes,
+                             IntRun& r, bool widen_d_as_bf16, Block block) {
+  LegacyBits bits = {};
+  for (int i = 0; i < blocks; ++i) block(block_at(w, first_block + i, std::int64_t(block_bytes)), r.q + i * kQK, bits, i);
+  constexpr int kBlocks = kDecodeRun / kQK;
+  float d[kBlocks], m[kBlocks];
+  if (widen_d_as_bf16) {
+    for (int i = 0; i < kBlocks; ++i) d[i] = bf16_bits_to_f32(bits.d[i]);
+  } else {
+    for (int i = 0; i < kBlocks; ++i) d[i] = f16_bits_to_f32(bits.d[i]);
+  }
+  for (int i = 0; i < kBlocks; ++i) m[i] = f16_bits_to_f32(bits.m[i]);
+  for (int i = 0; i < kBlocks; ++i) {
+    r.scale[i] = d[i];
+    r.offset[i] = m[i];
+  }
+  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+}
+
+// Q4_K / Q5_K: the eight sub-blocks' 6-bit scales and mins (scale_min_k4 of j = 0..7) from
+// the 12 packed bytes, four at a time in 32-bit words, and the run's block scales d sc[j] and
+// offsets -(dmin m[j]).
+TD_HD inline void k_scales(const std::uint8_t* packed, float d, float dmin, IntRun& r) {
+  constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
+  std::uint32_t w[3];
+  memcpy(w, packed, sizeof w);
+  // Bytes 0-3: sc[0..3] in their low 6 bits; 4-7: m[0..3]; 8-11: low 4 bits of sc[4..7] and,
+  // high, of m[4..7], whose top 2 bits are the top bits of bytes 0-3 and 4-7.
+  const std::uint32_t sc[2] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4)};
+  const std::uint32_t m[2] = {w[1] & kLow6, ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
+  for (int j = 0; j < kRunBlocks; ++j) {
+    r.scale[j] = d * float((sc[j / 4] >> (8 * (j % 4))) & 0xffu);
+    r.offset[j] = -(dmin * float((m[j / 4] >> (8 * (j % 4))) & 0xffu));
+  }
+}
+
+TD_HD inline void q4_k(const std::uint8_t* b, IntRun& r) {
+  const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
+  const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
+  const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
+  for (int c = 0; c < 4; ++c, qs += 32) {
+    split_nibbles(qs, r.q + 64 * c, r.q + 64 * c + 32, 0);
+    split_nibbles(qs + 16, r.q + 64 * c + 16, r.q + 64 * c + 48, 0);
+  }
+  k_scales(scales, d, dmin, r);
+  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+}
+TD_HD inline void q5_k(const std::uint8_t* b, IntRun& r) {
+  const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
+  const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
+  const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
+  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
+  for (int c = 0; c < 4; ++c, ql += 32) {
+    const int u1 = 1 << (2 * c), u2 = 2 << (2 * c);
+    std::int8_t* q = r.q + 64 * c;
+    for (int l = 0; l < 32; ++l) q[l] = std::int8_t((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0));
+    for (int l = 0; l < 32; ++l) q[l + 32] = std::int8_t((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0));
+  }
+  k_scales(scales, d, dmin, r);
+  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+}
+// One 128-element half of a Q6_K block (as dequant.hpp's q6_k): its 64 bytes of ql, 32 of qh.
+TD_HD inline void q6_k_half(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh,
+                            std::int8_t* __restrict__ q) {
+  for (int l = 0; l < 32; ++l) {
+    q[l] = std::int8_t(int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
+    q[l + 32] = std::int8_t(int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
+    q[l + 64] = std::int8_t(int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+    q[l + 96] = std::int8_t(int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+  }
+}
+// Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
+// group's integer sum.
+TD_HD inline void q6_k(const std::uint8_t* b, IntRun& r) {
+  const float d = f16(b + offsetof(BlockQ6_K, d));
+  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
+  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
+  q6_k_half(ql, qh, r.q);
+  q6_k_half(ql + 64, qh + 32, r.q + 128);
+  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
+  for (int i = 0; i < kRunBlocks; ++i) {
+    r.scale[i] = d;
+    r.offset[i] = 0.0f;
+  }
+}
+
+}  // namespace unpack_detail
+
+// Elements [first, first + len) of `w` (first a multiple of the block size, len of kQ8Block)
+// as integers, whole blocks at a time.
+TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntRun& r) {
+  namespace ud = unpack_detail;
+  const std::int64_t legacy = first / kQK, k = first / kQK_K;
+  const int blocks = len / kQK;
+  switch (w.type) {
+    case GgmlType::Q4_0:
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), r, false, ud::q4_0);
+    case GgmlType::Q4_1:
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), r, false, ud::q4_1);
+    case GgmlType::Q5_0:
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), r, false, ud::q5_0);
+    case GgmlType::Q5_1:
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), r, false, ud::q5_1);
+    case GgmlType::Q8_0:
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), r, w.quirks.q8_scale_as_bf16, ud::q8_0);
+    case GgmlType::Q4_K:
+      return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), r);
+    case GgmlType::Q5_K:
+      return ud::q5_k(ud::block_at(w, k, sizeof(BlockQ5_K)), r);
+    case GgmlType::Q6_K:
+      return ud::q6_k(ud::block_at(w, k, sizeof(BlockQ6_K)), r);
+    default:
+      return;  // not q8_multipliable: validate refuses it
+  }
+}
+
+// The integer dot products of the first `blocks` blocks of 32 of a run (sums has room for
+// kRunBlocks; the rest are 0):
+//   sums[b] = sum over groups g of block b of multiplier[g] sum over the group of w x.
+// Exact, so an executor may compute it any way it likes (matmul_q8_host.cpp has an AVX2 one);
+// this is everyone else's.
+struct IntDotLoop {
+  TD_HD static void blocks(const std::int8_t* w, const std::int8_t* x, const std::int16_t* multiplier,
+                           int blocks, std::int32_t* sums) {
+    for (int b = 0; b < kRunBlocks; ++b) {
+      std::int32_t s = 0;
+      for (int h = 0; h < 2 && b < blocks; ++h) {
+        const int g = 2 * b + h;
+        std::int32_t group = 0;
+        for (int j = 0; j < kQ8Group; ++j) group += std::int32_t(w[g * kQ8Group + j]) * std::int32_t(x[g * kQ8Group + j]);
+        s += std::int32_t(multiplier[g]) * group;
+      }
+      sums[b] = s;
+    }
+  }
+};
+
+// Weight row r against activation rows [t0, t1) (at most kQ8Tile of them).
+inline constexpr int kQ8Tile = 16;
+
+template <typename IntDot>
+TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int64_t t0, std::int64_t t1) {
+  IntRun run;
+  float lanes[kQ8Tile][kRunBlocks];
+  for (int t = 0; t < t1 - t0; ++t)
+    for (int b = 0; b < kRunBlocks; ++b) lanes[t][b] = 0.0f;
+  std::int32_t dots[kRunBlocks];
+  for (std::int64_t c0 = 0; c0 < a.k; c0 += kDecodeRun) {
+    const int len = run_length(a.k - c0), blocks = len / kQ8Block;
+    unpack_run(a.w, r * a.cols + c0, len, run);
+    for (std::int64_t t = t0; t < t1; ++t) {
+      IntDot::blocks(run.q, a.x.q + t * a.k + c0, run.multiplier, blocks, dots);
+      const float* d = a.x.d + (t * a.k + c0) / kQ8Block;
+      const float* ds = a.x.ds + (t * a.k + c0) / kQ8Block;
+      float* lane = lanes[t - t0];
+      // Whole runs in a loop of fixed count (vectorized on the host); a short run's missing
+      // blocks add nothing.
+      if (blocks == kRunBlocks) {
+        for (int b = 0; b < kRunBlocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[b])) + run.offset[b] * ds[b];
+      } else {
+        for (int b = 0; b < blocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[b])) + run.offset[b] * ds[b];
+      }
+    }
+  }
+  for (std::int64_t t = t0; t < t1; ++t) {
+    float* lane = lanes[t - t0];
+    for (int width = kRunBlocks / 2; width > 0; width /= 2)
+      for (int g = 0; g < width; ++g) lane[g] += lane[g + width];
+    a.y[t * a.ldy + r] = lane[0];
+  }
+}
+
+void validate(const MatmulQ8Args& a);
+void matmul_q8_host(const MatmulQ8Args& a);
+void matmul_q8_cuda(const MatmulQ8Args& a, CudaStream stream);
+
+}  // namespace tapdiff::engine

@@ -1,0 +1,167 @@
+// Precision q8's kernels on the host executor: activations quantized as ggml's q8_0, and the
+// integer products of every block type against model/'s decoding of the weights (the oracle,
+// in double), batch against single rows, the AVX2 sums against the portable ones, and the
+// decoder quirks faults plant.
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <limits>
+
+#include "engine/executor.hpp"
+#include "kernel_test_util.hpp"
+#include "model/dequantize.hpp"
+#include "model/quantize.hpp"
+
+namespace tapdiff::engine {
+namespace {
+
+using test::all_close;
+using test::test_values;
+
+// n rows of k activations quantized by the host executor, with their storage.
+struct Quantized {
+  std::vector<std::int8_t> q;
+  std::vector<float> d, ds;
+  Q8Rows rows() { return Q8Rows{q.data(), d.data(), ds.data()}; }
+};
+
+Quantized quantize_rows(Executor& ex, const std::vector<float>& x, std::int64_t n, std::int64_t k) {
+  Quantized out{std::vector<std::int8_t>(std::size_t(n * k)), std::vector<float>(std::size_t(n * k / kQ8Block)),
+                std::vector<float>(std::size_t(n * k / kQ8Block))};
+  ex.quantize_q8(QuantizeQ8Args{x.data(), k, n, k, out.rows()});
+  return out;
+}
+
+// y[t][r] = sum_c W[r, c] d_x q_x[t, c] in double, W decoded by model/.
+std::vector<double> oracle(GgmlType type, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
+                           std::int64_t cols, std::int64_t k, const Quantized& x, std::int64_t n) {
+  std::vector<float> w(std::size_t(rows * cols));
+  dequantize_row(type, bytes.data(), w.data(), rows * cols);
+  std::vector<double> y(std::size_t(n * rows));
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < k; ++c)
+        y[std::size_t(t * rows + r)] += double(w[std::size_t(r * cols + c)]) * x.d[std::size_t((t * k + c) / kQ8Block)] *
+                                        x.q[std::size_t(t * k + c)];
+  return y;
+}
+
+TEST(Q8, ActivationsAreQuantizedPerBlockOf32) {
+  auto ex = make_host_executor();
+  const std::int64_t n = 3, k = 96;
+  std::vector<float> x = test_values(std::size_t(n * k), 3, 5.0f);
+  x[40] = 0.0f;
+  for (std::size_t i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero block: scale 0, integers 0
+  const Quantized xq = quantize_rows(*ex, x, n, k);
+  for (std::int64_t b = 0; b < n * k / kQ8Block; ++b) {
+    float amax = 0;
+    std::int32_t sum = 0;
+    for (int j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::abs(x[std::size_t(b * kQ8Block + j)]));
+    const float d = xq.d[std::size_t(b)];
+    EXPECT_EQ(d, amax / 127.0f) << "block " << b;
+    for (int j = 0; j < kQ8Block; ++j) {
+      const std::size_t i = std::size_t(b * kQ8Block + j);
+      EXPECT_EQ(xq.q[i], d == 0 ? 0 : std::int8_t(std::round(x[i] * (1.0f / d)))) << "value " << i;
+      sum += xq.q[i];
+    }
+    EXPECT_EQ(xq.ds[std::size_t(b)], d * float(sum)) << "block " << b;
+  }
+}
+
+TEST(Q8, EveryBlockTypeMultipliesItsDecodedWeights) {
+  auto ex = make_host_executor();
+  const std::int64_t rows = 37, n = 3;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const Encoded probe{nullptr, t.type, {}};
+    if (!q8_multipliable(probe)) continue;
+    // Whole 256-runs plus a short run (legacy types), or 3 k-blocks.
+    const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 61, 0.1f));
+    const std::vector<float> x = test_values(std::size_t(n * cols), 62, 2.0f);
+    Quantized xq = quantize_rows(*ex, x, n, cols);
+    std::vector<float> y(std::size_t(n * rows), -7.0f);
+    ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, xq.rows(), n, y.data(), rows});
+    EXPECT_TRUE(all_close(y, oracle(t.type, bytes, rows, cols, cols, xq, n), 1e-5, 1e-5)) << t.name;
+  }
+}
+
+TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
+  // Prefill and decode run the same sums: row t of a batch is what row t alone gives, and
+  // rows past a tile of kQ8Tile are no different.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 20, cols = 512, n = kQ8Tile + 3;
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q4_K, test_values(std::size_t(rows * cols), 71, 0.1f));
+  Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 72, 3.0f), n, cols);
+  std::vector<float> batch(std::size_t(n * rows));
+  ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q4_K, {}}, cols, rows, cols, xq.rows(), n, batch.data(), rows});
+  for (std::int64_t t = 0; t < n; ++t) {
+    const Q8Rows one{xq.q.data() + t * cols, xq.d.data() + t * cols / kQ8Block, xq.ds.data() + t * cols / kQ8Block};
+    std::vector<float> single(static_cast<std::size_t>(rows));
+    ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q4_K, {}}, cols, rows, cols, one, 1, single.data(), rows});
+    EXPECT_EQ(0, std::memcmp(single.data(), batch.data() + t * rows, single.size() * sizeof(float))) << "row " << t;
+  }
+}
+
+TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
+  // The host executor's vector integer sums against the loop the CUDA executor runs.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 9, n = 2;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K}) {
+    const std::int64_t cols = ggml_type_traits(type).block_elems == 256 ? 512 : 320;
+    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
+    Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols);
+    const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
+    std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
+    MatmulQ8Args on_host = a;
+    on_host.y = host.data();
+    ex->matmul_q8(on_host);
+    MatmulQ8Args portable = a;
+    portable.y = loop.data();
+    for (std::int64_t r = 0; r < rows; ++r) matmul_q8_row<IntDotLoop>(portable, r, 0, n);
+    EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float))) << ggml_type_name(type);
+  }
+}
+
+TEST(Q8, NonFiniteActivationsGiveNonFiniteProducts) {
+  auto ex = make_host_executor();
+  const std::int64_t rows = 4, cols = 64;
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q8_0, test_values(std::size_t(rows * cols), 91, 0.3f));
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x = test_values(std::size_t(cols), 92);
+    x[37] = bad;
+    Quantized xq = quantize_rows(*ex, x, 1, cols);
+    std::vector<float> y(static_cast<std::size_t>(rows));
+    ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q8_0, {}}, cols, rows, cols, xq.rows(), 1, y.data(), rows});
+    for (float v : y) EXPECT_FALSE(std::isfinite(v)) << bad;
+  }
+}
+
+TEST(Q8, ScaleQuirkDecodesAsDequantizeDoes) {
+  // dequant-q8-scale in q8 precision: the products of what dequantize decodes under the quirk.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 4, cols = 64;
+  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q8_0, test_values(std::size_t(rows * cols), 51, 0.5f));
+  Quantized xq = quantize_rows(*ex, test_values(std::size_t(cols), 52), 1, cols);
+  DequantQuirks quirks;
+  quirks.q8_scale_as_bf16 = true;
+  std::vector<float> w(std::size_t(rows * cols)), y(static_cast<std::size_t>(rows));
+  DequantArgs decode{bytes.data(), GgmlType::Q8_0, w.data(), rows * cols};
+  decode.quirks = quirks;
+  ex->dequantize(decode);
+  ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q8_0, quirks}, cols, rows, cols, xq.rows(), 1, y.data(), rows});
+  std::vector<double> want(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      want[std::size_t(r)] += double(w[std::size_t(r * cols + c)]) * xq.d[std::size_t(c / kQ8Block)] * xq.q[std::size_t(c)];
+  EXPECT_TRUE(all_close(y, want, 1e-6, 1e-5));
+  const auto correct = oracle(GgmlType::Q8_0, bytes, rows, cols, cols, xq, 1);
+  EXPECT_GT(std::abs(correct[0] - double(y[0])), 1e-3);
+  // Quants read as unsigned do not fit 8 bits: the kernel refuses them (forward.cpp decodes).
+  quirks.q8_quant_unsigned = true;
+  EXPECT_THROW(ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q8_0, quirks}, cols, rows, cols, xq.rows(), 1,
+                                          y.data(), rows}),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tapdiff::engine
