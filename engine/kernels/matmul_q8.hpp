@@ -1,9 +1,9 @@
 // Precision q8: a quantized weight times 8-bit activations (quantize_q8.hpp), as ggml's CPU
 // backend multiplies them. Each kDecodeRun elements of a weight row are unpacked to small
 // integers q with, per block of 32, a float scale and offset (w = scale m_g q + offset, m_g an
-// integer multiplier per group of 16: Q6_K's sub-block scales, 1 otherwise). A block's
-// product with the activations is summed as integers (exact, in any order and on any
-// executor), then
+// integer multiplier per group of 16: Q6_K's sub-block scales, 1 otherwise; Q4_0's d (q - 8)
+// is d q - 8 d). A block's product with the activations is summed as integers (exact, in any
+// order and on any executor), then
 //   y += d_x (scale sum_g m_g sum(q x_q)) + offset (d_x sum(x_q))
 // in float, one lane per block, and the lanes are added at the end of the row. One body for
 // decode (n = 1) and batches; y[t ldy + r] for activation row t and weight row r.
@@ -47,13 +47,18 @@ struct MatmulQ8Args {
   std::int64_t ldy = 0;
 };
 
+// What a run's integers are: unsigned (0..31: a byte multiply may take them as its unsigned
+// operand), signed (Q8_0), or signed with an integer multiplier per group (Q6_K).
+enum class IntForm : std::uint8_t { unsigned_ints, signed_ints, scaled_groups };
+
 // Elements of one run of a weight row as integers: w = scale[b] multiplier[g] q + offset[b]
-// in block b, group g.
+// in block b, group g (multiplier 1 unless scaled_groups).
 struct IntRun {
   std::int8_t q[kDecodeRun];
-  std::int16_t multiplier[kRunGroups];
+  std::int16_t multiplier[kRunGroups];  // scaled_groups only
   float scale[kRunBlocks];
   float offset[kRunBlocks];
+  IntForm form;
 };
 
 namespace unpack_detail {
@@ -67,48 +72,49 @@ struct LegacyBits {
   std::uint16_t m[kDecodeRun / kQK];  // 0 (+0.0) for types without an offset
 };
 
-// 16 bytes of src split into their low nibbles at lo and high nibbles at hi, less `bias` (8
-// for Q4_0), wrapping as int8 does. On the host a 16-byte vector (GCC vector extension: the
-// same byte-wise arithmetic), in a CUDA thread a loop.
+// 16 bytes of src split into their low nibbles at lo and high nibbles at hi. On the host a
+// 16-byte vector (GCC vector extension: the same byte-wise arithmetic), in a CUDA thread a loop.
 #if defined(__CUDA_ARCH__)
-TD_HD inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi, int bias) {
+TD_HD inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi) {
   for (int j = 0; j < 16; ++j) {
-    lo[j] = std::int8_t((src[j] & 0x0F) - bias);
-    hi[j] = std::int8_t((src[j] >> 4) - bias);
+    lo[j] = std::int8_t(src[j] & 0x0F);
+    hi[j] = std::int8_t(src[j] >> 4);
   }
 }
 #else
 typedef std::uint8_t Bytes16 __attribute__((vector_size(16)));
-inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi, int bias) {
+inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t* hi) {
   Bytes16 v;
   memcpy(&v, src, sizeof v);
-  const Bytes16 l = (v & 0x0F) - std::uint8_t(bias), h = (v >> 4) - std::uint8_t(bias);
+  const Bytes16 l = v & 0x0F, h = v >> 4;
   memcpy(lo, &l, sizeof l);
   memcpy(hi, &h, sizeof h);
 }
 #endif
 
+// Q4_0 and Q5_0 keep q unsigned: d (q - 8) = d q - 8 d, the offset applied to the
+// activations' sum.
 TD_HD inline void q4_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2, 8);
+  split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q4_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2, 0);
+  split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ4_1, m));
 }
+// The 5-bit integers of a Q5_0 / Q5_1 block: the nibbles of qs, bit 4 from qh.
+TD_HD inline void five_bits(const std::uint8_t* qh_bytes, const std::uint8_t* qs, std::int8_t* q) {
+  const std::uint32_t qh = u32(qh_bytes);
+  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10));
+  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
+}
 TD_HD inline void q5_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  const std::uint32_t qh = u32(b + offsetof(BlockQ5_0, qh));
-  const std::uint8_t* qs = b + offsetof(BlockQ5_0, qs);
-  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t(((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) - 16);
-  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t(((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) - 16);
+  five_bits(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q5_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  const std::uint32_t qh = u32(b + offsetof(BlockQ5_1, qh));
-  const std::uint8_t* qs = b + offsetof(BlockQ5_1, qs);
-  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10));
-  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
+  five_bits(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ5_1, m));
 }
@@ -117,11 +123,12 @@ TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, 
   bits.d[i] = u16(b);
 }
 
-// The blocks of a legacy run; `widen_d_as_bf16`: the fault dequant-q8-scale reads the fp16
-// scale's bits as a bf16, as dequant.hpp does.
+// The blocks of a legacy run. offset_in_d: the offset is that multiple of d (Q4_0, Q5_0), or
+// else the block's m (0 without one). widen_d_as_bf16: the fault dequant-q8-scale reads the
+// fp16 scale's bits as a bf16, as dequant.hpp does.
 template <typename Block>
 TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blocks, std::size_t block_bytes,
-                             IntRun& r, bool widen_d_as_bf16, Block block) {
+                             IntRun& r, IntForm form, float offset_in_d, bool widen_d_as_bf16, Block block) {
   LegacyBits bits = {};
   for (int i = 0; i < blocks; ++i) block(block_at(w, first_block + i, std::int64_t(block_bytes)), r.q + i * kQK, bits, i);
   constexpr int kBlocks = kDecodeRun / kQK;
@@ -134,9 +141,9 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
   for (int i = 0; i < kBlocks; ++i) m[i] = f16_bits_to_f32(bits.m[i]);
   for (int i = 0; i < kBlocks; ++i) {
     r.scale[i] = d[i];
-    r.offset[i] = m[i];
+    r.offset[i] = offset_in_d != 0.0f ? offset_in_d * d[i] : m[i];
   }
-  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+  r.form = form;
 }
 
 // Q4_K / Q5_K: the eight sub-blocks' 6-bit scales and mins (scale_min_k4 of j = 0..7) from
@@ -148,11 +155,13 @@ TD_HD inline void k_scales(const std::uint8_t* packed, float d, float dmin, IntR
   memcpy(w, packed, sizeof w);
   // Bytes 0-3: sc[0..3] in their low 6 bits; 4-7: m[0..3]; 8-11: low 4 bits of sc[4..7] and,
   // high, of m[4..7], whose top 2 bits are the top bits of bytes 0-3 and 4-7.
-  const std::uint32_t sc[2] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4)};
-  const std::uint32_t m[2] = {w[1] & kLow6, ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
+  const std::uint32_t sc_m[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4), w[1] & kLow6,
+                                 ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
+  std::uint8_t bytes[16];  // sc[0..7], m[0..7] (little-endian words)
+  memcpy(bytes, sc_m, sizeof bytes);
   for (int j = 0; j < kRunBlocks; ++j) {
-    r.scale[j] = d * float((sc[j / 4] >> (8 * (j % 4))) & 0xffu);
-    r.offset[j] = -(dmin * float((m[j / 4] >> (8 * (j % 4))) & 0xffu));
+    r.scale[j] = d * float(bytes[j]);
+    r.offset[j] = -(dmin * float(bytes[8 + j]));
   }
 }
 
@@ -161,11 +170,11 @@ TD_HD inline void q4_k(const std::uint8_t* b, IntRun& r) {
   const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
   const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
   for (int c = 0; c < 4; ++c, qs += 32) {
-    split_nibbles(qs, r.q + 64 * c, r.q + 64 * c + 32, 0);
-    split_nibbles(qs + 16, r.q + 64 * c + 16, r.q + 64 * c + 48, 0);
+    split_nibbles(qs, r.q + 64 * c, r.q + 64 * c + 32);
+    split_nibbles(qs + 16, r.q + 64 * c + 16, r.q + 64 * c + 48);
   }
   k_scales(scales, d, dmin, r);
-  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+  r.form = IntForm::unsigned_ints;
 }
 TD_HD inline void q5_k(const std::uint8_t* b, IntRun& r) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
@@ -179,7 +188,7 @@ TD_HD inline void q5_k(const std::uint8_t* b, IntRun& r) {
     for (int l = 0; l < 32; ++l) q[l + 32] = std::int8_t((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0));
   }
   k_scales(scales, d, dmin, r);
-  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = 1;
+  r.form = IntForm::unsigned_ints;
 }
 // One 128-element half of a Q6_K block (as dequant.hpp's q6_k): its 64 bytes of ql, 32 of qh.
 TD_HD inline void q6_k_half(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh,
@@ -201,6 +210,7 @@ TD_HD inline void q6_k(const std::uint8_t* b, IntRun& r) {
   q6_k_half(ql, qh, r.q);
   q6_k_half(ql + 64, qh + 32, r.q + 128);
   for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
+  r.form = IntForm::scaled_groups;
   for (int i = 0; i < kRunBlocks; ++i) {
     r.scale[i] = d;
     r.offset[i] = 0.0f;
@@ -217,15 +227,16 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
   const int blocks = len / kQK;
   switch (w.type) {
     case GgmlType::Q4_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), r, false, ud::q4_0);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
     case GgmlType::Q4_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), r, false, ud::q4_1);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), r, IntForm::unsigned_ints, 0.0f, false, ud::q4_1);
     case GgmlType::Q5_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), r, false, ud::q5_0);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), r, IntForm::unsigned_ints, -16.0f, false, ud::q5_0);
     case GgmlType::Q5_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), r, false, ud::q5_1);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), r, IntForm::unsigned_ints, 0.0f, false, ud::q5_1);
     case GgmlType::Q8_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), r, w.quirks.q8_scale_as_bf16, ud::q8_0);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), r, IntForm::signed_ints, 0.0f,
+                            w.quirks.q8_scale_as_bf16, ud::q8_0);
     case GgmlType::Q4_K:
       return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), r);
     case GgmlType::Q5_K:
@@ -237,51 +248,67 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
   }
 }
 
-// The integer dot products of the first `blocks` blocks of 32 of a run (sums has room for
-// kRunBlocks; the rest are 0):
-//   sums[b] = sum over groups g of block b of multiplier[g] sum over the group of w x.
+// The integer dot products of the first `blocks` blocks of 32 of a run with activations x
+// (sums has room for kRunBlocks; the rest are 0):
+//   sums[b] = sum over groups g of block b of multiplier[g] sum over the group of q x.
 // Exact, so an executor may compute it any way it likes (matmul_q8_host.cpp has an AVX2 one);
 // this is everyone else's.
 struct IntDotLoop {
-  TD_HD static void blocks(const std::int8_t* w, const std::int8_t* x, const std::int16_t* multiplier,
-                           int blocks, std::int32_t* sums) {
+  TD_HD static void blocks(const IntRun& run, const std::int8_t* x, int blocks, std::int32_t* sums) {
+    const bool scaled = run.form == IntForm::scaled_groups;
     for (int b = 0; b < kRunBlocks; ++b) {
       std::int32_t s = 0;
       for (int h = 0; h < 2 && b < blocks; ++h) {
         const int g = 2 * b + h;
         std::int32_t group = 0;
-        for (int j = 0; j < kQ8Group; ++j) group += std::int32_t(w[g * kQ8Group + j]) * std::int32_t(x[g * kQ8Group + j]);
-        s += std::int32_t(multiplier[g]) * group;
+        for (int j = 0; j < kQ8Group; ++j) group += std::int32_t(run.q[g * kQ8Group + j]) * std::int32_t(x[g * kQ8Group + j]);
+        s += (scaled ? std::int32_t(run.multiplier[g]) : 1) * group;
       }
       sums[b] = s;
     }
   }
 };
 
-// Weight row r against activation rows [t0, t1) (at most kQ8Tile of them).
+// Weight row r against activation rows [t0, t1) (at most kQ8Tile of them). A row is taken
+// kChunkRuns runs at a time: all unpacked first, then multiplied, so that a run's integers are
+// read once the stores that wrote them are done (a read straddling two pending stores waits
+// for both on the host).
 inline constexpr int kQ8Tile = 16;
+inline constexpr int kChunkRuns = 4;
 
 template <typename IntDot>
 TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int64_t t0, std::int64_t t1) {
-  IntRun run;
+  IntRun runs[kChunkRuns];
   float lanes[kQ8Tile][kRunBlocks];
   for (int t = 0; t < t1 - t0; ++t)
     for (int b = 0; b < kRunBlocks; ++b) lanes[t][b] = 0.0f;
-  std::int32_t dots[kRunBlocks];
-  for (std::int64_t c0 = 0; c0 < a.k; c0 += kDecodeRun) {
-    const int len = run_length(a.k - c0), blocks = len / kQ8Block;
-    unpack_run(a.w, r * a.cols + c0, len, run);
+  std::int32_t dots[kChunkRuns][kRunBlocks];
+  for (std::int64_t c0 = 0; c0 < a.k; c0 += kChunkRuns * kDecodeRun) {
+    int n_runs = 0;
+    for (; n_runs < kChunkRuns && c0 + n_runs * kDecodeRun < a.k; ++n_runs) {
+      const std::int64_t first = c0 + n_runs * kDecodeRun;
+      unpack_run(a.w, r * a.cols + first, run_length(a.k - first), runs[n_runs]);
+    }
     for (std::int64_t t = t0; t < t1; ++t) {
-      IntDot::blocks(run.q, a.x.q + t * a.k + c0, run.multiplier, blocks, dots);
-      const float* d = a.x.d + (t * a.k + c0) / kQ8Block;
-      const float* ds = a.x.ds + (t * a.k + c0) / kQ8Block;
+      for (int u = 0; u < n_runs; ++u) {
+        const std::int64_t first = c0 + u * kDecodeRun;
+        IntDot::blocks(runs[u], a.x.q + t * a.k + first, run_length(a.k - first) / kQ8Block, dots[u]);
+      }
       float* lane = lanes[t - t0];
-      // Whole runs in a loop of fixed count (vectorized on the host); a short run's missing
-      // blocks add nothing.
-      if (blocks == kRunBlocks) {
-        for (int b = 0; b < kRunBlocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[b])) + run.offset[b] * ds[b];
-      } else {
-        for (int b = 0; b < blocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[b])) + run.offset[b] * ds[b];
+      for (int u = 0; u < n_runs; ++u) {
+        const std::int64_t first = c0 + u * kDecodeRun;
+        const int blocks = run_length(a.k - first) / kQ8Block;
+        const float* d = a.x.d + (t * a.k + first) / kQ8Block;
+        const float* ds = a.x.ds + (t * a.k + first) / kQ8Block;
+        const IntRun& run = runs[u];
+        // Whole runs in a loop of fixed count (vectorized on the host); a short run's missing
+        // blocks add nothing.
+        if (blocks == kRunBlocks) {
+          for (int b = 0; b < kRunBlocks; ++b)
+            lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
+        } else {
+          for (int b = 0; b < blocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
+        }
       }
     }
   }

@@ -12,34 +12,50 @@ namespace tapdiff::engine {
 namespace {
 
 #if TD_Q8_AVX2
-// IntDotLoop's sums with AVX2, 32 products at a time: |w| times x with w's sign (maddubs
-// takes an unsigned and a signed operand; |w| <= 128, |x| <= 127, so its pair sums fit in 16
-// bits), then pairs of those times the groups' multipliers (madd), leaving 8 lanes of 32 bits,
-// and the lanes of eight blocks added horizontally.
+// IntDotLoop's sums with AVX2, 32 products at a time. maddubs multiplies unsigned by signed
+// bytes and adds pairs into 16 bits: unsigned integers go in as they are, signed ones as |q|
+// with x given q's sign (|q| <= 128, |x| <= 127: the pair sums fit). madd then adds pairs of
+// those into 32 bits, times the groups' multipliers, and the lanes of eight blocks are added
+// horizontally.
 struct IntDotAvx2 {
-  __attribute__((target("avx2"), always_inline)) static inline __m256i block(const std::int8_t* w, const std::int8_t* x,
-                                                                           const std::int16_t* multiplier) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-    const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
-    const __m256i m = _mm256_setr_m128i(_mm_set1_epi16(multiplier[0]), _mm_set1_epi16(multiplier[1]));
+  template <IntForm form>
+  __attribute__((target("avx2"), always_inline)) static inline __m256i block(const IntRun& run, int b,
+                                                                           const std::int8_t* x) {
+    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(run.q + b * kQ8Block));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b * kQ8Block));
+    if (form == IntForm::unsigned_ints) return _mm256_madd_epi16(_mm256_maddubs_epi16(qv, xv), _mm256_set1_epi16(1));
+    const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(qv, qv), _mm256_sign_epi8(xv, qv));
+    if (form == IntForm::signed_ints) return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+    const __m256i m = _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
     return _mm256_madd_epi16(products, m);
   }
   // Not always_inline: matmul_q8_row<IntDotAvx2> is compiled for any x86-64 on its own, and
   // rows_avx2's flatten inlines it there.
-  __attribute__((target("avx2"))) static void blocks(const std::int8_t* w, const std::int8_t* x,
-                                                     const std::int16_t* multiplier, int blocks, std::int32_t* sums) {
+  __attribute__((target("avx2"))) static void blocks(const IntRun& run, const std::int8_t* x, int blocks,
+                                                     std::int32_t* sums) {
     static_assert(kRunBlocks == 8, "one run is eight blocks: one horizontal sum");
     if (blocks < kRunBlocks) {  // a short run: the missing blocks' sums are 0
-      alignas(32) std::int8_t w_run[kDecodeRun] = {}, x_run[kDecodeRun] = {};
-      std::memcpy(w_run, w, std::size_t(blocks) * kQ8Block);
+      IntRun padded = run;
+      alignas(32) std::int8_t x_run[kDecodeRun] = {};
+      std::memset(padded.q + blocks * kQ8Block, 0, std::size_t(kRunBlocks - blocks) * kQ8Block);
       std::memcpy(x_run, x, std::size_t(blocks) * kQ8Block);
-      return IntDotAvx2::blocks(w_run, x_run, multiplier, kRunBlocks, sums);
+      return IntDotAvx2::blocks(padded, x_run, kRunBlocks, sums);
     }
-    const __m256i v[8] = {block(w, x, multiplier), block(w + 32, x + 32, multiplier + 2),
-                          block(w + 64, x + 64, multiplier + 4), block(w + 96, x + 96, multiplier + 6),
-                          block(w + 128, x + 128, multiplier + 8), block(w + 160, x + 160, multiplier + 10),
-                          block(w + 192, x + 192, multiplier + 12), block(w + 224, x + 224, multiplier + 14)};
+    switch (run.form) {
+      case IntForm::unsigned_ints:
+        return sum8<IntForm::unsigned_ints>(run, x, sums);
+      case IntForm::signed_ints:
+        return sum8<IntForm::signed_ints>(run, x, sums);
+      case IntForm::scaled_groups:
+        return sum8<IntForm::scaled_groups>(run, x, sums);
+    }
+  }
+  template <IntForm form>
+  __attribute__((target("avx2"), always_inline)) static inline void sum8(const IntRun& run, const std::int8_t* x,
+                                                                       std::int32_t* sums) {
+    const __m256i v[8] = {block<form>(run, 0, x), block<form>(run, 1, x), block<form>(run, 2, x),
+                          block<form>(run, 3, x), block<form>(run, 4, x), block<form>(run, 5, x),
+                          block<form>(run, 6, x), block<form>(run, 7, x)};
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
     const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
     // Lanes (0, 1, 2, 3 | 0, 1, 2, 3) and (4, 5, 6, 7 | 4, 5, 6, 7): halves of each block's sum.

@@ -1,0 +1,92 @@
+// bench_matmul: the decode product of one 4096 x 4096 matrix (a Llama-2-7B projection) on the
+// host executor, per weight encoding: matvec (float32 activations) against quantize_q8 +
+// matmul_q8 (precision q8), and a 16-row batch through matmul_q8. Best of --reps, in billions
+// of weights a second. Writes bench/results/matmul.md.
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/executor.hpp"
+#include "model/quantize.hpp"
+
+namespace {
+
+using namespace tapdiff;
+using namespace tapdiff::engine;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kRows = 4096, kCols = 4096, kBatch = 16;
+
+std::vector<float> values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  std::uint64_t s = seed;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = float((s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+  }
+  return v;
+}
+
+template <typename F>
+double best_seconds(int reps, const F& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    int reps = 20;
+    std::string out = std::string(TAPDIFF_SOURCE_DIR) + "/bench/results/matmul.md";
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string arg = argv[i];
+      if (arg == "--reps") reps = std::stoi(argv[i + 1]);
+      else if (arg == "--out") out = argv[i + 1];
+      else throw std::invalid_argument("unknown argument " + arg);
+    }
+    auto ex = make_host_executor();
+    const std::vector<float> w = values(std::size_t(kRows * kCols), 1), x = values(std::size_t(kBatch * kCols), 2);
+    std::vector<float> y(std::size_t(kBatch * kRows));
+    std::vector<std::int8_t> q(std::size_t(kBatch * kCols));
+    std::vector<float> d(std::size_t(kBatch * kCols / kQ8Block)), ds(d.size());
+    const Q8Rows xq{q.data(), d.data(), ds.data()};
+    std::string md = fmt::format(
+        "# Decode product of a {} x {} matrix, host executor\n\nCommand: `build/bench/bench_matmul` ({} "
+        "OpenMP threads; best of {}). Billions of weights a second.\n\n| encoding | matvec (f32 activations) | "
+        "q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
+        kRows, kCols, ex->describe(), reps, kBatch);
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                                GgmlType::Q6_K}) {
+      const std::vector<std::uint8_t> bytes = quantize(type, w);
+      const Encoded e{bytes.data(), type, {}};
+      const double weights = double(kRows * kCols);
+      const double f32 = best_seconds(reps, [&] { ex->matvec(MatvecArgs{e, kCols, kRows, kCols, x.data(), y.data()}); });
+      auto q8 = [&](std::int64_t n) {
+        return best_seconds(reps, [&] {
+          ex->quantize_q8(QuantizeQ8Args{x.data(), kCols, n, kCols, xq});
+          ex->matmul_q8(MatmulQ8Args{e, kCols, kRows, kCols, xq, n, y.data(), kRows});
+        });
+      };
+      const double one = q8(1), batch = q8(kBatch);
+      md += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} |\n", ggml_type_name(type), weights / f32 / 1e9,
+                        weights / one / 1e9, weights * kBatch / batch / 1e9);
+      fmt::print("{}", md.substr(md.rfind("| ", md.size() - 2) == std::string::npos ? 0 : md.rfind("\n|", md.size() - 2) + 1));
+    }
+    std::ofstream(out) << md;
+    fmt::print("wrote {}\n", out);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_matmul: {}\n", e.what());
+    return 2;
+  }
+}
