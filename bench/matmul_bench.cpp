@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
     std::vector<float> d(std::size_t(kBatch * kCols / kQ8Block)), ds(d.size());
     const Q8Rows xq{q.data(), d.data(), ds.data()};
     std::string md = fmt::format(
-        "# Decode product of a {} x {} matrix, host executor\n\nCommand: `build/bench/bench_matmul` ({} "
-        "OpenMP threads; best of {}). Billions of weights a second.\n\n| encoding | matvec (f32 activations) | "
+        "# Decode product of a {} x {} matrix, host executor\n\nCommand: `OMP_NUM_THREADS=2 "
+        "build/bench/bench_matmul` ({}; best of {}). Billions of weights a second.\n\n| encoding | matvec (f32 activations) | "
         "q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
         kRows, kCols, ex->describe(), reps, kBatch);
     for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K,
@@ -80,7 +80,6 @@ int main(int argc, char** argv) {
       const double one = q8(1), batch = q8(kBatch);
       md += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} |\n", ggml_type_name(type), weights / f32 / 1e9,
                         weights / one / 1e9, weights * kBatch / batch / 1e9);
-      fmt::print("{}", md.substr(md.rfind("| ", md.size() - 2) == std::string::npos ? 0 : md.rfind("\n|", md.size() - 2) + 1));
     }
     std::ofstream(out) << md;
     fmt::print("wrote {}\n", out);

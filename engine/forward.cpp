@@ -80,6 +80,8 @@ void Forward::norm(const Buffer& weight, int n) {
 // directly, and otherwise decodes slices of W's rows into a scratch matrix and multiplies each,
 // as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
 // dimension, as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
+// At precision q8 a block-quantized W read by rows multiplies 8-bit activations instead, decode
+// and batch alike (gemm_q8), as llama.cpp's CPU backend does.
 void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
                    float* c, int ldc) {
   auto product = [&](GemmOp op, int rows, const void* a, ElemType a_type, float* out) {

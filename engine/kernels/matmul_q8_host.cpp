@@ -1,5 +1,3 @@
-#include <cstring>
-
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8.hpp"
 
@@ -34,28 +32,36 @@ struct IntDotAvx2 {
   __attribute__((target("avx2"))) static void blocks(const IntRun& run, const std::int8_t* x, int blocks,
                                                      std::int32_t* sums) {
     static_assert(kRunBlocks == 8, "one run is eight blocks: one horizontal sum");
-    if (blocks < kRunBlocks) {  // a short run: the missing blocks' sums are 0
-      IntRun padded = run;
-      alignas(32) std::int8_t x_run[kDecodeRun] = {};
-      std::memset(padded.q + blocks * kQ8Block, 0, std::size_t(kRunBlocks - blocks) * kQ8Block);
-      std::memcpy(x_run, x, std::size_t(blocks) * kQ8Block);
-      return IntDotAvx2::blocks(padded, x_run, kRunBlocks, sums);
-    }
+    const bool whole = blocks == kRunBlocks;
     switch (run.form) {
       case IntForm::unsigned_ints:
-        return sum8<IntForm::unsigned_ints>(run, x, sums);
+        return whole ? sum8<IntForm::unsigned_ints, true>(run, x, blocks, sums)
+                     : sum8<IntForm::unsigned_ints, false>(run, x, blocks, sums);
       case IntForm::signed_ints:
-        return sum8<IntForm::signed_ints>(run, x, sums);
+        return whole ? sum8<IntForm::signed_ints, true>(run, x, blocks, sums)
+                     : sum8<IntForm::signed_ints, false>(run, x, blocks, sums);
       case IntForm::scaled_groups:
-        return sum8<IntForm::scaled_groups>(run, x, sums);
+        return whole ? sum8<IntForm::scaled_groups, true>(run, x, blocks, sums)
+                     : sum8<IntForm::scaled_groups, false>(run, x, blocks, sums);
     }
   }
-  template <IntForm form>
+  // A short run (not whole) reads only its blocks; the missing blocks' sums are 0.
+  template <IntForm form, bool whole>
   __attribute__((target("avx2"), always_inline)) static inline void sum8(const IntRun& run, const std::int8_t* x,
-                                                                       std::int32_t* sums) {
-    const __m256i v[8] = {block<form>(run, 0, x), block<form>(run, 1, x), block<form>(run, 2, x),
-                          block<form>(run, 3, x), block<form>(run, 4, x), block<form>(run, 5, x),
-                          block<form>(run, 6, x), block<form>(run, 7, x)};
+                                                                       int blocks, std::int32_t* sums) {
+    if (whole) {
+      const __m256i v[8] = {block<form>(run, 0, x), block<form>(run, 1, x), block<form>(run, 2, x),
+                            block<form>(run, 3, x), block<form>(run, 4, x), block<form>(run, 5, x),
+                            block<form>(run, 6, x), block<form>(run, 7, x)};
+      return add_lanes(v, sums);
+    }
+    __m256i v[8];
+    for (int i = 0; i < 8; ++i) v[i] = i < blocks ? block<form>(run, i, x) : _mm256_setzero_si256();
+    add_lanes(v, sums);
+  }
+  // sums[i] = the sum of v[i]'s eight lanes.
+  __attribute__((target("avx2"), always_inline)) static inline void add_lanes(const __m256i (&v)[8],
+                                                                            std::int32_t* sums) {
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
     const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
     // Lanes (0, 1, 2, 3 | 0, 1, 2, 3) and (4, 5, 6, 7 | 4, 5, 6, 7): halves of each block's sum.
