@@ -103,13 +103,15 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   }
 }
 
+void Forward::grow(Buffer& scratch, std::size_t bytes) {
+  if (scratch.bytes() >= bytes) return;
+  ex_.synchronize();  // the old buffer may still be read by a queued product
+  scratch = ex_.allocate(bytes);
+}
+
 void Forward::gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int ldb, float* c, int ldc) {
   const std::size_t values = std::size_t(n) * std::size_t(k), blocks = values / kQ8Block;
-  const std::size_t bytes = values + 2 * blocks * sizeof(float);
-  if (q8_scratch_.bytes() < bytes) {
-    ex_.synchronize();  // the old scratch may still be read by a queued product
-    q8_scratch_ = ex_.allocate(bytes);
-  }
+  grow(q8_scratch_, values + 2 * blocks * sizeof(float));
   // Scales first: they stay 4-byte aligned whatever k is.
   Q8Rows x{};
   x.d = q8_scratch_.as<float>();
@@ -120,11 +122,7 @@ void Forward::gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int 
 }
 
 const void* Forward::decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n) {
-  const std::size_t bytes = std::size_t(n) * elem_size(operand_type_);
-  if (scratch_.bytes() < bytes) {
-    ex_.synchronize();  // the old scratch may still be read by a queued GEMM
-    scratch_ = ex_.allocate(bytes);
-  }
+  grow(scratch_, std::size_t(n) * elem_size(operand_type_));
   DequantArgs a{w.bytes.as<std::uint8_t>(), w.type, scratch_.data(), n};
   a.quirks = w.quirks;
   a.dst_type = operand_type_;

@@ -62,6 +62,7 @@ private:
   // Elements [first, first + n) of W decoded into scratch_ in the GEMM's operand type.
   const void* decode_to_scratch(const Matrix& w, std::int64_t first, std::int64_t n);
   void upload_ints(Buffer& dst, const std::vector<std::int32_t>& values);
+  void grow(Buffer& scratch, std::size_t bytes);  // to at least `bytes`, contents not kept
 
   Executor& ex_;
   const EngineWeights& w_;

@@ -80,14 +80,52 @@ TD_HD inline void widen_run(const std::uint8_t* p, int len, float* out, bool bf1
   }
 }
 
-// k-quants: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
-TD_HD inline void scale_min_k4(const std::uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+// The integers of the block layouts, shared by the float decoders below and matmul_q8's
+// integer unpacking (kernels/matmul_q8.hpp).
+
+// Q4_K / Q5_K: the eight sub-blocks' 6-bit scales sc[j] and mins m[j] (ggml's
+// get_scale_min_k4 of j = 0..7) from the 12 packed bytes, four at a time in 32-bit words.
+// Bytes 0-3 hold sc[0..3] in their low 6 bits, 4-7 m[0..3]; bytes 8-11 the low 4 bits of
+// sc[4..7] and, high, of m[4..7], whose top 2 bits are the top bits of bytes 0-3 and 4-7.
+struct KScales {
+  std::uint8_t sc[8], m[8];
+};
+TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
+  constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
+  std::uint32_t w[3];
+  memcpy(w, packed, sizeof w);
+  const std::uint32_t words[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4), w[1] & kLow6,
+                                  ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
+  KScales s;
+  memcpy(&s, words, sizeof s);  // little-endian words: sc[0..7], then m[0..7]
+  return s;
+}
+
+// Q5_0 / Q5_1: the 5-bit integers of a block, the nibbles of qs with bit 4 from qh.
+TD_HD inline void q5_ints(const std::uint8_t* qh_bytes, const std::uint8_t* qs, std::int8_t* q) {
+  const std::uint32_t qh = u32(qh_bytes);
+  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10));
+  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
+}
+
+// Q5_K: the 5-bit integers of 64-element chunk c (sub-blocks 2c, 2c + 1): the nibbles of its
+// 32 bytes of ql, sub-block s taking bit s of qh[l] as bit 4.
+TD_HD inline void q5_k_chunk_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh, int c,
+                                  std::int8_t* __restrict__ q) {
+  for (int l = 0; l < 32; ++l) q[l] = std::int8_t((ql[l] & 0x0F) | (((qh[l] >> (2 * c)) & 1) << 4));
+  for (int l = 0; l < 32; ++l) q[l + 32] = std::int8_t((ql[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+}
+
+// Q6_K: the integers q - 32 of a 128-element half, from its 64 bytes of ql and 32 of qh: its
+// quarter k (32 elements) takes the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits
+// 2k, 2k+1 of qh[l].
+TD_HD inline void q6_k_half_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh,
+                                 std::int8_t* __restrict__ q) {
+  for (int l = 0; l < 32; ++l) {
+    q[l] = std::int8_t(int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
+    q[l + 32] = std::int8_t(int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
+    q[l + 64] = std::int8_t(int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+    q[l + 96] = std::int8_t(int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
   }
 }
 
@@ -106,17 +144,15 @@ TD_HD inline void q4_1(const std::uint8_t* b, float* y) {
 }
 TD_HD inline void q5_0(const std::uint8_t* b, float* y) {
   const float d = f16(b);
-  const std::uint32_t qh = u32(b + offsetof(BlockQ5_0, qh));
-  const std::uint8_t* qs = b + offsetof(BlockQ5_0, qs);
-  for (int j = 0; j < kQK / 2; ++j) y[j] = float(((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) - 16) * d;
-  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float(((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) - 16) * d;
+  std::int8_t q[kQK];
+  q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
+  for (int j = 0; j < kQK; ++j) y[j] = float(q[j] - 16) * d;
 }
 TD_HD inline void q5_1(const std::uint8_t* b, float* y) {
   const float d = f16(b), m = f16(b + offsetof(BlockQ5_1, m));
-  const std::uint32_t qh = u32(b + offsetof(BlockQ5_1, qh));
-  const std::uint8_t* qs = b + offsetof(BlockQ5_1, qs);
-  for (int j = 0; j < kQK / 2; ++j) y[j] = float((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10)) * d + m;
-  for (int j = 0; j < kQK / 2; ++j) y[j + kQK / 2] = float((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10)) * d + m;
+  std::int8_t q[kQK];
+  q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
+  for (int j = 0; j < kQK; ++j) y[j] = float(q[j]) * d + m;
 }
 TD_HD inline void q8_0(const std::uint8_t* b, float* y, const DequantQuirks& quirks) {
   // The fault branch reads the fp16 scale's bits as a bf16: a 16-bit float-type mix-up.
@@ -129,40 +165,30 @@ TD_HD inline void q8_0(const std::uint8_t* b, float* y, const DequantQuirks& qui
     for (int j = 0; j < kQK; ++j) y[j] = float(static_cast<std::int8_t>(qs[j])) * d;
   }
 }
-// Q4_K / Q5_K: the scales and mins (d * sc, dmin * m) of sub-blocks 2c and 2c + 1.
-struct SubBlockPair {
-  float d1, m1, d2, m2;
-};
-TD_HD inline SubBlockPair sub_block_pair(const std::uint8_t* scales, float d, float dmin, int c) {
-  int sc = 0, m = 0;
-  scale_min_k4(scales, 2 * c, &sc, &m);
-  const float d1 = d * float(sc), m1 = dmin * float(m);
-  scale_min_k4(scales, 2 * c + 1, &sc, &m);
-  return SubBlockPair{d1, m1, d * float(sc), dmin * float(m)};
-}
-
 TD_HD inline void q4_k(const std::uint8_t* b, float* y) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
-  const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
+  const KScales s = k_scales_mins(b + offsetof(BlockQ4_K, scales));
   const std::uint8_t* q = b + offsetof(BlockQ4_K, qs);
   // Four 64-element chunks of 32 bytes: the even sub-block in the low nibbles, the odd one high.
   for (int c = 0; c < 4; ++c, q += 32, y += 64) {
-    const auto [d1, m1, d2, m2] = sub_block_pair(scales, d, dmin, c);
+    const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
+    const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
     for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0F) - m1;
     for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l] >> 4) - m2;
   }
 }
 TD_HD inline void q5_k(const std::uint8_t* b, float* y) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
-  const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
+  const KScales s = k_scales_mins(b + offsetof(BlockQ5_K, scales));
   const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  // As Q4_K; sub-block s takes bit s of qh[l] as bit 4.
+  std::int8_t q[64];
   for (int c = 0; c < 4; ++c, ql += 32, y += 64) {
-    const auto [d1, m1, d2, m2] = sub_block_pair(scales, d, dmin, c);
-    const int u1 = 1 << (2 * c), u2 = 2 << (2 * c);
-    for (int l = 0; l < 32; ++l) y[l] = d1 * float((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
+    const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
+    q5_k_chunk_ints(ql, qh, c, q);
+    for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l]) - m1;
+    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l + 32]) - m2;
   }
 }
 TD_HD inline void q6_k(const std::uint8_t* b, float* y) {
@@ -170,20 +196,11 @@ TD_HD inline void q6_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
   const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
-  // Each 128-element half owns 64 bytes of ql and 32 of qh; its quarter k (32 elements) takes
-  // the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits 2k, 2k+1 of qh[l].
+  // Each 16 elements share a scale: element e of a half has sc[e / 16] of that half's eight.
+  std::int8_t q[128];
   for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * float(sc[is + 0]) * float(q1);
-      y[l + 32] = d * float(sc[is + 2]) * float(q2);
-      y[l + 64] = d * float(sc[is + 4]) * float(q3);
-      y[l + 96] = d * float(sc[is + 6]) * float(q4);
-    }
+    q6_k_half_ints(ql, qh, q);
+    for (int e = 0; e < 128; ++e) y[e] = d * float(sc[e / 16]) * float(q[e]);
   }
 }
 

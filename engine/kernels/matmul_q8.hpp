@@ -103,18 +103,12 @@ TD_HD inline void q4_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, 
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ4_1, m));
 }
-// The 5-bit integers of a Q5_0 / Q5_1 block: the nibbles of qs, bit 4 from qh.
-TD_HD inline void five_bits(const std::uint8_t* qh_bytes, const std::uint8_t* qs, std::int8_t* q) {
-  const std::uint32_t qh = u32(qh_bytes);
-  for (int j = 0; j < kQK / 2; ++j) q[j] = std::int8_t((qs[j] & 0x0F) | int(((qh >> j) << 4) & 0x10));
-  for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
-}
 TD_HD inline void q5_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  five_bits(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
+  q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q5_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  five_bits(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
+  q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ5_1, m));
 }
@@ -146,22 +140,12 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
   r.form = form;
 }
 
-// Q4_K / Q5_K: the eight sub-blocks' 6-bit scales and mins (scale_min_k4 of j = 0..7) from
-// the 12 packed bytes, four at a time in 32-bit words, and the run's block scales d sc[j] and
-// offsets -(dmin m[j]).
+// Q4_K / Q5_K: the run's block scales d sc[j] and offsets -(dmin m[j]).
 TD_HD inline void k_scales(const std::uint8_t* packed, float d, float dmin, IntRun& r) {
-  constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
-  std::uint32_t w[3];
-  memcpy(w, packed, sizeof w);
-  // Bytes 0-3: sc[0..3] in their low 6 bits; 4-7: m[0..3]; 8-11: low 4 bits of sc[4..7] and,
-  // high, of m[4..7], whose top 2 bits are the top bits of bytes 0-3 and 4-7.
-  const std::uint32_t sc_m[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4), w[1] & kLow6,
-                                 ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
-  std::uint8_t bytes[16];  // sc[0..7], m[0..7] (little-endian words)
-  memcpy(bytes, sc_m, sizeof bytes);
+  const KScales s = k_scales_mins(packed);
   for (int j = 0; j < kRunBlocks; ++j) {
-    r.scale[j] = d * float(bytes[j]);
-    r.offset[j] = -(dmin * float(bytes[8 + j]));
+    r.scale[j] = d * float(s.sc[j]);
+    r.offset[j] = -(dmin * float(s.m[j]));
   }
 }
 
@@ -181,24 +165,9 @@ TD_HD inline void q5_k(const std::uint8_t* b, IntRun& r) {
   const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
   const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  for (int c = 0; c < 4; ++c, ql += 32) {
-    const int u1 = 1 << (2 * c), u2 = 2 << (2 * c);
-    std::int8_t* q = r.q + 64 * c;
-    for (int l = 0; l < 32; ++l) q[l] = std::int8_t((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0));
-    for (int l = 0; l < 32; ++l) q[l + 32] = std::int8_t((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0));
-  }
+  for (int c = 0; c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, qh, c, r.q + 64 * c);
   k_scales(scales, d, dmin, r);
   r.form = IntForm::unsigned_ints;
-}
-// One 128-element half of a Q6_K block (as dequant.hpp's q6_k): its 64 bytes of ql, 32 of qh.
-TD_HD inline void q6_k_half(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh,
-                            std::int8_t* __restrict__ q) {
-  for (int l = 0; l < 32; ++l) {
-    q[l] = std::int8_t(int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
-    q[l + 32] = std::int8_t(int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
-    q[l + 64] = std::int8_t(int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-    q[l + 96] = std::int8_t(int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-  }
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
 // group's integer sum.
@@ -207,8 +176,8 @@ TD_HD inline void q6_k(const std::uint8_t* b, IntRun& r) {
   const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
   const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
-  q6_k_half(ql, qh, r.q);
-  q6_k_half(ql + 64, qh + 32, r.q + 128);
+  q6_k_half_ints(ql, qh, r.q);
+  q6_k_half_ints(ql + 64, qh + 32, r.q + 128);
   for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
   r.form = IntForm::scaled_groups;
   for (int i = 0; i < kRunBlocks; ++i) {
@@ -283,32 +252,24 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
   for (int t = 0; t < t1 - t0; ++t)
     for (int b = 0; b < kRunBlocks; ++b) lanes[t][b] = 0.0f;
   std::int32_t dots[kChunkRuns][kRunBlocks];
+  int blocks[kChunkRuns];  // of each run: kRunBlocks but for a row's short last run
   for (std::int64_t c0 = 0; c0 < a.k; c0 += kChunkRuns * kDecodeRun) {
     int n_runs = 0;
     for (; n_runs < kChunkRuns && c0 + n_runs * kDecodeRun < a.k; ++n_runs) {
       const std::int64_t first = c0 + n_runs * kDecodeRun;
-      unpack_run(a.w, r * a.cols + first, run_length(a.k - first), runs[n_runs]);
+      const int len = run_length(a.k - first);
+      unpack_run(a.w, r * a.cols + first, len, runs[n_runs]);
+      blocks[n_runs] = len / kQ8Block;
     }
     for (std::int64_t t = t0; t < t1; ++t) {
-      for (int u = 0; u < n_runs; ++u) {
-        const std::int64_t first = c0 + u * kDecodeRun;
-        IntDot::blocks(runs[u], a.x.q + t * a.k + first, run_length(a.k - first) / kQ8Block, dots[u]);
-      }
+      const std::int64_t row = t * a.k + c0;  // the chunk's first activation
+      for (int u = 0; u < n_runs; ++u) IntDot::blocks(runs[u], a.x.q + row + u * kDecodeRun, blocks[u], dots[u]);
       float* lane = lanes[t - t0];
       for (int u = 0; u < n_runs; ++u) {
-        const std::int64_t first = c0 + u * kDecodeRun;
-        const int blocks = run_length(a.k - first) / kQ8Block;
-        const float* d = a.x.d + (t * a.k + first) / kQ8Block;
-        const float* ds = a.x.ds + (t * a.k + first) / kQ8Block;
+        const float* d = a.x.d + (row + u * kDecodeRun) / kQ8Block;
+        const float* ds = a.x.ds + (row + u * kDecodeRun) / kQ8Block;
         const IntRun& run = runs[u];
-        // Whole runs in a loop of fixed count (vectorized on the host); a short run's missing
-        // blocks add nothing.
-        if (blocks == kRunBlocks) {
-          for (int b = 0; b < kRunBlocks; ++b)
-            lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
-        } else {
-          for (int b = 0; b < blocks; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
-        }
+        for (int b = 0; b < blocks[u]; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
       }
     }
   }
