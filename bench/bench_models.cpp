@@ -203,10 +203,15 @@ int main(int argc, char** argv) {
     const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5");
     const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5");
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
-    auto t0 = Clock::now();
-    const diff::DiffResult d = diff::diff_traces(work + "/reference.h5", work + "/engine-host.h5");
-    const double diff_s = seconds_since(t0);
-    const double raw_s = bench::time_hdf5_read_all(work + "/reference.h5") + bench::time_hdf5_read_all(work + "/engine-host.h5");
+    diff::DiffResult d;
+    double diff_s = 1e30, raw_s = 1e30;  // best of 3, taking turns
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      d = diff::diff_traces(work + "/reference.h5", work + "/engine-host.h5");
+      diff_s = std::min(diff_s, seconds_since(t0));
+      raw_s = std::min(raw_s, bench::time_hdf5_read_all(work + "/reference.h5") +
+                                  bench::time_hdf5_read_all(work + "/engine-host.h5"));
+    }
 
     std::ostringstream md;
     md << "# SmolLM2-135M-Instruct: reference, host engine, tracing and diff\n\n"
@@ -268,14 +273,16 @@ int main(int argc, char** argv) {
                         100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
                         double(r.trace_bytes) / positions);
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
-                      "dataset of both files with H5Dread and no tapdiff code. Both read the files from the page "
-                      "cache (just written).\n\n",
+                      "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns. Both read the files "
+                      "from the page cache (just written). diff reads on a thread of its own while it measures "
+                      "what it has read, a stack's slots at a time into a few MB of memory it reuses "
+                      "(diff/pair_reader.hpp).\n\n",
                       diff::verdict_text(d.verdict))
        << "| reader | MB (both traces) | s | MB/s |\n|---|---|---|---|\n"
        << fmt::format("| tapdiff diff (library call, no report) | {:.1f} | {:.2f} | {:.0f} |\n", traced_mb, diff_s,
                       traced_mb / diff_s)
        << fmt::format("| raw HDF5 read | {:.1f} | {:.2f} | {:.0f} |\n", traced_mb, raw_s, traced_mb / raw_s)
-       << fmt::format("\ndiff reaches {} of the raw read throughput.\n", percent(raw_s / diff_s));
+       << fmt::format("\ndiff reaches {} of the raw read throughput (target: at least 50%).\n", percent(raw_s / diff_s));
 
     std::filesystem::create_directories(std::filesystem::path(out).parent_path());
     std::ofstream f(out);

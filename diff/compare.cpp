@@ -12,6 +12,7 @@
 #include "diff/metrics.hpp"
 #include "diff/near_tie.hpp"
 #include "diff/nonfinite.hpp"
+#include "diff/pair_reader.hpp"
 #include "diff/roots.hpp"
 #include "diff/shapes.hpp"
 #include "diff/tap_graph.hpp"
@@ -51,22 +52,24 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-// A whole row's part that a shard in the other trace holds (docs/trace-schema.md, "Layouts").
-void keep_shard(TapRows& rows, const TapInfo& shard) {
-  const std::vector<std::int64_t>& covers = shard.alignment->covers;
-  std::vector<float> kept(rows.size() * covers.size());
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    for (std::size_t k = 0; k < covers.size(); ++k) kept[i * covers.size() + k] = rows.row(i)[covers[k]];
-  rows.values = std::move(kept);
-  rows.row_shape = shard.row_shape;
-  rows.row_size = shard.row_size;
+struct Measured {
+  TapComparison tap;
+  std::vector<LogitsSummary::Position> logits;  // the output tap's, whole rows in both traces
+};
+
+LogitsSummary::Position compare_logits(const float* expected, const float* actual, std::int64_t n) {
+  LogitsSummary::Position p;
+  p.kl = kl_divergence(expected, actual, n);
+  p.top_expected = top_k(expected, n, kTopTokens);
+  p.top_actual = top_k(actual, n, kTopTokens);
+  p.same_top1 = p.top_expected.front().first == p.top_actual.front().first;
+  p.top5_overlap = 0;
+  for (const auto& x : p.top_expected)
+    for (const auto& y : p.top_actual) p.top5_overlap += x.first == y.first;
+  return p;
 }
 
-// The rows of one tap in both traces, compared position by position (whole shapes agree; a
-// shard in one trace is compared with the same part of the other's rows).
-TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapInfo& ta,
-                          const TapInfo& tb, std::int64_t last_position,
-                          const ToleranceProfile& profile, DiffResult& r) {
+TapComparison comparison_of(const TapInfo& ta, const TapInfo& tb, const ToleranceProfile& profile) {
   TapComparison c;
   c.name = ta.name;
   c.layer = ta.layer;
@@ -75,40 +78,51 @@ TapComparison compare_tap(const TraceReader& a, const TraceReader& b, const TapI
   c.row_shape = ta.sharded() ? ta.row_shape : tb.row_shape;
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
-  if (last_position < 0) return c;
-  TapRows ra = a.read(ta, 0, last_position);
-  TapRows rb = b.read(tb, 0, last_position);
-  if (ta.sharded() != tb.sharded()) ta.sharded() ? keep_shard(rb, ta) : keep_shard(ra, tb);
-  // Top-k and KL divergence need every token's logit.
-  const bool whole_logits = ta.name == "output" && !ta.sharded() && !tb.sharded();
-  std::size_t i = 0, j = 0;
-  while (i < ra.size() && j < rb.size()) {
-    if (ra.positions[i] < rb.positions[j]) {
+  return c;
+}
+
+// Rows of a tap compared position by position (whole shapes agree); top-k and KL divergence
+// where both traces hold every token's logit.
+void measure_rows(const PairRows& rows, bool whole_logits, Measured& out) {
+  const std::vector<std::int64_t>& pa = rows.positions_a;
+  const std::vector<std::int64_t>& pb = rows.positions_b;
+  for (std::size_t i = 0, j = 0; i < pa.size() && j < pb.size();) {
+    if (pa[i] < pb[j]) {
       ++i;
-    } else if (rb.positions[j] < ra.positions[i]) {
+    } else if (pb[j] < pa[i]) {
       ++j;
     } else {
-      RowMetrics m = row_metrics(ra.row(i), rb.row(j), ra.row_size);
-      m.position = ra.positions[i];
-      c.rows.push_back(m);
+      const float* a = rows.a + i * rows.stride_a;
+      const float* b = rows.b + j * rows.stride_b;
+      RowMetrics m = row_metrics(a, b, rows.row_size);
+      m.position = pa[i];
+      out.tap.rows.push_back(m);
       if (whole_logits) {
-        LogitsSummary::Position p;
-        p.position = m.position;
-        p.kl = kl_divergence(ra.row(i), rb.row(j), ra.row_size);
-        p.top_expected = top_k(ra.row(i), ra.row_size, kTopTokens);
-        p.top_actual = top_k(rb.row(j), rb.row_size, kTopTokens);
-        p.same_top1 = p.top_expected.front().first == p.top_actual.front().first;
-        p.top5_overlap = 0;
-        for (const auto& x : p.top_expected)
-          for (const auto& y : p.top_actual) p.top5_overlap += x.first == y.first;
-        if (!r.logits) r.logits.emplace();
-        r.logits->positions.push_back(std::move(p));
+        out.logits.push_back(compare_logits(a, b, rows.row_size));
+        out.logits.back().position = m.position;
       }
       ++i;
       ++j;
     }
   }
-  return c;
+}
+
+// Every pair measured, read in `order` (a permutation of pairs) while the pairs read before
+// are measured.
+std::vector<Measured> measure_pairs(const TraceReader& a, const TraceReader& b, const std::vector<TapPair>& pairs,
+                                    const std::vector<std::size_t>& order, std::int64_t last_position,
+                                    const ToleranceProfile& profile) {
+  std::vector<Measured> measured(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) measured[i].tap = comparison_of(*pairs[i].first, *pairs[i].second, profile);
+  if (last_position < 0) return measured;
+  std::vector<TapPair> in_order;
+  for (std::size_t i : order) in_order.push_back(pairs[i]);
+  PairReader reader(a, b, std::move(in_order), last_position);
+  while (const PairRows* rows = reader.next()) {
+    const auto& [ta, tb] = pairs[order[rows->pair]];
+    measure_rows(*rows, ta->name == "output" && !ta->sharded() && !tb->sharded(), measured[order[rows->pair]]);
+  }
+  return measured;
 }
 
 // One note per tap name a trace stores in a declared layout: what reading it aligned.
@@ -234,7 +248,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   // Weights first: a loader or dequantization bug is the first finding, before any activation.
   const std::optional<WeightFinding> weight_finding =
       compare_weights(a, b, options.model_path, options.diagnose, r);
-  std::vector<std::pair<const TapInfo*, const TapInfo*>> pairs;  // execution order
+  std::vector<TapPair> pairs;  // execution order
   std::map<std::string, std::vector<std::string>> not_available;  // short name → full names
   for (const TapInfo& info : a.taps()) {
     if (is_weight_tap(info.name)) continue;
@@ -259,17 +273,23 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     }
   }
   // Read stack by stack: each trace then reads a stack's rows once for all its layers
-  // (tracer/src/stack_reader.hpp), not once per layer; the results keep execution order.
+  // (tracer/src/stack_reader.hpp), not once per layer; the results keep execution order. The
+  // logits first: their metrics (KL, top-k over the vocabulary) cost the most, and are
+  // measured while the rest is read.
   std::vector<std::size_t> by_stack(pairs.size());
   std::iota(by_stack.begin(), by_stack.end(), std::size_t{0});
   std::stable_sort(by_stack.begin(), by_stack.end(), [&](std::size_t x, std::size_t y) {
-    return std::tie(pairs[x].first->stack, pairs[x].first->slot) <
-           std::tie(pairs[y].first->stack, pairs[y].first->slot);
+    const TapInfo& tx = *pairs[x].first;
+    const TapInfo& ty = *pairs[y].first;
+    return std::make_tuple(tx.name != "output", std::cref(tx.stack), tx.slot) <
+           std::make_tuple(ty.name != "output", std::cref(ty.stack), ty.slot);
   });
-  std::vector<TapComparison> compared(pairs.size());
-  for (std::size_t i : by_stack)
-    compared[i] = compare_tap(a, b, *pairs[i].first, *pairs[i].second, r.compared_positions - 1, profile, r);
-  for (TapComparison& c : compared) r.taps.push_back(std::move(c));
+  for (Measured& m : measure_pairs(a, b, pairs, by_stack, r.compared_positions - 1, profile)) {
+    r.taps.push_back(std::move(m.tap));
+    if (m.logits.empty()) continue;
+    if (!r.logits) r.logits.emplace();
+    for (auto& p : m.logits) r.logits->positions.push_back(std::move(p));
+  }
   for (const TapInfo& info : b.taps())
     if (!is_weight_tap(info.name) && !a.find(info.name, info.layer)) {
       if (a.metadata().unavailable.count(info.name) > 0) not_available[info.name].push_back(info.full_name);

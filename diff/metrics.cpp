@@ -110,8 +110,26 @@ double kl_of_log_probs(const std::vector<double>& log_a, const std::vector<doubl
   return kl;
 }
 
+// As kl_of_log_probs(log_softmax(a), log_softmax(b)), with two exponentials an element, not three:
+// softmax(a) from the exponentials that normalize it.
 double kl_divergence(const float* a, const float* b, std::int64_t n) {
-  return std::max(kl_of_log_probs(log_softmax(a, n), log_softmax(b, n)), 0.0);
+  double max_a = -INFINITY, max_b = -INFINITY;
+  for (std::int64_t i = 0; i < n; ++i) {
+    max_a = std::max(max_a, double(a[i]));
+    max_b = std::max(max_b, double(b[i]));
+  }
+  std::vector<double> exp_a(static_cast<std::size_t>(n));
+  double sum_a = 0, sum_b = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    exp_a[std::size_t(i)] = std::exp(double(a[i]) - max_a);
+    sum_a += exp_a[std::size_t(i)];
+    sum_b += std::exp(double(b[i]) - max_b);
+  }
+  const double log_z_a = max_a + std::log(sum_a), log_z_b = max_b + std::log(sum_b);
+  double kl = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    kl += exp_a[std::size_t(i)] / sum_a * ((double(a[i]) - log_z_a) - (double(b[i]) - log_z_b));
+  return std::max(kl, 0.0);
 }
 
 std::vector<std::pair<int, float>> top_k(const float* logits, std::int64_t n, int k) {

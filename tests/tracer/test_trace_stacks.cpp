@@ -85,6 +85,44 @@ TEST(TraceStacks, EveryLayerOfAStepSharesAChunkRow) {
   }
 }
 
+// A range of positions read into the caller's memory: one tap's rows (read_into), or the rows
+// of every slot of its stack in one read (read_stack_into), row by row as stored.
+TEST(TraceStacks, RangesOfPositionsOfOneSlotOrOfTheWholeStack) {
+  TempDir dir;
+  const std::string path = dir.file("ranges.h5");
+  constexpr int kLayers = 3;
+  constexpr int kSteps = 6;
+  {
+    TraceWriter w(path, sample_metadata());
+    for (int p = 0; p < kSteps; ++p) {
+      for (int l = 0; l < kLayers; ++l) {
+        const std::vector<float> row = test::tap_row(1, l, p, kWidth);
+        w.record("attn_q", l, p, 1, {kWidth}, row.data());
+      }
+      w.end_step();
+    }
+    w.close();
+  }
+  const TraceReader r(path);
+  const TapInfo& tap = r.tap("attn_q", 1);
+  ASSERT_EQ(r.stack_slots(tap), kLayers);
+  EXPECT_EQ(r.positions_in(tap, 2, 4), (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_TRUE(r.positions_in(tap, kSteps, kSteps + 3).empty());
+
+  std::vector<float> one(3 * kWidth);
+  r.read_into(tap, 2, 4, one.data());
+  std::vector<float> stack(3 * kLayers * kWidth);
+  r.read_stack_into(tap, 2, 4, stack.data());
+  for (int p = 2; p <= 4; ++p) {
+    const std::vector<float> expected = test::tap_row(1, 1, p, kWidth);
+    EXPECT_EQ(std::vector<float>(one.begin() + (p - 2) * kWidth, one.begin() + (p - 1) * kWidth), expected) << p;
+    for (int l = 0; l < kLayers; ++l) {
+      const auto at = stack.begin() + ((p - 2) * kLayers + l) * kWidth;
+      EXPECT_EQ(std::vector<float>(at, at + kWidth), test::tap_row(1, l, p, kWidth)) << "layer " << l << " position " << p;
+    }
+  }
+}
+
 // Slots out of step with each other: a layer that starts late, one with a gap, one added to
 // the stack after the stack was written (no dims declared), through every write path (one
 // commit per step or batched, early write-outs past a tiny stage limit, gzip).

@@ -39,6 +39,18 @@ void select_and_read(hid_t data, const h5::Id& space, hsize_t row, hsize_t n_row
             "cannot read " + what);
 }
 
+// Whether a chunk holds only part of a row (attn.probs: blocks of keys). Without a chunk
+// cache HDF5 then gathers a row's pieces from each chunk one by one: several times slower.
+bool chunk_splits_rows(hid_t data, hid_t dcpl) {
+  hsize_t dims[2 + RowShape::kMaxRank] = {}, chunk[2 + RowShape::kMaxRank] = {};
+  const h5::Id space(H5Dget_space(data), H5Sclose);
+  const int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  if (rank < 2 || rank > 2 + RowShape::kMaxRank || H5Pget_chunk(dcpl, rank, chunk) != rank) return false;
+  for (int d = 2; d < rank; ++d)
+    if (chunk[d] < dims[d]) return true;
+  return false;
+}
+
 }  // namespace
 
 hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
@@ -46,31 +58,41 @@ hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
   if (it != data_.end()) return it->second.get();
   h5::Id data = open_with_chunk_cache(file_, where, 0);
   const h5::Id dcpl = h5::plist_id(H5Dget_create_plist(data.get()), where, "cannot read");
-  if (H5Pget_nfilters(dcpl.get()) > 0) {
+  if (H5Pget_nfilters(dcpl.get()) > 0 || chunk_splits_rows(data.get(), dcpl.get())) {
     data.reset();  // HDF5 ignores the access properties of a dataset opened twice
     data = open_with_chunk_cache(file_, where, kChunkCacheBytes);
   }
   return data_.emplace(stack, std::move(data)).first->second.get();
 }
 
-// Reads rows [r0, r1) of every slot into block_; false when that would be too large.
-bool StackReader::read_block(const TapInfo& tap, hid_t data, std::int64_t r0, std::int64_t r1,
-                             const h5::Where& where) {
-  const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
+std::int64_t StackReader::slots(const TapInfo& tap) {
+  const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
+  const h5::Id space = h5::space_id(H5Dget_space(open(tap.stack, where)), where, "cannot read");
   hsize_t dims[2 + RowShape::kMaxRank] = {};
-  if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2) return false;
-  const std::uint64_t bytes = static_cast<std::uint64_t>(r1 - r0) * dims[1] *
-                              static_cast<std::uint64_t>(tap.stored_size) * sizeof(float);
-  if (dims[1] < 2 || bytes > kBlockBytes) return false;
-  block_.stack.clear();
-  block_.values.resize(bytes / sizeof(float));
-  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0, dims[1],
-                  tap.stored_shape, block_.values.data(), where,
+  return H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2 ? 0 : static_cast<std::int64_t>(dims[1]);
+}
+
+void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
+  const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
+  const hid_t data = open(tap.stack, where);
+  const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
+  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0,
+                  static_cast<hsize_t>(slots(tap)), tap.stored_shape, out, where,
                   "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of every slot");
+}
+
+// Reads rows [r0, r1) of every slot into block_; false when that would be too large.
+bool StackReader::read_block(const TapInfo& tap, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t n_slots = slots(tap);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(r1 - r0) * static_cast<std::uint64_t>(n_slots) *
+                              static_cast<std::uint64_t>(tap.stored_size) * sizeof(float);
+  if (n_slots < 2 || bytes > kBlockBytes) return false;
+  block_.stack.clear();
+  read_all_slots(tap, r0, r1, block_.values.reserve(bytes / sizeof(float)));
   block_.stack = tap.stack;
   block_.r0 = r0;
   block_.r1 = r1;
-  block_.slots = dims[1];
+  block_.slots = static_cast<hsize_t>(n_slots);
   return true;
 }
 
@@ -82,7 +104,7 @@ void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, flo
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
   const hid_t data = open(tap.stack, where);
   const bool in_block = block_.stack == tap.stack && block_.r0 <= r0 && r1 <= block_.r1;
-  if (in_block || (again && read_block(tap, data, r0, r1, where))) {
+  if (in_block || (again && read_block(tap, r0, r1))) {
     const std::size_t row = static_cast<std::size_t>(tap.stored_size);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::size_t at = static_cast<std::size_t>(r - block_.r0) * block_.slots + tap.slot;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "h5.hpp"
+#include "tapdiff/float_memory.hpp"
 #include "tapdiff/trace_reader.hpp"
 
 namespace tapdiff {
@@ -23,20 +24,23 @@ class StackReader {
 public:
   StackReader(hid_t file, const std::string& path) : file_(file), path_(path) {}
 
-  // Rows [r0, r1) of the tap's slot into out ((r1 - r0) * tap.row_size floats).
+  // Rows [r0, r1) of the tap's slot into out ((r1 - r0) * tap.stored_size floats).
   void read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out);
+  // The number of slots in the tap's stack, and rows [r0, r1) of all of them into out
+  // ((r1 - r0) * slots * tap.stored_size floats, row by row).
+  std::int64_t slots(const TapInfo& tap);
+  void read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out);
 
 private:
   struct Block {
     std::string stack;
     std::int64_t r0 = 0, r1 = 0;  // rows [r0, r1) of every slot
     hsize_t slots = 0;
-    std::vector<float> values;  // (r1 - r0, slots, row size)
+    FloatBuffer values;  // (r1 - r0, slots, row size)
   };
 
   hid_t open(const std::string& stack, const h5::Where& where);
-  bool read_block(const TapInfo& tap, hid_t data, std::int64_t r0, std::int64_t r1,
-                  const h5::Where& where);
+  bool read_block(const TapInfo& tap, std::int64_t r0, std::int64_t r1);
 
   hid_t file_;
   const std::string& path_;

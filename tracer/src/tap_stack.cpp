@@ -1,7 +1,5 @@
 #include "tap_stack.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -25,23 +23,6 @@ constexpr hsize_t kRunsChunkRows = 4;               // a slot has one run unless
 // written only up to their last nonzero block: a position's row holds the keys it sees, so a
 // trace of n positions stores about n²/2 keys per head, not n × n_ctx.
 constexpr hsize_t kKeyBlock = 64;
-
-// A prefill stages hundreds of MB that the kernel would otherwise fault in 4 KiB at a time
-// (most of a prefill's tracing time on these machines): large buffers ask for huge pages.
-StagingBuffer allocate_staging(std::size_t floats) {
-  constexpr std::size_t kHugePage = 2u << 20;
-  const std::size_t bytes = std::max<std::size_t>(floats * sizeof(float), 1);
-  void* memory = nullptr;
-  if (bytes < kHugePage) {
-    memory = std::malloc(bytes);
-  } else {
-    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    memory = std::aligned_alloc(kHugePage, rounded);
-    if (memory != nullptr) ::madvise(memory, rounded, MADV_HUGEPAGE);
-  }
-  if (memory == nullptr) throw std::bad_alloc();
-  return StagingBuffer(static_cast<float*>(memory));
-}
 
 }  // namespace
 
@@ -81,7 +62,7 @@ void TapStack::reserve_staging(std::int64_t rows, std::size_t slots) {
                                 : staged_rows_ == 0    ? slots
                                                        : std::max(slots, 2 * slot_capacity_);
   const std::size_t row = static_cast<std::size_t>(row_size_);
-  StagingBuffer grown = allocate_staging(static_cast<std::size_t>(new_rows) * new_slots * row);
+  FloatMemory grown = allocate_floats(static_cast<std::size_t>(new_rows) * new_slots * row);
   for (std::int64_t r = 0; r < staged_rows_; ++r) {
     std::memcpy(grown.get() + static_cast<std::size_t>(r) * new_slots * row,
                 staged_.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,

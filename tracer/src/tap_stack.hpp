@@ -13,14 +13,10 @@
 
 #include "h5.hpp"
 #include "slot_table.hpp"
+#include "tapdiff/float_memory.hpp"
 #include "tapdiff/row_shape.hpp"
 
 namespace tapdiff {
-
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using StagingBuffer = std::unique_ptr<float[], FreeDeleter>;
 
 struct StreamConfig {
   std::size_t chunk_bytes = 64 * 1024;  // target chunk size
@@ -105,7 +101,7 @@ private:
   std::int64_t keys_;  // the last dimension of a sparse stack's rows; 0 for every other stack
   std::vector<Slot> slots_;
 
-  StagingBuffer staged_;  // (row_capacity_, slot_capacity_, row size)
+  FloatMemory staged_;  // (row_capacity_, slot_capacity_, row size)
   std::int64_t row_capacity_ = 0;
   std::size_t slot_capacity_ = 0;
   std::int64_t staged_rows_ = 0;  // the most rows any slot staged

@@ -170,33 +170,65 @@ const TapInfo& TraceReader::tap(std::string_view name, int layer) const {
                    tap_layer_prefix(layer) + "no such tap in the trace");
 }
 
+namespace {
+
+// Positions increase with rows, so the rows of positions [first, last] are one contiguous
+// range [r0, r1) (r0 = r1 = -1 when there are none).
+std::pair<std::int64_t, std::int64_t> row_range(const TapInfo& tap, std::int64_t first, std::int64_t last) {
+  std::int64_t r0 = -1, r1 = -1;
+  for (const PositionRun& run : tap.runs) {
+    const std::int64_t lo = std::max(first, run.first_position);
+    const std::int64_t hi = std::min(last, run.first_position + run.n_rows - 1);
+    if (lo > hi) continue;
+    if (r0 < 0) r0 = run.first_row + (lo - run.first_position);
+    r1 = run.first_row + (hi - run.first_position) + 1;
+  }
+  return {r0, r1};
+}
+
+}  // namespace
+
 TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
                           std::int64_t last_position) const {
   TapRows out;
   out.row_shape = tap.row_shape;
   out.row_size = tap.row_size;
-  // Positions increase with rows, so the wanted rows are one contiguous range [r0, r1).
-  std::int64_t r0 = -1;
-  std::int64_t r1 = -1;
-  for (const PositionRun& run : tap.runs) {
-    const std::int64_t lo = std::max(first_position, run.first_position);
-    const std::int64_t hi = std::min(last_position, run.first_position + run.n_rows - 1);
-    if (lo > hi) continue;
-    if (r0 < 0) r0 = run.first_row + (lo - run.first_position);
-    r1 = run.first_row + (hi - run.first_position) + 1;
-    for (std::int64_t p = lo; p <= hi; ++p) out.positions.push_back(p);
-  }
-  if (r0 < 0) return out;
-
-  out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.stored_size));
-  impl_->stacks->read(tap, r0, r1, out.values.data());
-  if (tap.alignment && !tap.alignment->gather.empty()) {  // (empty: stored as read)
-    std::vector<float> stored = std::move(out.values);
-    out.values.resize(static_cast<std::size_t>((r1 - r0) * tap.row_size));
-    for (std::int64_t i = 0; i < r1 - r0; ++i)
-      tap.alignment->apply(stored.data() + i * tap.stored_size, out.values.data() + i * tap.row_size);
-  }
+  out.positions = positions_in(tap, first_position, last_position);
+  out.values.resize(out.positions.size() * static_cast<std::size_t>(tap.row_size));
+  read_into(tap, first_position, last_position, out.values.data());
   return out;
+}
+
+std::vector<std::int64_t> TraceReader::positions_in(const TapInfo& tap, std::int64_t first_position,
+                                                    std::int64_t last_position) const {
+  std::vector<std::int64_t> positions;
+  for (const PositionRun& run : tap.runs)
+    for (std::int64_t p = std::max(first_position, run.first_position);
+         p <= std::min(last_position, run.first_position + run.n_rows - 1); ++p)
+      positions.push_back(p);
+  return positions;
+}
+
+void TraceReader::read_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position,
+                            float* out) const {
+  const auto [r0, r1] = row_range(tap, first_position, last_position);
+  if (r0 < 0) return;
+  if (!tap.alignment || tap.alignment->gather.empty()) {  // (empty: stored as read)
+    impl_->stacks->read(tap, r0, r1, out);
+    return;
+  }
+  std::vector<float> stored(static_cast<std::size_t>((r1 - r0) * tap.stored_size));
+  impl_->stacks->read(tap, r0, r1, stored.data());
+  for (std::int64_t i = 0; i < r1 - r0; ++i)
+    tap.alignment->apply(stored.data() + i * tap.stored_size, out + i * tap.row_size);
+}
+
+std::int64_t TraceReader::stack_slots(const TapInfo& tap) const { return impl_->stacks->slots(tap); }
+
+void TraceReader::read_stack_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position,
+                                  float* out) const {
+  const auto [r0, r1] = row_range(tap, first_position, last_position);
+  if (r0 >= 0) impl_->stacks->read_all_slots(tap, r0, r1, out);
 }
 
 std::vector<EmittedTap> TraceReader::emitted_taps() const {

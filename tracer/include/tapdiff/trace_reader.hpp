@@ -98,6 +98,17 @@ public:
   // Rows whose positions lie in [first_position, last_position]. Throws TraceError.
   TapRows read(const TapInfo& tap, std::int64_t first_position = 0,
                std::int64_t last_position = std::numeric_limits<std::int64_t>::max()) const;
+  // The same in two steps, into the caller's memory (a reader of many taps allocates once):
+  // the positions of those rows, then the rows (positions.size() * tap.row_size floats).
+  std::vector<std::int64_t> positions_in(const TapInfo& tap, std::int64_t first_position,
+                                         std::int64_t last_position) const;
+  void read_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position, float* out) const;
+  // The taps stored side by side with `tap` (docs/trace-schema.md, "/taps/<stack>"): the number
+  // of slots in its stack, and the rows that hold tap's positions [first, last] of every slot,
+  // as stored and in one read: row i of slot s at out + (i * stack_slots + s) * stored_size.
+  std::int64_t stack_slots(const TapInfo& tap) const;
+  void read_stack_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position,
+                       float* out) const;
 
   std::vector<EmittedTap> emitted_taps() const;  // for check_catalogue()
 

@@ -1,0 +1,183 @@
+#include "diff/pair_reader.hpp"
+
+#include <algorithm>
+
+namespace tapdiff::diff {
+namespace {
+
+// A whole row's part that a shard in the other trace holds (docs/trace-schema.md, "Layouts").
+const float* keep_shard(const float* whole, std::size_t n_rows, std::int64_t whole_size, const TapInfo& shard,
+                        std::vector<float>& kept) {
+  const std::vector<std::int64_t>& covers = shard.alignment->covers;
+  kept.resize(n_rows * covers.size());
+  for (std::size_t i = 0; i < n_rows; ++i)
+    for (std::size_t k = 0; k < covers.size(); ++k)
+      kept[i * covers.size() + k] = whole[i * std::size_t(whole_size) + std::size_t(covers[k])];
+  return kept.data();
+}
+
+bool same_runs(const TapInfo& x, const TapInfo& y) {
+  return x.runs.size() == y.runs.size() &&
+         std::equal(x.runs.begin(), x.runs.end(), y.runs.begin(), [](const PositionRun& p, const PositionRun& q) {
+           return p.first_row == q.first_row && p.first_position == q.first_position && p.n_rows == q.n_rows;
+         });
+}
+
+bool as_stored(const TapInfo& t) { return !t.alignment && t.stored_size == t.row_size; }
+
+}  // namespace
+
+PairReader::PairReader(const TraceReader& a, const TraceReader& b, std::vector<TapPair> pairs,
+                       std::int64_t last_position, std::int64_t batch_bytes)
+    : a_(a),
+      b_(b),
+      pairs_(std::move(pairs)),
+      last_position_(last_position),
+      batch_bytes_(batch_bytes),
+      thread_([this] { read_all(); }) {}
+
+PairReader::~PairReader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+// Pairs [first, end) read together: the next pairs in the same two stacks, stored as read and
+// at the same rows (positions) in each trace, when they are most of their stacks; else `first`
+// alone.
+std::size_t PairReader::group_end(std::size_t first) const {
+  const auto& [a0, b0] = pairs_[first];
+  if (!as_stored(*a0) || !as_stored(*b0)) return first + 1;
+  std::size_t end = first + 1;
+  while (end < pairs_.size()) {
+    const auto& [ta, tb] = pairs_[end];
+    if (ta->stack != a0->stack || tb->stack != b0->stack || !as_stored(*ta) || !as_stored(*tb) ||
+        !same_runs(*ta, *a0) || !same_runs(*tb, *b0))
+      break;
+    ++end;
+  }
+  const auto n = std::int64_t(end - first);
+  return 2 * n >= a_.stack_slots(*a0) && 2 * n >= b_.stack_slots(*b0) ? end : first + 1;
+}
+
+bool PairReader::wait_for_room(std::size_t batch_index) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return stop_ || batch_index < consumed_ + kBatchesAhead; });
+  return !stop_;
+}
+
+void PairReader::publish() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++read_;
+  }
+  changed_.notify_all();
+}
+
+// The group's positions in batches of about batch_bytes_: the positions of its first pair's
+// expected tap (only positions both traces hold are compared).
+void PairReader::read_group(std::size_t first, std::size_t end, std::size_t& batch_index) {
+  const TapInfo& a0 = *pairs_[first].first;
+  const TapInfo& b0 = *pairs_[first].second;
+  const std::int64_t slots_a = a_.stack_slots(a0), slots_b = b_.stack_slots(b0);
+  // One pair alone in a stack of many is read slot by slot.
+  const bool stacked = as_stored(a0) && as_stored(b0) && (end - first > 1 || (slots_a == 1 && slots_b == 1));
+  std::int64_t position_bytes = 0;  // a position's rows in both traces, as read
+  for (std::size_t k = first; k < end; ++k)
+    position_bytes += pairs_[k].first->stored_size + pairs_[k].second->stored_size;
+  if (stacked) position_bytes = slots_a * a0.stored_size + slots_b * b0.stored_size;
+  position_bytes *= std::int64_t(sizeof(float));
+  const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / std::max<std::int64_t>(position_bytes, 1)));
+  const std::vector<std::int64_t> positions = a_.positions_in(a0, 0, last_position_);
+  for (std::size_t i0 = 0; i0 < positions.size(); i0 += per_batch, ++batch_index) {
+    if (!wait_for_room(batch_index)) return;
+    const std::int64_t lo = positions[i0], hi = positions[std::min(i0 + per_batch, positions.size()) - 1];
+    Batch& batch = batches_[batch_index % kBatchesAhead];
+    batch.rows.resize(end - first);
+    std::size_t floats = 0;
+    for (std::size_t k = first; k < end; ++k) {
+      PairRows& rows = batch.rows[k - first];
+      rows.pair = k;
+      rows.positions_a = a_.positions_in(*pairs_[k].first, lo, hi);
+      rows.positions_b = b_.positions_in(*pairs_[k].second, lo, hi);
+      if (!stacked)
+        floats += rows.positions_a.size() * std::size_t(pairs_[k].first->stored_size) +
+                  rows.positions_b.size() * std::size_t(pairs_[k].second->stored_size);
+    }
+    const std::size_t rows_a = batch.rows[0].positions_a.size(), rows_b = batch.rows[0].positions_b.size();
+    if (stacked) floats = rows_a * std::size_t(slots_a * a0.stored_size) + rows_b * std::size_t(slots_b * b0.stored_size);
+    float* next = batch.memory.reserve(floats);
+    if (stacked) {
+      a_.read_stack_into(a0, lo, hi, next);
+      b_.read_stack_into(b0, lo, hi, next + rows_a * std::size_t(slots_a * a0.stored_size));
+      for (std::size_t k = first; k < end; ++k) {
+        PairRows& rows = batch.rows[k - first];
+        const TapInfo& ta = *pairs_[k].first;
+        const TapInfo& tb = *pairs_[k].second;
+        rows.row_size = ta.row_size;
+        rows.a = next + ta.slot * std::size_t(ta.stored_size);
+        rows.stride_a = std::size_t(slots_a * ta.stored_size);
+        rows.b = next + rows_a * rows.stride_a + tb.slot * std::size_t(tb.stored_size);
+        rows.stride_b = std::size_t(slots_b * tb.stored_size);
+      }
+    } else {
+      PairRows& rows = batch.rows[0];
+      const TapInfo& ta = a0;
+      const TapInfo& tb = b0;
+      a_.read_into(ta, lo, hi, next);
+      rows.a = next;
+      b_.read_into(tb, lo, hi, next + rows.positions_a.size() * std::size_t(ta.row_size));
+      rows.b = next + rows.positions_a.size() * std::size_t(ta.row_size);
+      rows.row_size = ta.row_size;
+      if (ta.sharded() && !tb.sharded()) {
+        rows.b = keep_shard(rows.b, rows.positions_b.size(), tb.row_size, ta, rows.kept);
+      } else if (tb.sharded() && !ta.sharded()) {
+        rows.a = keep_shard(rows.a, rows.positions_a.size(), ta.row_size, tb, rows.kept);
+        rows.row_size = tb.row_size;
+      }
+      rows.stride_a = rows.stride_b = std::size_t(rows.row_size);
+    }
+    publish();
+  }
+}
+
+void PairReader::read_all() {
+  try {
+    std::size_t batch_index = 0;
+    for (std::size_t first = 0; first < pairs_.size();) {
+      const std::size_t end = group_end(first);
+      read_group(first, end, batch_index);
+      first = end;
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  changed_.notify_all();
+}
+
+const PairRows* PairReader::next() {
+  if (started_ && ++in_batch_ == batches_[batch_ % kBatchesAhead].rows.size()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      consumed_ = ++batch_;
+    }
+    changed_.notify_all();
+    in_batch_ = 0;
+  }
+  started_ = true;
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return batch_ < read_ || done_; });
+  if (batch_ < read_) return &batches_[batch_ % kBatchesAhead].rows[in_batch_];
+  if (error_) std::rethrow_exception(error_);
+  return nullptr;
+}
+
+}  // namespace tapdiff::diff
