@@ -95,36 +95,38 @@ inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t*
 // Q4_0 and Q5_0 keep q unsigned: d (q - 8) = d q - 8 d, the offset applied to the
 // activations' sum.
 TD_HD inline void q4_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2);
+  if (q) split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q4_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2);
+  if (q) split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ4_1, m));
 }
 TD_HD inline void q5_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
+  if (q) q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q5_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
+  if (q) q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ5_1, m));
 }
 TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  memcpy(q, b + offsetof(BlockQ8_0, qs), kQK);
+  if (q) memcpy(q, b + offsetof(BlockQ8_0, qs), kQK);
   bits.d[i] = u16(b);
 }
 
-// The blocks of a legacy run. offset_in_d: the offset is that multiple of d (Q4_0, Q5_0), or
+// The blocks of a legacy run (their integers too unless q is null). offset_in_d: the offset is that multiple of d (Q4_0, Q5_0), or
 // else the block's m (0 without one). widen_d_as_bf16: the fault dequant-q8-scale reads the
 // fp16 scale's bits as a bf16, as dequant.hpp does.
 template <typename Block>
 TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blocks, std::size_t block_bytes,
-                             IntRun& r, IntForm form, float offset_in_d, bool widen_d_as_bf16, Block block) {
+                             std::int8_t* q, IntRun& r, IntForm form, float offset_in_d, bool widen_d_as_bf16,
+                             Block block) {
   LegacyBits bits = {};
-  for (int i = 0; i < blocks; ++i) block(block_at(w, first_block + i, std::int64_t(block_bytes)), r.q + i * kQK, bits, i);
+  for (int i = 0; i < blocks; ++i)
+    block(block_at(w, first_block + i, std::int64_t(block_bytes)), q ? q + i * kQK : nullptr, bits, i);
   constexpr int kBlocks = kDecodeRun / kQK;
   float d[kBlocks], m[kBlocks];
   if (widen_d_as_bf16) {
@@ -149,35 +151,37 @@ TD_HD inline void k_scales(const std::uint8_t* packed, float d, float dmin, IntR
   }
 }
 
-TD_HD inline void q4_k(const std::uint8_t* b, IntRun& r) {
+TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
   const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
   const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
-  for (int c = 0; c < 4; ++c, qs += 32) {
-    split_nibbles(qs, r.q + 64 * c, r.q + 64 * c + 32);
-    split_nibbles(qs + 16, r.q + 64 * c + 16, r.q + 64 * c + 48);
+  for (int c = 0; q && c < 4; ++c, qs += 32) {
+    split_nibbles(qs, q + 64 * c, q + 64 * c + 32);
+    split_nibbles(qs + 16, q + 64 * c + 16, q + 64 * c + 48);
   }
   k_scales(scales, d, dmin, r);
   r.form = IntForm::unsigned_ints;
 }
-TD_HD inline void q5_k(const std::uint8_t* b, IntRun& r) {
+TD_HD inline void q5_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
   const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
   const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
   const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  for (int c = 0; c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, qh, c, r.q + 64 * c);
+  for (int c = 0; q && c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, qh, c, q + 64 * c);
   k_scales(scales, d, dmin, r);
   r.form = IntForm::unsigned_ints;
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
 // group's integer sum.
-TD_HD inline void q6_k(const std::uint8_t* b, IntRun& r) {
+TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
   const float d = f16(b + offsetof(BlockQ6_K, d));
   const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
   const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
-  q6_k_half_ints(ql, qh, r.q);
-  q6_k_half_ints(ql + 64, qh + 32, r.q + 128);
+  if (q) {
+    q6_k_half_ints(ql, qh, q);
+    q6_k_half_ints(ql + 64, qh + 32, q + 128);
+  }
   for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
   r.form = IntForm::scaled_groups;
   for (int i = 0; i < kRunBlocks; ++i) {
@@ -189,29 +193,32 @@ TD_HD inline void q6_k(const std::uint8_t* b, IntRun& r) {
 }  // namespace unpack_detail
 
 // Elements [first, first + len) of `w` (first a multiple of the block size, len of kQ8Block)
-// as integers, whole blocks at a time.
+// as integers, whole blocks at a time; with_ints false: only their scales, offsets and
+// multipliers (an executor that reads the integers from the encoded bytes itself).
+template <bool with_ints = true>
 TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntRun& r) {
   namespace ud = unpack_detail;
   const std::int64_t legacy = first / kQK, k = first / kQK_K;
   const int blocks = len / kQK;
+  std::int8_t* q = with_ints ? r.q : nullptr;
   switch (w.type) {
     case GgmlType::Q4_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), q, r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
     case GgmlType::Q4_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), r, IntForm::unsigned_ints, 0.0f, false, ud::q4_1);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q4_1);
     case GgmlType::Q5_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), r, IntForm::unsigned_ints, -16.0f, false, ud::q5_0);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), q, r, IntForm::unsigned_ints, -16.0f, false, ud::q5_0);
     case GgmlType::Q5_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), r, IntForm::unsigned_ints, 0.0f, false, ud::q5_1);
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q5_1);
     case GgmlType::Q8_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), r, IntForm::signed_ints, 0.0f,
+      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), q, r, IntForm::signed_ints, 0.0f,
                             w.quirks.q8_scale_as_bf16, ud::q8_0);
     case GgmlType::Q4_K:
-      return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), r);
+      return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), q, r);
     case GgmlType::Q5_K:
-      return ud::q5_k(ud::block_at(w, k, sizeof(BlockQ5_K)), r);
+      return ud::q5_k(ud::block_at(w, k, sizeof(BlockQ5_K)), q, r);
     case GgmlType::Q6_K:
-      return ud::q6_k(ud::block_at(w, k, sizeof(BlockQ6_K)), r);
+      return ud::q6_k(ud::block_at(w, k, sizeof(BlockQ6_K)), q, r);
     default:
       return;  // not q8_multipliable: validate refuses it
   }
@@ -245,7 +252,9 @@ struct IntDotLoop {
 inline constexpr int kQ8Tile = 16;
 inline constexpr int kChunkRuns = 4;
 
-template <typename IntDot>
+// encoded: the runs' integers are summed straight from the encoded bytes by
+// IntDot::encoded_blocks (an executor's own reading of them), and only their scales unpacked.
+template <typename IntDot, bool encoded = false>
 TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int64_t t0, std::int64_t t1) {
   IntRun runs[kChunkRuns];
   float lanes[kQ8Tile][kRunBlocks];
@@ -258,12 +267,19 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
     for (; n_runs < kChunkRuns && c0 + n_runs * kDecodeRun < a.k; ++n_runs) {
       const std::int64_t first = c0 + n_runs * kDecodeRun;
       const int len = run_length(a.k - first);
-      unpack_run(a.w, r * a.cols + first, len, runs[n_runs]);
+      unpack_run<!encoded>(a.w, r * a.cols + first, len, runs[n_runs]);
       blocks[n_runs] = len / kQ8Block;
     }
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t row = t * a.k + c0;  // the chunk's first activation
-      for (int u = 0; u < n_runs; ++u) IntDot::blocks(runs[u], a.x.q + row + u * kDecodeRun, blocks[u], dots[u]);
+      for (int u = 0; u < n_runs; ++u) {
+        const std::int8_t* x = a.x.q + row + u * kDecodeRun;
+        if constexpr (encoded) {
+          IntDot::encoded_blocks(a.w, r * a.cols + c0 + u * kDecodeRun, runs[u], x, blocks[u], dots[u]);
+        } else {
+          IntDot::blocks(runs[u], x, blocks[u], dots[u]);
+        }
+      }
       float* lane = lanes[t - t0];
       for (int u = 0; u < n_runs; ++u) {
         const float* d = a.x.d + (row + u * kDecodeRun) / kQ8Block;

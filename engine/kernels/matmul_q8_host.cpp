@@ -10,22 +10,35 @@ namespace tapdiff::engine {
 namespace {
 
 #if TD_Q8_AVX2
+#define TD_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+
 // IntDotLoop's sums with AVX2, 32 products at a time. maddubs multiplies unsigned by signed
 // bytes and adds pairs into 16 bits: unsigned integers go in as they are, signed ones as |q|
 // with x given q's sign (|q| <= 128, |x| <= 127: the pair sums fit). madd then adds pairs of
 // those into 32 bits, times the groups' multipliers, and the lanes of eight blocks are added
 // horizontally.
+//
+// For the commonest encodings a run's integers are also taken straight from the encoded
+// bytes, nibbles split in registers (encoded_blocks): the same integers, so the same sums,
+// without unpacking them to memory first, which is what a single row's product (decode) is
+// bound by. Batches keep unpacking: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
-  __attribute__((target("avx2"), always_inline)) static inline __m256i block(const IntRun& run, int b,
-                                                                           const std::int8_t* x) {
-    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(run.q + b * kQ8Block));
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b * kQ8Block));
-    if (form == IntForm::unsigned_ints) return _mm256_madd_epi16(_mm256_maddubs_epi16(qv, xv), _mm256_set1_epi16(1));
-    const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(qv, qv), _mm256_sign_epi8(xv, qv));
+  TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
+    if (form == IntForm::unsigned_ints) return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+    const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
     if (form == IntForm::signed_ints) return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
-    const __m256i m = _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
-    return _mm256_madd_epi16(products, m);
+    return _mm256_madd_epi16(products, multipliers);
+  }
+  TD_AVX2_INLINE __m256i multipliers(const IntRun& run, int b) {
+    return _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
+  }
+  TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+  template <IntForm form>
+  TD_AVX2_INLINE __m256i block(const IntRun& run, int b, const std::int8_t* x) {
+    return dot32<form>(load32(run.q + b * kQ8Block), load32(x + b * kQ8Block),
+                       form == IntForm::scaled_groups ? multipliers(run, b) : __m256i{});
   }
   // Not always_inline: matmul_q8_row<IntDotAvx2> is compiled for any x86-64 on its own, and
   // rows_avx2's flatten inlines it there.
@@ -47,8 +60,7 @@ struct IntDotAvx2 {
   }
   // A short run (not whole) reads only its blocks; the missing blocks' sums are 0.
   template <IntForm form, bool whole>
-  __attribute__((target("avx2"), always_inline)) static inline void sum8(const IntRun& run, const std::int8_t* x,
-                                                                       int blocks, std::int32_t* sums) {
+  TD_AVX2_INLINE void sum8(const IntRun& run, const std::int8_t* x, int blocks, std::int32_t* sums) {
     if (whole) {
       const __m256i v[8] = {block<form>(run, 0, x), block<form>(run, 1, x), block<form>(run, 2, x),
                             block<form>(run, 3, x), block<form>(run, 4, x), block<form>(run, 5, x),
@@ -60,8 +72,7 @@ struct IntDotAvx2 {
     add_lanes(v, sums);
   }
   // sums[i] = the sum of v[i]'s eight lanes.
-  __attribute__((target("avx2"), always_inline)) static inline void add_lanes(const __m256i (&v)[8],
-                                                                            std::int32_t* sums) {
+  TD_AVX2_INLINE void add_lanes(const __m256i (&v)[8], std::int32_t* sums) {
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
     const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
     // Lanes (0, 1, 2, 3 | 0, 1, 2, 3) and (4, 5, 6, 7 | 4, 5, 6, 7): halves of each block's sum.
@@ -69,11 +80,117 @@ struct IntDotAvx2 {
     const __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), s);
   }
+
+  // Products of up to this many activation rows read the encoded bytes (measured with
+  // bench_matmul: splitting nibbles again for every row costs less than unpacking once only
+  // for a few rows).
+  static constexpr std::int64_t kEncodedRows = 1;
+  // The decoder quirks act here as in unpack_run: on the scales, which unpack_run<false> still
+  // decodes, and on where blocks lie (block_at).
+  static bool reads_encoded(const Encoded& w, std::int64_t rows) {
+    if (rows > kEncodedRows) return false;
+    switch (w.type) {
+      case GgmlType::Q4_0:
+      case GgmlType::Q4_1:
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_K:
+      case GgmlType::Q6_K:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // 32 unsigned 4-bit integers: the low nibbles of 16 bytes, then their high nibbles.
+  TD_AVX2_INLINE __m256i nibbles16(const std::uint8_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), low = _mm_set1_epi8(0x0F);
+    return _mm256_setr_m128i(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+  }
+
+  // A legacy block's 32 integers.
+  template <GgmlType type>
+  TD_AVX2_INLINE __m256i legacy_ints(const std::uint8_t* b) {
+    if constexpr (type == GgmlType::Q4_0) return nibbles16(b + offsetof(BlockQ4_0, qs));
+    if constexpr (type == GgmlType::Q4_1) return nibbles16(b + offsetof(BlockQ4_1, qs));
+    if constexpr (type == GgmlType::Q8_0) return load32(b + offsetof(BlockQ8_0, qs));
+  }
+
+  // A legacy run's sums. The eight sums stay in registers (an array zeroed in memory and then
+  // read as vectors stalls every run).
+  template <GgmlType type, IntForm form, typename Block>
+  TD_AVX2_INLINE void legacy_sums(const Encoded& w, std::int64_t first, const std::int8_t* x, int blocks,
+                                  std::int32_t* sums) {
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i)
+      v[i] = i < blocks ? dot32<form>(legacy_ints<type>(dequant_detail::block_at(w, first / kQK + i, sizeof(Block))),
+                                      load32(x + i * kQ8Block), __m256i{})
+                        : _mm256_setzero_si256();
+    add_lanes(v, sums);
+  }
+
+  // The run's sums, as blocks() gives them for unpack_run's integers: elements
+  // [first, first + 32 blocks) of w, reads_encoded(w).
+  __attribute__((target("avx2"))) static void encoded_blocks(const Encoded& w, std::int64_t first, const IntRun& run,
+                                                             const std::int8_t* x, int blocks, std::int32_t* sums) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    switch (w.type) {
+      case GgmlType::Q4_0:
+        return legacy_sums<GgmlType::Q4_0, IntForm::unsigned_ints, BlockQ4_0>(w, first, x, blocks, sums);
+      case GgmlType::Q4_1:
+        return legacy_sums<GgmlType::Q4_1, IntForm::unsigned_ints, BlockQ4_1>(w, first, x, blocks, sums);
+      case GgmlType::Q8_0:
+        return legacy_sums<GgmlType::Q8_0, IntForm::signed_ints, BlockQ8_0>(w, first, x, blocks, sums);
+      case GgmlType::Q4_K: {
+        const std::uint8_t* qs =
+            dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
+        __m256i v[8];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m256i packed = load32(qs + 32 * c);
+          v[2 * c] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(packed, low), load32(x + 64 * c), __m256i{});
+          v[2 * c + 1] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low),
+                                                       load32(x + 64 * c + 32), __m256i{});
+        }
+        return add_lanes(v, sums);
+      }
+      case GgmlType::Q6_K: {
+        // q6_k_half_ints in registers: quarter k of a half from ql's low or high nibbles and
+        // bits 2k, 2k + 1 of qh, less 32.
+        const std::uint8_t* b = dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ6_K));
+        const __m256i three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+        __m256i v[8];
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+          const __m256i ql0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * half);
+          const __m256i ql1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * half + 32);
+          const __m256i qh = load32(b + offsetof(BlockQ6_K, qh) + 32 * half);
+          const __m256i nibbles[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                                      _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                                      _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
+            const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles[k], high), bias);
+            v[4 * half + k] = dot32<IntForm::scaled_groups>(q, load32(x + (4 * half + k) * kQ8Block),
+                                                            multipliers(run, 4 * half + k));
+          }
+        }
+        return add_lanes(v, sums);
+      }
+      default:
+        return;  // reads_encoded refuses it
+    }
+  }
 };
 
 __attribute__((target("avx2"), flatten)) void rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                         std::int64_t t0, std::int64_t t1) {
-  for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2>(a, r, t0, t1);
+  if (IntDotAvx2::reads_encoded(a.w, t1 - t0)) {
+    for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2, true>(a, r, t0, t1);
+  } else {
+    for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2>(a, r, t0, t1);
+  }
 }
 #endif
 

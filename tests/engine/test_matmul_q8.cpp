@@ -103,22 +103,28 @@ TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
 }
 
 TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
-  // The host executor's vector integer sums against the loop the CUDA executor runs.
+  // The host executor's vector integer sums (from unpacked runs, or for one row straight from
+  // the encoded bytes) against the loop the CUDA executor runs, for every block type, with a
+  // short last run for the legacy ones.
   auto ex = make_host_executor();
-  const std::int64_t rows = 9, n = 2;
-  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K}) {
-    const std::int64_t cols = ggml_type_traits(type).block_elems == 256 ? 512 : 320;
-    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
-    Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols);
-    const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
-    std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
-    MatmulQ8Args on_host = a;
-    on_host.y = host.data();
-    ex->matmul_q8(on_host);
-    MatmulQ8Args portable = a;
-    portable.y = loop.data();
-    for (std::int64_t r = 0; r < rows; ++r) matmul_q8_row<IntDotLoop>(portable, r, 0, n);
-    EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float))) << ggml_type_name(type);
+  const std::int64_t rows = 9;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    if (!q8_multipliable(Encoded{nullptr, t.type, {}})) continue;
+    const std::int64_t cols = t.block_elems == 256 ? 512 : 320;
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 81, 0.3f));
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
+      Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols);
+      const MatmulQ8Args a{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
+      std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
+      MatmulQ8Args on_host = a;
+      on_host.y = host.data();
+      ex->matmul_q8(on_host);
+      MatmulQ8Args portable = a;
+      portable.y = loop.data();
+      for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
+        for (std::int64_t r = 0; r < rows; ++r) matmul_q8_row<IntDotLoop>(portable, r, t0, std::min(n, t0 + kQ8Tile));
+      EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float))) << t.name << ", " << n << " rows";
+    }
   }
 }
 
