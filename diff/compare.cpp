@@ -272,17 +272,13 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       pairs.emplace_back(&info, other);
     }
   }
-  // Read stack by stack: each trace then reads a stack's rows once for all its layers
-  // (tracer/src/stack_reader.hpp), not once per layer; the results keep execution order. The
-  // logits first: their metrics (KL, top-k over the vocabulary) cost the most, and are
-  // measured while the rest is read.
+  // Read stack by stack: the layers of a tap name then come in one read per trace
+  // (diff/pair_reader.hpp), not one per layer; the results keep execution order.
   std::vector<std::size_t> by_stack(pairs.size());
   std::iota(by_stack.begin(), by_stack.end(), std::size_t{0});
   std::stable_sort(by_stack.begin(), by_stack.end(), [&](std::size_t x, std::size_t y) {
-    const TapInfo& tx = *pairs[x].first;
-    const TapInfo& ty = *pairs[y].first;
-    return std::make_tuple(tx.name != "output", std::cref(tx.stack), tx.slot) <
-           std::make_tuple(ty.name != "output", std::cref(ty.stack), ty.slot);
+    return std::tie(pairs[x].first->stack, pairs[x].first->slot) <
+           std::tie(pairs[y].first->stack, pairs[y].first->slot);
   });
   for (Measured& m : measure_pairs(a, b, pairs, by_stack, r.compared_positions - 1, profile)) {
     r.taps.push_back(std::move(m.tap));

@@ -103,9 +103,9 @@ void PairReader::read_group(std::size_t first, std::size_t end, std::size_t& bat
       rows.pair = k;
       rows.positions_a = a_.positions_in(*pairs_[k].first, lo, hi);
       rows.positions_b = b_.positions_in(*pairs_[k].second, lo, hi);
-      if (!stacked)
-        floats += rows.positions_a.size() * std::size_t(pairs_[k].first->stored_size) +
-                  rows.positions_b.size() * std::size_t(pairs_[k].second->stored_size);
+      if (!stacked)  // read_into gives rows as aligned: row_size each
+        floats += rows.positions_a.size() * std::size_t(pairs_[k].first->row_size) +
+                  rows.positions_b.size() * std::size_t(pairs_[k].second->row_size);
     }
     const std::size_t rows_a = batch.rows[0].positions_a.size(), rows_b = batch.rows[0].positions_b.size();
     if (stacked) floats = rows_a * std::size_t(slots_a * a0.stored_size) + rows_b * std::size_t(slots_b * b0.stored_size);
@@ -124,19 +124,17 @@ void PairReader::read_group(std::size_t first, std::size_t end, std::size_t& bat
         rows.stride_b = std::size_t(slots_b * tb.stored_size);
       }
     } else {
-      PairRows& rows = batch.rows[0];
-      const TapInfo& ta = a0;
-      const TapInfo& tb = b0;
-      a_.read_into(ta, lo, hi, next);
+      PairRows& rows = batch.rows[0];  // the group's one pair
       rows.a = next;
-      b_.read_into(tb, lo, hi, next + rows.positions_a.size() * std::size_t(ta.row_size));
-      rows.b = next + rows.positions_a.size() * std::size_t(ta.row_size);
-      rows.row_size = ta.row_size;
-      if (ta.sharded() && !tb.sharded()) {
-        rows.b = keep_shard(rows.b, rows.positions_b.size(), tb.row_size, ta, rows.kept);
-      } else if (tb.sharded() && !ta.sharded()) {
-        rows.a = keep_shard(rows.a, rows.positions_a.size(), ta.row_size, tb, rows.kept);
-        rows.row_size = tb.row_size;
+      rows.b = next + rows_a * std::size_t(a0.row_size);
+      a_.read_into(a0, lo, hi, next);
+      b_.read_into(b0, lo, hi, next + rows_a * std::size_t(a0.row_size));
+      rows.row_size = a0.row_size;
+      if (a0.sharded() && !b0.sharded()) {
+        rows.b = keep_shard(rows.b, rows_b, b0.row_size, a0, rows.kept);
+      } else if (b0.sharded() && !a0.sharded()) {
+        rows.a = keep_shard(rows.a, rows_a, a0.row_size, b0, rows.kept);
+        rows.row_size = b0.row_size;
       }
       rows.stride_a = rows.stride_b = std::size_t(rows.row_size);
     }

@@ -127,3 +127,23 @@ def test_unwritable_outputs(tmp_path, small_trace):
     assert p.returncode == 2 and f"{not_a_dir / 't.h5'}: /: cannot create the trace" in p.stderr, p.stderr
     p = run("diff", small_trace, small_trace, "--report", not_a_dir / "r.html")
     assert p.returncode == 2 and f"{not_a_dir / 'r.html'}: report: cannot write" in p.stderr, p.stderr
+
+
+def test_trace_whose_rows_cannot_be_read(tmp_path):
+    """Metadata that loads over rows that do not: a gzip chunk of one stack overwritten. diff reads
+    rows on a thread of its own (diff/pair_reader.hpp); the error still reaches the CLI: exit 2,
+    naming the file and the dataset, and nothing of HDF5's own printing."""
+    model, good, bad = tmp_path / "m.gguf", tmp_path / "good.h5", tmp_path / "bad.h5"
+    assert run("fixture", "--n-layer", 2, "-o", model).returncode == 0
+    for trace in (good, bad):
+        p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, "--compress", "-o", trace)
+        assert p.returncode == 0, p.stderr
+    with h5py.File(bad, "r") as f:
+        chunk = f["taps/ffn_up/data"].id.get_chunk_info(0)
+    with open(bad, "r+b") as f:
+        f.seek(chunk.byte_offset)
+        f.write(b"\xff" * chunk.size)
+    p = run("diff", good, bad)
+    assert p.returncode == 2, p.stderr
+    assert f"{bad}: /taps/ffn_up/data" in p.stderr and "cannot read" in p.stderr, p.stderr
+    assert "HDF5-DIAG" not in p.stderr, "HDF5's own error printing is on in the reading thread"

@@ -45,6 +45,19 @@ std::vector<hsize_t> chunk_dims(const std::string& file, const char* dataset) {
   return dims;
 }
 
+// attn_q of every layer at every step, test::tap_row(1, layer, position) each.
+void write_every_layer(const std::string& path, int layers, int steps) {
+  TraceWriter w(path, sample_metadata());
+  for (int p = 0; p < steps; ++p) {
+    for (int l = 0; l < layers; ++l) {
+      const std::vector<float> row = test::tap_row(1, l, p, kWidth);
+      w.record("attn_q", l, p, 1, {kWidth}, row.data());
+    }
+    w.end_step();
+  }
+  w.close();
+}
+
 // Every layer of a step lands in one chunk row of its name's stack, so a decode step is one
 // write per stack; the reader gives each layer back on its own.
 TEST(TraceStacks, EveryLayerOfAStepSharesAChunkRow) {
@@ -52,17 +65,7 @@ TEST(TraceStacks, EveryLayerOfAStepSharesAChunkRow) {
   const std::string path = dir.file("decode.h5");
   constexpr int kLayers = 5;
   constexpr int kSteps = 4;
-  {
-    TraceWriter w(path, sample_metadata());
-    for (int p = 0; p < kSteps; ++p) {
-      for (int l = 0; l < kLayers; ++l) {
-        const std::vector<float> row = test::tap_row(1, l, p, kWidth);
-        w.record("attn_q", l, p, 1, {kWidth}, row.data());
-      }
-      w.end_step();
-    }
-    w.close();
-  }
+  write_every_layer(path, kLayers, kSteps);
   EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/data"),
             (std::vector<hsize_t>{kSteps, kLayers, kWidth}));
   const std::vector<hsize_t> chunk = chunk_dims(path, "/taps/attn_q/data");
@@ -92,17 +95,7 @@ TEST(TraceStacks, RangesOfPositionsOfOneSlotOrOfTheWholeStack) {
   const std::string path = dir.file("ranges.h5");
   constexpr int kLayers = 3;
   constexpr int kSteps = 6;
-  {
-    TraceWriter w(path, sample_metadata());
-    for (int p = 0; p < kSteps; ++p) {
-      for (int l = 0; l < kLayers; ++l) {
-        const std::vector<float> row = test::tap_row(1, l, p, kWidth);
-        w.record("attn_q", l, p, 1, {kWidth}, row.data());
-      }
-      w.end_step();
-    }
-    w.close();
-  }
+  write_every_layer(path, kLayers, kSteps);
   const TraceReader r(path);
   const TapInfo& tap = r.tap("attn_q", 1);
   ASSERT_EQ(r.stack_slots(tap), kLayers);

@@ -12,8 +12,12 @@ void init_library() {
   std::call_once(once, [] {
     H5dont_atexit();  // must precede the library's initialisation to have an effect
     H5open();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   });
+  // Errors are reported by TraceError, not printed. A thread-safe HDF5 (Debian's) keeps this
+  // setting per thread: every thread that calls it through the tracer (diff reads on one of
+  // its own) turns the printing off once.
+  thread_local const bool quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  (void)quiet;
 }
 
 namespace {

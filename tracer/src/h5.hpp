@@ -9,9 +9,9 @@
 
 namespace tapdiff::h5 {
 
-// Silences HDF5's error printing (errors become TraceError messages) and stops the library
-// from cleaning up at exit: in 1.10.8 that cleanup segfaults on a file whose close failed,
-// which is exactly what a full disk leaves behind. Idempotent.
+// Silences HDF5's error printing in the calling thread (errors become TraceError messages) and
+// stops the library from cleaning up at exit: in 1.10.8 that cleanup segfaults on a file whose
+// close failed, which is exactly what a full disk leaves behind. Idempotent.
 void init_library();
 
 // HDF5's error stack as one line (outermost reason, then the innermost cause); clears it.

@@ -211,6 +211,7 @@ std::vector<std::int64_t> TraceReader::positions_in(const TapInfo& tap, std::int
 
 void TraceReader::read_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position,
                             float* out) const {
+  h5::init_library();  // this thread's HDF5 error printing off (another than the reader's may call)
   const auto [r0, r1] = row_range(tap, first_position, last_position);
   if (r0 < 0) return;
   if (!tap.alignment || tap.alignment->gather.empty()) {  // (empty: stored as read)
@@ -223,10 +224,14 @@ void TraceReader::read_into(const TapInfo& tap, std::int64_t first_position, std
     tap.alignment->apply(stored.data() + i * tap.stored_size, out + i * tap.row_size);
 }
 
-std::int64_t TraceReader::stack_slots(const TapInfo& tap) const { return impl_->stacks->slots(tap); }
+std::int64_t TraceReader::stack_slots(const TapInfo& tap) const {
+  h5::init_library();
+  return impl_->stacks->slots(tap);
+}
 
 void TraceReader::read_stack_into(const TapInfo& tap, std::int64_t first_position, std::int64_t last_position,
                                   float* out) const {
+  h5::init_library();
   const auto [r0, r1] = row_range(tap, first_position, last_position);
   if (r0 >= 0) impl_->stacks->read_all_slots(tap, r0, r1, out);
 }
