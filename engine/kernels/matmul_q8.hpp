@@ -120,7 +120,7 @@ TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, 
 // The blocks of a legacy run (their integers too unless q is null). offset_in_d: the offset is that multiple of d (Q4_0, Q5_0), or
 // else the block's m (0 without one). widen_d_as_bf16: the fault dequant-q8-scale reads the
 // fp16 scale's bits as a bf16, as dequant.hpp does.
-template <typename Block>
+template <typename IntDot, typename Block>
 TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blocks, std::size_t block_bytes,
                              std::int8_t* q, IntRun& r, IntForm form, float offset_in_d, bool widen_d_as_bf16,
                              Block block) {
@@ -132,9 +132,9 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
   if (widen_d_as_bf16) {
     for (int i = 0; i < kBlocks; ++i) d[i] = bf16_bits_to_f32(bits.d[i]);
   } else {
-    for (int i = 0; i < kBlocks; ++i) d[i] = f16_bits_to_f32(bits.d[i]);
+    IntDot::widen_f16(bits.d, d);
   }
-  for (int i = 0; i < kBlocks; ++i) m[i] = f16_bits_to_f32(bits.m[i]);
+  IntDot::widen_f16(bits.m, m);
   for (int i = 0; i < kBlocks; ++i) {
     r.scale[i] = d[i];
     r.offset[i] = offset_in_d != 0.0f ? offset_in_d * d[i] : m[i];
@@ -194,8 +194,9 @@ TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
 
 // Elements [first, first + len) of `w` (first a multiple of the block size, len of kQ8Block)
 // as integers, whole blocks at a time; with_ints false: only their scales, offsets and
-// multipliers (an executor that reads the integers from the encoded bytes itself).
-template <bool with_ints = true>
+// multipliers (an executor that reads the integers from the encoded bytes itself). The legacy
+// blocks' 16-bit scales are widened by IntDot::widen_f16.
+template <typename IntDot, bool with_ints = true>
 TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntRun& r) {
   namespace ud = unpack_detail;
   const std::int64_t legacy = first / kQK, k = first / kQK_K;
@@ -203,15 +204,15 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
   std::int8_t* q = with_ints ? r.q : nullptr;
   switch (w.type) {
     case GgmlType::Q4_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_0), q, r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
+      return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ4_0), q, r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
     case GgmlType::Q4_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ4_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q4_1);
+      return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ4_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q4_1);
     case GgmlType::Q5_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_0), q, r, IntForm::unsigned_ints, -16.0f, false, ud::q5_0);
+      return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ5_0), q, r, IntForm::unsigned_ints, -16.0f, false, ud::q5_0);
     case GgmlType::Q5_1:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ5_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q5_1);
+      return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ5_1), q, r, IntForm::unsigned_ints, 0.0f, false, ud::q5_1);
     case GgmlType::Q8_0:
-      return ud::legacy_run(w, legacy, blocks, sizeof(BlockQ8_0), q, r, IntForm::signed_ints, 0.0f,
+      return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ8_0), q, r, IntForm::signed_ints, 0.0f,
                             w.quirks.q8_scale_as_bf16, ud::q8_0);
     case GgmlType::Q4_K:
       return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), q, r);
@@ -230,6 +231,10 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
 // Exact, so an executor may compute it any way it likes (matmul_q8_host.cpp has an AVX2 one);
 // this is everyone else's.
 struct IntDotLoop {
+  // A run's eight fp16 block scales as floats (exact: any executor's way gives these floats).
+  TD_HD static void widen_f16(const std::uint16_t* h, float* f) {
+    for (int i = 0; i < kRunBlocks; ++i) f[i] = f16_bits_to_f32(h[i]);
+  }
   TD_HD static void blocks(const IntRun& run, const std::int8_t* x, int blocks, std::int32_t* sums) {
     const bool scaled = run.form == IntForm::scaled_groups;
     for (int b = 0; b < kRunBlocks; ++b) {
@@ -267,7 +272,7 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
     for (; n_runs < kChunkRuns && c0 + n_runs * kDecodeRun < a.k; ++n_runs) {
       const std::int64_t first = c0 + n_runs * kDecodeRun;
       const int len = run_length(a.k - first);
-      unpack_run<!encoded>(a.w, r * a.cols + first, len, runs[n_runs]);
+      unpack_run<IntDot, !encoded>(a.w, r * a.cols + first, len, runs[n_runs]);
       blocks[n_runs] = len / kQ8Block;
     }
     for (std::int64_t t = t0; t < t1; ++t) {
