@@ -142,52 +142,37 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
   r.form = form;
 }
 
-// Q4_K / Q5_K: the run's block scales d sc[j] and offsets -(dmin m[j]).
-TD_HD inline void k_scales(const std::uint8_t* packed, float d, float dmin, IntRun& r) {
-  const KScales s = k_scales_mins(packed);
-  for (int j = 0; j < kRunBlocks; ++j) {
-    r.scale[j] = d * float(s.sc[j]);
-    r.offset[j] = -(dmin * float(s.m[j]));
-  }
-}
-
+// Q4_K / Q5_K: the run's block scales d sc[j] and offsets -(dmin m[j]) (IntDot::k_scales).
+template <typename IntDot>
 TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
-  const std::uint8_t* scales = b + offsetof(BlockQ4_K, scales);
   const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
   for (int c = 0; q && c < 4; ++c, qs += 32) {
     split_nibbles(qs, q + 64 * c, q + 64 * c + 32);
     split_nibbles(qs + 16, q + 64 * c + 16, q + 64 * c + 48);
   }
-  k_scales(scales, d, dmin, r);
+  IntDot::k_scales(u16(b), u16(b + offsetof(BlockQ4_K, dmin)), k_scales_mins(b + offsetof(BlockQ4_K, scales)), r);
   r.form = IntForm::unsigned_ints;
 }
+template <typename IntDot>
 TD_HD inline void q5_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
-  const std::uint8_t* scales = b + offsetof(BlockQ5_K, scales);
   const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
   for (int c = 0; q && c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, qh, c, q + 64 * c);
-  k_scales(scales, d, dmin, r);
+  IntDot::k_scales(u16(b), u16(b + offsetof(BlockQ5_K, dmin)), k_scales_mins(b + offsetof(BlockQ5_K, scales)), r);
   r.form = IntForm::unsigned_ints;
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
-// group's integer sum.
+// group's integer sum (IntDot::q6_k_scales).
+template <typename IntDot>
 TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const float d = f16(b + offsetof(BlockQ6_K, d));
   const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
   const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
-  const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
   if (q) {
     q6_k_half_ints(ql, qh, q);
     q6_k_half_ints(ql + 64, qh + 32, q + 128);
   }
-  for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
+  IntDot::q6_k_scales(u16(b + offsetof(BlockQ6_K, d)), reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales)), r);
   r.form = IntForm::scaled_groups;
-  for (int i = 0; i < kRunBlocks; ++i) {
-    r.scale[i] = d;
-    r.offset[i] = 0.0f;
-  }
 }
 
 }  // namespace unpack_detail
@@ -215,11 +200,11 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
       return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ8_0), q, r, IntForm::signed_ints, 0.0f,
                             w.quirks.q8_scale_as_bf16, ud::q8_0);
     case GgmlType::Q4_K:
-      return ud::q4_k(ud::block_at(w, k, sizeof(BlockQ4_K)), q, r);
+      return ud::q4_k<IntDot>(ud::block_at(w, k, sizeof(BlockQ4_K)), q, r);
     case GgmlType::Q5_K:
-      return ud::q5_k(ud::block_at(w, k, sizeof(BlockQ5_K)), q, r);
+      return ud::q5_k<IntDot>(ud::block_at(w, k, sizeof(BlockQ5_K)), q, r);
     case GgmlType::Q6_K:
-      return ud::q6_k(ud::block_at(w, k, sizeof(BlockQ6_K)), q, r);
+      return ud::q6_k<IntDot>(ud::block_at(w, k, sizeof(BlockQ6_K)), q, r);
     default:
       return;  // not q8_multipliable: validate refuses it
   }
@@ -234,6 +219,25 @@ struct IntDotLoop {
   // A run's eight fp16 block scales as floats (exact: any executor's way gives these floats).
   TD_HD static void widen_f16(const std::uint16_t* h, float* f) {
     for (int i = 0; i < kRunBlocks; ++i) f[i] = f16_bits_to_f32(h[i]);
+  }
+  // A K-quant run's block scales d sc[j] and offsets -(dmin m[j]), d and dmin as fp16 bits:
+  // one product each, the same floats however an executor computes them.
+  TD_HD static void k_scales(std::uint16_t d, std::uint16_t dmin, const dequant_detail::KScales& s, IntRun& r) {
+    const float df = f16_bits_to_f32(d), dminf = f16_bits_to_f32(dmin);
+    for (int j = 0; j < kRunBlocks; ++j) {
+      r.scale[j] = df * float(s.sc[j]);
+      r.offset[j] = -(dminf * float(s.m[j]));
+    }
+  }
+  // A Q6_K run: the scale d (fp16 bits) for every block, no offset, and the groups' integer
+  // multipliers sc.
+  TD_HD static void q6_k_scales(std::uint16_t d, const std::int8_t* sc, IntRun& r) {
+    const float df = f16_bits_to_f32(d);
+    for (int g = 0; g < kRunGroups; ++g) r.multiplier[g] = sc[g];
+    for (int i = 0; i < kRunBlocks; ++i) {
+      r.scale[i] = df;
+      r.offset[i] = 0.0f;
+    }
   }
   TD_HD static void blocks(const IntRun& run, const std::int8_t* x, int blocks, std::int32_t* sums) {
     const bool scaled = run.form == IntForm::scaled_groups;

@@ -47,6 +47,23 @@ struct IntDotAvx2 {
     static_assert(kRunBlocks == 8, "one conversion of eight");
     _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
   }
+  // IntDotLoop::k_scales eight lanes at a time (F16C for d and dmin), stored whole.
+  __attribute__((target("avx2,f16c"))) static void k_scales(std::uint16_t d, std::uint16_t dmin,
+                                                            const dequant_detail::KScales& s, IntRun& r) {
+    const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(int(std::uint32_t(d) | std::uint32_t(dmin) << 16)));
+    const __m256 d8 = _mm256_broadcastss_ps(both), dmin8 = _mm256_broadcastss_ps(_mm_movehdup_ps(both));
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc))));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.m))));
+    _mm256_storeu_ps(r.scale, _mm256_mul_ps(d8, sc));
+    _mm256_storeu_ps(r.offset, _mm256_xor_ps(_mm256_mul_ps(dmin8, m), _mm256_set1_ps(-0.0f)));  // -(x): its sign flipped
+  }
+  __attribute__((target("avx2,f16c"))) static void q6_k_scales(std::uint16_t d, const std::int8_t* sc, IntRun& r) {
+    static_assert(kRunGroups == 16, "one widening of sixteen");
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.multiplier),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+    _mm256_storeu_ps(r.scale, _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(d))));
+    _mm256_storeu_ps(r.offset, _mm256_setzero_ps());
+  }
   // Not always_inline: matmul_q8_row<IntDotAvx2> is compiled for any x86-64 on its own, and
   // rows_avx2's flatten inlines it there.
   __attribute__((target("avx2"))) static void blocks(const IntRun& run, const std::int8_t* x, int blocks,
