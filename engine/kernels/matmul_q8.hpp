@@ -117,9 +117,9 @@ TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, 
   bits.d[i] = u16(b);
 }
 
-// The blocks of a legacy run (their integers too unless q is null). offset_in_d: the offset is that multiple of d (Q4_0, Q5_0), or
-// else the block's m (0 without one). widen_d_as_bf16: the fault dequant-q8-scale reads the
-// fp16 scale's bits as a bf16, as dequant.hpp does.
+// The blocks of a legacy run (their integers too unless q is null). offset_in_d: the offset
+// is that multiple of d (Q4_0, Q5_0), or else the block's m (0 without one). widen_d_as_bf16:
+// the fault dequant-q8-scale reads the fp16 scale's bits as a bf16, as dequant.hpp does.
 template <typename IntDot, typename Block>
 TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blocks, std::size_t block_bytes,
                              std::int8_t* q, IntRun& r, IntForm form, float offset_in_d, bool widen_d_as_bf16,
@@ -210,11 +210,11 @@ TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntR
   }
 }
 
-// The integer dot products of the first `blocks` blocks of 32 of a run with activations x
-// (sums has room for kRunBlocks; the rest are 0):
+// The exact parts of a run's product, which an executor may compute any way it likes
+// (matmul_q8_host.cpp has AVX2 ones); this is everyone else's: the floats of its scales
+// (conversions and at most one product each), and the integer dot products of its first
+// `blocks` blocks of 32 with activations x (sums has room for kRunBlocks; the rest are 0):
 //   sums[b] = sum over groups g of block b of multiplier[g] sum over the group of q x.
-// Exact, so an executor may compute it any way it likes (matmul_q8_host.cpp has an AVX2 one);
-// this is everyone else's.
 struct IntDotLoop {
   // A run's eight fp16 block scales as floats (exact: any executor's way gives these floats).
   TD_HD static void widen_f16(const std::uint16_t* h, float* f) {

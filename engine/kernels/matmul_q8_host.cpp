@@ -12,16 +12,16 @@ namespace {
 #if TD_Q8_AVX2
 #define TD_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
-// IntDotLoop's sums with AVX2, 32 products at a time. maddubs multiplies unsigned by signed
-// bytes and adds pairs into 16 bits: unsigned integers go in as they are, signed ones as |q|
-// with x given q's sign (|q| <= 128, |x| <= 127: the pair sums fit). madd then adds pairs of
-// those into 32 bits, times the groups' multipliers, and the lanes of eight blocks are added
-// horizontally.
+// IntDotLoop's parts with AVX2 (and F16C for the scales). The sums take 32 products at a time:
+// maddubs multiplies unsigned by signed bytes and adds pairs into 16 bits: unsigned integers go
+// in as they are, signed ones as |q| with x given q's sign (|q| <= 128, |x| <= 127: the pair
+// sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
+// lanes of eight blocks are added horizontally.
 //
-// For the commonest encodings a run's integers are also taken straight from the encoded
-// bytes, nibbles split in registers (encoded_blocks): the same integers, so the same sums,
-// without unpacking them to memory first, which is what a single row's product (decode) is
-// bound by. Batches keep unpacking: a tile of rows reads the unpacked run many times.
+// For one activation row (decode) the commonest encodings' integers are taken straight from
+// the encoded bytes, nibbles split in registers (encoded_blocks): the same integers, so the
+// same sums, without unpacking them to memory first. Batches keep unpacking: a tile of rows
+// reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
