@@ -45,12 +45,11 @@ PairReader::~PairReader() {
   thread_.join();
 }
 
-// Pairs [first, end) read together: the next pairs in the same two stacks, stored as read and
-// at the same rows (positions) in each trace, when they are most of their stacks; else `first`
-// alone.
-std::size_t PairReader::group_end(std::size_t first) const {
+// The next pairs in the same two stacks, stored as read and at the same rows (positions) in
+// each trace, read as a stack when they are most of both stacks; else `first` alone.
+PairReader::Group PairReader::group_at(std::size_t first) const {
   const auto& [a0, b0] = pairs_[first];
-  if (!as_stored(*a0) || !as_stored(*b0)) return first + 1;
+  if (!as_stored(*a0) || !as_stored(*b0)) return {first, first + 1, false};
   std::size_t end = first + 1;
   while (end < pairs_.size()) {
     const auto& [ta, tb] = pairs_[end];
@@ -60,7 +59,8 @@ std::size_t PairReader::group_end(std::size_t first) const {
     ++end;
   }
   const auto n = std::int64_t(end - first);
-  return 2 * n >= a_.stack_slots(*a0) && 2 * n >= b_.stack_slots(*b0) ? end : first + 1;
+  if (2 * n >= a_.stack_slots(*a0) && 2 * n >= b_.stack_slots(*b0)) return {first, end, true};
+  return {first, first + 1, false};
 }
 
 bool PairReader::wait_for_room(std::size_t batch_index) {
@@ -79,64 +79,55 @@ void PairReader::publish() {
 
 // The group's positions in batches of about batch_bytes_: the positions of its first pair's
 // expected tap (only positions both traces hold are compared).
-void PairReader::read_group(std::size_t first, std::size_t end, std::size_t& batch_index) {
-  const TapInfo& a0 = *pairs_[first].first;
-  const TapInfo& b0 = *pairs_[first].second;
-  const std::int64_t slots_a = a_.stack_slots(a0), slots_b = b_.stack_slots(b0);
-  // One pair alone in a stack of many is read slot by slot.
-  const bool stacked = as_stored(a0) && as_stored(b0) && (end - first > 1 || (slots_a == 1 && slots_b == 1));
-  std::int64_t position_bytes = 0;  // a position's rows in both traces, as read
-  for (std::size_t k = first; k < end; ++k)
-    position_bytes += pairs_[k].first->stored_size + pairs_[k].second->stored_size;
-  if (stacked) position_bytes = slots_a * a0.stored_size + slots_b * b0.stored_size;
-  position_bytes *= std::int64_t(sizeof(float));
-  const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / std::max<std::int64_t>(position_bytes, 1)));
+void PairReader::read_group(const Group& group, std::size_t& batch_index) {
+  const TapInfo& a0 = *pairs_[group.first].first;
+  const TapInfo& b0 = *pairs_[group.first].second;
+  // A position's floats in each trace, as read: every slot's stored row, or the pair's rows
+  // as aligned (read_into).
+  const std::int64_t a_floats = group.stacked ? a_.stack_slots(a0) * a0.stored_size : a0.row_size;
+  const std::int64_t b_floats = group.stacked ? b_.stack_slots(b0) * b0.stored_size : b0.row_size;
+  const std::int64_t position_bytes = (a_floats + b_floats) * std::int64_t(sizeof(float));
+  const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / position_bytes));
   const std::vector<std::int64_t> positions = a_.positions_in(a0, 0, last_position_);
   for (std::size_t i0 = 0; i0 < positions.size(); i0 += per_batch, ++batch_index) {
     if (!wait_for_room(batch_index)) return;
     const std::int64_t lo = positions[i0], hi = positions[std::min(i0 + per_batch, positions.size()) - 1];
     Batch& batch = batches_[batch_index % kBatchesAhead];
-    batch.rows.resize(end - first);
-    std::size_t floats = 0;
-    for (std::size_t k = first; k < end; ++k) {
-      PairRows& rows = batch.rows[k - first];
+    batch.rows.resize(group.end - group.first);
+    for (std::size_t k = group.first; k < group.end; ++k) {
+      PairRows& rows = batch.rows[k - group.first];
       rows.pair = k;
       rows.positions_a = a_.positions_in(*pairs_[k].first, lo, hi);
       rows.positions_b = b_.positions_in(*pairs_[k].second, lo, hi);
-      if (!stacked)  // read_into gives rows as aligned: row_size each
-        floats += rows.positions_a.size() * std::size_t(pairs_[k].first->row_size) +
-                  rows.positions_b.size() * std::size_t(pairs_[k].second->row_size);
     }
+    // Every pair of a group holds its first pair's rows (same runs).
     const std::size_t rows_a = batch.rows[0].positions_a.size(), rows_b = batch.rows[0].positions_b.size();
-    if (stacked) floats = rows_a * std::size_t(slots_a * a0.stored_size) + rows_b * std::size_t(slots_b * b0.stored_size);
-    float* next = batch.memory.reserve(floats);
-    if (stacked) {
-      a_.read_stack_into(a0, lo, hi, next);
-      b_.read_stack_into(b0, lo, hi, next + rows_a * std::size_t(slots_a * a0.stored_size));
-      for (std::size_t k = first; k < end; ++k) {
-        PairRows& rows = batch.rows[k - first];
-        const TapInfo& ta = *pairs_[k].first;
-        const TapInfo& tb = *pairs_[k].second;
-        rows.row_size = ta.row_size;
-        rows.a = next + ta.slot * std::size_t(ta.stored_size);
-        rows.stride_a = std::size_t(slots_a * ta.stored_size);
-        rows.b = next + rows_a * rows.stride_a + tb.slot * std::size_t(tb.stored_size);
-        rows.stride_b = std::size_t(slots_b * tb.stored_size);
-      }
+    float* const a = batch.memory.reserve(rows_a * std::size_t(a_floats) + rows_b * std::size_t(b_floats));
+    float* const b = a + rows_a * std::size_t(a_floats);
+    if (group.stacked) {
+      a_.read_stack_into(a0, lo, hi, a);
+      b_.read_stack_into(b0, lo, hi, b);
     } else {
-      PairRows& rows = batch.rows[0];  // the group's one pair
-      rows.a = next;
-      rows.b = next + rows_a * std::size_t(a0.row_size);
-      a_.read_into(a0, lo, hi, next);
-      b_.read_into(b0, lo, hi, next + rows_a * std::size_t(a0.row_size));
-      rows.row_size = a0.row_size;
-      if (a0.sharded() && !b0.sharded()) {
-        rows.b = keep_shard(rows.b, rows_b, b0.row_size, a0, rows.kept);
-      } else if (b0.sharded() && !a0.sharded()) {
-        rows.a = keep_shard(rows.a, rows_a, a0.row_size, b0, rows.kept);
-        rows.row_size = b0.row_size;
+      a_.read_into(a0, lo, hi, a);
+      b_.read_into(b0, lo, hi, b);
+    }
+    for (std::size_t k = group.first; k < group.end; ++k) {
+      PairRows& rows = batch.rows[k - group.first];
+      const TapInfo& ta = *pairs_[k].first;
+      const TapInfo& tb = *pairs_[k].second;
+      rows.a = a + (group.stacked ? ta.slot * std::size_t(ta.stored_size) : 0);
+      rows.b = b + (group.stacked ? tb.slot * std::size_t(tb.stored_size) : 0);
+      rows.stride_a = std::size_t(a_floats);
+      rows.stride_b = std::size_t(b_floats);
+      rows.row_size = ta.row_size;
+      if (ta.sharded() && !tb.sharded()) {
+        rows.b = keep_shard(rows.b, rows_b, tb.row_size, ta, rows.kept);
+        rows.stride_b = std::size_t(ta.row_size);
+      } else if (tb.sharded() && !ta.sharded()) {
+        rows.a = keep_shard(rows.a, rows_a, ta.row_size, tb, rows.kept);
+        rows.stride_a = std::size_t(tb.row_size);
+        rows.row_size = tb.row_size;
       }
-      rows.stride_a = rows.stride_b = std::size_t(rows.row_size);
     }
     publish();
   }
@@ -146,9 +137,9 @@ void PairReader::read_all() {
   try {
     std::size_t batch_index = 0;
     for (std::size_t first = 0; first < pairs_.size();) {
-      const std::size_t end = group_end(first);
-      read_group(first, end, batch_index);
-      first = end;
+      const Group group = group_at(first);
+      read_group(group, batch_index);
+      first = group.end;
     }
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -57,11 +57,16 @@ private:
     std::vector<PairRows> rows;  // one per pair of the batch
     FloatBuffer memory;
   };
-  struct Group;
+  // Pairs [first, end) read together: as a stack (every slot in one read per trace) or, one
+  // pair alone, slot by slot.
+  struct Group {
+    std::size_t first = 0, end = 0;
+    bool stacked = false;
+  };
 
   void read_all();
-  std::size_t group_end(std::size_t first) const;
-  void read_group(std::size_t first, std::size_t end, std::size_t& batch_index);
+  Group group_at(std::size_t first) const;
+  void read_group(const Group& group, std::size_t& batch_index);
   bool wait_for_room(std::size_t batch_index);
   void publish();
 

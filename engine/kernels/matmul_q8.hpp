@@ -142,7 +142,13 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
   r.form = form;
 }
 
-// Q4_K / Q5_K: the run's block scales d sc[j] and offsets -(dmin m[j]) (IntDot::k_scales).
+// Q4_K / Q5_K: the run's block scales d sc[j] and offsets -(dmin m[j]) (IntDot::k_scales)
+// from the block's head (d, dmin, 12 packed bytes: the same in both).
+template <typename IntDot, typename Block>
+TD_HD inline void k_run_scales(const std::uint8_t* b, IntRun& r) {
+  IntDot::k_scales(u16(b + offsetof(Block, d)), u16(b + offsetof(Block, dmin)), k_scales_mins(b + offsetof(Block, scales)), r);
+  r.form = IntForm::unsigned_ints;
+}
 template <typename IntDot>
 TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
   const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
@@ -150,16 +156,13 @@ TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
     split_nibbles(qs, q + 64 * c, q + 64 * c + 32);
     split_nibbles(qs + 16, q + 64 * c + 16, q + 64 * c + 48);
   }
-  IntDot::k_scales(u16(b), u16(b + offsetof(BlockQ4_K, dmin)), k_scales_mins(b + offsetof(BlockQ4_K, scales)), r);
-  r.form = IntForm::unsigned_ints;
+  k_run_scales<IntDot, BlockQ4_K>(b, r);
 }
 template <typename IntDot>
 TD_HD inline void q5_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
   const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  for (int c = 0; q && c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, qh, c, q + 64 * c);
-  IntDot::k_scales(u16(b), u16(b + offsetof(BlockQ5_K, dmin)), k_scales_mins(b + offsetof(BlockQ5_K, scales)), r);
-  r.form = IntForm::unsigned_ints;
+  for (int c = 0; q && c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, b + offsetof(BlockQ5_K, qh), c, q + 64 * c);
+  k_run_scales<IntDot, BlockQ5_K>(b, r);
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
 // group's integer sum (IntDot::q6_k_scales).
@@ -284,7 +287,7 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
       for (int u = 0; u < n_runs; ++u) {
         const std::int8_t* x = a.x.q + row + u * kDecodeRun;
         if constexpr (encoded) {
-          IntDot::encoded_blocks(a.w, r * a.cols + c0 + u * kDecodeRun, runs[u], x, blocks[u], dots[u]);
+          IntDot::encoded_blocks(a.w, r * a.cols + c0 + u * kDecodeRun, x, blocks[u], dots[u]);
         } else {
           IntDot::blocks(runs[u], x, blocks[u], dots[u]);
         }

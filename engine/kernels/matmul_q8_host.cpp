@@ -18,10 +18,10 @@ namespace {
 // sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
 // lanes of eight blocks are added horizontally.
 //
-// For one activation row (decode) the commonest encodings' integers are taken straight from
-// the encoded bytes, nibbles split in registers (encoded_blocks): the same integers, so the
-// same sums, without unpacking them to memory first. Batches keep unpacking: a tile of rows
-// reads the unpacked run many times.
+// For one activation row (decode) Q4_K's and Q8_0's integers are taken straight from the
+// encoded bytes, nibbles split in registers (encoded_blocks): the same integers, so the same
+// sums, without unpacking them to memory first. Batches keep unpacking: a tile of rows reads
+// the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
@@ -105,106 +105,41 @@ struct IntDotAvx2 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), s);
   }
 
-  // Products of up to this many activation rows read the encoded bytes (measured with
-  // bench_matmul: splitting nibbles again for every row costs less than unpacking once only
-  // for a few rows).
-  static constexpr std::int64_t kEncodedRows = 1;
-  // The decoder quirks act here as in unpack_run: on the scales, which unpack_run<false> still
-  // decodes, and on where blocks lie (block_at).
+  // Which products read the encoded bytes: one activation row (splitting nibbles again for
+  // every row of a batch measured slower than unpacking once), of the encodings where
+  // bench_matmul measured a gain over unpacking (Q4_K +9 %, Q8_0 +6 %; Q4_0, Q4_1 and Q6_K
+  // none). The decoder quirks act here as in unpack_run: on the scales, which
+  // unpack_run<false> still decodes, and on where blocks lie (block_at).
   static bool reads_encoded(const Encoded& w, std::int64_t rows) {
-    if (rows > kEncodedRows) return false;
-    switch (w.type) {
-      case GgmlType::Q4_0:
-      case GgmlType::Q4_1:
-      case GgmlType::Q8_0:
-      case GgmlType::Q4_K:
-      case GgmlType::Q6_K:
-        return true;
-      default:
-        return false;
-    }
-  }
-
-  // 32 unsigned 4-bit integers: the low nibbles of 16 bytes, then their high nibbles.
-  TD_AVX2_INLINE __m256i nibbles16(const std::uint8_t* p) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), low = _mm_set1_epi8(0x0F);
-    return _mm256_setr_m128i(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
-  }
-
-  // A legacy block's 32 integers.
-  template <GgmlType type>
-  TD_AVX2_INLINE __m256i legacy_ints(const std::uint8_t* b) {
-    if constexpr (type == GgmlType::Q4_0) return nibbles16(b + offsetof(BlockQ4_0, qs));
-    if constexpr (type == GgmlType::Q4_1) return nibbles16(b + offsetof(BlockQ4_1, qs));
-    if constexpr (type == GgmlType::Q8_0) return load32(b + offsetof(BlockQ8_0, qs));
-  }
-
-  // A legacy run's sums. The eight sums stay in registers (an array zeroed in memory and then
-  // read as vectors stalls every run).
-  template <GgmlType type, IntForm form, typename Block>
-  TD_AVX2_INLINE void legacy_sums(const Encoded& w, std::int64_t first, const std::int8_t* x, int blocks,
-                                  std::int32_t* sums) {
-    __m256i v[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i)
-      v[i] = i < blocks ? dot32<form>(legacy_ints<type>(dequant_detail::block_at(w, first / kQK + i, sizeof(Block))),
-                                      load32(x + i * kQ8Block), __m256i{})
-                        : _mm256_setzero_si256();
-    add_lanes(v, sums);
+    return rows == 1 && (w.type == GgmlType::Q4_K || w.type == GgmlType::Q8_0);
   }
 
   // The run's sums, as blocks() gives them for unpack_run's integers: elements
-  // [first, first + 32 blocks) of w, reads_encoded(w).
-  __attribute__((target("avx2"))) static void encoded_blocks(const Encoded& w, std::int64_t first, const IntRun& run,
-                                                             const std::int8_t* x, int blocks, std::int32_t* sums) {
-    const __m256i low = _mm256_set1_epi8(0x0F);
-    switch (w.type) {
-      case GgmlType::Q4_0:
-        return legacy_sums<GgmlType::Q4_0, IntForm::unsigned_ints, BlockQ4_0>(w, first, x, blocks, sums);
-      case GgmlType::Q4_1:
-        return legacy_sums<GgmlType::Q4_1, IntForm::unsigned_ints, BlockQ4_1>(w, first, x, blocks, sums);
-      case GgmlType::Q8_0:
-        return legacy_sums<GgmlType::Q8_0, IntForm::signed_ints, BlockQ8_0>(w, first, x, blocks, sums);
-      case GgmlType::Q4_K: {
-        const std::uint8_t* qs =
-            dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
-        __m256i v[8];
+  // [first, first + 32 blocks) of w, reads_encoded(w). The eight sums stay in registers (an
+  // array zeroed in memory and then read as vectors stalls every run).
+  __attribute__((target("avx2"))) static void encoded_blocks(const Encoded& w, std::int64_t first, const std::int8_t* x,
+                                                             int blocks, std::int32_t* sums) {
+    __m256i v[8];
+    if (w.type == GgmlType::Q8_0) {
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        v[i] = i < blocks ? dot32<IntForm::signed_ints>(
+                                load32(dequant_detail::block_at(w, first / kQK + i, sizeof(BlockQ8_0)) +
+                                       offsetof(BlockQ8_0, qs)),
+                                load32(x + i * kQ8Block), __m256i{})
+                          : _mm256_setzero_si256();
+    } else {  // Q4_K: a chunk of 32 bytes holds two blocks, low nibbles then high
+      const __m256i low = _mm256_set1_epi8(0x0F);
+      const std::uint8_t* qs = dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          const __m256i packed = load32(qs + 32 * c);
-          v[2 * c] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(packed, low), load32(x + 64 * c), __m256i{});
-          v[2 * c + 1] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low),
-                                                       load32(x + 64 * c + 32), __m256i{});
-        }
-        return add_lanes(v, sums);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = load32(qs + 32 * c);
+        v[2 * c] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(packed, low), load32(x + 64 * c), __m256i{});
+        v[2 * c + 1] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low),
+                                                     load32(x + 64 * c + 32), __m256i{});
       }
-      case GgmlType::Q6_K: {
-        // q6_k_half_ints in registers: quarter k of a half from ql's low or high nibbles and
-        // bits 2k, 2k + 1 of qh, less 32.
-        const std::uint8_t* b = dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ6_K));
-        const __m256i three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
-        __m256i v[8];
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          const __m256i ql0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * half);
-          const __m256i ql1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * half + 32);
-          const __m256i qh = load32(b + offsetof(BlockQ6_K, qh) + 32 * half);
-          const __m256i nibbles[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
-                                      _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
-                                      _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
-#pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) {
-            const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
-            const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles[k], high), bias);
-            v[4 * half + k] = dot32<IntForm::scaled_groups>(q, load32(x + (4 * half + k) * kQ8Block),
-                                                            multipliers(run, 4 * half + k));
-          }
-        }
-        return add_lanes(v, sums);
-      }
-      default:
-        return;  // reads_encoded refuses it
     }
+    add_lanes(v, sums);
   }
 };
 

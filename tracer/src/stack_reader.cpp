@@ -65,19 +65,26 @@ hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
   return data_.emplace(stack, std::move(data)).first->second.get();
 }
 
+namespace {
+
+hsize_t slots_in(const h5::Id& space) {
+  hsize_t dims[2 + RowShape::kMaxRank] = {};
+  return H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2 ? 0 : dims[1];
+}
+
+}  // namespace
+
 std::int64_t StackReader::slots(const TapInfo& tap) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
-  const h5::Id space = h5::space_id(H5Dget_space(open(tap.stack, where)), where, "cannot read");
-  hsize_t dims[2 + RowShape::kMaxRank] = {};
-  return H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2 ? 0 : static_cast<std::int64_t>(dims[1]);
+  return static_cast<std::int64_t>(slots_in(h5::space_id(H5Dget_space(open(tap.stack, where)), where, "cannot read")));
 }
 
 void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
   const hid_t data = open(tap.stack, where);
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
-  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0,
-                  static_cast<hsize_t>(slots(tap)), tap.stored_shape, out, where,
+  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0, slots_in(space),
+                  tap.stored_shape, out, where,
                   "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of every slot");
 }
 
