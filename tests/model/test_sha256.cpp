@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <string>
+#include <vector>
 
 #include "model/sha256.hpp"
 
@@ -35,6 +36,20 @@ TEST(Sha256, PaddingBoundaries) {
       {119, "000b48d4edf0fa7bee3c6236ecd2785baa5db4eeb8bb54341b029e0d9fa5fb0c"},
   };
   for (const auto& c : cases) EXPECT_EQ(hash(std::string(c.n, 'x')), c.digest) << c.n;
+}
+
+// The fast path (the SHA extensions, where this CPU has them) against the portable one, over
+// every length up to a few blocks and one of many blocks.
+TEST(Sha256, FastestEqualsPortable) {
+  std::vector<std::uint8_t> bytes(70000);
+  std::uint32_t state = 12345;
+  for (auto& b : bytes) b = std::uint8_t((state = state * 1664525u + 1013904223u) >> 24);
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(63), std::size_t(64),
+                        std::size_t(65), std::size_t(200), bytes.size()})
+    EXPECT_EQ(sha256_hex(bytes.data(), n, Sha256Impl::fastest),
+              sha256_hex(bytes.data(), n, Sha256Impl::portable)) << n;
+  EXPECT_EQ(sha256_hex(reinterpret_cast<const std::uint8_t*>("abc"), 3, Sha256Impl::portable),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(Sha256, Stories260KMatchesItsPin) {
