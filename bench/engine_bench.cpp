@@ -1,10 +1,10 @@
-// bench_engine: the host executor's prefill and decode throughput on a SmolLM2-135M-shaped
-// fixture (llama, 30 layers, n_embd 576, 9 heads, 3 kv heads, n_ff 1536, vocab 49152, tied
-// output, F32 weights): pp128 = one batched prefill of 128 tokens, tg64 = 64 decode steps
-// after a 1-token prefill (llama-bench's definitions). Weight loading is not timed. Writes a
-// Markdown table with the machine and the exact command.
+// bench_engine: an executor's prefill and decode throughput on a SmolLM2-135M-shaped fixture
+// (llama, 30 layers, n_embd 576, 9 heads, 3 kv heads, n_ff 1536, vocab 49152, tied output,
+// weights of one type, F32 by default): pp128 = one batched prefill of 128 tokens, tg64 = 64
+// decode steps after a 1-token prefill (llama-bench's definitions). Weight loading is not
+// timed. Writes a Markdown table with the machine and the exact command.
 //
-//   bench_engine [--threads N] [--reps N] [--out PATH]
+//   bench_engine [--backend host|cuda] [--type F32|Q8_0|Q4_K|...] [--threads N] [--reps N] [--out PATH]
 #include <cblas.h>
 #include <chrono>
 #include <cmath>
@@ -32,6 +32,8 @@ using namespace tapdiff::engine;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
+  Backend backend = Backend::host;
+  GgmlType type = GgmlType::F32;
   int threads = 2;
   int reps = 5;
   std::string out = std::string(TAPDIFF_SOURCE_DIR) + "/bench/results/engine.md";
@@ -42,7 +44,15 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) throw std::invalid_argument(fmt::format("{}: expected a value", arg));
-    if (arg == "--threads")
+    if (arg == "--backend") {
+      const auto b = parse_backend(argv[++i]);
+      if (!b) throw std::invalid_argument(fmt::format("--backend {}: expected host or cuda", argv[i]));
+      o.backend = *b;
+    } else if (arg == "--type") {
+      const auto t = ggml_type_from_name(argv[++i]);
+      if (!t) throw std::invalid_argument(fmt::format("--type {}: expected a GGUF tensor type such as F32, Q8_0 or Q4_K", argv[i]));
+      o.type = *t;
+    } else if (arg == "--threads")
       o.threads = std::stoi(argv[++i]);
     else if (arg == "--reps")
       o.reps = std::stoi(argv[++i]);
@@ -72,22 +82,21 @@ std::vector<int> prompt_tokens(int n, int n_vocab) {
   return t;
 }
 
-Result run(const GgufFile& model, const ModelConfig& c, Precision precision, int reps) {
+Result run(Executor& ex, const GgufFile& model, const ModelConfig& c, Precision precision, int reps) {
   constexpr int kPrompt = 128, kDecode = 64;
   Result r;
   r.precision = std::string(precision_name(precision));
-  auto ex = make_host_executor();
   const Clock::time_point t_load = Clock::now();
-  const EngineWeights w = load_engine_weights(*ex, model, c, FaultSwitch{});
+  const EngineWeights w = load_engine_weights(ex, model, c, FaultSwitch{});
   r.load_s = seconds_since(t_load);
   const std::vector<int> prompt = prompt_tokens(kPrompt, c.n_vocab);
   for (int rep = 0; rep < reps; ++rep) {
-    Forward prefill(*ex, w, c, kPrompt + 1, kPrompt, precision, FaultSwitch{}, nullptr);
+    Forward prefill(ex, w, c, kPrompt + 1, kPrompt, precision, FaultSwitch{}, nullptr);
     const Clock::time_point t0 = Clock::now();
     prefill.step(prompt.data(), kPrompt, 0);
     r.pp.push_back(kPrompt / seconds_since(t0));
 
-    Forward decode(*ex, w, c, 1 + kDecode, 1, precision, FaultSwitch{}, nullptr);
+    Forward decode(ex, w, c, 1 + kDecode, 1, precision, FaultSwitch{}, nullptr);
     int token = decode.step(prompt.data(), 1, 0);
     const Clock::time_point t1 = Clock::now();
     for (int i = 0; i < kDecode; ++i) token = decode.step(&token, 1, 1 + i);
@@ -147,23 +156,27 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
 
     const Clock::time_point t_fixture = Clock::now();
-    const GgufFile model = GgufFile::from_bytes("smollm2-135m-shape.gguf",
-                                                build_fixture(smollm2_135m_shape()).to_bytes());
+    FixtureSpec spec = smollm2_135m_shape();
+    spec.weight_type = o.type;
+    const GgufFile model = GgufFile::from_bytes("smollm2-135m-shape.gguf", build_fixture(spec).to_bytes());
     const double fixture_s = seconds_since(t_fixture);
     const ModelConfig c = load_model_config(model);
     const std::string load_before = load_average();
 
+    const auto executor = make_executor(o.backend);
     std::vector<Result> results;
-    for (Precision p : {Precision::f32, Precision::f16, Precision::q8}) results.push_back(run(model, c, p, o.reps));
+    for (Precision p : {Precision::f32, Precision::f16, Precision::q8})
+      results.push_back(run(*executor, model, c, p, o.reps));
 
     struct utsname u {};
     uname(&u);
     std::ostringstream md;
-    md << "# Engine benchmark: host executor\n\n"
+    md << "# Engine benchmark: " << backend_name(o.backend) << " executor\n\n"
        << "Prefill (pp128: one batched step of 128 prompt tokens) and decode (tg64: 64 one-token "
           "steps after a 1-token prefill) on a SmolLM2-135M-shaped fixture: llama, 30 layers, "
-          "n_embd 576, 9 heads / 3 kv heads, n_ff 1536, vocab 49152, tied output, F32 weights "
-          "(random, generated by fixtures/). Weight loading is not timed. "
+          "n_embd 576, 9 heads / 3 kv heads, n_ff 1536, vocab 49152, tied output, "
+       << ggml_type_name(o.type) << " weights (random, generated by fixtures/), on the "
+       << executor->describe() << ". Weight loading is not timed. "
           "Tokens/s "
           "as mean ± sd over "
        << o.reps << " repetitions.\n\n"
