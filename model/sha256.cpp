@@ -52,7 +52,6 @@ void compress_portable(std::array<std::uint32_t, 8>& h, const std::uint8_t* bloc
   h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
-
 #if defined(__x86_64__)
 // The SHA extensions (SHA-NI): two rounds per sha256rnds2, the message schedule four words at a
 // time. The state is kept as the instructions want it: ABEF in one register, CDGH in the other.
