@@ -6,6 +6,7 @@
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
+#include "app/git_commit.hpp"
 #include "model/error.hpp"
 #include "tapdiff/trace_error.hpp"
 
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tapdiff: find where an inference engine first stops computing what the model "
                "says, and why"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string(TAPDIFF_VERSION " (" TAPDIFF_GIT_COMMIT ")"));
+  app.set_version_flag("--version", std::string(TAPDIFF_VERSION " (") + git_commit() + ")");
   int exit_code = kExitPass;
   const SetExit set_exit = [&](int code) { exit_code = code; };
   add_fixture_command(app, set_exit);

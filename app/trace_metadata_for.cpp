@@ -1,5 +1,6 @@
 #include "app/trace_metadata_for.hpp"
 
+#include "app/git_commit.hpp"
 #include "model/config.hpp"
 #include "model/sha256.hpp"
 
@@ -11,7 +12,7 @@ TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const
   TraceMetadata m;
   m.producer = producer;
   m.producer_version = TAPDIFF_VERSION;
-  m.git_commit = TAPDIFF_GIT_COMMIT;
+  m.git_commit = git_commit();
   m.model_path = model.path();
   m.model_sha256 = sha256_hex(model.bytes(), static_cast<std::size_t>(model.file_size()));
   m.hparams = {{"arch", arch_name(c.arch)},

@@ -3,10 +3,9 @@
 # Run: OMP_WAIT_POLICY=passive build/bench/bench_engine  (writes bench/results/engine.md; the
 # passive policy matters on a shared machine, docs/engine.md "Threads")
 add_executable(bench_engine ${CMAKE_CURRENT_LIST_DIR}/engine_bench.cpp)
-target_link_libraries(bench_engine PRIVATE tapdiff_engine tapdiff_fixtures fmt::fmt BLAS::BLAS
-                      OpenMP::OpenMP_CXX)
-target_compile_definitions(bench_engine PRIVATE TAPDIFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                           TAPDIFF_BENCH_GIT_COMMIT="${TAPDIFF_GIT_COMMIT}")
+target_link_libraries(bench_engine PRIVATE tapdiff_engine tapdiff_fixtures tapdiff_git_commit fmt::fmt
+                      BLAS::BLAS OpenMP::OpenMP_CXX)
+target_compile_definitions(bench_engine PRIVATE TAPDIFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tapdiff_warnings(bench_engine)
 
 # bench_matmul: one 4096 x 4096 decode product per weight encoding, matvec against precision

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/git_commit.hpp"
 #include "engine/executor.hpp"
 #include "engine/forward.hpp"
 #include "engine/weights.hpp"
@@ -197,7 +198,7 @@ int main(int argc, char** argv) {
           "Threads)\n"
        << "- load average before the runs: " << load_before
        << " (other work on the machine slows the run)\n"
-       << "- git commit: " << TAPDIFF_BENCH_GIT_COMMIT << "\n"
+       << "- git commit: " << git_commit() << "\n"
        << fmt::format("- fixture generation (not timed above): {:.1f} s\n", fixture_s)
        << "- command: `" << command << "`\n";
     std::ofstream out(o.out);
