@@ -25,6 +25,7 @@
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
 #include "engine/kernels/matmul_q8.hpp"
+#include "engine/kernels/matmul_q8k.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"

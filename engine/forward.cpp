@@ -109,14 +109,20 @@ void Forward::grow(Buffer& scratch, std::size_t bytes) {
   scratch = ex_.allocate(bytes);
 }
 
+// The K-quants multiply activations in blocks of 256 (q8_K), the others in blocks of 32 (q8_0).
 void Forward::gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int ldb, float* c, int ldc) {
   const std::size_t values = std::size_t(n) * std::size_t(k), blocks = values / kQ8Block;
   grow(q8_scratch_, values + 2 * blocks * sizeof(float));
-  // Scales first: they stay 4-byte aligned whatever k is.
+  // Scales and sums first: they stay aligned whatever k is.
   Q8Rows x{};
+  x.block = q8k_multipliable(w.encoded()) && k % kQ8KBlock == 0 ? kQ8KBlock : kQ8Block;
   x.d = q8_scratch_.as<float>();
-  x.ds = x.d + blocks;
-  x.q = reinterpret_cast<std::int8_t*>(x.ds + blocks);
+  float* const after_d = x.d + blocks;
+  if (x.block == kQ8Block)
+    x.ds = after_d;
+  else
+    x.sums = reinterpret_cast<std::int16_t*>(after_d);
+  x.q = reinterpret_cast<std::int8_t*>(after_d + blocks);
   ex_.quantize_q8(QuantizeQ8Args{b, ldb, n, k, x});
   ex_.matmul_q8(MatmulQ8Args{w.encoded(), w.cols, m, k, x, n, c, ldc});
 }

@@ -12,6 +12,7 @@
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
 #include "engine/kernels/matmul_q8.hpp"
+#include "engine/kernels/matmul_q8k.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"
@@ -54,9 +55,13 @@ void validate(const MatvecArgs& a) {
 }
 
 void validate(const QuantizeQ8Args& a) {
-  require(a.n >= 0 && a.k >= 0 && a.k % kQ8Block == 0 && a.ldx >= a.k, "quantize_q8",
-          fmt::format("{} rows of {} values (ld {}): expected whole blocks of {}", a.n, a.k, a.ldx, kQ8Block));
-  require_pointers("quantize_q8", a.n * a.k, {a.x, a.out.q, a.out.d, a.out.ds});
+  const int block = a.out.block;
+  require(block == kQ8Block || block == kQ8KBlock, "quantize_q8",
+          fmt::format("blocks of {}: expected {} or {}", block, kQ8Block, kQ8KBlock));
+  require(a.n >= 0 && a.k >= 0 && a.k % block == 0 && a.ldx >= a.k, "quantize_q8",
+          fmt::format("{} rows of {} values (ld {}): expected whole blocks of {}", a.n, a.k, a.ldx, block));
+  require_pointers("quantize_q8", a.n * a.k,
+                   {a.x, a.out.q, a.out.d, block == kQ8Block ? static_cast<const void*>(a.out.ds) : a.out.sums});
 }
 
 void validate(const MatmulQ8Args& a) {
@@ -69,7 +74,13 @@ void validate(const MatmulQ8Args& a) {
   require(a.rows >= 0 && a.n >= 0 && a.k >= 0 && a.k <= a.cols && a.k % kQ8Block == 0 && a.ldy >= a.rows,
           "matmul_q8", fmt::format("{} rows summing {} of {} columns, {} activation rows, ld {}", a.rows, a.k,
                                    a.cols, a.n, a.ldy));
-  require_pointers("matmul_q8", a.rows * a.n, {a.w.bytes, a.x.q, a.x.d, a.x.ds, a.y});
+  const bool k_blocks = a.x.block == kQ8KBlock;
+  require(a.x.block == kQ8Block || (k_blocks && q8k_multipliable(a.w) && a.k % kQ8KBlock == 0), "matmul_q8",
+          fmt::format("{} weights, {} columns, activations in blocks of {}: expected blocks of {}, or of {} for "
+                      "Q4_K, Q5_K and Q6_K summing whole blocks",
+                      traits.name, a.k, a.x.block, kQ8Block, kQ8KBlock));
+  require_pointers("matmul_q8", a.rows * a.n,
+                   {a.w.bytes, a.x.q, a.x.d, k_blocks ? static_cast<const void*>(a.x.sums) : a.x.ds, a.y});
 }
 
 void validate(const ConvertArgs& a) {

@@ -1,5 +1,8 @@
+#include <cstring>
+
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8.hpp"
+#include "engine/kernels/matmul_q8k.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -18,10 +21,9 @@ namespace {
 // sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
 // lanes of eight blocks are added horizontally.
 //
-// For one activation row (decode) Q4_K's and Q8_0's integers are taken straight from the
-// encoded bytes, nibbles split in registers (encoded_blocks): the same integers, so the same
-// sums, without unpacking them to memory first. Batches keep unpacking: a tile of rows reads
-// the unpacked run many times.
+// For one activation row (decode) Q8_0's integers are taken straight from the encoded bytes
+// (encoded_blocks): the same integers, so the same sums, without unpacking them to memory
+// first. Batches keep unpacking: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
@@ -105,14 +107,11 @@ struct IntDotAvx2 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), s);
   }
 
-  // Which products read the encoded bytes: one activation row (splitting nibbles again for
-  // every row of a batch measured slower than unpacking once), of the encodings where
-  // bench_matmul measured a gain over unpacking (Q4_K +9 %, Q8_0 +6 %; Q4_0, Q4_1 and Q6_K
-  // none). The decoder quirks act here as in unpack_run: on the scales, which
-  // unpack_run<false> still decodes, and on where blocks lie (block_at).
-  static bool reads_encoded(const Encoded& w, std::int64_t rows) {
-    return rows == 1 && (w.type == GgmlType::Q4_K || w.type == GgmlType::Q8_0);
-  }
+  // Which products read the encoded bytes: one activation row of Q8_0 (splitting nibbles again
+  // for every row of a batch measured slower than unpacking once; Q4_0, Q4_1 gained nothing;
+  // the K-quants take matmul_q8k). The decoder quirks act here as in unpack_run: on the
+  // scales, which unpack_run<false> still decodes, and on where blocks lie (block_at).
+  static bool reads_encoded(const Encoded& w, std::int64_t rows) { return rows == 1 && w.type == GgmlType::Q8_0; }
 
   // The run's sums, as blocks() gives them for unpack_run's integers: elements
   // [first, first + 32 blocks) of w, reads_encoded(w). The eight sums stay in registers (an
@@ -120,28 +119,136 @@ struct IntDotAvx2 {
   __attribute__((target("avx2"))) static void encoded_blocks(const Encoded& w, std::int64_t first, const std::int8_t* x,
                                                              int blocks, std::int32_t* sums) {
     __m256i v[8];
-    if (w.type == GgmlType::Q8_0) {
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i)
-        v[i] = i < blocks ? dot32<IntForm::signed_ints>(
-                                load32(dequant_detail::block_at(w, first / kQK + i, sizeof(BlockQ8_0)) +
-                                       offsetof(BlockQ8_0, qs)),
-                                load32(x + i * kQ8Block), __m256i{})
-                          : _mm256_setzero_si256();
-    } else {  // Q4_K: a chunk of 32 bytes holds two blocks, low nibbles then high
-      const __m256i low = _mm256_set1_epi8(0x0F);
-      const std::uint8_t* qs = dequant_detail::block_at(w, first / kQK_K, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m256i packed = load32(qs + 32 * c);
-        v[2 * c] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(packed, low), load32(x + 64 * c), __m256i{});
-        v[2 * c + 1] = dot32<IntForm::unsigned_ints>(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low),
-                                                     load32(x + 64 * c + 32), __m256i{});
-      }
-    }
+    for (int i = 0; i < 8; ++i)
+      v[i] = i < blocks ? dot32<IntForm::signed_ints>(
+                              load32(dequant_detail::block_at(w, first / kQK + i, sizeof(BlockQ8_0)) +
+                                     offsetof(BlockQ8_0, qs)),
+                              load32(x + i * kQ8Block), __m256i{})
+                        : _mm256_setzero_si256();
     add_lanes(v, sums);
   }
 };
+
+// KDotLoop's lanes with AVX2: a block of 32 is one vector of eight 32-bit lanes, lane L the
+// sum of products 4L..4L+3 times its group's multiplier (maddubs, then madd by the multipliers),
+// which is KDotLoop's lane L; the blocks' vectors are added. With one activation row the
+// integers come from the encoded bytes.
+template <GgmlType kType>
+struct KDotAvx2 {
+  __attribute__((target("avx2,f16c"))) static void widen_f16(std::uint16_t d, std::uint16_t dmin, KRun& r) {
+    const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(int(std::uint32_t(d) | std::uint32_t(dmin) << 16)));
+    r.d = _mm_cvtss_f32(both);
+    r.dmin = _mm_cvtss_f32(_mm_movehdup_ps(both));
+  }
+  // KDotLoop::k_scales on 32-bit words (dequant.hpp's k_scales_mins), widened to 16 bits at once.
+  __attribute__((target("avx2"))) static void k_scales(const std::uint8_t* packed, KRun& r) {
+    const dequant_detail::KScales k = dequant_detail::k_scales_mins(packed);
+    __m128i sc_m;
+    std::memcpy(&sc_m, &k, sizeof sc_m);                            // sc[0..7], m[0..7]
+    const __m256i wide = _mm256_cvtepu8_epi16(sc_m);                // 16-bit sc, then m
+    const __m128i sc = _mm256_castsi256_si128(wide);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.multiplier),
+                        _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.min), _mm256_extracti128_si256(wide, 1));
+  }
+  TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  // Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
+  template <int shift>
+  TD_AVX2_INLINE __m256i high_bits(__m256i qh, __m256i low2) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), low2), 4);
+  }
+  TD_AVX2_INLINE __m256i multipliers(const KRun& run, int b) {
+    return _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
+  }
+  __attribute__((target("avx2"))) static void lanes(const KRun& run, const std::int8_t* x, std::int32_t* lane) {
+    __m256i sum = _mm256_setzero_si256();
+    if (run.has_min) {  // unsigned integers
+#pragma GCC unroll 8
+      for (int b = 0; b < kKBlocks; ++b)
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(load32(run.q + 32 * b), load32(x + 32 * b)),
+                                                      multipliers(run, b)));
+    } else {  // signed: |q| against x with q's sign
+#pragma GCC unroll 8
+      for (int b = 0; b < kKBlocks; ++b) {
+        const __m256i q = load32(run.q + 32 * b);
+        const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load32(x + 32 * b), q));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, multipliers(run, b)));
+      }
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), sum);
+  }
+  __attribute__((target("avx2"))) static void min_lanes(const KRun& run, const std::int16_t* sums, std::int32_t* lane) {
+    const __m128i mins = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run.min));
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lane), _mm_madd_epi16(mins, s));
+  }
+  // Q4_K: 32 bytes hold blocks 2c (low nibbles) and 2c + 1 (high), whose multipliers are
+  // their 6-bit scales, the same for both groups of a block; Q5_K the same with a fifth bit.
+  // Q6_K: a half's 64 bytes of ql and
+  // 32 of qh hold its four blocks (dequant.hpp's q6_k_half_ints), taken unsigned (0..63): their
+  // products less 32 times the activations' are those of q - 32.
+  __attribute__((target("avx2"))) static void encoded_lanes(const Encoded& w, std::int64_t s, const KRun& run,
+                                                            const std::int8_t* x, std::int32_t* lane) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i sum = _mm256_setzero_si256();
+    if constexpr (kType == GgmlType::Q4_K) {
+      const std::uint8_t* qs = dequant_detail::block_at(w, s, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = load32(qs + 32 * c);
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(packed, low4), load32(x + 64 * c));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low4), load32(x + 64 * c + 32));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(run.multiplier[4 * c])),
+                                                     _mm256_madd_epi16(hi, _mm256_set1_epi16(run.multiplier[4 * c + 2]))));
+      }
+    } else if constexpr (kType == GgmlType::Q5_K) {  // Q4_K's nibbles with bit 2c (low) or 2c + 1 (high) of qh as bit 4
+      const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ5_K));
+      const __m256i hb = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = load32(b + offsetof(BlockQ5_K, qs) + 32 * c);
+        const __m256i qh_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), bit), 4);
+        const __m256i qh_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), bit), 4);
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(packed, low4), qh_lo), load32(x + 64 * c));
+        const __m256i hi = _mm256_maddubs_epi16(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low4), qh_hi), load32(x + 64 * c + 32));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(run.multiplier[4 * c])),
+                                                     _mm256_madd_epi16(hi, _mm256_set1_epi16(run.multiplier[4 * c + 2]))));
+      }
+    } else {  // Q6_K
+      const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ6_K));
+      const __m256i low2 = _mm256_set1_epi8(0x03), offset = _mm256_set1_epi8(32);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h);
+        const __m256i l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+        const __m256i hb = load32(b + offsetof(BlockQ6_K, qh) + 32 * h);
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high_bits<0>(hb, low2)),
+                              _mm256_or_si256(_mm256_and_si256(l1, low4), high_bits<2>(hb, low2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high_bits<4>(hb, low2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high_bits<6>(hb, low2))};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m256i xb = load32(x + 128 * h + 32 * k);
+          const __m256i products = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], xb), _mm256_maddubs_epi16(offset, xb));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, multipliers(run, 4 * h + k)));
+        }
+      }
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), sum);
+  }
+};
+
+template <GgmlType kType>
+__attribute__((target("avx2,f16c"), flatten)) void k_rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
+                                                          std::int64_t t0, std::int64_t t1) {
+  if (t1 - t0 == 1) {
+    for (std::int64_t r = r0; r < r1; ++r) matmul_q8k_row<KDotAvx2<kType>, true>(a, r, t0, t1);
+  } else {
+    for (std::int64_t r = r0; r < r1; ++r) matmul_q8k_row<KDotAvx2<kType>>(a, r, t0, t1);
+  }
+}
 
 __attribute__((target("avx2,f16c"), flatten)) void rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                         std::int64_t t0, std::int64_t t1) {
@@ -156,6 +263,9 @@ __attribute__((target("avx2,f16c"), flatten)) void rows_avx2(const MatmulQ8Args&
 void rows_loop(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
   for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotLoop>(a, r, t0, t1);
 }
+void k_rows_loop(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
+  for (std::int64_t r = r0; r < r1; ++r) matmul_q8k_row<KDotLoop>(a, r, t0, t1);
+}
 
 constexpr std::int64_t kRowsPerTask = 16;
 
@@ -164,9 +274,17 @@ constexpr std::int64_t kRowsPerTask = 16;
 void matmul_q8_host(const MatmulQ8Args& a) {
 #if TD_Q8_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  const auto rows = avx2 ? rows_avx2 : rows_loop;
+  using Rows = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+  Rows rows = rows_loop;
+  if (a.x.block == kQ8KBlock)
+    rows = !avx2                          ? k_rows_loop
+           : a.w.type == GgmlType::Q4_K ? k_rows_avx2<GgmlType::Q4_K>
+           : a.w.type == GgmlType::Q5_K ? k_rows_avx2<GgmlType::Q5_K>
+                                        : k_rows_avx2<GgmlType::Q6_K>;
+  else if (avx2)
+    rows = rows_avx2;
 #else
-  const auto rows = rows_loop;
+  const auto rows = a.x.block == kQ8KBlock ? k_rows_loop : rows_loop;
 #endif
   const std::int64_t tasks = (a.rows + kRowsPerTask - 1) / kRowsPerTask;
   // Tiles of activation rows outermost: a tile's activations stay in cache while every

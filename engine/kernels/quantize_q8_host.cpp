@@ -4,7 +4,7 @@
 namespace tapdiff::engine {
 
 void quantize_q8_host(const QuantizeQ8Args& a) {
-  host_for(a.n * (a.k / kQ8Block), 4 * kQ8Block, [&](std::int64_t i) { quantize_q8_block(a, i); });
+  host_for(a.n * (a.k / a.out.block), 4 * a.out.block, [&](std::int64_t i) { quantize_q8_block(a, i); });
 }
 
 }  // namespace tapdiff::engine

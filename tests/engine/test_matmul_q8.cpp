@@ -1,7 +1,7 @@
-// Precision q8's kernels on the host executor: activations quantized as ggml's q8_0, and the
-// integer products of every block type against model/'s decoding of the weights (the oracle,
-// in double), batch against single rows, the AVX2 sums against the portable ones, and the
-// decoder quirks faults plant.
+// Precision q8's kernels on the host executor: activations quantized in blocks of 32 (q8_0) and
+// of 256 (q8_K, for the K-quants), and the integer products of every block type against
+// model/'s decoding of the weights (the oracle, in double), batch against single rows, the AVX2
+// sums against the portable ones, and the decoder quirks faults plant.
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -18,18 +18,32 @@ namespace {
 using test::all_close;
 using test::test_values;
 
-// n rows of k activations quantized by the host executor, with their storage.
+// n rows of k activations quantized by the host executor in blocks of `block`, with their storage.
 struct Quantized {
   std::vector<std::int8_t> q;
   std::vector<float> d, ds;
-  Q8Rows rows() { return Q8Rows{q.data(), d.data(), ds.data()}; }
+  std::vector<std::int16_t> sums;
+  int block = kQ8Block;
+  Q8Rows rows() { return Q8Rows{q.data(), d.data(), ds.data(), sums.data(), block}; }
+  // Row t alone.
+  Q8Rows row(std::int64_t t, std::int64_t k) {
+    return Q8Rows{q.data() + t * k, d.data() + t * k / block, ds.data() + t * k / kQ8Block,
+                  sums.data() + t * k / kQ8Block, block};
+  }
 };
 
-Quantized quantize_rows(Executor& ex, const std::vector<float>& x, std::int64_t n, std::int64_t k) {
-  Quantized out{std::vector<std::int8_t>(std::size_t(n * k)), std::vector<float>(std::size_t(n * k / kQ8Block)),
-                std::vector<float>(std::size_t(n * k / kQ8Block))};
+Quantized quantize_rows(Executor& ex, const std::vector<float>& x, std::int64_t n, std::int64_t k,
+                        int block = kQ8Block) {
+  const auto size = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  Quantized out{std::vector<std::int8_t>(size(n * k)), std::vector<float>(size(n * k / block)),
+                std::vector<float>(size(n * k / kQ8Block)), std::vector<std::int16_t>(size(n * k / kQ8Block)), block};
   ex.quantize_q8(QuantizeQ8Args{x.data(), k, n, k, out.rows()});
   return out;
+}
+
+// The activation blocks the host executor's products take for `type`'s weights.
+int activation_block(GgmlType type) {
+  return q8k_multipliable(Encoded{nullptr, type, {}}) ? kQ8KBlock : kQ8Block;
 }
 
 // y[t][r] = sum_c W[r, c] d_x q_x[t, c] in double, W decoded by model/.
@@ -41,7 +55,7 @@ std::vector<double> oracle(GgmlType type, const std::vector<std::uint8_t>& bytes
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < k; ++c)
-        y[std::size_t(t * rows + r)] += double(w[std::size_t(r * cols + c)]) * x.d[std::size_t((t * k + c) / kQ8Block)] *
+        y[std::size_t(t * rows + r)] += double(w[std::size_t(r * cols + c)]) * x.d[std::size_t((t * k + c) / x.block)] *
                                         x.q[std::size_t(t * k + c)];
   return y;
 }
@@ -68,6 +82,29 @@ TEST(Q8, ActivationsAreQuantizedPerBlockOf32) {
   }
 }
 
+TEST(Q8, ActivationsAreQuantizedPerBlockOf256WithSumsPer32) {
+  auto ex = make_host_executor();
+  const std::int64_t n = 2, k = 512;
+  std::vector<float> x = test_values(std::size_t(n * k), 4, 5.0f);
+  for (std::size_t i = 256; i < 512; ++i) x[i] = 0.0f;  // an all-zero block: scale 0, integers 0
+  const Quantized xq = quantize_rows(*ex, x, n, k, kQ8KBlock);
+  for (std::int64_t b = 0; b < n * k / kQ8KBlock; ++b) {
+    float amax = 0;
+    for (int j = 0; j < kQ8KBlock; ++j) amax = std::max(amax, std::abs(x[std::size_t(b * kQ8KBlock + j)]));
+    const float d = xq.d[std::size_t(b)];
+    EXPECT_EQ(d, amax / 127.0f) << "block " << b;
+    for (int j = 0; j < kQ8KBlock; ++j) {
+      const std::size_t i = std::size_t(b * kQ8KBlock + j);
+      EXPECT_EQ(xq.q[i], d == 0 ? 0 : std::int8_t(std::round(x[i] * (1.0f / d)))) << "value " << i;
+    }
+  }
+  for (std::int64_t g = 0; g < n * k / kQ8Block; ++g) {
+    std::int32_t sum = 0;
+    for (int j = 0; j < kQ8Block; ++j) sum += xq.q[std::size_t(g * kQ8Block + j)];
+    EXPECT_EQ(xq.sums[std::size_t(g)], sum) << "group of 32 " << g;
+  }
+}
+
 TEST(Q8, EveryBlockTypeMultipliesItsDecodedWeights) {
   auto ex = make_host_executor();
   const std::int64_t rows = 37, n = 3;
@@ -78,7 +115,7 @@ TEST(Q8, EveryBlockTypeMultipliesItsDecodedWeights) {
     const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
     const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 61, 0.1f));
     const std::vector<float> x = test_values(std::size_t(n * cols), 62, 2.0f);
-    Quantized xq = quantize_rows(*ex, x, n, cols);
+    Quantized xq = quantize_rows(*ex, x, n, cols, activation_block(t.type));
     std::vector<float> y(std::size_t(n * rows), -7.0f);
     ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, xq.rows(), n, y.data(), rows});
     EXPECT_TRUE(all_close(y, oracle(t.type, bytes, rows, cols, cols, xq, n), 1e-5, 1e-5)) << t.name;
@@ -86,20 +123,23 @@ TEST(Q8, EveryBlockTypeMultipliesItsDecodedWeights) {
 }
 
 TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
-  // Prefill and decode run the same sums: row t of a batch is what row t alone gives, and
-  // rows past a tile of kQ8Tile are no different.
+  // Prefill and decode run the same sums: row t of a batch is what row t alone gives (which for
+  // Q4_K reads the encoded bytes), and rows past a tile of kQ8Tile are no different.
   auto ex = make_host_executor();
   const std::int64_t rows = 20, cols = 512, n = kQ8Tile + 3;
-  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q4_K, test_values(std::size_t(rows * cols), 71, 0.1f));
-  Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 72, 3.0f), n, cols);
-  std::vector<float> batch(std::size_t(n * rows));
-  ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q4_K, {}}, cols, rows, cols, xq.rows(), n, batch.data(), rows});
-  for (std::int64_t t = 0; t < n; ++t) {
-    const Q8Rows one{xq.q.data() + t * cols, xq.d.data() + t * cols / kQ8Block, xq.ds.data() + t * cols / kQ8Block};
-    std::vector<float> single(static_cast<std::size_t>(rows));
-    ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q4_K, {}}, cols, rows, cols, one, 1, single.data(), rows});
-    EXPECT_EQ(0, std::memcmp(single.data(), batch.data() + t * rows, single.size() * sizeof(float))) << "row " << t;
-  }
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const int block : {kQ8Block, kQ8KBlock}) {
+      const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 71, 0.1f));
+      Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 72, 3.0f), n, cols, block);
+      std::vector<float> batch(std::size_t(n * rows));
+      ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, batch.data(), rows});
+      for (std::int64_t t = 0; t < n; ++t) {
+        std::vector<float> single(static_cast<std::size_t>(rows));
+        ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.row(t, cols), 1, single.data(), rows});
+        EXPECT_EQ(0, std::memcmp(single.data(), batch.data() + t * rows, single.size() * sizeof(float)))
+            << ggml_type_traits(type).name << ", blocks of " << block << ", row " << t;
+      }
+    }
 }
 
 TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
@@ -128,17 +168,60 @@ TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
   }
 }
 
+TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
+  // Activations in blocks of 256: the host's eight-lane sums (for one Q4_K row, from the
+  // encoded bytes) against KDotLoop, the loop the CUDA executor runs.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 9, cols = 768;
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 83, 0.3f));
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
+      Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 84, 1.0f), n, cols, kQ8KBlock);
+      const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
+      std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
+      MatmulQ8Args on_host = a;
+      on_host.y = host.data();
+      ex->matmul_q8(on_host);
+      MatmulQ8Args portable = a;
+      portable.y = loop.data();
+      for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
+        for (std::int64_t r = 0; r < rows; ++r) matmul_q8k_row<KDotLoop>(portable, r, t0, std::min(n, t0 + kQ8Tile));
+      EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float)))
+          << ggml_type_traits(type).name << ", " << n << " rows";
+    }
+  }
+}
+
+TEST(Q8, BlocksOf256AreRefusedWhereTheyDoNotApply) {
+  auto ex = make_host_executor();
+  const std::int64_t rows = 4, cols = 512;
+  const std::vector<float> x = test_values(std::size_t(cols), 85);
+  Quantized xq = quantize_rows(*ex, x, 1, cols, kQ8KBlock);
+  std::vector<float> y(static_cast<std::size_t>(rows));
+  const std::vector<std::uint8_t> q8_0 = quantize(GgmlType::Q8_0, test_values(std::size_t(rows * cols), 86, 0.3f));
+  EXPECT_THROW(ex->matmul_q8(MatmulQ8Args{Encoded{q8_0.data(), GgmlType::Q8_0, {}}, cols, rows, cols, xq.rows(), 1,
+                                          y.data(), rows}),
+               std::invalid_argument);
+  const std::vector<std::uint8_t> q4_k = quantize(GgmlType::Q4_K, test_values(std::size_t(rows * cols), 87, 0.3f));
+  EXPECT_THROW(ex->matmul_q8(MatmulQ8Args{Encoded{q4_k.data(), GgmlType::Q4_K, {}}, cols, rows, 288, xq.rows(), 1,
+                                          y.data(), rows}),
+               std::invalid_argument);  // 288 columns: not whole blocks of 256
+  EXPECT_THROW(ex->quantize_q8(QuantizeQ8Args{x.data(), 288, 1, 288, xq.rows()}), std::invalid_argument);
+}
+
 TEST(Q8, NonFiniteActivationsGiveNonFiniteProducts) {
   auto ex = make_host_executor();
-  const std::int64_t rows = 4, cols = 64;
-  const std::vector<std::uint8_t> bytes = quantize(GgmlType::Q8_0, test_values(std::size_t(rows * cols), 91, 0.3f));
-  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    std::vector<float> x = test_values(std::size_t(cols), 92);
-    x[37] = bad;
-    Quantized xq = quantize_rows(*ex, x, 1, cols);
-    std::vector<float> y(static_cast<std::size_t>(rows));
-    ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), GgmlType::Q8_0, {}}, cols, rows, cols, xq.rows(), 1, y.data(), rows});
-    for (float v : y) EXPECT_FALSE(std::isfinite(v)) << bad;
+  const std::int64_t rows = 4, cols = 256;
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 91, 0.3f));
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      std::vector<float> x = test_values(std::size_t(cols), 92);
+      x[37] = bad;
+      Quantized xq = quantize_rows(*ex, x, 1, cols, activation_block(type));
+      std::vector<float> y(static_cast<std::size_t>(rows));
+      ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), 1, y.data(), rows});
+      for (float v : y) EXPECT_FALSE(std::isfinite(v)) << ggml_type_traits(type).name << ", " << bad;
+    }
   }
 }
 
