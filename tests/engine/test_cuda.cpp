@@ -133,6 +133,45 @@ TEST_F(Cuda, MatvecOnEncodedWeightsMatchesHost) {
   }
 }
 
+// Precision q8: activations quantized on each executor, then multiplied, in blocks of 32 and
+// (K-quants) of 256. The integer sums are exact and the float lanes are added in one order
+// on both (--fmad=false, -ffp-contract=off): the same floats.
+TEST_F(Cuda, Q8ProductsBitForBitWithHost) {
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  const std::int64_t rows = 37, cols = 768, n = 5;
+  const std::vector<float> x = test_values(std::size_t(n * cols), 11, 2.0f);
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const Encoded probe{nullptr, t.type, {}};
+    if (!q8_multipliable(probe)) continue;
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 12, 0.1f));
+    for (const int block : {kQ8Block, kQ8KBlock}) {
+      if (block == kQ8KBlock && !q8k_multipliable(probe)) continue;
+      for (const std::int64_t rows_x : {std::int64_t{1}, n}) {
+        const auto run = [&](Executor& ex) {
+          const std::size_t values = std::size_t(rows_x * cols), blocks = values / kQ8Block;
+          Buffer w = ex.allocate(bytes.size()), xb = ex.allocate(values * sizeof(float)), q = ex.allocate(values),
+                 d = ex.allocate(blocks * sizeof(float)), ds = ex.allocate(blocks * sizeof(float)),
+                 sums = ex.allocate(blocks * sizeof(std::int16_t)),
+                 y = ex.allocate(std::size_t(rows * rows_x) * sizeof(float));
+          ex.upload(w.data(), bytes.data(), bytes.size());
+          ex.upload(xb.data(), x.data(), xb.bytes());
+          const Q8Rows xq{q.as<std::int8_t>(), d.as<float>(), ds.as<float>(), sums.as<std::int16_t>(), block};
+          ex.quantize_q8(QuantizeQ8Args{xb.as<float>(), cols, rows_x, cols, xq});
+          ex.matmul_q8(MatmulQ8Args{Encoded{w.as<std::uint8_t>(), t.type, {}}, cols, rows, cols, xq, rows_x,
+                                    y.as<float>(), rows});
+          std::vector<float> out(std::size_t(rows * rows_x));
+          ex.download(out.data(), y.data(), y.bytes());
+          return out;
+        };
+        const std::vector<float> want = run(*host), got = run(*cuda);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << t.name << ", blocks of " << block << ", " << rows_x << " rows";
+      }
+    }
+  }
+}
+
 TEST_F(Cuda, RoundingBitForBitWithHost) {
   auto cuda = make_executor(Backend::cuda);
   const std::vector<float> x = test_values(4099, 9, 70000.0f);
