@@ -142,54 +142,43 @@ TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
     }
 }
 
-TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
-  // The host executor's vector integer sums (from unpacked runs, or for one row straight from
-  // the encoded bytes) against the loop the CUDA executor runs, for every block type, with a
-  // short last run for the legacy ones.
-  auto ex = make_host_executor();
+// The host executor's products of `type` against `portable`, the body the CUDA executor runs,
+// bit for bit, for 1, 2 and kQ8Tile + 1 activation rows in blocks of `block`.
+using RowBody = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t);
+void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int block, RowBody portable_row) {
   const std::int64_t rows = 9;
-  for (const GgmlTypeTraits& t : kGgmlTypes) {
-    if (!q8_multipliable(Encoded{nullptr, t.type, {}})) continue;
-    const std::int64_t cols = t.block_elems == 256 ? 512 : 320;
-    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 81, 0.3f));
-    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
-      Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols);
-      const MatmulQ8Args a{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
-      std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
-      MatmulQ8Args on_host = a;
-      on_host.y = host.data();
-      ex->matmul_q8(on_host);
-      MatmulQ8Args portable = a;
-      portable.y = loop.data();
-      for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
-        for (std::int64_t r = 0; r < rows; ++r) matmul_q8_row<IntDotLoop>(portable, r, t0, std::min(n, t0 + kQ8Tile));
-      EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float))) << t.name << ", " << n << " rows";
-    }
+  const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
+    Quantized xq = quantize_rows(ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols, block);
+    const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
+    std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
+    MatmulQ8Args on_host = a;
+    on_host.y = host.data();
+    ex.matmul_q8(on_host);
+    MatmulQ8Args portable = a;
+    portable.y = loop.data();
+    for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
+      for (std::int64_t r = 0; r < rows; ++r) portable_row(portable, r, t0, std::min(n, t0 + kQ8Tile));
+    EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float)))
+        << ggml_type_traits(type).name << ", blocks of " << block << ", " << n << " rows";
   }
 }
 
-TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
-  // Activations in blocks of 256: the host's eight-lane sums (for one Q4_K row, from the
-  // encoded bytes) against KDotLoop, the loop the CUDA executor runs.
+TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
+  // Blocks of 32: the host's vector integer sums (from unpacked runs, or for one Q8_0 row
+  // straight from the encoded bytes), every block type, a short last run for the legacy ones.
   auto ex = make_host_executor();
-  const std::int64_t rows = 9, cols = 768;
-  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 83, 0.3f));
-    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
-      Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 84, 1.0f), n, cols, kQ8KBlock);
-      const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
-      std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
-      MatmulQ8Args on_host = a;
-      on_host.y = host.data();
-      ex->matmul_q8(on_host);
-      MatmulQ8Args portable = a;
-      portable.y = loop.data();
-      for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
-        for (std::int64_t r = 0; r < rows; ++r) matmul_q8k_row<KDotLoop>(portable, r, t0, std::min(n, t0 + kQ8Tile));
-      EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float)))
-          << ggml_type_traits(type).name << ", " << n << " rows";
-    }
-  }
+  for (const GgmlTypeTraits& t : kGgmlTypes)
+    if (q8_multipliable(Encoded{nullptr, t.type, {}}))
+      expect_host_is_portable(*ex, t.type, t.block_elems == 256 ? 512 : 320, kQ8Block, matmul_q8_row<IntDotLoop>);
+}
+
+TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
+  // Blocks of 256: the host's eight-lane sums (for one row, from the encoded bytes) against
+  // KDotLoop's.
+  auto ex = make_host_executor();
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+    expect_host_is_portable(*ex, type, 768, kQ8KBlock, matmul_q8k_row<KDotLoop>);
 }
 
 TEST(Q8, BlocksOf256AreRefusedWhereTheyDoNotApply) {
