@@ -183,38 +183,33 @@ struct KDotAvx2 {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(lane), _mm_madd_epi16(mins, s));
   }
-  // Q4_K: 32 bytes hold blocks 2c (low nibbles) and 2c + 1 (high), whose multipliers are
-  // their 6-bit scales, the same for both groups of a block; Q5_K the same with a fifth bit.
-  // Q6_K: a half's 64 bytes of ql and
-  // 32 of qh hold its four blocks (dequant.hpp's q6_k_half_ints), taken unsigned (0..63): their
-  // products less 32 times the activations' are those of q - 32.
+  // Q4_K: 32 bytes of nibbles hold blocks 2c (low) and 2c + 1 (high), whose multipliers are
+  // their 6-bit scales, the same for both groups of a block; Q5_K adds bit 2c or 2c + 1 of qh as
+  // the fifth. Q6_K: a half's 64 bytes of ql and 32 of qh hold its four blocks (dequant.hpp's
+  // q6_k_half_ints), taken unsigned (0..63): their products less 32 times the activations' are
+  // those of q - 32.
   __attribute__((target("avx2"))) static void encoded_lanes(const Encoded& w, std::int64_t s, const KRun& run,
                                                             const std::int8_t* x, std::int32_t* lane) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i sum = _mm256_setzero_si256();
-    if constexpr (kType == GgmlType::Q4_K) {
-      const std::uint8_t* qs = dequant_detail::block_at(w, s, sizeof(BlockQ4_K)) + offsetof(BlockQ4_K, qs);
+    if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
+      constexpr bool q5 = kType == GgmlType::Q5_K;
+      const std::uint8_t* b = dequant_detail::block_at(w, s, q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+      const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const __m256i packed = load32(qs + 32 * c);
-        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(packed, low4), load32(x + 64 * c));
-        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low4), load32(x + 64 * c + 32));
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(run.multiplier[4 * c])),
-                                                     _mm256_madd_epi16(hi, _mm256_set1_epi16(run.multiplier[4 * c + 2]))));
-      }
-    } else if constexpr (kType == GgmlType::Q5_K) {  // Q4_K's nibbles with bit 2c (low) or 2c + 1 (high) of qh as bit 4
-      const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ5_K));
-      const __m256i hb = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m256i packed = load32(b + offsetof(BlockQ5_K, qs) + 32 * c);
-        const __m256i qh_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), bit), 4);
-        const __m256i qh_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), bit), 4);
-        const __m256i lo = _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(packed, low4), qh_lo), load32(x + 64 * c));
-        const __m256i hi = _mm256_maddubs_epi16(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low4), qh_hi), load32(x + 64 * c + 32));
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(run.multiplier[4 * c])),
-                                                     _mm256_madd_epi16(hi, _mm256_set1_epi16(run.multiplier[4 * c + 2]))));
+        __m256i lo = _mm256_and_si256(packed, low4), hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+        if constexpr (q5) {
+          const __m256i qh = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4));
+        }
+        sum = _mm256_add_epi32(
+            sum, _mm256_add_epi32(
+                     _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(x + 64 * c)), _mm256_set1_epi16(run.multiplier[4 * c])),
+                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(x + 64 * c + 32)),
+                                       _mm256_set1_epi16(run.multiplier[4 * c + 2]))));
       }
     } else {  // Q6_K
       const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ6_K));
