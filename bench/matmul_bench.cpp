@@ -69,8 +69,7 @@ int main(int argc, char** argv) {
                                 GgmlType::Q6_K}) {
       const std::vector<std::uint8_t> bytes = quantize(type, w);
       const Encoded e{bytes.data(), type, {}};
-      // The activation blocks the engine gives these weights (Forward::gemm_q8).
-      const Q8Rows xq{q.data(), d.data(), ds.data(), sums.data(), q8k_multipliable(e) ? kQ8KBlock : kQ8Block};
+      const Q8Rows xq{q.data(), d.data(), ds.data(), sums.data(), q8_activation_block(e, kCols)};
       const double weights = double(kRows * kCols);
       const double f32 = best_seconds(reps, [&] { ex->matvec(MatvecArgs{e, kCols, kRows, kCols, x.data(), y.data()}); });
       auto q8 = [&](std::int64_t n) {

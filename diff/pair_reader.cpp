@@ -49,7 +49,7 @@ PairReader::~PairReader() {
 // each trace, read as a stack when they are most of both stacks; else `first` alone.
 PairReader::Group PairReader::group_at(std::size_t first) const {
   const auto& [a0, b0] = pairs_[first];
-  if (!as_stored(*a0) || !as_stored(*b0)) return {first, first + 1, false};
+  if (!as_stored(*a0) || !as_stored(*b0)) return {first, first + 1};
   std::size_t end = first + 1;
   while (end < pairs_.size()) {
     const auto& [ta, tb] = pairs_[end];
@@ -59,8 +59,9 @@ PairReader::Group PairReader::group_at(std::size_t first) const {
     ++end;
   }
   const auto n = std::int64_t(end - first);
-  if (2 * n >= a_.stack_slots(*a0) && 2 * n >= b_.stack_slots(*b0)) return {first, end, true};
-  return {first, first + 1, false};
+  const std::int64_t slots_a = a_.stack_slots(*a0), slots_b = b_.stack_slots(*b0);
+  if (2 * n >= slots_a && 2 * n >= slots_b) return {first, end, slots_a, slots_b};
+  return {first, first + 1};
 }
 
 bool PairReader::wait_for_room(std::size_t batch_index) {
@@ -84,8 +85,8 @@ void PairReader::read_group(const Group& group, std::size_t& batch_index) {
   const TapInfo& b0 = *pairs_[group.first].second;
   // A position's floats in each trace, as read: every slot's stored row, or the pair's rows
   // as aligned (read_into).
-  const std::int64_t a_floats = group.stacked ? a_.stack_slots(a0) * a0.stored_size : a0.row_size;
-  const std::int64_t b_floats = group.stacked ? b_.stack_slots(b0) * b0.stored_size : b0.row_size;
+  const std::int64_t a_floats = group.stacked() ? group.slots_a * a0.stored_size : a0.row_size;
+  const std::int64_t b_floats = group.stacked() ? group.slots_b * b0.stored_size : b0.row_size;
   const std::int64_t position_bytes = (a_floats + b_floats) * std::int64_t(sizeof(float));
   const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / position_bytes));
   const std::vector<std::int64_t> positions = a_.positions_in(a0, 0, last_position_);
@@ -104,7 +105,7 @@ void PairReader::read_group(const Group& group, std::size_t& batch_index) {
     const std::size_t rows_a = batch.rows[0].positions_a.size(), rows_b = batch.rows[0].positions_b.size();
     float* const a = batch.memory.reserve(rows_a * std::size_t(a_floats) + rows_b * std::size_t(b_floats));
     float* const b = a + rows_a * std::size_t(a_floats);
-    if (group.stacked) {
+    if (group.stacked()) {
       a_.read_stack_into(a0, lo, hi, a);
       b_.read_stack_into(b0, lo, hi, b);
     } else {
@@ -115,8 +116,8 @@ void PairReader::read_group(const Group& group, std::size_t& batch_index) {
       PairRows& rows = batch.rows[k - group.first];
       const TapInfo& ta = *pairs_[k].first;
       const TapInfo& tb = *pairs_[k].second;
-      rows.a = a + (group.stacked ? ta.slot * std::size_t(ta.stored_size) : 0);
-      rows.b = b + (group.stacked ? tb.slot * std::size_t(tb.stored_size) : 0);
+      rows.a = a + (group.stacked() ? ta.slot * std::size_t(ta.stored_size) : 0);
+      rows.b = b + (group.stacked() ? tb.slot * std::size_t(tb.stored_size) : 0);
       rows.stride_a = std::size_t(a_floats);
       rows.stride_b = std::size_t(b_floats);
       rows.row_size = ta.row_size;

@@ -57,11 +57,12 @@ private:
     std::vector<PairRows> rows;  // one per pair of the batch
     FloatBuffer memory;
   };
-  // Pairs [first, end) read together: as a stack (every slot in one read per trace) or, one
-  // pair alone, slot by slot.
+  // Pairs [first, end) read together: as a stack (every slot in one read per trace; slots_a,
+  // slots_b the stacks' slot counts) or, one pair alone, slot by slot (slot counts 0).
   struct Group {
     std::size_t first = 0, end = 0;
-    bool stacked = false;
+    std::int64_t slots_a = 0, slots_b = 0;
+    bool stacked() const { return slots_a > 0; }
   };
 
   void read_all();

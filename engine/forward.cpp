@@ -115,7 +115,7 @@ void Forward::gemm_q8(int m, int n, int k, const Matrix& w, const float* b, int 
   grow(q8_scratch_, values + 2 * blocks * sizeof(float));
   // Scales and sums first: they stay aligned whatever k is.
   Q8Rows x{};
-  x.block = q8k_multipliable(w.encoded()) && k % kQ8KBlock == 0 ? kQ8KBlock : kQ8Block;
+  x.block = q8_activation_block(w.encoded(), k);
   x.d = q8_scratch_.as<float>();
   float* const after_d = x.d + blocks;
   if (x.block == kQ8Block)

@@ -151,31 +151,41 @@ TD_HD inline void k_run_scales(const std::uint8_t* b, IntRun& r) {
   IntDot::k_scales(u16(b + offsetof(Block, d)), u16(b + offsetof(Block, dmin)), k_scales_mins(b + offsetof(Block, scales)), r);
   r.form = IntForm::unsigned_ints;
 }
-template <typename IntDot>
-TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
+// A K-quant superblock's 256 integers, in element order: Q4_K's and Q5_K's unsigned (0..15,
+// 0..31), Q6_K's q - 32. Both unpackers (here and matmul_q8k.hpp) take them from these.
+TD_HD inline void q4_k_ints(const std::uint8_t* b, std::int8_t* q) {
   const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
-  for (int c = 0; q && c < 4; ++c, qs += 32) {
+  for (int c = 0; c < 4; ++c, qs += 32) {
     split_nibbles(qs, q + 64 * c, q + 64 * c + 32);
     split_nibbles(qs + 16, q + 64 * c + 16, q + 64 * c + 48);
   }
+}
+TD_HD inline void q5_k_ints(const std::uint8_t* b, std::int8_t* q) {
+  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
+  for (int c = 0; c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, b + offsetof(BlockQ5_K, qh), c, q + 64 * c);
+}
+TD_HD inline void q6_k_ints(const std::uint8_t* b, std::int8_t* q) {
+  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
+  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
+  q6_k_half_ints(ql, qh, q);
+  q6_k_half_ints(ql + 64, qh + 32, q + 128);
+}
+
+template <typename IntDot>
+TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
+  if (q) q4_k_ints(b, q);
   k_run_scales<IntDot, BlockQ4_K>(b, r);
 }
 template <typename IntDot>
 TD_HD inline void q5_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  for (int c = 0; q && c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, b + offsetof(BlockQ5_K, qh), c, q + 64 * c);
+  if (q) q5_k_ints(b, q);
   k_run_scales<IntDot, BlockQ5_K>(b, r);
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
 // group's integer sum (IntDot::q6_k_scales).
 template <typename IntDot>
 TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
-  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
-  if (q) {
-    q6_k_half_ints(ql, qh, q);
-    q6_k_half_ints(ql + 64, qh + 32, q + 128);
-  }
+  if (q) q6_k_ints(b, q);
   IntDot::q6_k_scales(u16(b + offsetof(BlockQ6_K, d)), reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales)), r);
   r.form = IntForm::scaled_groups;
 }

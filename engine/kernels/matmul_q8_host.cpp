@@ -15,6 +15,12 @@ namespace {
 #if TD_Q8_AVX2
 #define TD_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
+TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// Block b's groups' multipliers, one per 16 bytes (16-bit lanes).
+TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) {
+  return _mm256_setr_m128i(_mm_set1_epi16(multiplier[2 * b]), _mm_set1_epi16(multiplier[2 * b + 1]));
+}
+
 // IntDotLoop's parts with AVX2 (and F16C for the scales). The sums take 32 products at a time:
 // maddubs multiplies unsigned by signed bytes and adds pairs into 16 bits: unsigned integers go
 // in as they are, signed ones as |q| with x given q's sign (|q| <= 128, |x| <= 127: the pair
@@ -32,15 +38,11 @@ struct IntDotAvx2 {
     if (form == IntForm::signed_ints) return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
     return _mm256_madd_epi16(products, multipliers);
   }
-  TD_AVX2_INLINE __m256i multipliers(const IntRun& run, int b) {
-    return _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
-  }
-  TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
   template <IntForm form>
   TD_AVX2_INLINE __m256i block(const IntRun& run, int b, const std::int8_t* x) {
     return dot32<form>(load32(run.q + b * kQ8Block), load32(x + b * kQ8Block),
-                       form == IntForm::scaled_groups ? multipliers(run, b) : __m256i{});
+                       form == IntForm::scaled_groups ? block_multipliers(run.multiplier, b) : __m256i{});
   }
   // The legacy blocks' fp16 scales with F16C, eight at once: f16 to f32 is exact, so these
   // are IntDotLoop's floats (a signaling NaN comes out quiet: still a NaN). Widened one by
@@ -152,14 +154,10 @@ struct KDotAvx2 {
                         _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(r.min), _mm256_extracti128_si256(wide, 1));
   }
-  TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   // Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
   template <int shift>
   TD_AVX2_INLINE __m256i high_bits(__m256i qh, __m256i low2) {
     return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), low2), 4);
-  }
-  TD_AVX2_INLINE __m256i multipliers(const KRun& run, int b) {
-    return _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * b]), _mm_set1_epi16(run.multiplier[2 * b + 1]));
   }
   __attribute__((target("avx2"))) static void lanes(const KRun& run, const std::int8_t* x, std::int32_t* lane) {
     __m256i sum = _mm256_setzero_si256();
@@ -167,13 +165,13 @@ struct KDotAvx2 {
 #pragma GCC unroll 8
       for (int b = 0; b < kKBlocks; ++b)
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(load32(run.q + 32 * b), load32(x + 32 * b)),
-                                                      multipliers(run, b)));
+                                                      block_multipliers(run.multiplier, b)));
     } else {  // signed: |q| against x with q's sign
 #pragma GCC unroll 8
       for (int b = 0; b < kKBlocks; ++b) {
         const __m256i q = load32(run.q + 32 * b);
         const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load32(x + 32 * b), q));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, multipliers(run, b)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, block_multipliers(run.multiplier, b)));
       }
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane), sum);
@@ -227,7 +225,7 @@ struct KDotAvx2 {
         for (int k = 0; k < 4; ++k) {
           const __m256i xb = load32(x + 128 * h + 32 * k);
           const __m256i products = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], xb), _mm256_maddubs_epi16(offset, xb));
-          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, multipliers(run, 4 * h + k)));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, block_multipliers(run.multiplier, 4 * h + k)));
         }
       }
     }

@@ -32,6 +32,12 @@ TD_HD inline bool q8k_multipliable(const Encoded& w) {
   return w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || w.type == GgmlType::Q6_K;
 }
 
+// The activation blocks products with `w` take when they sum k columns: 256 for the K-quants
+// summing whole superblocks, else 32.
+TD_HD inline int q8_activation_block(const Encoded& w, std::int64_t k) {
+  return q8k_multipliable(w) && k % kQ8KBlock == 0 ? kQ8KBlock : kQ8Block;
+}
+
 // One superblock as the products take it.
 struct KRun {
   std::int8_t q[kQK_K];                // Q4_K, Q5_K: 0..31; Q6_K: -32..31
@@ -50,10 +56,7 @@ TD_HD inline void unpack_k_run(const Encoded& w, std::int64_t s, KRun& r) {
   namespace ud = unpack_detail;
   if (w.type == GgmlType::Q6_K) {
     const std::uint8_t* b = dd::block_at(w, s, sizeof(BlockQ6_K));
-    if (with_ints) {
-      dd::q6_k_half_ints(b + offsetof(BlockQ6_K, ql), b + offsetof(BlockQ6_K, qh), r.q);
-      dd::q6_k_half_ints(b + offsetof(BlockQ6_K, ql) + 64, b + offsetof(BlockQ6_K, qh) + 32, r.q + 128);
-    }
+    if (with_ints) ud::q6_k_ints(b, r.q);
     const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
     for (int g = 0; g < kKGroups; ++g) r.multiplier[g] = sc[g];
     KDot::widen_f16(dd::u16(b + offsetof(BlockQ6_K, d)), 0, r);
@@ -62,16 +65,7 @@ TD_HD inline void unpack_k_run(const Encoded& w, std::int64_t s, KRun& r) {
   }
   const bool q4 = w.type == GgmlType::Q4_K;
   const std::uint8_t* b = dd::block_at(w, s, q4 ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K));
-  if (with_ints && q4) {
-    const std::uint8_t* qs = b + offsetof(BlockQ4_K, qs);
-    for (int c = 0; c < 4; ++c, qs += 32) {
-      ud::split_nibbles(qs, r.q + 64 * c, r.q + 64 * c + 32);
-      ud::split_nibbles(qs + 16, r.q + 64 * c + 16, r.q + 64 * c + 48);
-    }
-  } else if (with_ints) {
-    const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-    for (int c = 0; c < 4; ++c, ql += 32) dd::q5_k_chunk_ints(ql, b + offsetof(BlockQ5_K, qh), c, r.q + 64 * c);
-  }
+  if (with_ints) q4 ? ud::q4_k_ints(b, r.q) : ud::q5_k_ints(b, r.q);
   // Q4_K and Q5_K begin alike: d, dmin, the 12 packed scale bytes.
   KDot::k_scales(b + offsetof(BlockQ4_K, scales), r);
   KDot::widen_f16(dd::u16(b + offsetof(BlockQ4_K, d)), dd::u16(b + offsetof(BlockQ4_K, dmin)), r);

@@ -39,11 +39,6 @@ void write_trace(const std::string& path, int which) {
   w.close();
 }
 
-struct Part {
-  std::int64_t position;
-  std::vector<float> values;
-};
-
 // Each pair's rows as the reader delivers them: (positions, values) of a, then of b.
 struct Delivered {
   std::vector<std::int64_t> positions_a, positions_b;

@@ -41,11 +41,6 @@ Quantized quantize_rows(Executor& ex, const std::vector<float>& x, std::int64_t 
   return out;
 }
 
-// The activation blocks the host executor's products take for `type`'s weights.
-int activation_block(GgmlType type) {
-  return q8k_multipliable(Encoded{nullptr, type, {}}) ? kQ8KBlock : kQ8Block;
-}
-
 // y[t][r] = sum_c W[r, c] d_x q_x[t, c] in double, W decoded by model/.
 std::vector<double> oracle(GgmlType type, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
                            std::int64_t cols, std::int64_t k, const Quantized& x, std::int64_t n) {
@@ -115,7 +110,7 @@ TEST(Q8, EveryBlockTypeMultipliesItsDecodedWeights) {
     const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
     const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 61, 0.1f));
     const std::vector<float> x = test_values(std::size_t(n * cols), 62, 2.0f);
-    Quantized xq = quantize_rows(*ex, x, n, cols, activation_block(t.type));
+    Quantized xq = quantize_rows(*ex, x, n, cols, q8_activation_block(Encoded{nullptr, t.type, {}}, cols));
     std::vector<float> y(std::size_t(n * rows), -7.0f);
     ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, xq.rows(), n, y.data(), rows});
     EXPECT_TRUE(all_close(y, oracle(t.type, bytes, rows, cols, cols, xq, n), 1e-5, 1e-5)) << t.name;
@@ -206,7 +201,7 @@ TEST(Q8, NonFiniteActivationsGiveNonFiniteProducts) {
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
       std::vector<float> x = test_values(std::size_t(cols), 92);
       x[37] = bad;
-      Quantized xq = quantize_rows(*ex, x, 1, cols, activation_block(type));
+      Quantized xq = quantize_rows(*ex, x, 1, cols, q8_activation_block(Encoded{nullptr, type, {}}, cols));
       std::vector<float> y(static_cast<std::size_t>(rows));
       ex->matmul_q8(MatmulQ8Args{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), 1, y.data(), rows});
       for (float v : y) EXPECT_FALSE(std::isfinite(v)) << ggml_type_traits(type).name << ", " << bad;

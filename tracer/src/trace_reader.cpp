@@ -172,13 +172,17 @@ const TapInfo& TraceReader::tap(std::string_view name, int layer) const {
 
 namespace {
 
+// The positions [lo, hi] of `run` that lie in [first, last] (lo > hi: none).
+std::pair<std::int64_t, std::int64_t> clip(const PositionRun& run, std::int64_t first, std::int64_t last) {
+  return {std::max(first, run.first_position), std::min(last, run.first_position + run.n_rows - 1)};
+}
+
 // Positions increase with rows, so the rows of positions [first, last] are one contiguous
 // range [r0, r1) (r0 = r1 = -1 when there are none).
 std::pair<std::int64_t, std::int64_t> row_range(const TapInfo& tap, std::int64_t first, std::int64_t last) {
   std::int64_t r0 = -1, r1 = -1;
   for (const PositionRun& run : tap.runs) {
-    const std::int64_t lo = std::max(first, run.first_position);
-    const std::int64_t hi = std::min(last, run.first_position + run.n_rows - 1);
+    const auto [lo, hi] = clip(run, first, last);
     if (lo > hi) continue;
     if (r0 < 0) r0 = run.first_row + (lo - run.first_position);
     r1 = run.first_row + (hi - run.first_position) + 1;
@@ -202,10 +206,10 @@ TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
 std::vector<std::int64_t> TraceReader::positions_in(const TapInfo& tap, std::int64_t first_position,
                                                     std::int64_t last_position) const {
   std::vector<std::int64_t> positions;
-  for (const PositionRun& run : tap.runs)
-    for (std::int64_t p = std::max(first_position, run.first_position);
-         p <= std::min(last_position, run.first_position + run.n_rows - 1); ++p)
-      positions.push_back(p);
+  for (const PositionRun& run : tap.runs) {
+    const auto [lo, hi] = clip(run, first_position, last_position);
+    for (std::int64_t p = lo; p <= hi; ++p) positions.push_back(p);
+  }
   return positions;
 }
 
