@@ -47,4 +47,22 @@ for run in "cuda F32" "cuda Q8_0" "host F32" "host Q8_0"; do
   if "$BENCH_ENGINE" --backend "$1" --type "$2" --threads "$THREADS" --reps 3 --out "$OUT/engine-$1-$2.md" \
     >/dev/null 2>"$WORK/err.txt"; then grep -E "^\| (f32|f16|q8) " "$OUT/engine-$1-$2.md"; else cat "$WORK/err.txt"; fi
 done
+step "a Llama-3.2-1B-shaped Q4_K fixture: 64 decode steps (a 65-token run less a 1-token run)"
+"$TAPDIFF" fixture --arch llama3 --n-layer 16 --n-embd 2048 --n-head 32 --n-head-kv 8 --n-ff 8192 --n-vocab 128256 \
+  --tied --type Q4_K -o "$WORK/1b-q4_k.gguf" >/dev/null
+{
+  echo "| executor | precision | 1 token s | 65 tokens s | decode tok/s |"
+  echo "|---|---|---|---|---|"
+  for run in "cuda f32" "cuda q8" "host f32" "host q8"; do
+    set -- $run
+    for n in 1 65; do
+      t0=$(date +%s%N)
+      "$TAPDIFF" run --backend "$1" --precision "$2" -m "$WORK/1b-q4_k.gguf" --tokens 1 -n $n --taps output \
+        -o "$WORK/run.h5" >/dev/null 2>"$WORK/err.txt" || cat "$WORK/err.txt" >&2
+      eval "ns$n=$(($(date +%s%N) - t0))"
+    done
+    awk -v e="$1" -v p="$2" -v a="$ns1" -v b="$ns65" \
+      'BEGIN { printf "| %s | %s | %.2f | %.2f | %.1f |\n", e, p, a / 1e9, b / 1e9, 64 / ((b - a) / 1e9) }'
+  done
+} | tee "$OUT/decode-1b-q4_k.md"
 step "done"

@@ -8,3 +8,11 @@
 #else
 #define TD_HD
 #endif
+
+// TD_UNROLL before a loop of constant count: unrolled by either compiler, so a body's
+// arguments derived from the loop index (a shift, an offset) are constants in each copy.
+#if defined(__CUDACC__)
+#define TD_UNROLL _Pragma("unroll")
+#else
+#define TD_UNROLL _Pragma("GCC unroll 8")
+#endif

@@ -46,46 +46,65 @@ struct AttentionArgs {
   bool out_heads_reversed = false;
 };
 
-TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
+// One (query row, head): where its query, probabilities and output live and which keys it sees.
+struct AttentionSpan {
+  const float* q = nullptr;  // (head_dim,)
+  float* p = nullptr;        // (probs_stride,)
+  float* out = nullptr;      // (head_dim,)
+  std::int64_t k_offset = 0;  // of the kv head's first element in a cache row
+  std::int64_t first = 0;     // the first visible key
+  std::int64_t visible = 0;   // keys [first, visible) are visible
+  std::int64_t softmax_len = 0;
+};
+
+TD_HD inline AttentionSpan attention_span(const AttentionArgs& a, std::int64_t index) {
   const std::int64_t row = index / a.n_head;
   const int h = int(index % a.n_head);
   const int g = a.kv_head_map == KvHeadMap::modulo ? h % a.n_head_kv : h / (a.n_head / a.n_head_kv);
-  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
-  const std::int64_t kv_col = std::int64_t(g) * a.head_dim;
-  const float* q = a.q + index * a.head_dim;
-  float* p = a.probs + index * a.probs_stride;
+  AttentionSpan s;
+  s.q = a.q + index * a.head_dim;
+  s.p = a.probs + index * a.probs_stride;
   const std::int64_t out_slot = a.out_heads_reversed ? row * a.n_head + (a.n_head - 1 - h) : index;
-  float* out = a.out + out_slot * a.head_dim;
-
-  std::int64_t visible = a.n_keys;
-  if (a.causal && std::int64_t(a.positions[row]) + 1 < visible)
-    visible = std::int64_t(a.positions[row]) + 1;
-
-  std::int64_t first = 0;
+  s.out = a.out + out_slot * a.head_dim;
+  s.k_offset = std::int64_t(g) * a.head_dim;
+  s.visible = a.n_keys;
+  if (a.causal && std::int64_t(a.positions[row]) + 1 < s.visible) s.visible = std::int64_t(a.positions[row]) + 1;
   if (a.window > 0 && std::int64_t(a.positions[row]) - a.window + 1 > 0)
-    first = std::int64_t(a.positions[row]) - a.window + 1;
+    s.first = std::int64_t(a.positions[row]) - a.window + 1;
+  s.softmax_len = a.softmax_over_all_keys ? a.n_keys : s.visible;
+  return s;
+}
 
-  const std::int64_t softmax_len = a.softmax_over_all_keys ? a.n_keys : visible;
+// The score of key t, before the softmax.
+TD_HD inline float attention_score(const AttentionArgs& a, const AttentionSpan& s, std::int64_t t) {
+  const std::int64_t k_row = t * a.n_head_kv * a.head_dim + s.k_offset;
+  float dot = 0.0f;
+  for (int d = 0; d < a.head_dim; ++d) dot += s.q[d] * load_element(a.k_cache, a.cache_type, k_row + d);
+  return a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
+}
+
+// Output element d: the visible keys' values weighted by their probabilities, in key order.
+TD_HD inline float attention_output(const AttentionArgs& a, const AttentionSpan& s, int d) {
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  float acc = 0.0f;
+  for (std::int64_t t = s.first; t < s.visible; ++t)
+    acc += s.p[t] * load_element(a.v_cache, a.cache_type, t * kv_row + s.k_offset + d);
+  return acc;
+}
+
+TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
+  const AttentionSpan s = attention_span(a, index);
   float max = -INFINITY;
-  for (std::int64_t t = first; t < softmax_len; ++t) {
-    float dot = 0.0f;
-    for (int d = 0; d < a.head_dim; ++d)
-      dot += q[d] * load_element(a.k_cache, a.cache_type, t * kv_row + kv_col + d);
-    p[t] = a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
-    max = p[t] > max ? p[t] : max;
+  for (std::int64_t t = s.first; t < s.softmax_len; ++t) {
+    s.p[t] = attention_score(a, s, t);
+    max = s.p[t] > max ? s.p[t] : max;
   }
   float sum = 0.0f;
-  for (std::int64_t t = first; t < softmax_len; ++t) sum += (p[t] = expf(p[t] - max));
-  for (std::int64_t t = first; t < visible; ++t) p[t] /= sum;
-  for (std::int64_t t = 0; t < first && t < a.probs_stride; ++t) p[t] = 0.0f;
-  for (std::int64_t t = visible > 0 ? visible : 0; t < a.probs_stride; ++t) p[t] = 0.0f;
-
-  for (int d = 0; d < a.head_dim; ++d) {
-    float acc = 0.0f;
-    for (std::int64_t t = first; t < visible; ++t)
-      acc += p[t] * load_element(a.v_cache, a.cache_type, t * kv_row + kv_col + d);
-    out[d] = acc;
-  }
+  for (std::int64_t t = s.first; t < s.softmax_len; ++t) sum += (s.p[t] = expf(s.p[t] - max));
+  for (std::int64_t t = s.first; t < s.visible; ++t) s.p[t] /= sum;
+  for (std::int64_t t = 0; t < s.first && t < a.probs_stride; ++t) s.p[t] = 0.0f;
+  for (std::int64_t t = s.visible > 0 ? s.visible : 0; t < a.probs_stride; ++t) s.p[t] = 0.0f;
+  for (int d = 0; d < a.head_dim; ++d) s.out[d] = attention_output(a, s, d);
 }
 
 void validate(const AttentionArgs& a);

@@ -108,25 +108,24 @@ TD_HD inline void q5_ints(const std::uint8_t* qh_bytes, const std::uint8_t* qs, 
   for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
 }
 
-// Q5_K: the 5-bit integers of 64-element chunk c (sub-blocks 2c, 2c + 1): the nibbles of its
-// 32 bytes of ql, sub-block s taking bit s of qh[l] as bit 4.
-TD_HD inline void q5_k_chunk_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh, int c,
-                                  std::int8_t* __restrict__ q) {
-  for (int l = 0; l < 32; ++l) q[l] = std::int8_t((ql[l] & 0x0F) | (((qh[l] >> (2 * c)) & 1) << 4));
-  for (int l = 0; l < 32; ++l) q[l + 32] = std::int8_t((ql[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+// Q5_K: the 5-bit integers of sub-block j (32 elements): the low (even j) or high nibbles of
+// the 32 bytes of ql chunk j / 2, bit j of qh[l] as bit 4.
+TD_HD inline void q5_k_sub_ints(const std::uint8_t* __restrict__ qs, const std::uint8_t* __restrict__ qh, int j,
+                                std::int8_t* __restrict__ q) {
+  const std::uint8_t* ql = qs + 32 * (j / 2);
+  const int shift = 4 * (j % 2);
+  for (int l = 0; l < 32; ++l) q[l] = std::int8_t(((ql[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4));
 }
 
-// Q6_K: the integers q - 32 of a 128-element half, from its 64 bytes of ql and 32 of qh: its
-// quarter k (32 elements) takes the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits
+// Q6_K: the integers q - 32 of quarter k (32 elements) of a 128-element half, from the half's
+// 64 bytes of ql and 32 of qh: the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits
 // 2k, 2k+1 of qh[l].
-TD_HD inline void q6_k_half_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh,
-                                 std::int8_t* __restrict__ q) {
-  for (int l = 0; l < 32; ++l) {
-    q[l] = std::int8_t(int((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
-    q[l + 32] = std::int8_t(int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
-    q[l + 64] = std::int8_t(int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-    q[l + 96] = std::int8_t(int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-  }
+TD_HD inline void q6_k_quarter_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh, int k,
+                                    std::int8_t* __restrict__ q) {
+  const std::uint8_t* lo = ql + 32 * (k % 2);
+  const int shift = 4 * (k / 2);
+  for (int l = 0; l < 32; ++l)
+    q[l] = std::int8_t(int(((lo[l] >> shift) & 0x0F) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32);
 }
 
 // One block each, into y[0..block_elems).
@@ -165,43 +164,51 @@ TD_HD inline void q8_0(const std::uint8_t* b, float* y, const DequantQuirks& qui
     for (int j = 0; j < kQK; ++j) y[j] = float(static_cast<std::int8_t>(qs[j])) * d;
   }
 }
+// A Q4_K / Q5_K superblock's scales: d and dmin, and the sub-blocks' 6-bit scales and mins.
+struct KSuper {
+  float d, dmin;
+  KScales s;
+};
+template <typename Block>
+TD_HD inline KSuper k_super(const std::uint8_t* b) {
+  return {f16(b + offsetof(Block, d)), f16(b + offsetof(Block, dmin)), k_scales_mins(b + offsetof(Block, scales))};
+}
+
+// K-quant sub-block j (32 elements) of superblock b, into y[0..32).
+TD_HD inline void q4_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
+  const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
+  // Chunk j / 2 of 32 bytes: the even sub-block in the low nibbles, the odd one high.
+  const std::uint8_t* q = b + offsetof(BlockQ4_K, qs) + 32 * (j / 2);
+  const int shift = 4 * (j % 2);
+  for (int l = 0; l < 32; ++l) y[l] = dj * float((q[l] >> shift) & 0x0F) - mj;
+}
+TD_HD inline void q5_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
+  const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
+  std::int8_t q[32];
+  q5_k_sub_ints(b + offsetof(BlockQ5_K, qs), b + offsetof(BlockQ5_K, qh), j, q);
+  for (int l = 0; l < 32; ++l) y[l] = dj * float(q[l]) - mj;
+}
+// Each 16 elements share a scale: element e of a half has sc[e / 16] of that half's eight.
+TD_HD inline void q6_k_sub(const std::uint8_t* b, float d, int j, float* y) {
+  const int half = j / 4, k = j % 4;
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales)) + 8 * half + 2 * k;
+  std::int8_t q[32];
+  q6_k_quarter_ints(b + offsetof(BlockQ6_K, ql) + 64 * half, b + offsetof(BlockQ6_K, qh) + 32 * half, k, q);
+  const float d0 = d * float(sc[0]), d1 = d * float(sc[1]);
+  for (int l = 0; l < 16; ++l) y[l] = d0 * float(q[l]);
+  for (int l = 16; l < 32; ++l) y[l] = d1 * float(q[l]);
+}
 TD_HD inline void q4_k(const std::uint8_t* b, float* y) {
-  const float d = f16(b), dmin = f16(b + offsetof(BlockQ4_K, dmin));
-  const KScales s = k_scales_mins(b + offsetof(BlockQ4_K, scales));
-  const std::uint8_t* q = b + offsetof(BlockQ4_K, qs);
-  // Four 64-element chunks of 32 bytes: the even sub-block in the low nibbles, the odd one high.
-  for (int c = 0; c < 4; ++c, q += 32, y += 64) {
-    const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
-    const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
-    for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0F) - m1;
-    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l] >> 4) - m2;
-  }
+  const KSuper k = k_super<BlockQ4_K>(b);
+  TD_UNROLL for (int j = 0; j < 8; ++j) q4_k_sub(b, k, j, y + 32 * j);
 }
 TD_HD inline void q5_k(const std::uint8_t* b, float* y) {
-  const float d = f16(b), dmin = f16(b + offsetof(BlockQ5_K, dmin));
-  const KScales s = k_scales_mins(b + offsetof(BlockQ5_K, scales));
-  const std::uint8_t* qh = b + offsetof(BlockQ5_K, qh);
-  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  std::int8_t q[64];
-  for (int c = 0; c < 4; ++c, ql += 32, y += 64) {
-    const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
-    const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
-    q5_k_chunk_ints(ql, qh, c, q);
-    for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l]) - m1;
-    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l + 32]) - m2;
-  }
+  const KSuper k = k_super<BlockQ5_K>(b);
+  TD_UNROLL for (int j = 0; j < 8; ++j) q5_k_sub(b, k, j, y + 32 * j);
 }
 TD_HD inline void q6_k(const std::uint8_t* b, float* y) {
   const float d = f16(b + offsetof(BlockQ6_K, d));
-  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
-  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
-  const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
-  // Each 16 elements share a scale: element e of a half has sc[e / 16] of that half's eight.
-  std::int8_t q[128];
-  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
-    q6_k_half_ints(ql, qh, q);
-    for (int e = 0; e < 128; ++e) y[e] = d * float(sc[e / 16]) * float(q[e]);
-  }
+  TD_UNROLL for (int j = 0; j < 8; ++j) q6_k_sub(b, d, j, y + 32 * j);
 }
 
 // Block b of the tensor. The fault's stride forgets Q8_0's 2-byte scale: sizeof(qs), not the block's.
@@ -253,6 +260,33 @@ TD_HD inline void decode_run(const Encoded& w, std::int64_t first, int len, floa
     case GgmlType::Q6_K:
       for (int i = 0; i * kQK_K < len; ++i) dd::q6_k(dd::block_at(w, k + i, sizeof(BlockQ6_K)), out + i * kQK_K);
       return;
+  }
+}
+
+// Decodes elements [first, first + kSubBlock) of `w` into out: a legacy block, a K-quant's
+// sub-block or 32 plain floats (first a multiple of 32 for the block types). The same values
+// decode_run gives for them: it decodes its blocks with the same functions.
+inline constexpr int kSubBlock = 32;
+TD_HD inline void decode_sub_block(const Encoded& w, std::int64_t first, float* out) {
+  namespace dd = dequant_detail;
+  const std::int64_t k = first / kQK_K;
+  const int j = int(first % kQK_K) / kSubBlock;
+  switch (w.type) {
+    case GgmlType::Q4_K: {
+      const std::uint8_t* b = dd::block_at(w, k, sizeof(BlockQ4_K));
+      return dd::q4_k_sub(b, dd::k_super<BlockQ4_K>(b), j, out);
+    }
+    case GgmlType::Q5_K: {
+      const std::uint8_t* b = dd::block_at(w, k, sizeof(BlockQ5_K));
+      return dd::q5_k_sub(b, dd::k_super<BlockQ5_K>(b), j, out);
+    }
+    case GgmlType::Q6_K:
+    {
+      const std::uint8_t* b = dd::block_at(w, k, sizeof(BlockQ6_K));
+      return dd::q6_k_sub(b, dd::f16(b + offsetof(BlockQ6_K, d)), j, out);
+    }
+    default:
+      return decode_run(w, first, kSubBlock, out);  // the plain floats, or one legacy block
   }
 }
 

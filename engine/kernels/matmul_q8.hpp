@@ -161,14 +161,12 @@ TD_HD inline void q4_k_ints(const std::uint8_t* b, std::int8_t* q) {
   }
 }
 TD_HD inline void q5_k_ints(const std::uint8_t* b, std::int8_t* q) {
-  const std::uint8_t* ql = b + offsetof(BlockQ5_K, qs);
-  for (int c = 0; c < 4; ++c, ql += 32) q5_k_chunk_ints(ql, b + offsetof(BlockQ5_K, qh), c, q + 64 * c);
+  TD_UNROLL for (int j = 0; j < 8; ++j) q5_k_sub_ints(b + offsetof(BlockQ5_K, qs), b + offsetof(BlockQ5_K, qh), j, q + 32 * j);
 }
 TD_HD inline void q6_k_ints(const std::uint8_t* b, std::int8_t* q) {
-  const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql);
-  const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh);
-  q6_k_half_ints(ql, qh, q);
-  q6_k_half_ints(ql + 64, qh + 32, q + 128);
+  TD_UNROLL for (int j = 0; j < 8; ++j)
+    q6_k_quarter_ints(b + offsetof(BlockQ6_K, ql) + 64 * (j / 4), b + offsetof(BlockQ6_K, qh) + 32 * (j / 4), j % 4,
+                      q + 32 * j);
 }
 
 template <typename IntDot>
@@ -269,6 +267,18 @@ struct IntDotLoop {
   }
 };
 
+// Block b's term in its row's float lane b % kRunBlocks: activation scale dx and scaled sum
+// dsx, the weight block's scale and offset, their integer dot product.
+TD_HD inline float q8_block_term(float dx, float dsx, float scale, float offset, std::int32_t dot) {
+  return dx * (scale * float(dot)) + offset * dsx;
+}
+// A row's kRunBlocks lanes added pairwise, halves first (lane is overwritten).
+TD_HD inline float q8_lanes_total(float* lane) {
+  for (int width = kRunBlocks / 2; width > 0; width /= 2)
+    for (int g = 0; g < width; ++g) lane[g] += lane[g + width];
+  return lane[0];
+}
+
 // Weight row r against activation rows [t0, t1) (at most kQ8Tile of them). A row is taken
 // kChunkRuns runs at a time: all unpacked first, then multiplied, so that a run's integers are
 // read once the stores that wrote them are done (a read straddling two pending stores waits
@@ -309,16 +319,11 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
         const float* d = a.x.d + (row + u * kDecodeRun) / kQ8Block;
         const float* ds = a.x.ds + (row + u * kDecodeRun) / kQ8Block;
         const IntRun& run = runs[u];
-        for (int b = 0; b < blocks[u]; ++b) lane[b] += d[b] * (run.scale[b] * float(dots[u][b])) + run.offset[b] * ds[b];
+        for (int b = 0; b < blocks[u]; ++b) lane[b] += q8_block_term(d[b], ds[b], run.scale[b], run.offset[b], dots[u][b]);
       }
     }
   }
-  for (std::int64_t t = t0; t < t1; ++t) {
-    float* lane = lanes[t - t0];
-    for (int width = kRunBlocks / 2; width > 0; width /= 2)
-      for (int g = 0; g < width; ++g) lane[g] += lane[g + width];
-    a.y[t * a.ldy + r] = lane[0];
-  }
+  for (std::int64_t t = t0; t < t1; ++t) a.y[t * a.ldy + r] = q8_lanes_total(lanes[t - t0]);
 }
 
 void validate(const MatmulQ8Args& a);

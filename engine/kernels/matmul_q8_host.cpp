@@ -184,7 +184,7 @@ struct KDotAvx2 {
   // Q4_K: 32 bytes of nibbles hold blocks 2c (low) and 2c + 1 (high), whose multipliers are
   // their 6-bit scales, the same for both groups of a block; Q5_K adds bit 2c or 2c + 1 of qh as
   // the fifth. Q6_K: a half's 64 bytes of ql and 32 of qh hold its four blocks (dequant.hpp's
-  // q6_k_half_ints), taken unsigned (0..63): their products less 32 times the activations' are
+  // q6_k_quarter_ints), taken unsigned (0..63): their products less 32 times the activations' are
   // those of q - 32.
   __attribute__((target("avx2"))) static void encoded_lanes(const Encoded& w, std::int64_t s, const KRun& run,
                                                             const std::int8_t* x, std::int32_t* lane) {

@@ -101,11 +101,12 @@ struct KDotLoop {
   }
 };
 
-// One superblock's product with activation row q_x (scale dx, sums of 32 at sums) added to
-// the row's float lanes.
+// One superblock's terms in its row's float lanes, for activation row q_x (scale dx, sums of
+// 32 at sums): term[l] for lane l < kKLanes, term[kKLanes + j] for min lane j (0 without mins).
+inline constexpr int kKTerms = kKLanes + kKMinLanes;
 template <typename KDot, bool encoded>
-TD_HD inline void k_accumulate(const MatmulQ8Args& a, std::int64_t s, const KRun& run, const std::int8_t* x,
-                               float dx, const std::int16_t* sums, float* acc, float* acc_min) {
+TD_HD inline void k_terms(const MatmulQ8Args& a, std::int64_t s, const KRun& run, const std::int8_t* x, float dx,
+                          const std::int16_t* sums, float* term) {
   std::int32_t lane[kKLanes];
   if constexpr (encoded) {
     KDot::encoded_lanes(a.w, s, run, x, lane);
@@ -113,13 +114,26 @@ TD_HD inline void k_accumulate(const MatmulQ8Args& a, std::int64_t s, const KRun
     KDot::lanes(run, x, lane);
   }
   const float d = dx * run.d;
-  for (int l = 0; l < kKLanes; ++l) acc[l] = acc[l] + d * float(lane[l]);
+  for (int l = 0; l < kKLanes; ++l) term[l] = d * float(lane[l]);
   if (run.has_min) {
     std::int32_t min_lane[kKMinLanes];
     KDot::min_lanes(run, sums, min_lane);
     const float dmin = -(dx * run.dmin);
-    for (int j = 0; j < kKMinLanes; ++j) acc_min[j] = acc_min[j] + dmin * float(min_lane[j]);
+    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = dmin * float(min_lane[j]);
+  } else {
+    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = 0.0f;  // +0 added to +0 sums: no change
   }
+}
+
+// The terms added to a row's lanes, in superblock order.
+template <typename KDot, bool encoded>
+TD_HD inline void k_accumulate(const MatmulQ8Args& a, std::int64_t s, const KRun& run, const std::int8_t* x,
+                               float dx, const std::int16_t* sums, float* acc, float* acc_min) {
+  float term[kKTerms];
+  k_terms<KDot, encoded>(a, s, run, x, dx, sums, term);
+  for (int l = 0; l < kKLanes; ++l) acc[l] = acc[l] + term[l];
+  if (run.has_min)
+    for (int j = 0; j < kKMinLanes; ++j) acc_min[j] = acc_min[j] + term[kKLanes + j];
 }
 
 TD_HD inline float k_total(const float* l, const float* m) {

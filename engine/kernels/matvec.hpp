@@ -49,6 +49,17 @@ inline void lanes_madd(Lanes& acc, const float* w, const float* x) {
 inline float lane(const Lanes& a, int u) { return a[u]; }
 #endif
 
+// The order of a row's sums, which every executor keeps: slot s (0..31) adds the products of
+// the columns c = s (mod 32) below k rounded down to a multiple of 32, in column order (the
+// host's four accumulators of eight lanes; a CUDA warp's lanes); the columns after that add
+// into `tail`, in order; then the slots are summed thus.
+inline constexpr int kMatvecSlots = 32;
+TD_HD inline float matvec_sum_slots(float tail, const float* slots) {
+  float sum = tail;
+  for (int u = 0; u < 8; ++u) sum += (slots[u] + slots[u + 8]) + (slots[u + 16] + slots[u + 24]);
+  return sum;
+}
+
 TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
   float w[kDecodeRun];
   // Four accumulators of eight lanes and one for a run's tail.
@@ -72,9 +83,14 @@ TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
     }
     for (; j < len; ++j) tail += w[j] * x[j];
   }
-  float sum = tail;
-  for (int u = 0; u < 8; ++u) sum += (lane(acc0, u) + lane(acc1, u)) + (lane(acc2, u) + lane(acc3, u));
-  a.y[r] = sum;
+  float slots[kMatvecSlots];
+  for (int u = 0; u < 8; ++u) {
+    slots[u] = lane(acc0, u);
+    slots[u + 8] = lane(acc1, u);
+    slots[u + 16] = lane(acc2, u);
+    slots[u + 24] = lane(acc3, u);
+  }
+  a.y[r] = matvec_sum_slots(tail, slots);
 }
 
 void validate(const MatvecArgs& a);

@@ -2,6 +2,8 @@
 // exists; elsewhere they skip with the reason (and never pretend to have run). Without a
 // device, asking for the CUDA backend must be a NoDeviceError that says why.
 #include <cstring>
+#include <limits>
+#include <utility>
 #include <gtest/gtest.h>
 
 #include "engine/executor.hpp"
@@ -111,26 +113,150 @@ TEST_F(Cuda, DequantizeBitForBitWithHost) {
   }
 }
 
-TEST_F(Cuda, MatvecOnEncodedWeightsMatchesHost) {
-  // The same body on both executors; only the lanes' summation inside a row is shared, so the
-  // results agree to float rounding of one dot product.
+template <typename T>
+Buffer on_device(Executor& ex, const std::vector<T>& v) {
+  Buffer b = ex.allocate(v.size() * sizeof(T));
+  ex.upload(b.data(), v.data(), b.bytes());
+  return b;
+}
+template <typename T>
+std::vector<T> from_device(Executor& ex, const Buffer& b) {
+  std::vector<T> v(b.bytes() / sizeof(T));
+  ex.download(v.data(), b.data(), b.bytes());
+  return v;
+}
+
+// A warp a row on the device, four accumulators of eight lanes on the host: the same 32
+// partial sums in the same order (matvec_sum_slots), so the same floats. Rows not a multiple of
+// the warps in a block, k below cols, and for the plain floats columns past the last 32.
+TEST_F(Cuda, MatvecBitForBitWithHost) {
   auto host = make_host_executor();
   auto cuda = make_executor(Backend::cuda);
-  const std::int64_t rows = 67, cols = 768;
-  const std::vector<float> x = test_values(std::size_t(cols), 6);
+  const std::int64_t rows = 67;
   for (const GgmlTypeTraits& t : kGgmlTypes) {
-    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 7, 0.1f));
-    std::vector<float> want(static_cast<std::size_t>(rows)), got(static_cast<std::size_t>(rows));
-    host->matvec(MatvecArgs{Encoded{bytes.data(), t.type, {}}, cols, rows, cols, x.data(), want.data()});
-    Buffer w = cuda->allocate(bytes.size()), xd = cuda->allocate(x.size() * sizeof(float)),
-           y = cuda->allocate(got.size() * sizeof(float));
-    cuda->upload(w.data(), bytes.data(), bytes.size());
-    cuda->upload(xd.data(), x.data(), xd.bytes());
-    cuda->matvec(MatvecArgs{Encoded{w.as<std::uint8_t>(), t.type, {}}, cols, rows, cols, xd.as<float>(), y.as<float>()});
-    cuda->download(got.data(), y.data(), y.bytes());
-    for (std::size_t r = 0; r < got.size(); ++r)
-      ASSERT_NEAR(got[r], want[r], 1e-5 * (1 + std::abs(want[r]))) << t.name << " row " << r;
+    const bool plain = t.block_elems == 1;
+    for (const auto& [cols, k] : {std::pair<std::int64_t, std::int64_t>{768, 768}, {2048, 1280}, {777, 745}}) {
+      if (!plain && cols % 256 != 0) continue;
+      const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(rows * cols), 7, 0.1f));
+      const std::vector<float> x = test_values(std::size_t(k), 6);
+      for (const ElemType round : {ElemType::f32, ElemType::f16, ElemType::bf16}) {
+        std::vector<float> want(static_cast<std::size_t>(rows));
+        host->matvec(MatvecArgs{Encoded{bytes.data(), t.type, {}}, cols, rows, k, x.data(), want.data(), round});
+        Buffer w = on_device(*cuda, bytes), xd = on_device(*cuda, x), y = on_device(*cuda, want);
+        cuda->matvec(MatvecArgs{Encoded{w.as<std::uint8_t>(), t.type, {}}, cols, rows, k, xd.as<float>(),
+                                y.as<float>(), round});
+        const std::vector<float> got = from_device<float>(*cuda, y);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << t.name << " cols " << cols << " k " << k << " rounded to " << elem_type_name(round);
+      }
+    }
   }
+}
+
+// A warp per (row, head) on the device: the same sums in the same order, but the device's expf
+// and tanhf are not glibc's, so the probabilities agree to a few units in the last place. The
+// masked slots are exactly 0 on both.
+TEST_F(Cuda, AttentionMatchesHost) {
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  const int n_head = 4, n_head_kv = 2, head_dim = 48;
+  const std::int64_t n_rows = 5, n_keys = 70, stride = 80;
+  const std::vector<float> q = test_values(std::size_t(n_rows * n_head * head_dim), 21);
+  const std::vector<float> kv = test_values(std::size_t(stride * n_head_kv * head_dim), 22);
+  const std::vector<std::int32_t> positions = {3, 40, 66, 68, 69};
+  struct Variant {
+    const char* name;
+    void (*apply)(AttentionArgs&);
+  };
+  const Variant variants[] = {
+      {"causal", [](AttentionArgs&) {}},
+      {"window 20", [](AttentionArgs& a) { a.window = 20; }},
+      {"softcap 5", [](AttentionArgs& a) { a.softcap = 5.0f; }},
+      {"not causal", [](AttentionArgs& a) { a.causal = false; }},
+      {"softmax over all keys", [](AttentionArgs& a) { a.softmax_over_all_keys = true; }},
+      {"modulo heads, reversed out", [](AttentionArgs& a) {
+         a.kv_head_map = KvHeadMap::modulo;
+         a.out_heads_reversed = true;
+       }},
+  };
+  for (const Variant& v : variants) {
+    const auto run = [&](Executor& ex) {
+      Buffer qd = on_device(ex, q), kd = on_device(ex, kv), pos = on_device(ex, positions),
+             probs = ex.allocate(std::size_t(n_rows * n_head * stride) * sizeof(float)),
+             out = ex.allocate(std::size_t(n_rows * n_head * head_dim) * sizeof(float));
+      AttentionArgs a;
+      a.q = qd.as<float>();
+      a.k_cache = kd.data();
+      a.v_cache = kd.data();
+      a.positions = pos.as<std::int32_t>();
+      a.probs = probs.as<float>();
+      a.out = out.as<float>();
+      a.n_rows = n_rows;
+      a.n_head = n_head;
+      a.n_head_kv = n_head_kv;
+      a.head_dim = head_dim;
+      a.n_keys = n_keys;
+      a.probs_stride = stride;
+      a.scale = 0.25f;
+      v.apply(a);
+      ex.attention(a);
+      return std::pair{from_device<float>(ex, probs), from_device<float>(ex, out)};
+    };
+    const auto [want_p, want_out] = run(*host);
+    const auto [got_p, got_out] = run(*cuda);
+    const std::vector<double> want_pd(want_p.begin(), want_p.end()), want_od(want_out.begin(), want_out.end());
+    EXPECT_TRUE(all_close(got_p, want_pd, 1e-6, 1e-5)) << v.name;
+    EXPECT_TRUE(all_close(got_out, want_od, 1e-6, 1e-5)) << v.name;
+    for (std::size_t i = 0; i < want_p.size(); ++i)
+      ASSERT_EQ(want_p[i] == 0.0f, got_p[i] == 0.0f) << v.name << " probs[" << i << "]";
+  }
+}
+
+// A warp per row on the device, one scan on the host: the same index, ties and NaNs included.
+TEST_F(Cuda, ArgmaxEqualsHost) {
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::int64_t n = 1000;
+  std::vector<std::vector<float>> rows;
+  rows.push_back(test_values(std::size_t(n), 31));
+  std::vector<float> ties(std::size_t(n), 1.0f);
+  ties[700] = ties[45] = ties[333] = 2.0f;  // the first of three maxima: 45
+  rows.push_back(ties);
+  std::vector<float> nan_first = test_values(std::size_t(n), 32);
+  nan_first[0] = nan;  // the scan never leaves index 0
+  rows.push_back(nan_first);
+  std::vector<float> nans = test_values(std::size_t(n), 33);
+  for (std::size_t i = 1; i < nans.size(); i += 3) nans[i] = nan;
+  nans[33] = 5.0f;  // the maximum, in the columns of lane 1, whose first column (1) is a NaN
+  rows.push_back(nans);
+  rows.push_back(std::vector<float>(std::size_t(n), -inf));
+  std::vector<float> all_nan(std::size_t(n), nan);
+  rows.push_back(all_nan);
+  std::vector<float> zeros(std::size_t(n), 0.0f);
+  zeros[500] = -0.0f;
+  zeros[0] = -0.0f;
+  rows.push_back(zeros);
+  std::vector<float> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  const auto n_rows = std::int64_t(rows.size());
+  const auto run = [&](Executor& ex) {
+    Buffer x = on_device(ex, flat), out = ex.allocate(std::size_t(n_rows) * sizeof(std::int32_t));
+    ex.argmax(ArgmaxArgs{x.as<float>(), out.as<std::int32_t>(), n_rows, n});
+    return from_device<std::int32_t>(ex, out);
+  };
+  const std::vector<std::int32_t> want = run(*host);
+  EXPECT_EQ(want[1], 45);
+  EXPECT_EQ(want[2], 0);
+  EXPECT_EQ(want[3], 33);
+  EXPECT_EQ(run(*cuda), want);
+  const auto short_run = [&](Executor& ex) {  // fewer columns than a warp has lanes
+    Buffer x = on_device(ex, std::vector<float>{0.5f, nan, 3.0f, 3.0f, -1.0f}), out = ex.allocate(sizeof(std::int32_t));
+    ex.argmax(ArgmaxArgs{x.as<float>(), out.as<std::int32_t>(), 1, 5});
+    return from_device<std::int32_t>(ex, out);
+  };
+  EXPECT_EQ(short_run(*host), std::vector<std::int32_t>{2});
+  EXPECT_EQ(short_run(*cuda), std::vector<std::int32_t>{2});
 }
 
 // Precision q8: activations quantized on each executor, then multiplied, in blocks of 32 and
