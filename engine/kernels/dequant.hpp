@@ -108,24 +108,29 @@ TD_HD inline void q5_ints(const std::uint8_t* qh_bytes, const std::uint8_t* qs, 
   for (int j = 0; j < kQK / 2; ++j) q[j + kQK / 2] = std::int8_t((qs[j] >> 4) | int((qh >> (j + 12)) & 0x10));
 }
 
-// Q5_K: the 5-bit integers of sub-block j (32 elements): the low (even j) or high nibbles of
-// the 32 bytes of ql chunk j / 2, bit j of qh[l] as bit 4.
-TD_HD inline void q5_k_sub_ints(const std::uint8_t* __restrict__ qs, const std::uint8_t* __restrict__ qh, int j,
-                                std::int8_t* __restrict__ q) {
+// K-quant integers of sub-block j (32 elements), elements [l0, l0 + n) of it into q[0..n).
+// Q4_K: the low (even j) or high nibbles of the 32 bytes of qs chunk j / 2.
+TD_HD inline void q4_k_sub_ints(const std::uint8_t* __restrict__ qs, int j, std::int8_t* __restrict__ q, int l0 = 0,
+                                int n = 32) {
   const std::uint8_t* ql = qs + 32 * (j / 2);
   const int shift = 4 * (j % 2);
-  for (int l = 0; l < 32; ++l) q[l] = std::int8_t(((ql[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4));
+  for (int l = l0; l < l0 + n; ++l) q[l - l0] = std::int8_t((ql[l] >> shift) & 0x0F);
 }
-
-// Q6_K: the integers q - 32 of quarter k (32 elements) of a 128-element half, from the half's
-// 64 bytes of ql and 32 of qh: the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits
-// 2k, 2k+1 of qh[l].
+// Q5_K: Q4_K's nibbles with bit j of qh[l] as bit 4.
+TD_HD inline void q5_k_sub_ints(const std::uint8_t* __restrict__ qs, const std::uint8_t* __restrict__ qh, int j,
+                                std::int8_t* __restrict__ q, int l0 = 0, int n = 32) {
+  const std::uint8_t* ql = qs + 32 * (j / 2);
+  const int shift = 4 * (j % 2);
+  for (int l = l0; l < l0 + n; ++l) q[l - l0] = std::int8_t(((ql[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4));
+}
+// Q6_K: the integers q - 32 of quarter k of a 128-element half, from the half's 64 bytes of ql
+// and 32 of qh: the low (k < 2) or high nibbles of ql[32 (k % 2) + l] and bits 2k, 2k+1 of qh[l].
 TD_HD inline void q6_k_quarter_ints(const std::uint8_t* __restrict__ ql, const std::uint8_t* __restrict__ qh, int k,
-                                    std::int8_t* __restrict__ q) {
+                                    std::int8_t* __restrict__ q, int l0 = 0, int n = 32) {
   const std::uint8_t* lo = ql + 32 * (k % 2);
   const int shift = 4 * (k / 2);
-  for (int l = 0; l < 32; ++l)
-    q[l] = std::int8_t(int(((lo[l] >> shift) & 0x0F) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32);
+  for (int l = l0; l < l0 + n; ++l)
+    q[l - l0] = std::int8_t(int(((lo[l] >> shift) & 0x0F) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32);
 }
 
 // One block each, into y[0..block_elems).

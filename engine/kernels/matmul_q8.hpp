@@ -168,6 +168,13 @@ TD_HD inline void q6_k_ints(const std::uint8_t* b, std::int8_t* q) {
     q6_k_quarter_ints(b + offsetof(BlockQ6_K, ql) + 64 * (j / 4), b + offsetof(BlockQ6_K, qh) + 32 * (j / 4), j % 4,
                       q + 32 * j);
 }
+// Elements [l0, l0 + n) of sub-block j of K-quant superblock b, as the integers above.
+TD_HD inline void k_sub_ints(GgmlType type, const std::uint8_t* b, int j, int l0, int n, std::int8_t* q) {
+  if (type == GgmlType::Q4_K) return q4_k_sub_ints(b + offsetof(BlockQ4_K, qs), j, q, l0, n);
+  if (type == GgmlType::Q5_K) return q5_k_sub_ints(b + offsetof(BlockQ5_K, qs), b + offsetof(BlockQ5_K, qh), j, q, l0, n);
+  q6_k_quarter_ints(b + offsetof(BlockQ6_K, ql) + 64 * (j / 4), b + offsetof(BlockQ6_K, qh) + 32 * (j / 4), j % 4, q,
+                    l0, n);
+}
 
 template <typename IntDot>
 TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {

@@ -101,9 +101,25 @@ struct KDotLoop {
   }
 };
 
-// One superblock's terms in its row's float lanes, for activation row q_x (scale dx, sums of
-// 32 at sums): term[l] for lane l < kKLanes, term[kKLanes + j] for min lane j (0 without mins).
+// One superblock's terms in its row's float lanes, from its integer lanes and activation row
+// q_x (scale dx, sums of 32 at sums): term[l] for lane l < kKLanes, term[kKLanes + j] for min
+// lane j (0 without mins).
 inline constexpr int kKTerms = kKLanes + kKMinLanes;
+template <typename KDot>
+TD_HD inline void k_lane_terms(const KRun& run, const std::int32_t* lane, float dx, const std::int16_t* sums,
+                               float* term) {
+  const float d = dx * run.d;
+  for (int l = 0; l < kKLanes; ++l) term[l] = d * float(lane[l]);
+  if (run.has_min) {
+    std::int32_t min_lane[kKMinLanes];
+    KDot::min_lanes(run, sums, min_lane);
+    const float dmin = -(dx * run.dmin);
+    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = dmin * float(min_lane[j]);
+  } else {
+    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = 0.0f;
+  }
+}
+
 template <typename KDot, bool encoded>
 TD_HD inline void k_terms(const MatmulQ8Args& a, std::int64_t s, const KRun& run, const std::int8_t* x, float dx,
                           const std::int16_t* sums, float* term) {
@@ -113,16 +129,7 @@ TD_HD inline void k_terms(const MatmulQ8Args& a, std::int64_t s, const KRun& run
   } else {
     KDot::lanes(run, x, lane);
   }
-  const float d = dx * run.d;
-  for (int l = 0; l < kKLanes; ++l) term[l] = d * float(lane[l]);
-  if (run.has_min) {
-    std::int32_t min_lane[kKMinLanes];
-    KDot::min_lanes(run, sums, min_lane);
-    const float dmin = -(dx * run.dmin);
-    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = dmin * float(min_lane[j]);
-  } else {
-    for (int j = 0; j < kKMinLanes; ++j) term[kKLanes + j] = 0.0f;  // +0 added to +0 sums: no change
-  }
+  k_lane_terms<KDot>(run, lane, dx, sums, term);
 }
 
 // The terms added to a row's lanes, in superblock order.
