@@ -97,29 +97,29 @@ inline void split_nibbles(const std::uint8_t* src, std::int8_t* lo, std::int8_t*
 // Q4_0 and Q5_0 keep q unsigned: d (q - 8) = d q - 8 d, the offset applied to the
 // activations' sum.
 TD_HD inline void q4_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  if (q) split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2);
+  split_nibbles(b + offsetof(BlockQ4_0, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q4_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  if (q) split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2);
+  split_nibbles(b + offsetof(BlockQ4_1, qs), q, q + kQK / 2);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ4_1, m));
 }
 TD_HD inline void q5_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  if (q) q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
+  q5_ints(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), q);
   bits.d[i] = u16(b);
 }
 TD_HD inline void q5_1(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  if (q) q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
+  q5_ints(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), q);
   bits.d[i] = u16(b);
   bits.m[i] = u16(b + offsetof(BlockQ5_1, m));
 }
 TD_HD inline void q8_0(const std::uint8_t* b, std::int8_t* q, LegacyBits& bits, int i) {
-  if (q) memcpy(q, b + offsetof(BlockQ8_0, qs), kQK);
+  memcpy(q, b + offsetof(BlockQ8_0, qs), kQK);
   bits.d[i] = u16(b);
 }
 
-// The blocks of a legacy run (their integers too unless q is null). offset_in_d: the offset
+// The blocks of a legacy run, their integers and scales. offset_in_d: the offset
 // is that multiple of d (Q4_0, Q5_0), or else the block's m (0 without one). widen_d_as_bf16:
 // the fault dequant-q8-scale reads the fp16 scale's bits as a bf16, as dequant.hpp does.
 template <typename IntDot, typename Block>
@@ -128,7 +128,7 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
                              Block block) {
   LegacyBits bits = {};
   for (int i = 0; i < blocks; ++i)
-    block(block_at(w, first_block + i, std::int64_t(block_bytes)), q ? q + i * kQK : nullptr, bits, i);
+    block(block_at(w, first_block + i, std::int64_t(block_bytes)), q + i * kQK, bits, i);
   constexpr int kBlocks = kDecodeRun / kQK;
   float d[kBlocks], m[kBlocks];
   if (widen_d_as_bf16) {
@@ -178,19 +178,19 @@ TD_HD inline void k_sub_ints(GgmlType type, const std::uint8_t* b, int j, int l0
 
 template <typename IntDot>
 TD_HD inline void q4_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  if (q) q4_k_ints(b, q);
+  q4_k_ints(b, q);
   k_run_scales<IntDot, BlockQ4_K>(b, r);
 }
 template <typename IntDot>
 TD_HD inline void q5_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  if (q) q5_k_ints(b, q);
+  q5_k_ints(b, q);
   k_run_scales<IntDot, BlockQ5_K>(b, r);
 }
 // Group g of the run (16 elements) has the scale d sc[g]: the integer sc[g] applies to the
 // group's integer sum (IntDot::q6_k_scales).
 template <typename IntDot>
 TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
-  if (q) q6_k_ints(b, q);
+  q6_k_ints(b, q);
   IntDot::q6_k_scales(u16(b + offsetof(BlockQ6_K, d)), reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales)), r);
   r.form = IntForm::scaled_groups;
 }
@@ -198,15 +198,14 @@ TD_HD inline void q6_k(const std::uint8_t* b, std::int8_t* q, IntRun& r) {
 }  // namespace unpack_detail
 
 // Elements [first, first + len) of `w` (first a multiple of the block size, len of kQ8Block)
-// as integers, whole blocks at a time; with_ints false: only their scales, offsets and
-// multipliers (an executor that reads the integers from the encoded bytes itself). The legacy
+// as integers, whole blocks at a time, with their scales, offsets and multipliers. The legacy
 // blocks' 16-bit scales are widened by IntDot::widen_f16.
-template <typename IntDot, bool with_ints = true>
+template <typename IntDot>
 TD_HD inline void unpack_run(const Encoded& w, std::int64_t first, int len, IntRun& r) {
   namespace ud = unpack_detail;
   const std::int64_t legacy = first / kQK, k = first / kQK_K;
   const int blocks = len / kQK;
-  std::int8_t* q = with_ints ? r.q : nullptr;
+  std::int8_t* q = r.q;
   switch (w.type) {
     case GgmlType::Q4_0:
       return ud::legacy_run<IntDot>(w, legacy, blocks, sizeof(BlockQ4_0), q, r, IntForm::unsigned_ints, -8.0f, false, ud::q4_0);
@@ -293,9 +292,7 @@ TD_HD inline float q8_lanes_total(float* lane) {
 inline constexpr int kQ8Tile = 16;
 inline constexpr int kChunkRuns = 4;
 
-// encoded: the runs' integers are summed straight from the encoded bytes by
-// IntDot::encoded_blocks (an executor's own reading of them), and only their scales unpacked.
-template <typename IntDot, bool encoded = false>
+template <typename IntDot>
 TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int64_t t0, std::int64_t t1) {
   IntRun runs[kChunkRuns];
   float lanes[kQ8Tile][kRunBlocks];
@@ -308,18 +305,13 @@ TD_HD inline void matmul_q8_row(const MatmulQ8Args& a, std::int64_t r, std::int6
     for (; n_runs < kChunkRuns && c0 + n_runs * kDecodeRun < a.k; ++n_runs) {
       const std::int64_t first = c0 + n_runs * kDecodeRun;
       const int len = run_length(a.k - first);
-      unpack_run<IntDot, !encoded>(a.w, r * a.cols + first, len, runs[n_runs]);
+      unpack_run<IntDot>(a.w, r * a.cols + first, len, runs[n_runs]);
       blocks[n_runs] = len / kQ8Block;
     }
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t row = t * a.k + c0;  // the chunk's first activation
       for (int u = 0; u < n_runs; ++u) {
-        const std::int8_t* x = a.x.q + row + u * kDecodeRun;
-        if constexpr (encoded) {
-          IntDot::encoded_blocks(a.w, r * a.cols + c0 + u * kDecodeRun, x, blocks[u], dots[u]);
-        } else {
-          IntDot::blocks(runs[u], x, blocks[u], dots[u]);
-        }
+        IntDot::blocks(runs[u], a.x.q + row + u * kDecodeRun, blocks[u], dots[u]);
       }
       float* lane = lanes[t - t0];
       for (int u = 0; u < n_runs; ++u) {

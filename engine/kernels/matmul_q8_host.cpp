@@ -1,4 +1,5 @@
 #include <cstring>
+#include <type_traits>
 
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8.hpp"
@@ -27,9 +28,8 @@ TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) 
 // sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
 // lanes of eight blocks are added horizontally.
 //
-// For one activation row (decode) Q8_0's integers are taken straight from the encoded bytes
-// (encoded_blocks): the same integers, so the same sums, without unpacking them to memory
-// first. Batches keep unpacking: a tile of rows reads the unpacked run many times.
+// For one activation row (decode) of Q4_0, Q4_1 and Q8_0, legacy_row_avx2 below reads the
+// encoded bytes instead. Batches keep unpacking: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
@@ -101,34 +101,14 @@ struct IntDotAvx2 {
   }
   // sums[i] = the sum of v[i]'s eight lanes.
   TD_AVX2_INLINE void add_lanes(const __m256i (&v)[8], std::int32_t* sums) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), block_sums(v));
+  }
+  TD_AVX2_INLINE __m256i block_sums(const __m256i (&v)[8]) {
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
     const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
     // Lanes (0, 1, 2, 3 | 0, 1, 2, 3) and (4, 5, 6, 7 | 4, 5, 6, 7): halves of each block's sum.
     const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67);
-    const __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), s);
-  }
-
-  // Which products read the encoded bytes: one activation row of Q8_0 (splitting nibbles again
-  // for every row of a batch measured slower than unpacking once; Q4_0, Q4_1 gained nothing;
-  // the K-quants take matmul_q8k). The decoder quirks act here as in unpack_run: on the
-  // scales, which unpack_run<false> still decodes, and on where blocks lie (block_at).
-  static bool reads_encoded(const Encoded& w, std::int64_t rows) { return rows == 1 && w.type == GgmlType::Q8_0; }
-
-  // The run's sums, as blocks() gives them for unpack_run's integers: elements
-  // [first, first + 32 blocks) of w, reads_encoded(w). The eight sums stay in registers (an
-  // array zeroed in memory and then read as vectors stalls every run).
-  __attribute__((target("avx2"))) static void encoded_blocks(const Encoded& w, std::int64_t first, const std::int8_t* x,
-                                                             int blocks, std::int32_t* sums) {
-    __m256i v[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i)
-      v[i] = i < blocks ? dot32<IntForm::signed_ints>(
-                              load32(dequant_detail::block_at(w, first / kQK + i, sizeof(BlockQ8_0)) +
-                                     offsetof(BlockQ8_0, qs)),
-                              load32(x + i * kQ8Block), __m256i{})
-                        : _mm256_setzero_si256();
-    add_lanes(v, sums);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
   }
 };
 
@@ -233,6 +213,69 @@ struct KDotAvx2 {
   }
 };
 
+// The low 16 bits of eight 32-bit words, packed.
+TD_AVX2_INLINE __m128i low_halves(__m256i words) {
+  const __m256i packed = _mm256_packus_epi32(_mm256_and_si256(words, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256());
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+// One activation row against a legacy block type (Q4_0, Q4_1, Q8_0), everything in registers:
+// per run of eight blocks, the blocks' integer sums from the encoded bytes (maddubs, the
+// horizontal tree), their fp16 scales (and Q4_1's offsets) widened eight at once, and
+// q8_block_term's floats eight lanes wide into the row's eight lanes: lane b % 8 takes block b,
+// as matmul_q8_row's lanes do, in the same order, with the same operations (no FMA). A short
+// last run leaves the lanes of its missing blocks untouched.
+template <GgmlType kType>
+__attribute__((target("avx2,f16c"))) float legacy_row_avx2(const MatmulQ8Args& a, std::int64_t r, std::int64_t t) {
+  using Block = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
+                                   std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
+  const std::uint8_t* row = a.w.bytes + (r * a.cols / kQK) * std::int64_t(sizeof(Block));
+  const std::int8_t* x = a.x.q + t * a.k;
+  const float* dx = a.x.d + t * a.k / kQ8Block;
+  const float* dsx = a.x.ds + t * a.k / kQ8Block;
+  const std::int64_t blocks = a.k / kQ8Block;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 lanes = _mm256_setzero_ps();
+  for (std::int64_t b0 = 0; b0 < blocks; b0 += kRunBlocks) {
+    const int n = blocks - b0 < kRunBlocks ? int(blocks - b0) : kRunBlocks;
+    const std::uint8_t* run = row + b0 * std::int64_t(sizeof(Block));
+    __m256i v[kRunBlocks];
+#pragma GCC unroll 8
+    for (int i = 0; i < kRunBlocks; ++i) {
+      if (i >= n) {
+        v[i] = _mm256_setzero_si256();
+        continue;
+      }
+      const std::uint8_t* blk = run + i * std::int64_t(sizeof(Block));
+      const __m256i xb = load32(x + (b0 + i) * kQ8Block);
+      if constexpr (kType == GgmlType::Q8_0) {
+        v[i] = IntDotAvx2::dot32<IntForm::signed_ints>(load32(blk + offsetof(BlockQ8_0, qs)), xb, __m256i{});
+      } else {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(Block, qs)));
+        const __m256i q = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), low4);
+        v[i] = IntDotAvx2::dot32<IntForm::unsigned_ints>(q, xb, __m256i{});
+      }
+    }
+    const __m256i sums = IntDotAvx2::block_sums(v);
+    const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    // Each block's first 4 bytes: d, and Q4_1's m after it; 16-bit halves packed to eight.
+    const __m256i heads = _mm256_mask_i32gather_epi32(
+        _mm256_setzero_si256(), reinterpret_cast<const int*>(run),
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(Block)))), present, 1);
+    const __m256 d = _mm256_cvtph_ps(low_halves(heads));
+    const __m256 offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), d)
+                          : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
+                                                    : _mm256_setzero_ps();
+    const __m256 ax = _mm256_maskload_ps(dx + b0, present), as = _mm256_maskload_ps(dsx + b0, present);
+    const __m256 term =
+        _mm256_add_ps(_mm256_mul_ps(ax, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(offset, as));
+    lanes = _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+  }
+  alignas(32) float lane[kRunBlocks];
+  _mm256_store_ps(lane, lanes);
+  return q8_lanes_total(lane);
+}
+
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"), flatten)) void k_rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                           std::int64_t t0, std::int64_t t1) {
@@ -243,13 +286,31 @@ __attribute__((target("avx2,f16c"), flatten)) void k_rows_avx2(const MatmulQ8Arg
   }
 }
 
+// The legacy types legacy_row_avx2 reads: not under a decoder quirk (matmul_q8_row decodes those).
+GgmlType legacy_encoded_type(const Encoded& w) {
+  const DequantQuirks q = w.quirks;
+  if (q.q8_scale_as_bf16 || q.q8_block_stride_quants || q.q8_quant_unsigned) return GgmlType::F32;
+  return w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0 ? w.type : GgmlType::F32;
+}
+
 __attribute__((target("avx2,f16c"), flatten)) void rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                         std::int64_t t0, std::int64_t t1) {
-  if (IntDotAvx2::reads_encoded(a.w, t1 - t0)) {
-    for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2, true>(a, r, t0, t1);
-  } else {
-    for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2>(a, r, t0, t1);
+  if (t1 - t0 == 1) {
+    switch (legacy_encoded_type(a.w)) {
+      case GgmlType::Q4_0:
+        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q4_0>(a, r, t0);
+        return;
+      case GgmlType::Q4_1:
+        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q4_1>(a, r, t0);
+        return;
+      case GgmlType::Q8_0:
+        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q8_0>(a, r, t0);
+        return;
+      default:
+        break;
+    }
   }
+  for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2>(a, r, t0, t1);
 }
 #endif
 
