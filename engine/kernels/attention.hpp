@@ -75,11 +75,36 @@ TD_HD inline AttentionSpan attention_span(const AttentionArgs& a, std::int64_t i
   return s;
 }
 
+// q · K[at .. at + n) in eight lanes: lane u adds the products of dims d = u (mod 8) below n
+// rounded down to 8, in order, the rest go to a tail; then
+// (((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))) + tail. The cache type is a constant in
+// each copy, so the host compiler vectorizes the lanes.
+template <ElemType kType>
+TD_HD inline float head_dot(const float* q, const void* k, std::int64_t at, int n) {
+  float l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int d = 0;
+  for (; d + 8 <= n; d += 8)
+    for (int u = 0; u < 8; ++u) l[u] += q[d + u] * load_element(k, kType, at + d + u);
+  float tail = 0.0f;
+  for (; d < n; ++d) tail += q[d] * load_element(k, kType, at + d);
+  return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail;
+}
+
 // The score of key t, before the softmax.
 TD_HD inline float attention_score(const AttentionArgs& a, const AttentionSpan& s, std::int64_t t) {
   const std::int64_t k_row = t * a.n_head_kv * a.head_dim + s.k_offset;
   float dot = 0.0f;
-  for (int d = 0; d < a.head_dim; ++d) dot += s.q[d] * load_element(a.k_cache, a.cache_type, k_row + d);
+  switch (a.cache_type) {
+    case ElemType::f32:
+      dot = head_dot<ElemType::f32>(s.q, a.k_cache, k_row, a.head_dim);
+      break;
+    case ElemType::f16:
+      dot = head_dot<ElemType::f16>(s.q, a.k_cache, k_row, a.head_dim);
+      break;
+    case ElemType::bf16:
+      dot = head_dot<ElemType::bf16>(s.q, a.k_cache, k_row, a.head_dim);
+      break;
+  }
   return a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
 }
 
@@ -90,6 +115,19 @@ TD_HD inline float attention_output(const AttentionArgs& a, const AttentionSpan&
   for (std::int64_t t = s.first; t < s.visible; ++t)
     acc += s.p[t] * load_element(a.v_cache, a.cache_type, t * kv_row + s.k_offset + d);
   return acc;
+}
+
+// Every output element at once, each summed as attention_output sums it (key order, from 0):
+// keys outermost, so the host compiler vectorizes across the elements.
+template <ElemType kType>
+TD_HD inline void attention_outputs(const AttentionArgs& a, const AttentionSpan& s) {
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  for (int d = 0; d < a.head_dim; ++d) s.out[d] = 0.0f;
+  for (std::int64_t t = s.first; t < s.visible; ++t) {
+    const float p = s.p[t];
+    const std::int64_t at = t * kv_row + s.k_offset;
+    for (int d = 0; d < a.head_dim; ++d) s.out[d] += p * load_element(a.v_cache, kType, at + d);
+  }
 }
 
 TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
@@ -104,7 +142,14 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
   for (std::int64_t t = s.first; t < s.visible; ++t) s.p[t] /= sum;
   for (std::int64_t t = 0; t < s.first && t < a.probs_stride; ++t) s.p[t] = 0.0f;
   for (std::int64_t t = s.visible > 0 ? s.visible : 0; t < a.probs_stride; ++t) s.p[t] = 0.0f;
-  for (int d = 0; d < a.head_dim; ++d) s.out[d] = attention_output(a, s, d);
+  switch (a.cache_type) {
+    case ElemType::f32:
+      return attention_outputs<ElemType::f32>(a, s);
+    case ElemType::f16:
+      return attention_outputs<ElemType::f16>(a, s);
+    case ElemType::bf16:
+      return attention_outputs<ElemType::bf16>(a, s);
+  }
 }
 
 void validate(const AttentionArgs& a);
