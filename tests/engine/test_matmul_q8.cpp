@@ -160,8 +160,9 @@ void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int
 }
 
 TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
-  // Blocks of 32: the host's vector integer sums (from unpacked runs, or for one Q8_0 row
-  // straight from the encoded bytes), every block type, a short last run for the legacy ones.
+  // Blocks of 32: the host's vector sums (from unpacked runs, or for one row of Q4_0, Q4_1 or
+  // Q8_0 from the encoded bytes in registers), every block type, a short last run for the
+  // legacy ones.
   auto ex = make_host_executor();
   for (const GgmlTypeTraits& t : kGgmlTypes)
     if (q8_multipliable(Encoded{nullptr, t.type, {}}))
