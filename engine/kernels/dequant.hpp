@@ -182,10 +182,9 @@ TD_HD inline KSuper k_super(const std::uint8_t* b) {
 // K-quant sub-block j (32 elements) of superblock b, into y[0..32).
 TD_HD inline void q4_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
   const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
-  // Chunk j / 2 of 32 bytes: the even sub-block in the low nibbles, the odd one high.
-  const std::uint8_t* q = b + offsetof(BlockQ4_K, qs) + 32 * (j / 2);
-  const int shift = 4 * (j % 2);
-  for (int l = 0; l < 32; ++l) y[l] = dj * float((q[l] >> shift) & 0x0F) - mj;
+  std::int8_t q[32];
+  q4_k_sub_ints(b + offsetof(BlockQ4_K, qs), j, q);
+  for (int l = 0; l < 32; ++l) y[l] = dj * float(q[l]) - mj;
 }
 TD_HD inline void q5_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
   const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
@@ -285,8 +284,7 @@ TD_HD inline void decode_sub_block(const Encoded& w, std::int64_t first, float* 
       const std::uint8_t* b = dd::block_at(w, k, sizeof(BlockQ5_K));
       return dd::q5_k_sub(b, dd::k_super<BlockQ5_K>(b), j, out);
     }
-    case GgmlType::Q6_K:
-    {
+    case GgmlType::Q6_K: {
       const std::uint8_t* b = dd::block_at(w, k, sizeof(BlockQ6_K));
       return dd::q6_k_sub(b, dd::f16(b + offsetof(BlockQ6_K, d)), j, out);
     }

@@ -38,6 +38,26 @@ TEST_F(HostOps, DequantizeEveryTypeBitForBitWithModel) {
   }
 }
 
+// The CUDA executor's matvec decodes a sub-block of 32 per lane: the same values decode_run
+// gives for them, every type, every sub-block of a superblock, the fault's quirks included.
+TEST_F(HostOps, SubBlocksDecodeAsRunsDo) {
+  const std::int64_t n = 2 * 256;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const std::vector<std::uint8_t> bytes = quantize(t.type, test_values(std::size_t(n), 13, 0.7f));
+    for (const bool quirk : {false, true}) {
+      if (quirk && t.type != GgmlType::Q8_0) continue;
+      DequantQuirks quirks;
+      quirks.q8_scale_as_bf16 = quirk;
+      const Encoded w{bytes.data(), t.type, quirks};
+      std::vector<float> runs(static_cast<std::size_t>(n)), subs(static_cast<std::size_t>(n));
+      for (std::int64_t first = 0; first < n; first += kDecodeRun) decode_run(w, first, kDecodeRun, runs.data() + first);
+      for (std::int64_t first = 0; first < n; first += kSubBlock) decode_sub_block(w, first, subs.data() + first);
+      EXPECT_EQ(0, std::memcmp(runs.data(), subs.data(), runs.size() * sizeof(float)))
+          << t.name << (quirk ? " with the bf16 scale quirk" : "");
+    }
+  }
+}
+
 TEST_F(HostOps, DequantizeHandBuiltBlocks) {
   // Q4_0: d = 2 (f16 0x4000); qs[j] = j | (15 - j) << 4 -> element j: 2 (j - 8), 16 + j: 2 (7 - j).
   std::uint8_t q4[18] = {0x00, 0x40};
