@@ -4,16 +4,14 @@
 namespace tapdiff::engine {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kAllLanes = 0xffffffffu;
-
 // A warp per row, with argmax_row's answer: the first index of the largest value that is not
 // a NaN, unless x[0] is a NaN (the scan never leaves index 0 then); 0 when every value is a NaN.
 // Each lane finds its columns' candidate, then the lanes keep the larger value, the lower index
 // on ties.
 __global__ void argmax_warps(ArgmaxArgs a) {
-  const int lane = int(threadIdx.x);
-  const std::int64_t r = blockIdx.x;
+  const int lane = lane_index();
+  const std::int64_t r = warp_index();
+  if (r >= a.n_rows) return;  // the whole warp
   const float* x = a.x + r * a.n;
   std::int64_t best = -1;
   float value = 0.0f;
@@ -34,7 +32,7 @@ __global__ void argmax_warps(ArgmaxArgs a) {
 
 void argmax_cuda(const ArgmaxArgs& a, CudaStream stream) {
   if (a.n_rows <= 0) return;
-  argmax_warps<<<static_cast<unsigned>(a.n_rows), kWarp, 0, stream>>>(a);
+  argmax_warps<<<warp_blocks(a.n_rows), kWarpBlockThreads, 0, stream>>>(a);
   TD_CUDA_CHECK_LAUNCH("argmax");
 }
 

@@ -4,16 +4,12 @@
 namespace tapdiff::engine {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kAllLanes = 0xffffffffu;
-constexpr int kWarpsPerBlock = 4;
-
 // A warp per (query row, head), with attention_row_head's arithmetic: lanes take keys in turn
 // for the scores and output elements in turn for the weighted values, each sum in the host's
 // order; the softmax's denominator is summed in key order by every lane alike.
 __global__ void attention_warps(AttentionArgs a) {
-  const int lane = int(threadIdx.x) % kWarp;
-  const std::int64_t index = std::int64_t(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x) / kWarp;
+  const int lane = lane_index();
+  const std::int64_t index = warp_index();
   if (index >= a.n_rows * a.n_head) return;  // the whole warp
   const AttentionSpan s = attention_span(a, index);
   float max = -INFINITY;
@@ -49,8 +45,7 @@ __global__ void attention_warps(AttentionArgs a) {
 void attention_cuda(const AttentionArgs& a, CudaStream stream) {
   const std::int64_t warps = a.n_rows * a.n_head;
   if (warps <= 0) return;
-  const std::int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  attention_warps<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  attention_warps<<<warp_blocks(warps), kWarpBlockThreads, 0, stream>>>(a);
   TD_CUDA_CHECK_LAUNCH("attention");
 }
 

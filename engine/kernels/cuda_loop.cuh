@@ -1,5 +1,6 @@
-// The CUDA executor's launcher: a grid-stride loop running body(i) for i in [0, n). Every
-// launcher follows it with TD_CUDA_CHECK_LAUNCH, so a launch error names the op's .cu file.
+// The CUDA executor's launchers: a grid-stride loop running body(i) for i in [0, n), and the
+// shape of the warp-per-row kernels. Every launcher follows its launch with
+// TD_CUDA_CHECK_LAUNCH, so a launch error names the op's .cu file.
 #pragma once
 
 #include <algorithm>
@@ -27,5 +28,20 @@ void cuda_for(std::int64_t n, CudaStream stream, Body body) {
       std::min<std::int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks);
   grid_stride_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(n, body);
 }
+
+// The row reductions' launcher shape: a warp per index (a row, or a row and head), kWarpsPerBlock
+// warps a block. A kernel finds its index and lane with warp_index() and lane_index(), and
+// returns whole warps past the end, so no lane of a live warp misses a __syncwarp.
+inline constexpr int kWarp = 32;
+inline constexpr unsigned kAllLanes = 0xffffffffu;
+inline constexpr int kWarpsPerBlock = 4;
+inline constexpr int kWarpBlockThreads = kWarpsPerBlock * kWarp;
+
+inline unsigned warp_blocks(std::int64_t n) {
+  return static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+__device__ inline int lane_index() { return int(threadIdx.x) % kWarp; }
+__device__ inline int warp_in_block() { return int(threadIdx.x) / kWarp; }
+__device__ inline std::int64_t warp_index() { return std::int64_t(blockIdx.x) * kWarpsPerBlock + warp_in_block(); }
 
 }  // namespace tapdiff::engine

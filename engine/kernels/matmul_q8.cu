@@ -5,11 +5,6 @@
 namespace tapdiff::engine {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kWarpsPerBlock = 4;
-
-constexpr unsigned kAllLanes = 0xffffffffu;
-
 // A warp per (weight row, tile of activation rows), activations in blocks of 32. Lane j of a
 // pass takes block u0 + j of the row: unpacks it once and computes its term for each
 // activation row of the tile (q8_block_term: the integer sum exact, the floats the host's). The
@@ -17,8 +12,8 @@ constexpr unsigned kAllLanes = 0xffffffffu;
 // order, as the host's lane b does; then the host's final sum (q8_lanes_total).
 __global__ void matmul_q8_warps(MatmulQ8Args a, std::int64_t tiles) {
   __shared__ float terms[kWarpsPerBlock][kWarp];
-  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
-  const std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const int lane = lane_index(), warp = warp_in_block();
+  const std::int64_t i = warp_index();
   if (i >= a.rows * tiles) return;  // the whole warp
   const std::int64_t r = i / tiles, t0 = (i % tiles) * kQ8Tile, units = a.k / kQ8Block;
   const int tile = int(a.n - t0 < kQ8Tile ? a.n - t0 : kQ8Tile);
@@ -55,17 +50,15 @@ __global__ void matmul_q8_warps(MatmulQ8Args a, std::int64_t tiles) {
 // belong to integer lanes 2p and 2p + 1 of matmul_q8k.hpp (exact: added across the sub-blocks
 // by shuffles). Lane L < kKTerms then computes the superblock's terms as the host does
 // (k_lane_terms) and adds term L to its float lane, in superblock order; then k_total.
-__global__ void matmul_q8k_warps(MatmulQ8Args a, std::int64_t tiles) {
-  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
-  const std::int64_t i = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+// block_bytes: the weight type's superblock size.
+__global__ void matmul_q8k_warps(MatmulQ8Args a, std::int64_t tiles, std::int64_t block_bytes) {
+  const int lane = lane_index();
+  const std::int64_t i = warp_index();
   if (i >= a.rows * tiles) return;  // the whole warp
   const std::int64_t r = i / tiles, t0 = (i % tiles) * kQ8Tile;
   const int tile = int(a.n - t0 < kQ8Tile ? a.n - t0 : kQ8Tile);
   const int j = lane / 4, p = lane % 4;
   const std::int64_t supers = a.k / kQK_K, row_first = r * (a.cols / kQK_K);
-  const std::int64_t block_bytes = a.w.type == GgmlType::Q4_K   ? std::int64_t(sizeof(BlockQ4_K))
-                                   : a.w.type == GgmlType::Q5_K ? std::int64_t(sizeof(BlockQ5_K))
-                                                                : std::int64_t(sizeof(BlockQ6_K));
   float acc[kQ8Tile];  // lane L < kKTerms: float lane L of each activation row
   for (float& v : acc) v = 0.0f;
   KRun run;
@@ -102,21 +95,16 @@ __global__ void matmul_q8k_warps(MatmulQ8Args a, std::int64_t tiles) {
   }
 }
 
-template <typename Kernel>
-void launch_warps(Kernel kernel, const MatmulQ8Args& a, std::int64_t tiles, CudaStream stream) {
-  const std::int64_t blocks = (a.rows * tiles + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a, tiles);
-}
-
 }  // namespace
 
 void matmul_q8_cuda(const MatmulQ8Args& a, CudaStream stream) {
   const std::int64_t tiles = (a.n + kQ8Tile - 1) / kQ8Tile;
   if (a.rows <= 0 || tiles <= 0) return;
+  const unsigned blocks = warp_blocks(a.rows * tiles);
   if (a.x.block == kQ8KBlock) {
-    launch_warps(matmul_q8k_warps, a, tiles, stream);
+    matmul_q8k_warps<<<blocks, kWarpBlockThreads, 0, stream>>>(a, tiles, ggml_type_traits(a.w.type).block_bytes);
   } else if (!q8k_multipliable(a.w)) {
-    launch_warps(matmul_q8_warps, a, tiles, stream);
+    matmul_q8_warps<<<blocks, kWarpBlockThreads, 0, stream>>>(a, tiles);
   } else {
     // A K-quant in activation blocks of 32 (columns summed not whole superblocks): a thread per
     // (weight row, tile), unpacking each superblock once.

@@ -286,30 +286,22 @@ __attribute__((target("avx2,f16c"), flatten)) void k_rows_avx2(const MatmulQ8Arg
   }
 }
 
-// The legacy types legacy_row_avx2 reads: not under a decoder quirk (matmul_q8_row decodes those).
-GgmlType legacy_encoded_type(const Encoded& w) {
-  const DequantQuirks q = w.quirks;
-  if (q.q8_scale_as_bf16 || q.q8_block_stride_quants || q.q8_quant_unsigned) return GgmlType::F32;
-  return w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0 ? w.type : GgmlType::F32;
+// One activation row (a.n == 1) of the legacy types legacy_row_avx2 reads: not under a decoder
+// quirk (matmul_q8_row decodes those).
+bool legacy_in_registers(const MatmulQ8Args& a) {
+  const DequantQuirks q = a.w.quirks;
+  const GgmlType t = a.w.type;
+  return a.n == 1 && !q.q8_scale_as_bf16 && !q.q8_block_stride_quants && !q.q8_quant_unsigned &&
+         (t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0);
+}
+template <GgmlType kType>
+__attribute__((target("avx2,f16c"))) void legacy_rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
+                                                         std::int64_t t0, std::int64_t) {
+  for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<kType>(a, r, t0);
 }
 
 __attribute__((target("avx2,f16c"), flatten)) void rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                         std::int64_t t0, std::int64_t t1) {
-  if (t1 - t0 == 1) {
-    switch (legacy_encoded_type(a.w)) {
-      case GgmlType::Q4_0:
-        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q4_0>(a, r, t0);
-        return;
-      case GgmlType::Q4_1:
-        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q4_1>(a, r, t0);
-        return;
-      case GgmlType::Q8_0:
-        for (std::int64_t r = r0; r < r1; ++r) a.y[t0 * a.ldy + r] = legacy_row_avx2<GgmlType::Q8_0>(a, r, t0);
-        return;
-      default:
-        break;
-    }
-  }
   for (std::int64_t r = r0; r < r1; ++r) matmul_q8_row<IntDotAvx2>(a, r, t0, t1);
 }
 #endif
@@ -335,6 +327,10 @@ void matmul_q8_host(const MatmulQ8Args& a) {
            : a.w.type == GgmlType::Q4_K ? k_rows_avx2<GgmlType::Q4_K>
            : a.w.type == GgmlType::Q5_K ? k_rows_avx2<GgmlType::Q5_K>
                                         : k_rows_avx2<GgmlType::Q6_K>;
+  else if (avx2 && legacy_in_registers(a))
+    rows = a.w.type == GgmlType::Q4_0   ? legacy_rows_avx2<GgmlType::Q4_0>
+           : a.w.type == GgmlType::Q4_1 ? legacy_rows_avx2<GgmlType::Q4_1>
+                                        : legacy_rows_avx2<GgmlType::Q8_0>;
   else if (avx2)
     rows = rows_avx2;
 #else

@@ -4,7 +4,7 @@
 namespace tapdiff::engine {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+static_assert(kMatvecSlots == kWarp, "a lane per slot");
 constexpr int kTileStride = kSubBlock + 1;  // a padded row: lane l reads column l of 32 rows without bank conflicts
 
 // A warp per row. Its 32 lanes are matvec_row's 32 slots: lane s adds the products of columns
@@ -12,10 +12,10 @@ constexpr int kTileStride = kSubBlock + 1;  // a padded row: lane l reads column
 // for bit. Each pass decodes 32 sub-blocks of the row, one a lane, into the warp's tile.
 __global__ void matvec_warps(MatvecArgs a) {
   __shared__ float tiles[kWarpsPerBlock][kMatvecSlots * kTileStride];
-  const int lane = int(threadIdx.x) % kMatvecSlots, warp = int(threadIdx.x) / kMatvecSlots;
-  const std::int64_t r = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (r >= a.rows) return;  // the whole warp: no lane of it waits at a __syncwarp below
-  float* tile = tiles[warp];
+  const int lane = lane_index();
+  const std::int64_t r = warp_index();
+  if (r >= a.rows) return;  // the whole warp
+  float* tile = tiles[warp_in_block()];
   const std::int64_t full = a.k / kMatvecSlots * kMatvecSlots, row = r * a.cols;
   float acc = 0.0f;
   for (std::int64_t c0 = 0; c0 < full; c0 += kMatvecSlots * kSubBlock) {
@@ -37,7 +37,7 @@ __global__ void matvec_warps(MatvecArgs a) {
     for (int j = 0; j < len; ++j) tail += tile[j] * a.x[full + j];
   }
   float slots[kMatvecSlots];
-  for (int s = 0; s < kMatvecSlots; ++s) slots[s] = __shfl_sync(0xffffffffu, acc, s);
+  for (int s = 0; s < kMatvecSlots; ++s) slots[s] = __shfl_sync(kAllLanes, acc, s);
   if (lane == 0) a.y[r] = matvec_sum_slots(tail, slots);
 }
 
@@ -45,8 +45,7 @@ __global__ void matvec_warps(MatvecArgs a) {
 
 void matvec_cuda(const MatvecArgs& a, CudaStream stream) {
   if (a.rows <= 0) return;
-  const std::int64_t blocks = (a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  matvec_warps<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kMatvecSlots, 0, stream>>>(a);
+  matvec_warps<<<warp_blocks(a.rows), kWarpBlockThreads, 0, stream>>>(a);
   TD_CUDA_CHECK_LAUNCH("matvec");
 }
 
