@@ -1,0 +1,298 @@
+#include "engine/kernels/matmul_q8_tiles.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/kernels/host_loop.hpp"
+#include "engine/kernels/matmul_q8k.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TD_Q8_TILES 1
+#endif
+
+namespace tapdiff::engine {
+
+#if TD_Q8_TILES
+namespace {
+
+#define TD_VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define TD_VNNI_INLINE TD_VNNI __attribute__((always_inline)) static inline
+
+constexpr int kTileRows = 4;  // weight rows multiplied at once
+constexpr int kTileActs = 4;  // activation rows multiplied at once
+constexpr int kActTile = 32;  // activation rows whose lanes a group of weight rows keeps
+static_assert(kActTile % kTileActs == 0 && kRunBlocks == 8, "eight blocks: eight 32-bit lanes");
+
+TD_VNNI_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// --- Blocks of 32 (matmul_q8.hpp) ---------------------------------------------------------
+//
+// A run of eight blocks interleaved: step s (32 bytes) holds bytes 4s..4s+3 of every block,
+// block b at 4b. One byte dot product of a step adds four products of each block into the
+// block's 32-bit lane, so eight steps leave each lane its block's whole sum: the eight sums
+// matmul_q8_row's float terms take, with no horizontal additions. The unsigned operand of the
+// products is the weights' integers where they are unsigned (0..31), else the activations
+// plus 128 (bit 7 flipped), less 128 times each weight block's sum afterwards.
+
+// 8 x 8 words transposed: v[s] word b = the old v[b] word s.
+TD_VNNI_INLINE void transpose_words(__m256i (&v)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
+// The first `blocks` blocks of 32 at q, interleaved into steps (missing blocks are 0).
+TD_VNNI_INLINE void interleave(const std::int8_t* q, int blocks, __m256i (&v)[8]) {
+  for (int b = 0; b < 8; ++b) v[b] = b < blocks ? load32(q + 32 * b) : _mm256_setzero_si256();
+  transpose_words(v);
+}
+
+// The low 16 bits of eight 32-bit words, packed.
+TD_VNNI_INLINE __m128i low_halves(__m256i words) {
+  return _mm256_cvtepi32_epi16(words);
+}
+
+// One weight row's run as the tiles take it.
+struct TiledRun {
+  __m256i step[8];
+  __m256i bias;  // signed integers: 128 times each block's sum of q, which the products add
+  __m256 scale, offset;
+};
+
+TD_VNNI void tile_weights(const IntRun& run, int blocks, TiledRun& w) {
+  __m256i v[8];
+  interleave(run.q, blocks, v);
+  __m256i bias = _mm256_setzero_si256();
+  for (int s = 0; s < 8; ++s) {
+    w.step[s] = v[s];
+    if (run.form == IntForm::signed_ints) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
+  }
+  w.bias = bias;
+  w.scale = _mm256_loadu_ps(run.scale);
+  w.offset = _mm256_loadu_ps(run.offset);
+}
+
+// The same from the encoded bytes of a legacy block type with no decoder quirk, as
+// unpack_run's scales and offsets: Q4_0's and Q4_1's nibbles as 16 low then 16 high, Q4_0's
+// offset -8 d, Q4_1's m, Q8_0's none; the fp16 halves of the blocks' first words gathered and
+// widened eight at once (exact). Blocks past `blocks` are not read.
+template <GgmlType kType>
+TD_VNNI void tile_encoded_weights(const MatmulQ8Args& a, std::int64_t row, std::int64_t first, int blocks,
+                                  __m256i present, TiledRun& w) {
+  using Block = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
+                                   std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
+  const std::uint8_t* run = a.w.bytes + ((row * a.cols + first) / kQK) * std::int64_t(sizeof(Block));
+  __m256i v[8];
+  for (int b = 0; b < 8; ++b) {
+    const std::uint8_t* blk = run + b * std::int64_t(sizeof(Block));
+    if (b >= blocks) {
+      v[b] = _mm256_setzero_si256();
+    } else if constexpr (kType == GgmlType::Q8_0) {
+      v[b] = load32(blk + offsetof(BlockQ8_0, qs));
+    } else {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(Block, qs)));
+      v[b] = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
+    }
+  }
+  transpose_words(v);
+  __m256i bias = _mm256_setzero_si256();
+  for (int s = 0; s < 8; ++s) {
+    w.step[s] = v[s];
+    if constexpr (kType == GgmlType::Q8_0) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
+  }
+  w.bias = bias;
+  const __m256i heads = _mm256_mask_i32gather_epi32(
+      _mm256_setzero_si256(), reinterpret_cast<const int*>(run),
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(Block)))), present, 1);
+  w.scale = _mm256_cvtph_ps(low_halves(heads));
+  w.offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), w.scale)
+             : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
+                                       : _mm256_setzero_ps();
+}
+
+// Activation row t's runs, interleaved, bit 7 flipped for signed weights.
+TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, std::uint8_t* out) {
+  const __m256i top = flip ? _mm256_set1_epi8(char(0x80)) : _mm256_setzero_si256();
+  for (std::int64_t first = 0; first < a.k; first += kDecodeRun, out += kDecodeRun) {
+    __m256i v[8];
+    interleave(a.x.q + t * a.k + first, run_length(a.k - first) / kQ8Block, v);
+    for (int s = 0; s < 8; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * s), _mm256_xor_si256(v[s], top));
+  }
+}
+
+// The block sums of kTileRows weight runs against kTileActs activation runs.
+template <bool kSigned>
+TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t* const (&x)[kTileActs],
+                              __m256i (&sums)[kTileRows][kTileActs]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < kTileRows; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) sums[r][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    __m256i xs[kTileActs];
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) xs[c] = load32(x[c] + 32 * s);
+#pragma GCC unroll 4
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m256i ws = w[r].step[s];
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c)
+        sums[r][c] = kSigned ? _mm256_dpbusd_epi32(sums[r][c], xs[c], ws) : _mm256_dpbusd_epi32(sums[r][c], ws, xs[c]);
+    }
+  }
+  if (kSigned)
+#pragma GCC unroll 4
+    for (int r = 0; r < kTileRows; ++r)
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) sums[r][c] = _mm256_sub_epi32(sums[r][c], w[r].bias);
+}
+
+// q8_block_term eight blocks at once into the lanes of a row, the blocks past `present`
+// (a short last run) left as they are.
+template <bool kWhole>
+TD_VNNI_INLINE void add_terms(__m256& lanes, __m256i sums, const TiledRun& w, __m256 dx, __m256 dsx, __m256i present) {
+  const __m256 term =
+      _mm256_add_ps(_mm256_mul_ps(dx, _mm256_mul_ps(w.scale, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(w.offset, dsx));
+  lanes = kWhole ? _mm256_add_ps(lanes, term) : _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+}
+
+// Activation rows [t0, t1) against weight rows [r0, r0 + kTileRows) (those past the last
+// computed again as the last, and not stored).
+// kType: a type tile_encoded_weights reads, or F32 for unpack_run's integers.
+template <GgmlType kType, bool kSigned>
+TD_VNNI void legacy_tile(const MatmulQ8Args& a, const std::uint8_t* xi, std::int64_t r0, std::int64_t t0,
+                         std::int64_t t1) {
+  const std::int64_t runs = (a.k + kDecodeRun - 1) / kDecodeRun;
+  __m256 lanes[kTileRows][kActTile];
+  for (auto& row : lanes)
+    for (__m256& l : row) l = _mm256_setzero_ps();
+  [[maybe_unused]] IntRun run;
+  TiledRun w[kTileRows];
+  for (std::int64_t u = 0; u < runs; ++u) {
+    const std::int64_t first = u * kDecodeRun;
+    const int len = run_length(a.k - first), blocks = len / kQ8Block;
+    const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(blocks), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < kTileRows; ++r) {
+      const std::int64_t row = std::min(r0 + r, a.rows - 1);
+      if constexpr (kType == GgmlType::F32) {
+        unpack_run<IntDotLoop>(a.w, row * a.cols + first, len, run);
+        tile_weights(run, blocks, w[r]);
+      } else {
+        tile_encoded_weights<kType>(a, row, first, blocks, present, w[r]);
+      }
+    }
+    for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
+      const std::uint8_t* x[kTileActs];
+      for (int c = 0; c < kTileActs; ++c) x[c] = xi + (std::min(tc + c, t1 - 1) * runs + u) * kDecodeRun;
+      __m256i sums[kTileRows][kTileActs];
+      tile_sums<kSigned>(w, x, sums);
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) {
+        const std::int64_t at = (std::min(tc + c, t1 - 1) * a.k + first) / kQ8Block;
+        __m256* lane = &lanes[0][tc - t0 + c];
+        if (blocks == kRunBlocks) {
+          const __m256 dx = _mm256_loadu_ps(a.x.d + at), dsx = _mm256_loadu_ps(a.x.ds + at);
+#pragma GCC unroll 4
+          for (int r = 0; r < kTileRows; ++r) add_terms<true>(lane[r * kActTile], sums[r][c], w[r], dx, dsx, present);
+        } else {
+          const __m256 dx = _mm256_maskload_ps(a.x.d + at, present), dsx = _mm256_maskload_ps(a.x.ds + at, present);
+#pragma GCC unroll 4
+          for (int r = 0; r < kTileRows; ++r) add_terms<false>(lane[r * kActTile], sums[r][c], w[r], dx, dsx, present);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
+    for (std::int64_t t = t0; t < t1; ++t) {
+      alignas(32) float lane[kRunBlocks];
+      _mm256_store_ps(lane, lanes[r][t - t0]);
+      a.y[t * a.ldy + r0 + r] = q8_lanes_total(lane);
+    }
+}
+
+bool legacy_tiles_apply(const MatmulQ8Args& a) {
+  switch (a.w.type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return true;
+    default:
+      return false;  // Q6_K's integers have a multiplier per 16: matmul_q8_row's lanes take it
+  }
+}
+
+using LegacyTile = void (*)(const MatmulQ8Args&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t);
+LegacyTile tile_for(const MatmulQ8Args& a) {
+  const DequantQuirks q = a.w.quirks;
+  const bool quirk = q.q8_scale_as_bf16 || q.q8_block_stride_quants || q.q8_quant_unsigned;
+  switch (quirk ? GgmlType::F32 : a.w.type) {
+    case GgmlType::Q4_0:
+      return legacy_tile<GgmlType::Q4_0, false>;
+    case GgmlType::Q4_1:
+      return legacy_tile<GgmlType::Q4_1, false>;
+    case GgmlType::Q8_0:
+      return legacy_tile<GgmlType::Q8_0, true>;
+    default:
+      return a.w.type == GgmlType::Q8_0 ? legacy_tile<GgmlType::F32, true> : legacy_tile<GgmlType::F32, false>;
+  }
+}
+
+void legacy_tiles(const MatmulQ8Args& a) {
+  const bool signed_ints = a.w.type == GgmlType::Q8_0;
+  const std::int64_t runs = (a.k + kDecodeRun - 1) / kDecodeRun;
+  std::vector<std::uint8_t> xi(std::size_t(a.n * runs * kDecodeRun));
+  host_for(a.n, a.k, [&](std::int64_t t) { tile_activations(a, t, signed_ints, xi.data() + t * runs * kDecodeRun); });
+  const std::int64_t groups = (a.rows + kTileRows - 1) / kTileRows;
+  for (std::int64_t t0 = 0; t0 < a.n; t0 += kActTile) {
+    const std::int64_t t1 = std::min(a.n, t0 + kActTile);
+    const auto tile = tile_for(a);
+    host_for(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, xi.data(), g * kTileRows, t0, t1); });
+  }
+}
+
+}  // namespace
+
+bool q8_tiles_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+                                __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return supported;
+}
+
+bool matmul_q8_tiles(const MatmulQ8Args& a) {
+  if (a.n < 2 || !q8_tiles_supported()) return false;
+  if (a.x.block == kQ8Block && legacy_tiles_apply(a)) {
+    legacy_tiles(a);
+    return true;
+  }
+  return false;
+}
+
+#else
+
+bool q8_tiles_supported() { return false; }
+bool matmul_q8_tiles(const MatmulQ8Args&) { return false; }
+
+#endif
+
+}  // namespace tapdiff::engine
