@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kTileRows = 4;  // weight rows multiplied at once
 constexpr int kTileActs = 4;  // activation rows multiplied at once
-constexpr int kActTile = 32;  // activation rows whose lanes a group of weight rows keeps
+constexpr int kActTile = 64;  // activation rows whose lanes a group of weight rows keeps
 static_assert(kActTile % kTileActs == 0 && kRunBlocks == 8, "eight blocks: eight 32-bit lanes");
 
 TD_VNNI_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -40,16 +40,19 @@ TD_VNNI_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_
 // 8 x 8 words transposed: v[s] word b = the old v[b] word s.
 TD_VNNI_INLINE void transpose_words(__m256i (&v)[8]) {
   __m256i t[8], u[8];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
     t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
   }
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
     u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
     u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
     u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
   }
+#pragma GCC unroll 8
   for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
     v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
@@ -58,6 +61,7 @@ TD_VNNI_INLINE void transpose_words(__m256i (&v)[8]) {
 
 // The first `blocks` blocks of 32 at q, interleaved into steps (missing blocks are 0).
 TD_VNNI_INLINE void interleave(const std::int8_t* q, int blocks, __m256i (&v)[8]) {
+#pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) v[b] = b < blocks ? load32(q + 32 * b) : _mm256_setzero_si256();
   transpose_words(v);
 }
@@ -78,6 +82,7 @@ TD_VNNI void tile_weights(const IntRun& run, int blocks, TiledRun& w) {
   __m256i v[8];
   interleave(run.q, blocks, v);
   __m256i bias = _mm256_setzero_si256();
+#pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
     w.step[s] = v[s];
     if (run.form == IntForm::signed_ints) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
@@ -98,6 +103,7 @@ TD_VNNI void tile_encoded_weights(const MatmulQ8Args& a, std::int64_t row, std::
                                    std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
   const std::uint8_t* run = a.w.bytes + ((row * a.cols + first) / kQK) * std::int64_t(sizeof(Block));
   __m256i v[8];
+#pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
     const std::uint8_t* blk = run + b * std::int64_t(sizeof(Block));
     if (b >= blocks) {
@@ -111,6 +117,7 @@ TD_VNNI void tile_encoded_weights(const MatmulQ8Args& a, std::int64_t row, std::
   }
   transpose_words(v);
   __m256i bias = _mm256_setzero_si256();
+#pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
     w.step[s] = v[s];
     if constexpr (kType == GgmlType::Q8_0) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
@@ -131,6 +138,7 @@ TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, 
   for (std::int64_t first = 0; first < a.k; first += kDecodeRun, out += kDecodeRun) {
     __m256i v[8];
     interleave(a.x.q + t * a.k + first, run_length(a.k - first) / kQ8Block, v);
+#pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * s), _mm256_xor_si256(v[s], top));
   }
 }
@@ -170,6 +178,17 @@ TD_VNNI_INLINE void add_terms(__m256& lanes, __m256i sums, const TiledRun& w, __
   const __m256 term =
       _mm256_add_ps(_mm256_mul_ps(dx, _mm256_mul_ps(w.scale, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(w.offset, dsx));
   lanes = kWhole ? _mm256_add_ps(lanes, term) : _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+}
+
+// q8_lanes_total of four rows' lanes: halves first, then pairs, the first operand of each
+// addition the same as there.
+TD_VNNI_INLINE __m128 halves(__m256 l) { return _mm_add_ps(_mm256_castps256_ps128(l), _mm256_extractf128_ps(l, 1)); }
+TD_VNNI_INLINE __m128 rows_totals(__m256 l0, __m256 l1, __m256 l2, __m256 l3) {
+  const __m128 h0 = halves(l0), h1 = halves(l1), h2 = halves(l2), h3 = halves(l3);
+  // (h0[0], h0[1], h1[0], h1[1]) + (h0[2], h0[3], h1[2], h1[3]): each row's two pair sums.
+  const __m128 p01 = _mm_add_ps(_mm_shuffle_ps(h0, h1, 0x44), _mm_shuffle_ps(h0, h1, 0xEE));
+  const __m128 p23 = _mm_add_ps(_mm_shuffle_ps(h2, h3, 0x44), _mm_shuffle_ps(h2, h3, 0xEE));
+  return _mm_add_ps(_mm_shuffle_ps(p01, p23, 0x88), _mm_shuffle_ps(p01, p23, 0xDD));
 }
 
 // Activation rows [t0, t1) against weight rows [r0, r0 + kTileRows) (those past the last
@@ -218,12 +237,12 @@ TD_VNNI void legacy_tile(const MatmulQ8Args& a, const std::uint8_t* xi, std::int
       }
     }
   }
-  for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
-    for (std::int64_t t = t0; t < t1; ++t) {
-      alignas(32) float lane[kRunBlocks];
-      _mm256_store_ps(lane, lanes[r][t - t0]);
-      a.y[t * a.ldy + r0 + r] = q8_lanes_total(lane);
-    }
+  const int rows = int(std::min<std::int64_t>(kTileRows, a.rows - r0));
+  const __m128i stored = _mm_cmpgt_epi32(_mm_set1_epi32(rows), _mm_setr_epi32(0, 1, 2, 3));
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const __m128 y = rows_totals(lanes[0][t - t0], lanes[1][t - t0], lanes[2][t - t0], lanes[3][t - t0]);
+    _mm_maskstore_ps(a.y + t * a.ldy + r0, stored, y);
+  }
 }
 
 bool legacy_tiles_apply(const MatmulQ8Args& a) {

@@ -41,6 +41,35 @@ Quantized quantize_rows(Executor& ex, const std::vector<float>& x, std::int64_t 
   return out;
 }
 
+TEST(Q8, TheHostQuantizesAsThePortableBodyBitForBit) {
+  // The host's vector quantizer against quantize_q8_block, blocks of 32 and 256: halves that
+  // roundf takes away from zero, a value at the clamp, an all-zero block, a block whose 1 / d
+  // overflows (denormal amax), NaN and infinity (the body's own path), negative zeros.
+  auto ex = make_host_executor();
+  const std::int64_t n = 3, k = 512;
+  std::vector<float> x = test_values(std::size_t(n * k), 5, 3.0f);
+  for (std::size_t i = 0; i < 32; ++i) x[i] = (float(i) - 16.0f) * 0.5f;  // amax 8: id 127 / 8, n.5 values
+  x[40] = 127.0f, x[41] = -127.0f;
+  for (std::size_t i = 64; i < 96; ++i) x[i] = -0.0f;
+  for (std::size_t i = 96; i < 128; ++i) x[i] = 1e-42f * float(i % 3);
+  x[130] = std::numeric_limits<float>::quiet_NaN();
+  x[700] = std::numeric_limits<float>::infinity();
+  x[1100] = -std::numeric_limits<float>::infinity();
+  for (const int block : {kQ8Block, kQ8KBlock}) {
+    Quantized host = quantize_rows(*ex, x, n, k, block);
+    Quantized body{std::vector<std::int8_t>(host.q.size(), 99), std::vector<float>(host.d.size(), 99.0f),
+                   std::vector<float>(host.ds.size(), 99.0f), std::vector<std::int16_t>(host.sums.size(), 99), block};
+    const QuantizeQ8Args a{x.data(), k, n, k, body.rows()};
+    for (std::int64_t i = 0; i < n * k / block; ++i) quantize_q8_block(a, i);
+    EXPECT_EQ(host.q, body.q) << "blocks of " << block;
+    EXPECT_EQ(0, std::memcmp(host.d.data(), body.d.data(), host.d.size() * sizeof(float))) << "blocks of " << block;
+    if (block == kQ8Block)
+      EXPECT_EQ(0, std::memcmp(host.ds.data(), body.ds.data(), host.ds.size() * sizeof(float)));
+    else
+      EXPECT_EQ(host.sums, body.sums);
+  }
+}
+
 // y[t][r] = sum_c W[r, c] d_x q_x[t, c] in double, W decoded by model/.
 std::vector<double> oracle(GgmlType type, const std::vector<std::uint8_t>& bytes, std::int64_t rows,
                            std::int64_t cols, std::int64_t k, const Quantized& x, std::int64_t n) {
