@@ -289,6 +289,174 @@ void legacy_tiles(const MatmulQ8Args& a) {
   }
 }
 
+// --- Superblocks of 256 (matmul_q8k.hpp) ----------------------------------------------------
+//
+// A superblock's integer lanes are already 32-bit lanes of its blocks' byte products: lane L
+// of block b holds products 4L..4L+3, times the multiplier of L's group. Per block, maddubs
+// adds the products in pairs (16 bits: |q| <= 63, |x| <= 127) and dpwssd adds those pairs,
+// times the group multipliers, into the lanes: matmul_q8k_row's lanes exactly. Q6_K's signed
+// integers go in as |q| against x with q's sign.
+
+struct TiledSuper {
+  __m256i q[kKBlocks];     // unsigned integers, or |q| (Q6_K)
+  __m256i sign[kKBlocks];  // Q6_K: q, whose signs the activations take
+  __m256i mult[kKBlocks];  // block b's two group multipliers, eight 16-bit copies each
+  __m128i min;             // the eight 16-bit mins (Q4_K, Q5_K)
+  float d, dmin;
+};
+
+// Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
+template <int shift>
+TD_VNNI_INLINE __m256i q6_k_high(__m256i qh) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), _mm256_set1_epi8(0x03)), 4);
+}
+
+// Superblock s of w (counted from the tensor's start) tiled. Q4_K and Q6_K are read from
+// their bytes as KDotAvx2::encoded_lanes reads them (Q4_K: 32 bytes of nibbles are blocks 2c
+// and 2c + 1; Q6_K: a half's ql and qh are its four blocks); Q5_K is unpack_k_run's.
+template <GgmlType kType>
+TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
+  namespace dd = dequant_detail;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (kType == GgmlType::Q4_K) {
+    const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ4_K));
+    const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed = load32(b + offsetof(BlockQ4_K, qs) + 32 * c);
+      w.q[2 * c] = _mm256_and_si256(packed, low4);
+      w.q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_set1_epi16(k.sc[j]);
+    w.min = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
+    w.d = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, d)));
+    w.dmin = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, dmin)));
+  } else if constexpr (kType == GgmlType::Q6_K) {
+    const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ6_K));
+    const __m256i offset = _mm256_set1_epi8(32);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h), l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+      const __m256i hb = load32(b + offsetof(BlockQ6_K, qh) + 32 * h);
+      const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), q6_k_high<0>(hb)),
+                            _mm256_or_si256(_mm256_and_si256(l1, low4), q6_k_high<2>(hb)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), q6_k_high<4>(hb)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), q6_k_high<6>(hb))};
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        w.sign[4 * h + k] = _mm256_sub_epi8(q[k], offset);
+        w.q[4 * h + k] = _mm256_abs_epi8(w.sign[4 * h + k]);
+      }
+    }
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
+#pragma GCC unroll 8
+    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * j]), _mm_set1_epi16(sc[2 * j + 1]));
+    w.d = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ6_K, d)));
+    w.dmin = 0.0f;
+  } else {
+    KRun run;
+    unpack_k_run<KDotLoop>(e, s, run);
+#pragma GCC unroll 8
+    for (int j = 0; j < kKBlocks; ++j) {
+      w.q[j] = load32(run.q + 32 * j);
+      w.mult[j] = _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * j]), _mm_set1_epi16(run.multiplier[2 * j + 1]));
+    }
+    w.min = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run.min));
+    w.d = run.d;
+    w.dmin = run.dmin;
+  }
+}
+
+// Each (row, activation row) pair's lanes as one chain over the blocks: the loads are
+// cheap, and 16 accumulators live at once would not stay in registers.
+template <bool kSigned>
+TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int8_t* const (&x)[kTileActs],
+                                __m256i (&lanes)[kTileRows][kTileActs]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < kTileRows; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) {
+      __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int b = 0; b < kKBlocks; ++b) {
+        const __m256i xs = load32(x[c] + 32 * b);
+        const __m256i pairs = _mm256_maddubs_epi16(w[r].q[b], kSigned ? _mm256_sign_epi8(xs, w[r].sign[b]) : xs);
+        acc = _mm256_dpwssd_epi32(acc, pairs, w[r].mult[b]);
+      }
+      lanes[r][c] = acc;
+    }
+}
+
+// k_accumulate's floats for one row's superblock: the lanes times dx d, the min lanes times
+// -(dx dmin), each added to its accumulator.
+template <bool kMins>
+TD_VNNI_INLINE void add_super_terms(__m256& acc, __m128& acc_min, __m256i lanes, const TiledSuper& w, float dx,
+                                    const std::int16_t* sums) {
+  const float d = dx * w.d;
+  acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)));
+  if (kMins) {
+    const __m128i min_lanes = _mm_madd_epi16(w.min, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums)));
+    const float dmin = -(dx * w.dmin);
+    acc_min = _mm_add_ps(acc_min, _mm_mul_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(min_lanes)));
+  }
+}
+
+template <GgmlType kType>
+TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std::int64_t t1) {
+  constexpr bool kSigned = kType == GgmlType::Q6_K, kMins = !kSigned;
+  const std::int64_t supers = a.k / kQK_K, row_first = a.cols / kQK_K;
+  __m256 acc[kTileRows][kActTile];
+  __m128 acc_min[kTileRows][kActTile];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < kActTile; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      acc_min[r][t] = _mm_setzero_ps();
+    }
+  TiledSuper w[kTileRows];
+  for (std::int64_t s = 0; s < supers; ++s) {
+#pragma GCC unroll 4
+    for (int r = 0; r < kTileRows; ++r) tile_super<kType>(a.w, std::min(r0 + r, a.rows - 1) * row_first + s, w[r]);
+    for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
+      const std::int8_t* x[kTileActs];
+      std::int64_t first[kTileActs];
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) {
+        first[c] = std::min(tc + c, t1 - 1) * a.k + s * kQK_K;
+        x[c] = a.x.q + first[c];
+      }
+      __m256i lanes[kTileRows][kTileActs];
+      super_lanes<kSigned>(w, x, lanes);
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) {
+        const float dx = a.x.d[first[c] / kQK_K];
+        const std::int16_t* sums = a.x.sums + first[c] / kQ8Block;
+        const std::int64_t t = tc - t0 + c;
+#pragma GCC unroll 4
+        for (int r = 0; r < kTileRows; ++r) add_super_terms<kMins>(acc[r][t], acc_min[r][t], lanes[r][c], w[r], dx, sums);
+      }
+    }
+  }
+  for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
+    for (std::int64_t t = t0; t < t1; ++t) {
+      alignas(32) float l[kKLanes], m[kKMinLanes];
+      _mm256_store_ps(l, acc[r][t - t0]);
+      _mm_store_ps(m, acc_min[r][t - t0]);
+      a.y[t * a.ldy + r0 + r] = k_total(l, m);
+    }
+}
+
+void k_tiles(const MatmulQ8Args& a) {
+  const auto tile = a.w.type == GgmlType::Q4_K   ? k_tile<GgmlType::Q4_K>
+                    : a.w.type == GgmlType::Q5_K ? k_tile<GgmlType::Q5_K>
+                                                 : k_tile<GgmlType::Q6_K>;
+  const std::int64_t groups = (a.rows + kTileRows - 1) / kTileRows;
+  for (std::int64_t t0 = 0; t0 < a.n; t0 += kActTile) {
+    const std::int64_t t1 = std::min(a.n, t0 + kActTile);
+    host_for(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, g * kTileRows, t0, t1); });
+  }
+}
+
 }  // namespace
 
 bool q8_tiles_supported() {
@@ -302,6 +470,10 @@ bool matmul_q8_tiles(const MatmulQ8Args& a) {
   if (a.n < 2 || !q8_tiles_supported()) return false;
   if (a.x.block == kQ8Block && legacy_tiles_apply(a)) {
     legacy_tiles(a);
+    return true;
+  }
+  if (a.x.block == kQ8KBlock) {
+    k_tiles(a);
     return true;
   }
   return false;
