@@ -150,25 +150,14 @@ TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t
 #pragma GCC unroll 4
   for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) sums[r][c] = _mm256_setzero_si256();
+    for (int c = 0; c < kTileActs; ++c) {
+      __m256i acc = kSigned ? _mm256_sub_epi32(_mm256_setzero_si256(), w[r].bias) : _mm256_setzero_si256();
 #pragma GCC unroll 8
-  for (int s = 0; s < 8; ++s) {
-    __m256i xs[kTileActs];
-#pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) xs[c] = load32(x[c] + 32 * s);
-#pragma GCC unroll 4
-    for (int r = 0; r < kTileRows; ++r) {
-      const __m256i ws = w[r].step[s];
-#pragma GCC unroll 4
-      for (int c = 0; c < kTileActs; ++c)
-        sums[r][c] = kSigned ? _mm256_dpbusd_epi32(sums[r][c], xs[c], ws) : _mm256_dpbusd_epi32(sums[r][c], ws, xs[c]);
+      for (int s = 0; s < 8; ++s)
+        acc = kSigned ? _mm256_dpbusd_epi32(acc, load32(x[c] + 32 * s), w[r].step[s])
+                      : _mm256_dpbusd_epi32(acc, w[r].step[s], load32(x[c] + 32 * s));
+      sums[r][c] = acc;
     }
-  }
-  if (kSigned)
-#pragma GCC unroll 4
-    for (int r = 0; r < kTileRows; ++r)
-#pragma GCC unroll 4
-      for (int c = 0; c < kTileActs; ++c) sums[r][c] = _mm256_sub_epi32(sums[r][c], w[r].bias);
 }
 
 // q8_block_term eight blocks at once into the lanes of a row, the blocks past `present`
