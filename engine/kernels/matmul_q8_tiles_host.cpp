@@ -283,12 +283,10 @@ void legacy_tiles(const MatmulQ8Args& a) {
 // A superblock's integer lanes are already 32-bit lanes of its blocks' byte products: lane L
 // of block b holds products 4L..4L+3, times the multiplier of L's group. Per block, maddubs
 // adds the products in pairs (16 bits: |q| <= 63, |x| <= 127) and dpwssd adds those pairs,
-// times the group multipliers, into the lanes: matmul_q8k_row's lanes exactly. Q6_K's signed
-// integers go in as |q| against x with q's sign.
+// times the group multipliers, into the lanes: matmul_q8k_row's lanes exactly.
 
 struct TiledSuper {
-  __m256i q[kKBlocks];     // unsigned integers, or |q| (Q6_K)
-  __m256i sign[kKBlocks];  // Q6_K: q, whose signs the activations take
+  __m256i q[kKBlocks];     // unsigned integers (Q6_K's q + 32)
   __m256i mult[kKBlocks];  // block b's two group multipliers, eight 16-bit copies each
   __m128i min;             // the eight 16-bit mins (Q4_K, Q5_K)
   float d, dmin;
@@ -323,7 +321,6 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
     w.dmin = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, dmin)));
   } else if constexpr (kType == GgmlType::Q6_K) {
     const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ6_K));
-    const __m256i offset = _mm256_set1_epi8(32);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h), l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
@@ -333,10 +330,7 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), q6_k_high<4>(hb)),
                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), q6_k_high<6>(hb))};
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        w.sign[4 * h + k] = _mm256_sub_epi8(q[k], offset);
-        w.q[4 * h + k] = _mm256_abs_epi8(w.sign[4 * h + k]);
-      }
+      for (int k = 0; k < 4; ++k) w.q[4 * h + k] = q[k];
     }
     const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
 #pragma GCC unroll 8
@@ -357,24 +351,41 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   }
 }
 
-// Each (row, activation row) pair's lanes as one chain over the blocks: the loads are
-// cheap, and 16 accumulators live at once would not stay in registers.
-template <bool kSigned>
+// A row's lanes against the kTileActs activation rows at once, a row at a time (their
+// accumulators stay in registers), two blocks an instruction: the lanes of even blocks in the
+// low half, of odd ones in the high, added at the end (exact). Q6_K's integers go in as
+// q + 32 (unsigned), their pairs less 32 times the activations' (the same for every row):
+// those of q, within 16 bits.
+template <bool kOffset32>
 TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int8_t* const (&x)[kTileActs],
                                 __m256i (&lanes)[kTileRows][kTileActs]) {
+  constexpr int kPairs = kKBlocks / 2;
+  [[maybe_unused]] __m512i offset[kTileActs][kPairs];
+  if (kOffset32)
 #pragma GCC unroll 4
-  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileActs; ++c)
 #pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) {
-      __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int b = 0; b < kKBlocks; ++b) {
-        const __m256i xs = load32(x[c] + 32 * b);
-        const __m256i pairs = _mm256_maddubs_epi16(w[r].q[b], kSigned ? _mm256_sign_epi8(xs, w[r].sign[b]) : xs);
-        acc = _mm256_dpwssd_epi32(acc, pairs, w[r].mult[b]);
+      for (int p = 0; p < kPairs; ++p)
+        offset[c][p] = _mm512_maddubs_epi16(_mm512_set1_epi8(32), _mm512_loadu_si512(x[c] + 64 * p));
+#pragma GCC unroll 1
+  for (int r = 0; r < kTileRows; ++r) {
+    __m512i acc[kTileActs];
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) acc[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512i q = _mm512_loadu_si512(&w[r].q[2 * p]), mult = _mm512_loadu_si512(&w[r].mult[2 * p]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) {
+        __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x[c] + 64 * p));
+        if (kOffset32) pairs = _mm512_sub_epi16(pairs, offset[c][p]);
+        acc[c] = _mm512_dpwssd_epi32(acc[c], pairs, mult);
       }
-      lanes[r][c] = acc;
     }
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c)
+      lanes[r][c] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+  }
 }
 
 // k_accumulate's floats for one row's superblock: the lanes times dx d, the min lanes times
@@ -393,7 +404,7 @@ TD_VNNI_INLINE void add_super_terms(__m256& acc, __m128& acc_min, __m256i lanes,
 
 template <GgmlType kType>
 TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std::int64_t t1) {
-  constexpr bool kSigned = kType == GgmlType::Q6_K, kMins = !kSigned;
+  constexpr bool kOffset32 = kType == GgmlType::Q6_K, kMins = !kOffset32;
   const std::int64_t supers = a.k / kQK_K, row_first = a.cols / kQK_K;
   __m256 acc[kTileRows][kActTile];
   __m128 acc_min[kTileRows][kActTile];
@@ -415,7 +426,7 @@ TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std
         x[c] = a.x.q + first[c];
       }
       __m256i lanes[kTileRows][kTileActs];
-      super_lanes<kSigned>(w, x, lanes);
+      super_lanes<kOffset32>(w, x, lanes);
 #pragma GCC unroll 4
       for (int c = 0; c < kTileActs; ++c) {
         const float dx = a.x.d[first[c] / kQK_K];
