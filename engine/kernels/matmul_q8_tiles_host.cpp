@@ -144,20 +144,32 @@ TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, 
 }
 
 // The block sums of kTileRows weight runs against kTileActs activation runs.
+// A row's sums against the kTileActs activation rows at once, a row at a time (their
+// accumulators stay in registers), two steps an instruction: step 2p's lanes in the low
+// half, 2p + 1's in the high, added at the end (exact).
 template <bool kSigned>
 TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t* const (&x)[kTileActs],
                               __m256i (&sums)[kTileRows][kTileActs]) {
+#pragma GCC unroll 1
+  for (int r = 0; r < kTileRows; ++r) {
+    __m512i acc[kTileActs];
 #pragma GCC unroll 4
-  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileActs; ++c) acc[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512i ws = _mm512_loadu_si512(&w[r].step[2 * p]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) {
+        const __m512i xs = _mm512_loadu_si512(x[c] + 64 * p);
+        acc[c] = kSigned ? _mm512_dpbusd_epi32(acc[c], xs, ws) : _mm512_dpbusd_epi32(acc[c], ws, xs);
+      }
+    }
 #pragma GCC unroll 4
     for (int c = 0; c < kTileActs; ++c) {
-      __m256i acc = kSigned ? _mm256_sub_epi32(_mm256_setzero_si256(), w[r].bias) : _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s)
-        acc = kSigned ? _mm256_dpbusd_epi32(acc, load32(x[c] + 32 * s), w[r].step[s])
-                      : _mm256_dpbusd_epi32(acc, w[r].step[s], load32(x[c] + 32 * s));
-      sums[r][c] = acc;
+      const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+      sums[r][c] = kSigned ? _mm256_sub_epi32(s, w[r].bias) : s;
     }
+  }
 }
 
 // q8_block_term eight blocks at once into the lanes of a row, the blocks past `present`
