@@ -370,7 +370,7 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
 // those of q, within 16 bits.
 template <bool kOffset32>
 TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int8_t* const (&x)[kTileActs],
-                                __m256i (&lanes)[kTileRows][kTileActs]) {
+                                __m256i (&lanes)[kTileActs][kTileRows]) {
   constexpr int kPairs = kKBlocks / 2;
   [[maybe_unused]] __m512i offset[kTileActs][kPairs];
   if (kOffset32)
@@ -396,21 +396,48 @@ TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int
     }
 #pragma GCC unroll 4
     for (int c = 0; c < kTileActs; ++c)
-      lanes[r][c] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+      lanes[c][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
   }
 }
 
-// k_accumulate's floats for one row's superblock: the lanes times dx d, the min lanes times
-// -(dx dmin), each added to its accumulator.
+// The four rows' scales for one superblock, laid out as the float terms take them: d of
+// rows 0, 1 (and 2, 3) eight times each, dmin of each row four times, the rows' mins.
+struct SuperScales {
+  __m512 d[2], dmin;
+  __m512i min;
+};
+
+TD_VNNI_INLINE SuperScales super_scales(const TiledSuper (&w)[kTileRows]) {
+  SuperScales s;
+  for (int h = 0; h < 2; ++h)
+    s.d[h] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(w[2 * h].d)),
+                                                 _mm256_castps_pd(_mm256_set1_ps(w[2 * h + 1].d)), 1));
+  s.dmin = _mm512_setr_ps(w[0].dmin, w[0].dmin, w[0].dmin, w[0].dmin, w[1].dmin, w[1].dmin, w[1].dmin, w[1].dmin,
+                          w[2].dmin, w[2].dmin, w[2].dmin, w[2].dmin, w[3].dmin, w[3].dmin, w[3].dmin, w[3].dmin);
+  s.min = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(w[0].min), w[1].min, 1),
+                                                w[2].min, 2),
+                             w[3].min, 3);
+  return s;
+}
+
+// k_accumulate's floats for one activation row's superblock, the four rows at once: the
+// lanes times dx d (two rows a vector), the min lanes times -(dx dmin) (four rows a vector),
+// each added to its accumulator.
 template <bool kMins>
-TD_VNNI_INLINE void add_super_terms(__m256& acc, __m128& acc_min, __m256i lanes, const TiledSuper& w, float dx,
-                                    const std::int16_t* sums) {
-  const float d = dx * w.d;
-  acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)));
+TD_VNNI_INLINE void add_super_terms(__m512 (&acc)[2], __m512& acc_min, const __m256i (&lanes)[kTileRows],
+                                    const SuperScales& w, float dx, const std::int16_t* sums) {
+  const __m512 dx16 = _mm512_set1_ps(dx);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lanes[2 * h]), lanes[2 * h + 1], 1);
+    acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_mul_ps(dx16, w.d[h]), _mm512_cvtepi32_ps(both)));
+  }
   if (kMins) {
-    const __m128i min_lanes = _mm_madd_epi16(w.min, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums)));
-    const float dmin = -(dx * w.dmin);
-    acc_min = _mm_add_ps(acc_min, _mm_mul_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(min_lanes)));
+    const __m512i min_lanes =
+        _mm512_madd_epi16(w.min, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums))));
+    const __m512 dmin = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dx16, w.dmin)), _mm512_set1_epi32(std::int32_t(0x80000000u))));
+    acc_min = _mm512_add_ps(acc_min, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(min_lanes)));
   }
 }
 
@@ -418,17 +445,13 @@ template <GgmlType kType>
 TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std::int64_t t1) {
   constexpr bool kOffset32 = kType == GgmlType::Q6_K, kMins = !kOffset32;
   const std::int64_t supers = a.k / kQK_K, row_first = a.cols / kQK_K;
-  __m256 acc[kTileRows][kActTile];
-  __m128 acc_min[kTileRows][kActTile];
-  for (int r = 0; r < kTileRows; ++r)
-    for (int t = 0; t < kActTile; ++t) {
-      acc[r][t] = _mm256_setzero_ps();
-      acc_min[r][t] = _mm_setzero_ps();
-    }
+  __m512 acc[kActTile][2], acc_min[kActTile];  // rows (0, 1) and (2, 3); the four rows' min lanes
+  for (std::int64_t t = 0; t < t1 - t0; ++t) acc[t][0] = acc[t][1] = acc_min[t] = _mm512_setzero_ps();
   TiledSuper w[kTileRows];
   for (std::int64_t s = 0; s < supers; ++s) {
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) tile_super<kType>(a.w, std::min(r0 + r, a.rows - 1) * row_first + s, w[r]);
+    const SuperScales scales = super_scales(w);
     for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
       const std::int8_t* x[kTileActs];
       std::int64_t first[kTileActs];
@@ -437,25 +460,24 @@ TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std
         first[c] = std::min(tc + c, t1 - 1) * a.k + s * kQK_K;
         x[c] = a.x.q + first[c];
       }
-      __m256i lanes[kTileRows][kTileActs];
+      __m256i lanes[kTileActs][kTileRows];
       super_lanes<kOffset32>(w, x, lanes);
 #pragma GCC unroll 4
       for (int c = 0; c < kTileActs; ++c) {
-        const float dx = a.x.d[first[c] / kQK_K];
-        const std::int16_t* sums = a.x.sums + first[c] / kQ8Block;
         const std::int64_t t = tc - t0 + c;
-#pragma GCC unroll 4
-        for (int r = 0; r < kTileRows; ++r) add_super_terms<kMins>(acc[r][t], acc_min[r][t], lanes[r][c], w[r], dx, sums);
+        add_super_terms<kMins>(acc[t], acc_min[t], lanes[c], scales, a.x.d[first[c] / kQK_K],
+                               a.x.sums + first[c] / kQ8Block);
       }
     }
   }
-  for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
-    for (std::int64_t t = t0; t < t1; ++t) {
-      alignas(32) float l[kKLanes], m[kKMinLanes];
-      _mm256_store_ps(l, acc[r][t - t0]);
-      _mm_store_ps(m, acc_min[r][t - t0]);
-      a.y[t * a.ldy + r0 + r] = k_total(l, m);
-    }
+  for (std::int64_t t = t0; t < t1; ++t) {
+    alignas(64) float l[2][16], m[16];
+    _mm512_store_ps(l[0], acc[t - t0][0]);
+    _mm512_store_ps(l[1], acc[t - t0][1]);
+    _mm512_store_ps(m, acc_min[t - t0]);
+    for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
+      a.y[t * a.ldy + r0 + r] = k_total(&l[r / 2][8 * (r % 2)], &m[4 * r]);
+  }
 }
 
 void k_tiles(const MatmulQ8Args& a) {
