@@ -143,13 +143,12 @@ TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, 
   }
 }
 
-// The block sums of kTileRows weight runs against kTileActs activation runs.
 // A row's sums against the kTileActs activation rows at once, a row at a time (their
 // accumulators stay in registers), two steps an instruction: step 2p's lanes in the low
 // half, 2p + 1's in the high, added at the end (exact).
 template <bool kSigned>
 TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t* const (&x)[kTileActs],
-                              __m256i (&sums)[kTileRows][kTileActs]) {
+                              __m256i (&sums)[kTileActs][kTileRows]) {
 #pragma GCC unroll 1
   for (int r = 0; r < kTileRows; ++r) {
     __m512i acc[kTileActs];
@@ -167,18 +166,25 @@ TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t
 #pragma GCC unroll 4
     for (int c = 0; c < kTileActs; ++c) {
       const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
-      sums[r][c] = kSigned ? _mm256_sub_epi32(s, w[r].bias) : s;
+      sums[c][r] = kSigned ? _mm256_sub_epi32(s, w[r].bias) : s;
     }
   }
 }
 
-// q8_block_term eight blocks at once into the lanes of a row, the blocks past `present`
-// (a short last run) left as they are.
-template <bool kWhole>
-TD_VNNI_INLINE void add_terms(__m256& lanes, __m256i sums, const TiledRun& w, __m256 dx, __m256 dsx, __m256i present) {
-  const __m256 term =
-      _mm256_add_ps(_mm256_mul_ps(dx, _mm256_mul_ps(w.scale, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(w.offset, dsx));
-  lanes = kWhole ? _mm256_add_ps(lanes, term) : _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+// Two rows' halves side by side in one vector.
+TD_VNNI_INLINE __m512 pair(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+TD_VNNI_INLINE __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+// q8_block_term eight blocks at once into the lanes of two rows (rows 2h and 2h + 1 in one
+// vector), the blocks outside `present` (a short last run) left as they are.
+TD_VNNI_INLINE void add_terms(__m512& lanes, __m256i sums0, __m256i sums1, __m512 scale, __m512 offset, __m512 dx,
+                              __m512 dsx, __mmask16 present) {
+  const __m512 ints = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_castsi256_si512(sums0), sums1, 1));
+  const __m512 term = _mm512_add_ps(_mm512_mul_ps(dx, _mm512_mul_ps(scale, ints)), _mm512_mul_ps(offset, dsx));
+  lanes = _mm512_mask_add_ps(lanes, present, lanes, term);
 }
 
 // q8_lanes_total of four rows' lanes: halves first, then pairs, the first operand of each
@@ -199,15 +205,15 @@ template <GgmlType kType, bool kSigned>
 TD_VNNI void legacy_tile(const MatmulQ8Args& a, const std::uint8_t* xi, std::int64_t r0, std::int64_t t0,
                          std::int64_t t1) {
   const std::int64_t runs = (a.k + kDecodeRun - 1) / kDecodeRun;
-  __m256 lanes[kTileRows][kActTile];
-  for (auto& row : lanes)
-    for (__m256& l : row) l = _mm256_setzero_ps();
+  __m512 lanes[kActTile][2];  // rows (0, 1) and (2, 3)
+  for (std::int64_t t = 0; t < t1 - t0; ++t) lanes[t][0] = lanes[t][1] = _mm512_setzero_ps();
   [[maybe_unused]] IntRun run;
   TiledRun w[kTileRows];
   for (std::int64_t u = 0; u < runs; ++u) {
     const std::int64_t first = u * kDecodeRun;
     const int len = run_length(a.k - first), blocks = len / kQ8Block;
     const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(blocks), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __mmask16 present16 = __mmask16(((1u << blocks) - 1) * 0x101u);
     for (int r = 0; r < kTileRows; ++r) {
       const std::int64_t row = std::min(r0 + r, a.rows - 1);
       if constexpr (kType == GgmlType::F32) {
@@ -217,31 +223,30 @@ TD_VNNI void legacy_tile(const MatmulQ8Args& a, const std::uint8_t* xi, std::int
         tile_encoded_weights<kType>(a, row, first, blocks, present, w[r]);
       }
     }
+    const __m512 scale[2] = {pair(w[0].scale, w[1].scale), pair(w[2].scale, w[3].scale)};
+    const __m512 offset[2] = {pair(w[0].offset, w[1].offset), pair(w[2].offset, w[3].offset)};
     for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
       const std::uint8_t* x[kTileActs];
       for (int c = 0; c < kTileActs; ++c) x[c] = xi + (std::min(tc + c, t1 - 1) * runs + u) * kDecodeRun;
-      __m256i sums[kTileRows][kTileActs];
+      __m256i sums[kTileActs][kTileRows];
       tile_sums<kSigned>(w, x, sums);
 #pragma GCC unroll 4
       for (int c = 0; c < kTileActs; ++c) {
         const std::int64_t at = (std::min(tc + c, t1 - 1) * a.k + first) / kQ8Block;
-        __m256* lane = &lanes[0][tc - t0 + c];
-        if (blocks == kRunBlocks) {
-          const __m256 dx = _mm256_loadu_ps(a.x.d + at), dsx = _mm256_loadu_ps(a.x.ds + at);
-#pragma GCC unroll 4
-          for (int r = 0; r < kTileRows; ++r) add_terms<true>(lane[r * kActTile], sums[r][c], w[r], dx, dsx, present);
-        } else {
-          const __m256 dx = _mm256_maskload_ps(a.x.d + at, present), dsx = _mm256_maskload_ps(a.x.ds + at, present);
-#pragma GCC unroll 4
-          for (int r = 0; r < kTileRows; ++r) add_terms<false>(lane[r * kActTile], sums[r][c], w[r], dx, dsx, present);
-        }
+        const __m256 dx8 = _mm256_maskload_ps(a.x.d + at, present), dsx8 = _mm256_maskload_ps(a.x.ds + at, present);
+        const __m512 dx = pair(dx8, dx8), dsx = pair(dsx8, dsx8);
+        __m512* lane = lanes[tc - t0 + c];
+        add_terms(lane[0], sums[c][0], sums[c][1], scale[0], offset[0], dx, dsx, present16);
+        add_terms(lane[1], sums[c][2], sums[c][3], scale[1], offset[1], dx, dsx, present16);
       }
     }
   }
   const int rows = int(std::min<std::int64_t>(kTileRows, a.rows - r0));
   const __m128i stored = _mm_cmpgt_epi32(_mm_set1_epi32(rows), _mm_setr_epi32(0, 1, 2, 3));
   for (std::int64_t t = t0; t < t1; ++t) {
-    const __m128 y = rows_totals(lanes[0][t - t0], lanes[1][t - t0], lanes[2][t - t0], lanes[3][t - t0]);
+    const __m512* l = lanes[t - t0];
+    const __m128 y = rows_totals(_mm512_castps512_ps256(l[0]), high_half(l[0]),
+                                 _mm512_castps512_ps256(l[1]), high_half(l[1]));
     _mm_maskstore_ps(a.y + t * a.ldy + r0, stored, y);
   }
 }
