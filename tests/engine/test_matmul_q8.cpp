@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/executor.hpp"
+#include "engine/kernels/matmul_q8_tiles.hpp"
 #include "kernel_test_util.hpp"
 #include "model/dequantize.hpp"
 #include "model/quantize.hpp"
@@ -167,12 +168,13 @@ TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
 }
 
 // The host executor's products of `type` against `portable`, the body the CUDA executor runs,
-// bit for bit, for 1, 2 and kQ8Tile + 1 activation rows in blocks of `block`.
+// bit for bit, for 1, 2, 5, kQ8Tile + 1 and 67 activation rows in blocks of `block` (on a CPU
+// with AVX-512 VNNI, batches take matmul_q8_tiles: 67 rows are more than one of its passes).
 using RowBody = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t);
 void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int block, RowBody portable_row) {
   const std::int64_t rows = 9;
   const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
-  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{kQ8Tile + 1}}) {
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{kQ8Tile + 1}, std::int64_t{67}}) {
     Quantized xq = quantize_rows(ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols, block);
     const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
     std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
@@ -189,9 +191,9 @@ void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int
 }
 
 TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
-  // Blocks of 32: the host's vector sums (from unpacked runs, or for one row of Q4_0, Q4_1 or
-  // Q8_0 from the encoded bytes in registers), every block type, a short last run for the
-  // legacy ones.
+  // Blocks of 32: the host's vector sums (from unpacked runs, for one row of Q4_0, Q4_1 or
+  // Q8_0 from the encoded bytes in registers, for batches in register tiles), every block
+  // type, a short last run for the legacy ones.
   auto ex = make_host_executor();
   for (const GgmlTypeTraits& t : kGgmlTypes)
     if (q8_multipliable(Encoded{nullptr, t.type, {}}))
@@ -204,6 +206,26 @@ TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
   auto ex = make_host_executor();
   for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     expect_host_is_portable(*ex, type, 768, kQ8KBlock, matmul_q8k_row<KDotLoop>);
+}
+
+TEST(Q8, BatchesTakeTheTilesWhereTheCpuHasVnni) {
+  if (!q8_tiles_supported()) GTEST_SKIP() << "no AVX-512 VNNI here: batches take matmul_q8_row";
+  auto ex = make_host_executor();
+  const std::int64_t rows = 8, cols = 512;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const int block : {kQ8Block, kQ8KBlock}) {
+      if (block == kQ8KBlock && !q8k_multipliable(Encoded{nullptr, type, {}})) continue;
+      const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 93, 0.3f));
+      for (const std::int64_t n : {std::int64_t{1}, std::int64_t{3}}) {
+        Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 94), n, cols, block);
+        std::vector<float> y(std::size_t(n * rows));
+        const bool tiled =
+            matmul_q8_tiles(MatmulQ8Args{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, y.data(), rows});
+        // Q6_K in blocks of 32 has a multiplier per 16 the tiles' block lanes do not take.
+        EXPECT_EQ(tiled, n > 1 && !(type == GgmlType::Q6_K && block == kQ8Block))
+            << ggml_type_traits(type).name << ", blocks of " << block << ", " << n << " rows";
+      }
+    }
 }
 
 TEST(Q8, BlocksOf256AreRefusedWhereTheyDoNotApply) {
