@@ -11,6 +11,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TD_Q8_TILES 1
+// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports once inlined here: every lane of their results is written.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace tapdiff::engine {
@@ -20,6 +23,7 @@ namespace {
 
 #define TD_VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define TD_VNNI_INLINE TD_VNNI __attribute__((always_inline)) static inline
+#define TD_VNNI_MEMBER TD_VNNI __attribute__((always_inline)) inline
 
 constexpr int kTileRows = 4;  // weight rows multiplied at once
 constexpr int kTileActs = 4;  // activation rows multiplied at once
@@ -27,6 +31,28 @@ constexpr int kActTile = 64;  // activation rows whose lanes a group of weight r
 static_assert(kActTile % kTileActs == 0 && kRunBlocks == 8, "eight blocks: eight 32-bit lanes");
 
 TD_VNNI_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The integer part of a tile, shared by both block sizes: each weight row in turn against the
+// kTileActs activation rows at once (their accumulators stay in registers; sixteen, for the
+// whole tile, did not), 64 bytes an instruction: step(r, p, c, acc) adds bytes 64p..64p+63 of
+// row r against activation row c. The low and high halves of an accumulator hold the lanes of
+// alternate 32-byte steps and are added at the end (exact).
+template <typename Step>
+TD_VNNI_INLINE void tile_ints(const Step& step, __m256i (&out)[kTileActs][kTileRows]) {
+#pragma GCC unroll 1
+  for (int r = 0; r < kTileRows; ++r) {
+    __m512i acc[kTileActs];
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) acc[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) acc[c] = step(r, p, c, acc[c]);
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c)
+      out[c][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+  }
+}
 
 // --- Blocks of 32 (matmul_q8.hpp) ---------------------------------------------------------
 //
@@ -143,37 +169,32 @@ TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, 
   }
 }
 
-// A row's sums against the kTileActs activation rows at once, a row at a time (their
-// accumulators stay in registers), two steps an instruction: step 2p's lanes in the low
-// half, 2p + 1's in the high, added at the end (exact).
+// A run's byte products: steps 2p and 2p + 1 of the interleaved run (vpdpbusd, the unsigned
+// operand first), then Q8_0's bias taken off.
+template <bool kSigned>
+struct RunStep {
+  const TiledRun (&w)[kTileRows];
+  const std::uint8_t* const (&x)[kTileActs];
+  TD_VNNI_MEMBER __m512i operator()(int r, int p, int c, __m512i acc) const {
+    const __m512i ws = _mm512_loadu_si512(&w[r].step[2 * p]), xs = _mm512_loadu_si512(x[c] + 64 * p);
+    return kSigned ? _mm512_dpbusd_epi32(acc, xs, ws) : _mm512_dpbusd_epi32(acc, ws, xs);
+  }
+};
+
 template <bool kSigned>
 TD_VNNI_INLINE void tile_sums(const TiledRun (&w)[kTileRows], const std::uint8_t* const (&x)[kTileActs],
                               __m256i (&sums)[kTileActs][kTileRows]) {
-#pragma GCC unroll 1
-  for (int r = 0; r < kTileRows; ++r) {
-    __m512i acc[kTileActs];
+  tile_ints(RunStep<kSigned>{w, x}, sums);
+  if (kSigned)
 #pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) acc[c] = _mm512_setzero_si512();
+    for (int c = 0; c < kTileActs; ++c)
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m512i ws = _mm512_loadu_si512(&w[r].step[2 * p]);
-#pragma GCC unroll 4
-      for (int c = 0; c < kTileActs; ++c) {
-        const __m512i xs = _mm512_loadu_si512(x[c] + 64 * p);
-        acc[c] = kSigned ? _mm512_dpbusd_epi32(acc[c], xs, ws) : _mm512_dpbusd_epi32(acc[c], ws, xs);
-      }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) {
-      const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
-      sums[c][r] = kSigned ? _mm256_sub_epi32(s, w[r].bias) : s;
-    }
-  }
+      for (int r = 0; r < kTileRows; ++r) sums[c][r] = _mm256_sub_epi32(sums[c][r], w[r].bias);
 }
 
 // Two rows' halves side by side in one vector.
 TD_VNNI_INLINE __m512 pair(__m256 lo, __m256 hi) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_zextps256_ps512(lo)), _mm256_castps_pd(hi), 1));
 }
 
 TD_VNNI_INLINE __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
@@ -182,7 +203,7 @@ TD_VNNI_INLINE __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extra
 // vector), the blocks outside `present` (a short last run) left as they are.
 TD_VNNI_INLINE void add_terms(__m512& lanes, __m256i sums0, __m256i sums1, __m512 scale, __m512 offset, __m512 dx,
                               __m512 dsx, __mmask16 present) {
-  const __m512 ints = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_castsi256_si512(sums0), sums1, 1));
+  const __m512 ints = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_zextsi256_si512(sums0), sums1, 1));
   const __m512 term = _mm512_add_ps(_mm512_mul_ps(dx, _mm512_mul_ps(scale, ints)), _mm512_mul_ps(offset, dsx));
   lanes = _mm512_mask_add_ps(lanes, present, lanes, term);
 }
@@ -368,41 +389,32 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   }
 }
 
-// A row's lanes against the kTileActs activation rows at once, a row at a time (their
-// accumulators stay in registers), two blocks an instruction: the lanes of even blocks in the
-// low half, of odd ones in the high, added at the end (exact). Q6_K's integers go in as
-// q + 32 (unsigned), their pairs less 32 times the activations' (the same for every row):
-// those of q, within 16 bits.
+// A superblock's lanes: blocks 2p and 2p + 1 (maddubs, then vpdpwssd by the group
+// multipliers). Q6_K's integers go in as q + 32 (unsigned), their pairs less 32 times the
+// activations' (offset, the same for every row): those of q, within 16 bits.
+template <bool kOffset32>
+struct SuperStep {
+  const TiledSuper (&w)[kTileRows];
+  const std::int8_t* const (&x)[kTileActs];
+  const __m512i (&offset)[kTileActs][4];
+  TD_VNNI_MEMBER __m512i operator()(int r, int p, int c, __m512i acc) const {
+    __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(&w[r].q[2 * p]), _mm512_loadu_si512(x[c] + 64 * p));
+    if (kOffset32) pairs = _mm512_sub_epi16(pairs, offset[c][p]);
+    return _mm512_dpwssd_epi32(acc, pairs, _mm512_loadu_si512(&w[r].mult[2 * p]));
+  }
+};
+
 template <bool kOffset32>
 TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int8_t* const (&x)[kTileActs],
                                 __m256i (&lanes)[kTileActs][kTileRows]) {
-  constexpr int kPairs = kKBlocks / 2;
-  [[maybe_unused]] __m512i offset[kTileActs][kPairs];
+  __m512i offset[kTileActs][4];
   if (kOffset32)
 #pragma GCC unroll 4
     for (int c = 0; c < kTileActs; ++c)
 #pragma GCC unroll 4
-      for (int p = 0; p < kPairs; ++p)
+      for (int p = 0; p < 4; ++p)
         offset[c][p] = _mm512_maddubs_epi16(_mm512_set1_epi8(32), _mm512_loadu_si512(x[c] + 64 * p));
-#pragma GCC unroll 1
-  for (int r = 0; r < kTileRows; ++r) {
-    __m512i acc[kTileActs];
-#pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c) acc[c] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int p = 0; p < kPairs; ++p) {
-      const __m512i q = _mm512_loadu_si512(&w[r].q[2 * p]), mult = _mm512_loadu_si512(&w[r].mult[2 * p]);
-#pragma GCC unroll 4
-      for (int c = 0; c < kTileActs; ++c) {
-        __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x[c] + 64 * p));
-        if (kOffset32) pairs = _mm512_sub_epi16(pairs, offset[c][p]);
-        acc[c] = _mm512_dpwssd_epi32(acc[c], pairs, mult);
-      }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c)
-      lanes[c][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
-  }
+  tile_ints(SuperStep<kOffset32>{w, x, offset}, lanes);
 }
 
 // The four rows' scales for one superblock, laid out as the float terms take them: d of
@@ -419,7 +431,7 @@ TD_VNNI_INLINE SuperScales super_scales(const TiledSuper (&w)[kTileRows]) {
                                                  _mm256_castps_pd(_mm256_set1_ps(w[2 * h + 1].d)), 1));
   s.dmin = _mm512_setr_ps(w[0].dmin, w[0].dmin, w[0].dmin, w[0].dmin, w[1].dmin, w[1].dmin, w[1].dmin, w[1].dmin,
                           w[2].dmin, w[2].dmin, w[2].dmin, w[2].dmin, w[3].dmin, w[3].dmin, w[3].dmin, w[3].dmin);
-  s.min = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(w[0].min), w[1].min, 1),
+  s.min = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_zextsi128_si512(w[0].min), w[1].min, 1),
                                                 w[2].min, 2),
                              w[3].min, 3);
   return s;
@@ -434,7 +446,7 @@ TD_VNNI_INLINE void add_super_terms(__m512 (&acc)[2], __m512& acc_min, const __m
   const __m512 dx16 = _mm512_set1_ps(dx);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lanes[2 * h]), lanes[2 * h + 1], 1);
+    const __m512i both = _mm512_inserti64x4(_mm512_zextsi256_si512(lanes[2 * h]), lanes[2 * h + 1], 1);
     acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_mul_ps(dx16, w.d[h]), _mm512_cvtepi32_ps(both)));
   }
   if (kMins) {
