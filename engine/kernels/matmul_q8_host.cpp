@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TD_Q8_AVX2 1
+#include "engine/kernels/q8_blocks_avx2.hpp"
 #endif
 
 namespace tapdiff::engine {
@@ -17,7 +18,7 @@ namespace {
 #if TD_Q8_AVX2
 #define TD_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
-TD_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+using q8_avx2::load32;
 // Block b's groups' multipliers, one per 16 bytes (16-bit lanes).
 TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) {
   return _mm256_setr_m128i(_mm_set1_epi16(multiplier[2 * b]), _mm_set1_epi16(multiplier[2 * b + 1]));
@@ -135,11 +136,6 @@ struct KDotAvx2 {
                         _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(r.min), _mm256_extracti128_si256(wide, 1));
   }
-  // Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
-  template <int shift>
-  TD_AVX2_INLINE __m256i high_bits(__m256i qh, __m256i low2) {
-    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), low2), 4);
-  }
   __attribute__((target("avx2"))) static void lanes(const KRun& run, const std::int8_t* x, std::int32_t* lane) {
     __m256i sum = _mm256_setzero_si256();
     if (run.has_min) {  // unsigned integers
@@ -162,14 +158,12 @@ struct KDotAvx2 {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(lane), _mm_madd_epi16(mins, s));
   }
-  // Q4_K: 32 bytes of nibbles hold blocks 2c (low) and 2c + 1 (high), whose multipliers are
-  // their 6-bit scales, the same for both groups of a block; Q5_K adds bit 2c or 2c + 1 of qh as
-  // the fifth. Q6_K: a half's 64 bytes of ql and 32 of qh hold its four blocks (dequant.hpp's
-  // q6_k_quarter_ints), taken unsigned (0..63): their products less 32 times the activations' are
-  // those of q - 32.
-  __attribute__((target("avx2"))) static void encoded_lanes(const Encoded& w, std::int64_t s, const KRun& run,
-                                                            const std::int8_t* x, std::int32_t* lane) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+  // Q4_K: 32 bytes of nibbles hold blocks 2c and 2c + 1 (q8_blocks_avx2.hpp), whose
+  // multipliers are their 6-bit scales, the same for both groups of a block; Q5_K adds bit 2c or
+  // 2c + 1 of qh as the fifth. Q6_K: a half holds four blocks, taken unsigned (0..63): their
+  // products less 32 times the activations' are those of q - 32.
+  __attribute__((target("avx2,f16c"))) static void encoded_lanes(const Encoded& w, std::int64_t s, const KRun& run,
+                                                                 const std::int8_t* x, std::int32_t* lane) {
     __m256i sum = _mm256_setzero_si256();
     if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
       constexpr bool q5 = kType == GgmlType::Q5_K;
@@ -177,8 +171,8 @@ struct KDotAvx2 {
       const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const __m256i packed = load32(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(packed, low4), hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+        __m256i lo, hi;
+        q8_avx2::q4_k_blocks(qs, c, lo, hi);
         if constexpr (q5) {
           const __m256i qh = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4));
@@ -192,16 +186,11 @@ struct KDotAvx2 {
       }
     } else {  // Q6_K
       const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ6_K));
-      const __m256i low2 = _mm256_set1_epi8(0x03), offset = _mm256_set1_epi8(32);
+      const __m256i offset = _mm256_set1_epi8(32);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h);
-        const __m256i l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
-        const __m256i hb = load32(b + offsetof(BlockQ6_K, qh) + 32 * h);
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high_bits<0>(hb, low2)),
-                              _mm256_or_si256(_mm256_and_si256(l1, low4), high_bits<2>(hb, low2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high_bits<4>(hb, low2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high_bits<6>(hb, low2))};
+        __m256i q[4];
+        q8_avx2::q6_k_blocks(b, h, q);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const __m256i xb = load32(x + 128 * h + 32 * k);
@@ -214,12 +203,6 @@ struct KDotAvx2 {
   }
 };
 
-// The low 16 bits of eight 32-bit words, packed.
-TD_AVX2_INLINE __m128i low_halves(__m256i words) {
-  const __m256i packed = _mm256_packus_epi32(_mm256_and_si256(words, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256());
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
-}
-
 // One activation row against a legacy block type (Q4_0, Q4_1, Q8_0), everything in registers:
 // per run of eight blocks, the blocks' integer sums from the encoded bytes (maddubs, the
 // horizontal tree), their fp16 scales (and Q4_1's offsets) widened eight at once, and
@@ -228,14 +211,12 @@ TD_AVX2_INLINE __m128i low_halves(__m256i words) {
 // last run leaves the lanes of its missing blocks untouched.
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"))) float legacy_row_avx2(const MatmulQ8Args& a, std::int64_t r, std::int64_t t) {
-  using Block = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
-                                   std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
+  using Block = q8_avx2::LegacyBlock<kType>;
   const std::uint8_t* row = a.w.bytes + (r * a.cols / kQK) * std::int64_t(sizeof(Block));
   const std::int8_t* x = a.x.q + t * a.k;
   const float* dx = a.x.d + t * a.k / kQ8Block;
   const float* dsx = a.x.ds + t * a.k / kQ8Block;
   const std::int64_t blocks = a.k / kQ8Block;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 lanes = _mm256_setzero_ps();
   for (std::int64_t b0 = 0; b0 < blocks; b0 += kRunBlocks) {
     const int n = blocks - b0 < kRunBlocks ? int(blocks - b0) : kRunBlocks;
@@ -247,26 +228,15 @@ __attribute__((target("avx2,f16c"))) float legacy_row_avx2(const MatmulQ8Args& a
         v[i] = _mm256_setzero_si256();
         continue;
       }
-      const std::uint8_t* blk = run + i * std::int64_t(sizeof(Block));
+      const __m256i q = q8_avx2::legacy_ints<kType>(run + i * std::int64_t(sizeof(Block)));
       const __m256i xb = load32(x + (b0 + i) * kQ8Block);
-      if constexpr (kType == GgmlType::Q8_0) {
-        v[i] = IntDotAvx2::dot32<IntForm::signed_ints>(load32(blk + offsetof(BlockQ8_0, qs)), xb, __m256i{});
-      } else {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(Block, qs)));
-        const __m256i q = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), low4);
-        v[i] = IntDotAvx2::dot32<IntForm::unsigned_ints>(q, xb, __m256i{});
-      }
+      v[i] = kType == GgmlType::Q8_0 ? IntDotAvx2::dot32<IntForm::signed_ints>(q, xb, __m256i{})
+                                     : IntDotAvx2::dot32<IntForm::unsigned_ints>(q, xb, __m256i{});
     }
     const __m256i sums = IntDotAvx2::block_sums(v);
     const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    // Each block's first 4 bytes: d, and Q4_1's m after it; 16-bit halves packed to eight.
-    const __m256i heads = _mm256_mask_i32gather_epi32(
-        _mm256_setzero_si256(), reinterpret_cast<const int*>(run),
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(Block)))), present, 1);
-    const __m256 d = _mm256_cvtph_ps(low_halves(heads));
-    const __m256 offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), d)
-                          : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
-                                                    : _mm256_setzero_ps();
+    __m256 d, offset;
+    q8_avx2::legacy_scales<kType>(run, present, d, offset);
     const __m256 ax = _mm256_maskload_ps(dx + b0, present), as = _mm256_maskload_ps(dsx + b0, present);
     const __m256 term =
         _mm256_add_ps(_mm256_mul_ps(ax, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(offset, as));

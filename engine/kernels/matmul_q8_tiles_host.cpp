@@ -1,8 +1,6 @@
 #include "engine/kernels/matmul_q8_tiles.hpp"
 
 #include <algorithm>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/host_loop.hpp"
@@ -11,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TD_Q8_TILES 1
+#include "engine/kernels/q8_blocks_avx2.hpp"
 // GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports once inlined here: every lane of their results is written.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -30,7 +29,7 @@ constexpr int kTileActs = 4;  // activation rows multiplied at once
 constexpr int kActTile = 64;  // activation rows whose lanes a group of weight rows keeps
 static_assert(kActTile % kTileActs == 0 && kRunBlocks == 8, "eight blocks: eight 32-bit lanes");
 
-TD_VNNI_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+using q8_avx2::load32;
 
 // The integer part of a tile, shared by both block sizes: each weight row in turn against the
 // kTileActs activation rows at once (their accumulators stay in registers; sixteen, for the
@@ -92,11 +91,6 @@ TD_VNNI_INLINE void interleave(const std::int8_t* q, int blocks, __m256i (&v)[8]
   transpose_words(v);
 }
 
-// The low 16 bits of eight 32-bit words, packed.
-TD_VNNI_INLINE __m128i low_halves(__m256i words) {
-  return _mm256_cvtepi32_epi16(words);
-}
-
 // One weight row's run as the tiles take it.
 struct TiledRun {
   __m256i step[8];
@@ -104,58 +98,39 @@ struct TiledRun {
   __m256 scale, offset;
 };
 
-TD_VNNI void tile_weights(const IntRun& run, int blocks, TiledRun& w) {
-  __m256i v[8];
-  interleave(run.q, blocks, v);
+// A run's interleaved steps, and for signed integers the bias their products will carry.
+TD_VNNI_INLINE void set_steps(const __m256i (&v)[8], bool signed_ints, TiledRun& w) {
   __m256i bias = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
     w.step[s] = v[s];
-    if (run.form == IntForm::signed_ints) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
+    if (signed_ints) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
   }
   w.bias = bias;
+}
+
+TD_VNNI void tile_weights(const IntRun& run, int blocks, TiledRun& w) {
+  __m256i v[8];
+  interleave(run.q, blocks, v);
+  set_steps(v, run.form == IntForm::signed_ints, w);
   w.scale = _mm256_loadu_ps(run.scale);
   w.offset = _mm256_loadu_ps(run.offset);
 }
 
-// The same from the encoded bytes of a legacy block type with no decoder quirk, as
-// unpack_run's scales and offsets: Q4_0's and Q4_1's nibbles as 16 low then 16 high, Q4_0's
-// offset -8 d, Q4_1's m, Q8_0's none; the fp16 halves of the blocks' first words gathered and
-// widened eight at once (exact). Blocks past `blocks` are not read.
+// The same from the encoded bytes of a legacy block type with no decoder quirk
+// (q8_blocks_avx2.hpp: unpack_run's integers, scales and offsets). Blocks past `blocks` are not
+// read.
 template <GgmlType kType>
 TD_VNNI void tile_encoded_weights(const MatmulQ8Args& a, std::int64_t row, std::int64_t first, int blocks,
                                   __m256i present, TiledRun& w) {
-  using Block = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
-                                   std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
-  const std::uint8_t* run = a.w.bytes + ((row * a.cols + first) / kQK) * std::int64_t(sizeof(Block));
+  constexpr std::int64_t kBytes = sizeof(q8_avx2::LegacyBlock<kType>);
+  const std::uint8_t* run = a.w.bytes + ((row * a.cols + first) / kQK) * kBytes;
   __m256i v[8];
 #pragma GCC unroll 8
-  for (int b = 0; b < 8; ++b) {
-    const std::uint8_t* blk = run + b * std::int64_t(sizeof(Block));
-    if (b >= blocks) {
-      v[b] = _mm256_setzero_si256();
-    } else if constexpr (kType == GgmlType::Q8_0) {
-      v[b] = load32(blk + offsetof(BlockQ8_0, qs));
-    } else {
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(Block, qs)));
-      v[b] = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
-    }
-  }
+  for (int b = 0; b < 8; ++b) v[b] = b < blocks ? q8_avx2::legacy_ints<kType>(run + b * kBytes) : _mm256_setzero_si256();
   transpose_words(v);
-  __m256i bias = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int s = 0; s < 8; ++s) {
-    w.step[s] = v[s];
-    if constexpr (kType == GgmlType::Q8_0) bias = _mm256_dpbusd_epi32(bias, _mm256_set1_epi8(char(0x80)), v[s]);
-  }
-  w.bias = bias;
-  const __m256i heads = _mm256_mask_i32gather_epi32(
-      _mm256_setzero_si256(), reinterpret_cast<const int*>(run),
-      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(Block)))), present, 1);
-  w.scale = _mm256_cvtph_ps(low_halves(heads));
-  w.offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), w.scale)
-             : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
-                                       : _mm256_setzero_ps();
+  set_steps(v, kType == GgmlType::Q8_0, w);
+  q8_avx2::legacy_scales<kType>(run, present, w.scale, w.offset);
 }
 
 // Activation row t's runs, interleaved, bit 7 flipped for signed weights.
@@ -330,28 +305,17 @@ struct TiledSuper {
   float d, dmin;
 };
 
-// Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
-template <int shift>
-TD_VNNI_INLINE __m256i q6_k_high(__m256i qh) {
-  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), _mm256_set1_epi8(0x03)), 4);
-}
-
 // Superblock s of w (counted from the tensor's start) tiled. Q4_K and Q6_K are read from
 // their bytes as KDotAvx2::encoded_lanes reads them (Q4_K: 32 bytes of nibbles are blocks 2c
 // and 2c + 1; Q6_K: a half's ql and qh are its four blocks); Q5_K is unpack_k_run's.
 template <GgmlType kType>
 TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   namespace dd = dequant_detail;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   if constexpr (kType == GgmlType::Q4_K) {
     const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ4_K));
     const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = load32(b + offsetof(BlockQ4_K, qs) + 32 * c);
-      w.q[2 * c] = _mm256_and_si256(packed, low4);
-      w.q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
-    }
+    for (int c = 0; c < 4; ++c) q8_avx2::q4_k_blocks(b + offsetof(BlockQ4_K, qs), c, w.q[2 * c], w.q[2 * c + 1]);
 #pragma GCC unroll 8
     for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_set1_epi16(k.sc[j]);
     w.min = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m)));
@@ -360,16 +324,7 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   } else if constexpr (kType == GgmlType::Q6_K) {
     const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ6_K));
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h), l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
-      const __m256i hb = load32(b + offsetof(BlockQ6_K, qh) + 32 * h);
-      const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), q6_k_high<0>(hb)),
-                            _mm256_or_si256(_mm256_and_si256(l1, low4), q6_k_high<2>(hb)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), q6_k_high<4>(hb)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), q6_k_high<6>(hb))};
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) w.q[4 * h + k] = q[k];
-    }
+    for (int h = 0; h < 2; ++h) q8_avx2::q6_k_blocks(b, h, &w.q[4 * h]);
     const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
 #pragma GCC unroll 8
     for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * j]), _mm_set1_epi16(sc[2 * j + 1]));

@@ -1,0 +1,81 @@
+// The encoded blocks as precision q8's host products read them with AVX2: one activation row in
+// matmul_q8_host.cpp, batches in matmul_q8_tiles_host.cpp. Each gives the integers and scales
+// unpack_run and unpack_k_run give (dequant.hpp's layouts), so both paths multiply the same
+// numbers. Host only: include from x86-64 translation units compiled by GCC.
+#pragma once
+
+#include <cstdint>
+#include <immintrin.h>
+#include <type_traits>
+
+#include "engine/kernels/dequant.hpp"
+
+namespace tapdiff::engine::q8_avx2 {
+
+#define TD_Q8_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+
+TD_Q8_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The low 16 bits of eight 32-bit words, packed.
+TD_Q8_AVX2_INLINE __m128i low_halves(__m256i words) {
+  const __m256i packed = _mm256_packus_epi32(_mm256_and_si256(words, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256());
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+template <GgmlType kType>
+using LegacyBlock = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
+                                       std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
+
+// A Q4_0, Q4_1 or Q8_0 block's 32 integers in element order: Q8_0's signed, the others'
+// nibbles, the 16 low then the 16 high, unsigned.
+template <GgmlType kType>
+TD_Q8_AVX2_INLINE __m256i legacy_ints(const std::uint8_t* block) {
+  if constexpr (kType == GgmlType::Q8_0) {
+    return load32(block + offsetof(BlockQ8_0, qs));
+  } else {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(LegacyBlock<kType>, qs)));
+    return _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
+  }
+}
+
+// The scales and offsets of the eight blocks from `run` on (those in `present`; the others 0),
+// as unpack_run's: the fp16 d widened (exact), Q4_0's offset -8 d, Q4_1's m, Q8_0's none. The
+// blocks' first words are gathered, d in their low halves and Q4_1's m in the high.
+template <GgmlType kType>
+__attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_scales(const std::uint8_t* run, __m256i present, __m256& scale, __m256& offset) {
+  const __m256i heads = _mm256_mask_i32gather_epi32(
+      _mm256_setzero_si256(), reinterpret_cast<const int*>(run),
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(LegacyBlock<kType>)))),
+      present, 1);
+  scale = _mm256_cvtph_ps(low_halves(heads));
+  offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), scale)
+           : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
+                                     : _mm256_setzero_ps();
+}
+
+// Q4_K: 32 bytes of nibbles at qs + 32 c are blocks 2c (low) and 2c + 1 (high), 0..15.
+TD_Q8_AVX2_INLINE void q4_k_blocks(const std::uint8_t* qs, int c, __m256i& low, __m256i& high) {
+  const __m256i packed = load32(qs + 32 * c), low4 = _mm256_set1_epi8(0x0F);
+  low = _mm256_and_si256(packed, low4);
+  high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+}
+
+// Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
+template <int shift>
+TD_Q8_AVX2_INLINE __m256i q6_k_high(__m256i qh) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), _mm256_set1_epi8(0x03)), 4);
+}
+
+// Q6_K half h of superblock b: its four blocks' integers into q[0..3] (dequant.hpp's q6_k_quarter_ints)
+// unsigned, q + 32 (0..63).
+TD_Q8_AVX2_INLINE void q6_k_blocks(const std::uint8_t* b, int h, __m256i* q) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i l0 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h), l1 = load32(b + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+  const __m256i hb = load32(b + offsetof(BlockQ6_K, qh) + 32 * h);
+  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), q6_k_high<0>(hb));
+  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), q6_k_high<2>(hb));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), q6_k_high<4>(hb));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), q6_k_high<6>(hb));
+}
+
+}  // namespace tapdiff::engine::q8_avx2
