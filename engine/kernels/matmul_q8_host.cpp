@@ -31,7 +31,8 @@ TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) 
 // lanes of eight blocks are added horizontally.
 //
 // For one activation row (decode) of Q4_0, Q4_1 and Q8_0, legacy_row_avx2 below reads the
-// encoded bytes instead. Batches keep unpacking: a tile of rows reads the unpacked run many times.
+// encoded bytes instead. Batches go to matmul_q8_tiles where the CPU has AVX-512 VNNI, and
+// otherwise unpack here: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
