@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/gemm/gemm.hpp"
+#include "engine/kernels/host_loop.hpp"
 
 namespace tapdiff::engine {
 namespace {
@@ -19,9 +20,11 @@ CBLAS_TRANSPOSE cblas_op(GemmOp op) { return op == GemmOp::T ? CblasTrans : Cbla
 
 // Below this a product stays on the calling thread: waking a sleeping OpenMP thread
 // (OMP_WAIT_POLICY=passive, the setting for shared machines) costs more than a second thread
-// saves on a 576-wide model's q/o projections (6.6e5 flops). docs/engine.md "Threads" has the
-// measurements both ways.
-constexpr std::int64_t kMinParallelFlops = std::int64_t(1) << 20;
+// saves on a 576-wide model's q/o projections (6.6e5 flops); where waiting threads spin, the
+// q/k/v/o projections split too. docs/engine.md "Threads" has the measurements both ways.
+std::int64_t min_parallel_flops() {
+  return omp_threads_spin() ? std::int64_t(1) << 17 : std::int64_t(1) << 20;
+}
 constexpr int kSliceAlign = 16;  // rows per slice a multiple of the micro-kernel height
 
 }  // namespace
@@ -36,7 +39,7 @@ void gemm_host(const GemmArgs& g) {
   const auto* b = static_cast<const float*>(g.b);
   const std::int64_t flops = 2 * std::int64_t(g.m) * g.n * g.k;
   const int max_parts = (g.m + kSliceAlign - 1) / kSliceAlign;
-  const int parts = flops >= kMinParallelFlops ? std::min(omp_get_max_threads(), max_parts) : 1;
+  const int parts = flops >= min_parallel_flops() ? std::min(omp_get_max_threads(), max_parts) : 1;
   const int rows = (g.m + parts - 1) / parts;
   const int slice = (rows + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
 #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)

@@ -9,10 +9,22 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <strings.h>
 
 namespace tapdiff::engine {
 
 inline constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 16;
+
+// Whether this process's waiting OpenMP threads spin (OMP_WAIT_POLICY=active): read once, as
+// libgomp reads it when it loads. Then a parallel region costs a fork, not a wake-up.
+inline bool omp_threads_spin() {
+  static const bool spin = [] {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    return policy != nullptr && strcasecmp(policy, "active") == 0;
+  }();
+  return spin;
+}
 
 template <typename Body>
 void host_for(std::int64_t n, std::int64_t cost, const Body& body) {
