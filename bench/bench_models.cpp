@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
        << "| what | ms per token | tok/s | of bound |\n|---|---|---|---|\n";
     const std::pair<const char*, double> steps[] = {
         {"bandwidth bound", 1 / bound},
-        {"decode GEMVs alone, the engine's host GEMM (one sdot per output; products under 2^20 flops on one thread)", gemv_engine_s},
+        {"decode GEMVs alone, the engine's host GEMM (one sdot per output; products under the GEMM's threshold on one thread: 2^17 flops where threads spin, else 2^20)", gemv_engine_s},
         {"decode GEMVs alone as OpenBLAS sgemv_t calls, every product split across the threads", gemv_split_s},
         {"engine tg64 step (GEMVs, norms, RoPE, attention, adds)", 1 / engine_tg_f32}};
     for (const auto& [what, s] : steps)

@@ -145,7 +145,7 @@ TD_VNNI void tile_activations(const MatmulQ8Args& a, std::int64_t t, bool flip, 
 }
 
 // A run's byte products: steps 2p and 2p + 1 of the interleaved run (vpdpbusd, the unsigned
-// operand first), then Q8_0's bias taken off.
+// operand first). tile_sums then takes Q8_0's bias off.
 template <bool kSigned>
 struct RunStep {
   const TiledRun (&w)[kTileRows];
@@ -195,8 +195,8 @@ TD_VNNI_INLINE __m128 rows_totals(__m256 l0, __m256 l1, __m256 l2, __m256 l3) {
 }
 
 // Activation rows [t0, t1) against weight rows [r0, r0 + kTileRows) (those past the last
-// computed again as the last, and not stored).
-// kType: a type tile_encoded_weights reads, or F32 for unpack_run's integers.
+// computed again as the last, and not stored). kType: a type tile_encoded_weights reads, or
+// F32 for unpack_run's integers.
 template <GgmlType kType, bool kSigned>
 TD_VNNI void legacy_tile(const MatmulQ8Args& a, const std::uint8_t* xi, std::int64_t r0, std::int64_t t0,
                          std::int64_t t1) {
@@ -284,9 +284,9 @@ void legacy_tiles(const MatmulQ8Args& a) {
   std::vector<std::uint8_t> xi(std::size_t(a.n * runs * kDecodeRun));
   host_for(a.n, a.k, [&](std::int64_t t) { tile_activations(a, t, signed_ints, xi.data() + t * runs * kDecodeRun); });
   const std::int64_t groups = (a.rows + kTileRows - 1) / kTileRows;
+  const LegacyTile tile = tile_for(a);
   for (std::int64_t t0 = 0; t0 < a.n; t0 += kActTile) {
     const std::int64_t t1 = std::min(a.n, t0 + kActTile);
-    const auto tile = tile_for(a);
     host_for(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, xi.data(), g * kTileRows, t0, t1); });
   }
 }
@@ -305,9 +305,9 @@ struct TiledSuper {
   float d, dmin;
 };
 
-// Superblock s of w (counted from the tensor's start) tiled. Q4_K and Q6_K are read from
-// their bytes as KDotAvx2::encoded_lanes reads them (Q4_K: 32 bytes of nibbles are blocks 2c
-// and 2c + 1; Q6_K: a half's ql and qh are its four blocks); Q5_K is unpack_k_run's.
+// Superblock s of w (counted from the tensor's start) tiled. Q4_K's and Q6_K's integers come
+// from their bytes (q8_blocks_avx2.hpp), their scales through dequant.hpp's extractors;
+// Q5_K is unpack_k_run's.
 template <GgmlType kType>
 TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   namespace dd = dequant_detail;
