@@ -1,4 +1,4 @@
-// RoPE in place, per (row, head, pair), each row at its own position:
+// RoPE in place, per (row, pair) for every head, each row at its own position:
 //   θ_i = position · base^(-2i / n_rot) / f_i,  i < n_rot / 2  (f_i: frequency factors, or 1)
 //   (a, b) ← (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
 // norm pairs (x[2i], x[2i+1]); neox pairs (x[i], x[i + n_rot/2]). Dimensions past n_rot are
@@ -28,21 +28,23 @@ struct RopeArgs {
   const float* freq_factors = nullptr;  // (n_rot / 2,) Llama 3.1's rope_freqs; nullptr: all 1
 };
 
+// Pair i of every head of row index / (n_rot / 2): θ once, rotated into each head.
 TD_HD inline void rope_pair(const RopeArgs& a, std::int64_t index) {
   const int half = a.n_rot / 2;
   const int i = int(index % half);
-  const std::int64_t row_head = index / half;  // row * n_heads + head
-  const std::int64_t row = row_head / a.n_heads;
+  const std::int64_t row = index / half;
   const int freq_dim = a.freq_dim > 0 ? a.freq_dim : a.n_rot;
   const double theta = double(a.positions[row]) * pow(double(a.base), -2.0 * i / freq_dim) /
                        (a.freq_factors != nullptr ? double(a.freq_factors[i]) : 1.0);
   const float c = float(cos(theta)), s = float(sin(theta));
-  float* head = a.x + row_head * a.head_dim;
   const int ia = a.pairing == RopePairing::norm ? 2 * i : i;
   const int ib = a.pairing == RopePairing::norm ? 2 * i + 1 : i + half;
-  const float x0 = head[ia], x1 = head[ib];
-  head[ia] = x0 * c - x1 * s;
-  head[ib] = x0 * s + x1 * c;
+  for (int h = 0; h < a.n_heads; ++h) {
+    float* head = a.x + (row * a.n_heads + h) * a.head_dim;
+    const float x0 = head[ia], x1 = head[ib];
+    head[ia] = x0 * c - x1 * s;
+    head[ib] = x0 * s + x1 * c;
+  }
 }
 
 void validate(const RopeArgs& a);
