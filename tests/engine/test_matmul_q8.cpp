@@ -49,7 +49,8 @@ TEST(Q8, TheHostQuantizesAsThePortableBodyBitForBit) {
   auto ex = make_host_executor();
   const std::int64_t n = 3, k = 512;
   std::vector<float> x = test_values(std::size_t(n * k), 5, 3.0f);
-  for (std::size_t i = 0; i < 32; ++i) x[i] = (float(i) - 16.0f) * 0.5f;  // amax 8: id 127 / 8, n.5 values
+  for (std::size_t i = 0; i < 32; ++i) x[i] = (float(i) - 16.0f) * 0.5f;  // amax 8: id 127 / 8
+  for (std::size_t i = 32; i < 64; ++i) x[i] = float(i) - 48.5f;            // id 1: every x id a half
   x[40] = 127.0f, x[41] = -127.0f;
   for (std::size_t i = 64; i < 96; ++i) x[i] = -0.0f;
   for (std::size_t i = 96; i < 128; ++i) x[i] = 1e-42f * float(i % 3);
