@@ -72,6 +72,8 @@ __attribute__((target("avx2"))) bool quantize_block_avx2(const QuantizeQ8Args& a
   a.out.d[t * blocks + b] = d;
   return true;
 }
+#else
+bool quantize_block_avx2(const QuantizeQ8Args&, std::int64_t) { return false; }
 #endif
 
 }  // namespace
@@ -79,14 +81,12 @@ __attribute__((target("avx2"))) bool quantize_block_avx2(const QuantizeQ8Args& a
 void quantize_q8_host(const QuantizeQ8Args& a) {
 #if TD_QUANTIZE_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) {
-    host_for(a.n * (a.k / a.out.block), 4 * a.out.block, [&](std::int64_t i) {
-      if (!quantize_block_avx2(a, i)) quantize_q8_block(a, i);
-    });
-    return;
-  }
+#else
+  constexpr bool avx2 = false;
 #endif
-  host_for(a.n * (a.k / a.out.block), 4 * a.out.block, [&](std::int64_t i) { quantize_q8_block(a, i); });
+  host_for(a.n * (a.k / a.out.block), 4 * a.out.block, [&](std::int64_t i) {
+    if (!(avx2 && quantize_block_avx2(a, i))) quantize_q8_block(a, i);
+  });
 }
 
 }  // namespace tapdiff::engine
