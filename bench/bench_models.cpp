@@ -231,7 +231,9 @@ int main(int argc, char** argv) {
     }
     const double sgemm_s = bench::time_sgemm(bench::prefill_gemms(config, kPrefill), threads, reps);
     const double sgemm_gflops = step_flops / sgemm_s / 1e9;
-    fmt::print(stderr, "OpenBLAS SGEMM {:.1f} GFLOP/s\n", sgemm_gflops);
+    const double gemm_host_s = bench::time_gemm_host(bench::prefill_gemms(config, kPrefill), reps);
+    fmt::print(stderr, "OpenBLAS SGEMM {:.1f} GFLOP/s, engine host GEMM {:.1f} GFLOP/s\n", sgemm_gflops,
+               step_flops / gemm_host_s / 1e9);
     const double gemv_engine_s = bench::time_decode_gemvs_engine(config, reps);
     const double gemv_split_s = bench::time_decode_sgemv_all_split(config, reps);
     fmt::print(stderr, "decode GEMVs alone: {:.1f} tok/s (engine's slicing), {:.1f} tok/s (sgemv_t, all split)\n",
@@ -277,8 +279,10 @@ int main(int argc, char** argv) {
     }
     md << fmt::format("\n## Prefill against OpenBLAS SGEMM\n\nThe GEMMs of one pp128 step ({:.1f} GFLOP: seven "
                       "projections per layer at 128 positions, the output head at the last one) run as plain "
-                      "`cblas_sgemm` calls on {} threads: {:.3f} s, {:.1f} GFLOP/s.\n\n",
-                      step_flops / 1e9, threads, sgemm_s, sgemm_gflops)
+                      "`cblas_sgemm` calls on {} threads: {:.3f} s, {:.1f} GFLOP/s. The engine's host GEMM "
+                      "(`engine::gemm_host`: AVX-512 tiles where the CPU has them, docs/engine.md \"Host GEMM\") "
+                      "on the same GEMMs: {:.3f} s, {:.1f} GFLOP/s.\n\n",
+                      step_flops / 1e9, threads, sgemm_s, sgemm_gflops, gemm_host_s, step_flops / gemm_host_s / 1e9)
        << "| engine pp128 | GEMM GFLOP/s | of SGEMM | target |\n|---|---|---|---|\n";
     for (const auto& [what, gflops] : prefill_gflops)
       md << fmt::format("| {} | {:.1f} | {} | ≥ 50%: {} |\n", what, gflops, percent(gflops / sgemm_gflops),

@@ -21,32 +21,59 @@ double gemm_flops(const std::vector<GemmShape>& shapes) {
   return flops;
 }
 
-double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps) {
+namespace {
+
+// Every prefill GEMM's operands: distinct weights, one input and one output per shape.
+struct PrefillGemms {
   struct Operands {
-    const GemmShape* shape;
+    GemmShape shape;
     std::vector<std::vector<float>> weights;
     std::vector<float> b, c;
   };
   std::vector<Operands> ops;
-  for (const GemmShape& s : shapes) {
-    Operands o{&s, {}, std::vector<float>(std::size_t(s.k) * s.n, 0.5f), std::vector<float>(std::size_t(s.m) * s.n)};
-    for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
-    ops.push_back(std::move(o));
+  explicit PrefillGemms(const std::vector<GemmShape>& shapes) {
+    for (const GemmShape& s : shapes) {
+      Operands o{s, {}, std::vector<float>(std::size_t(s.k) * s.n, 0.5f), std::vector<float>(std::size_t(s.m) * s.n)};
+      for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
+      ops.push_back(std::move(o));
+    }
   }
+  // gemm(shape, w, b, c) for every weight, best of `reps` passes.
+  template <typename Gemm>
+  double best_pass(int reps, Gemm gemm) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      for (Operands& o : ops)
+        for (const std::vector<float>& w : o.weights) gemm(o.shape, w.data(), o.b.data(), o.c.data());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  }
+};
+
+}  // namespace
+
+double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps) {
+  PrefillGemms gemms(shapes);
   openblas_set_num_threads(threads);
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for (Operands& o : ops)
-      for (const std::vector<float>& w : o.weights) {
-        const GemmShape& s = *o.shape;
-        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, w.data(), s.k, o.b.data(), s.k,
-                    0.0f, o.c.data(), s.m);
-      }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  const double best = gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, w, s.k, b, s.k, 0.0f, c, s.m);
+  });
   openblas_set_num_threads(1);
   return best;
+}
+
+double time_gemm_host(const std::vector<GemmShape>& shapes, int reps) {
+  openblas_set_num_threads(1);  // as the host executor runs it
+  PrefillGemms gemms(shapes);
+  return gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
+    engine::GemmArgs g;
+    g.op_a = engine::GemmOp::T;
+    g.m = s.m, g.n = s.n, g.k = s.k;
+    g.a = w, g.lda = s.k, g.b = b, g.ldb = s.k, g.c = c, g.ldc = s.m;
+    engine::gemm_host(g);
+  });
 }
 
 namespace {

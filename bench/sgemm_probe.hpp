@@ -25,6 +25,9 @@ double gemm_flops(const std::vector<GemmShape>& shapes);  // 2·m·n·k summed
 // cblas_sgemm on `threads` OpenBLAS threads; OpenBLAS is set back to one thread afterwards
 // (the engine's host executor runs it single-threaded inside OpenMP slices).
 double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps);
+// The same pass through the engine's host GEMM (engine::gemm_host on the OpenMP threads: the
+// AVX-512 tiles where the CPU has them, else single-threaded OpenBLAS in row slices).
+double time_gemm_host(const std::vector<GemmShape>& shapes, int reps);
 
 }  // namespace tapdiff::bench
 

@@ -1,4 +1,5 @@
-// The host executor's GEMM: OpenBLAS on row slices of C, one slice per OpenMP thread (sgemm;
+// The host executor's GEMM: the engine's weight products on AVX-512 take gemm_tiles.hpp's
+// register tiles; the rest OpenBLAS, on row slices of C, one slice per OpenMP thread (sgemm;
 // for a single column of B, sdot per element or sgemv).
 // OpenBLAS itself runs single-threaded (HostExecutor sets it): its pthread pool and the
 // OpenMP pool would otherwise busy-wait against each other between calls, which measured 5-6x
@@ -11,6 +12,7 @@
 #include <stdexcept>
 
 #include "engine/gemm/gemm.hpp"
+#include "engine/gemm/gemm_tiles.hpp"
 #include "engine/kernels/host_loop.hpp"
 
 namespace tapdiff::engine {
@@ -38,8 +40,9 @@ void gemm_host(const GemmArgs& g) {
   const auto* a = static_cast<const float*>(g.a);
   const auto* b = static_cast<const float*>(g.b);
   const std::int64_t flops = 2 * std::int64_t(g.m) * g.n * g.k;
-  const int max_parts = (g.m + kSliceAlign - 1) / kSliceAlign;
-  const int parts = flops >= min_parallel_flops() ? std::min(omp_get_max_threads(), max_parts) : 1;
+  const int threads = flops >= min_parallel_flops() ? omp_get_max_threads() : 1;
+  if (gemm_tiles(g, threads)) return;
+  const int parts = std::min(threads, (g.m + kSliceAlign - 1) / kSliceAlign);
   const int rows = (g.m + parts - 1) / parts;
   const int slice = (rows + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
 #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)

@@ -1,0 +1,133 @@
+#include "engine/gemm/gemm_tiles.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <omp.h>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TD_GEMM_TILES 1
+#endif
+
+namespace tapdiff::engine {
+
+#if TD_GEMM_TILES
+namespace {
+
+#define TD_AVX512 __attribute__((target("avx512f")))
+
+constexpr int kPanel = 32;  // columns of op(B) a tile spans: two vectors of 16
+
+// op(B) copied in panels of kPanel columns, so that a tile reads element p of its kPanel
+// columns as two vectors: element (p, j) of op(B) lands at kPanel·k·q + kPanel·p + j % kPanel,
+// q = j / kPanel; the last panel is zero past column n.
+void pack_panel(const GemmArgs& g, int q, float* packed) {
+  const auto* b = static_cast<const float*>(g.b);
+  float* dst = packed + std::int64_t(q) * kPanel * g.k;
+  for (int jj = 0; jj < kPanel; ++jj) {
+    const int j = q * kPanel + jj;
+    if (j >= g.n) {
+      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = 0.0f;
+    } else if (g.op_b == GemmOp::N) {  // column j of B, contiguous
+      const float* col = b + std::int64_t(j) * g.ldb;
+      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = col[p];
+    } else {  // row j of B, its elements ldb apart
+      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = b[j + std::int64_t(p) * g.ldb];
+    }
+  }
+}
+
+// Rows i..i+R-1 of op(A) (rows of the weight, contiguous in p) against a panel's first 16·V
+// columns: R·V accumulators, each element's chain one lane. out[r][j] receives (r, j).
+template <int R, int V>
+TD_AVX512 void tile(const float* a, int lda, const float* panel, int k, float (&out)[kGemmTileRows][kPanel]) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int p = 0; p < k; ++p) {
+    __m512 b[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(panel + std::int64_t(p) * kPanel + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[std::int64_t(r) * lda + p]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(&out[r][16 * v], acc[r][v]);
+}
+
+using TileFn = void (*)(const float*, int, const float*, int, float (&)[kGemmTileRows][kPanel]);
+
+template <int V, int... R>
+constexpr auto tiles_by_rows(std::integer_sequence<int, R...>) {
+  return std::array<TileFn, sizeof...(R)>{&tile<R + 1, V>...};
+}
+// [V - 1][R - 1]: the tile for R rows and 16·V columns.
+const std::array<std::array<TileFn, kGemmTileRows>, 2> kTiles = {
+    tiles_by_rows<1>(std::make_integer_sequence<int, kGemmTileRows>{}),
+    tiles_by_rows<2>(std::make_integer_sequence<int, kGemmTileRows>{})};
+
+// Rows i0..i1 of C from the packed panels: each group of kGemmTileRows weight rows against every
+// panel in turn (the group's rows stay in cache across the panels).
+void tile_rows(const GemmArgs& g, const float* packed, int i0, int i1) {
+  const auto* a = static_cast<const float*>(g.a);
+  const int panels = (g.n + kPanel - 1) / kPanel;
+  float out[kGemmTileRows][kPanel];
+  for (int i = i0; i < i1; i += kGemmTileRows) {
+    const int rows = std::min(kGemmTileRows, i1 - i);
+    for (int q = 0; q < panels; ++q) {
+      const int cols = std::min(kPanel, g.n - q * kPanel);
+      kTiles[cols > 16][rows - 1](a + std::int64_t(i) * g.lda, g.lda, packed + std::int64_t(q) * kPanel * g.k, g.k, out);
+      for (int jj = 0; jj < cols; ++jj) {
+        float* c = g.c + std::int64_t(q * kPanel + jj) * g.ldc + i;
+        for (int r = 0; r < rows; ++r)
+          c[r] = g.beta == 0.0f ? g.alpha * out[r][jj] : g.alpha * out[r][jj] + g.beta * c[r];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool gemm_tiles_supported() {
+  static const bool supported = __builtin_cpu_supports("avx512f");
+  return supported;
+}
+
+bool gemm_tiles(const GemmArgs& g, int threads) {
+  if (g.op_a != GemmOp::T || g.n < 2 || !gemm_tiles_supported()) return false;
+  const int panels = (g.n + kPanel - 1) / kPanel;
+  static thread_local std::vector<float> buffer;  // the caller's, grown to the largest B
+  buffer.resize(std::size_t(panels) * kPanel * g.k);
+  float* packed = buffer.data();  // a thread_local named inside the region would be each thread's own
+  const int groups = (g.m + kGemmTileRows - 1) / kGemmTileRows;
+  const int parts = std::max(1, std::min(threads, groups));
+  const int slice = (groups + parts - 1) / parts * kGemmTileRows;
+#pragma omp parallel num_threads(parts) if (parts > 1)
+  {
+#pragma omp for schedule(static)
+    for (int q = 0; q < panels; ++q) pack_panel(g, q, packed);
+    const int i0 = std::min(g.m, omp_get_thread_num() * slice);
+    tile_rows(g, packed, i0, std::min(g.m, i0 + slice));
+  }
+  return true;
+}
+
+#else
+
+bool gemm_tiles_supported() { return false; }
+bool gemm_tiles(const GemmArgs&, int) { return false; }
+
+#endif
+
+}  // namespace tapdiff::engine
