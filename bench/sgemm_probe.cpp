@@ -54,14 +54,19 @@ struct PrefillGemms {
 
 }  // namespace
 
-double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps) {
-  PrefillGemms gemms(shapes);
-  openblas_set_num_threads(threads);
-  const double best = gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, w, s.k, b, s.k, 0.0f, c, s.m);
-  });
+double time_sgemm(const std::vector<GemmShape>& shapes, int reps) {
   openblas_set_num_threads(1);
-  return best;
+  PrefillGemms gemms(shapes);
+  return gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
+    const int parts = omp_get_max_threads(), rows = (s.m + parts - 1) / parts;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < parts; ++p) {
+      const int i0 = std::min(s.m, p * rows), i1 = std::min(s.m, i0 + rows);
+      if (i0 < i1)
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, i1 - i0, s.n, s.k, 1.0f, w + std::int64_t(i0) * s.k, s.k,
+                    b, s.k, 0.0f, c + i0, s.m);
+    }
+  });
 }
 
 double time_gemm_host(const std::vector<GemmShape>& shapes, int reps) {

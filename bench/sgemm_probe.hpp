@@ -22,9 +22,10 @@ std::vector<GemmShape> prefill_gemms(const ModelConfig& c, int n_tokens);
 double gemm_flops(const std::vector<GemmShape>& shapes);  // 2·m·n·k summed
 
 // Best-of-`reps` seconds for one pass over every shape (each weight a distinct matrix) with
-// cblas_sgemm on `threads` OpenBLAS threads; OpenBLAS is set back to one thread afterwards
-// (the engine's host executor runs it single-threaded inside OpenMP slices).
-double time_sgemm(const std::vector<GemmShape>& shapes, int threads, int reps);
+// cblas_sgemm, single-threaded on a row slice per OpenMP thread: OpenBLAS as an OpenMP program
+// runs it (its own pthread pool beside OpenMP's busy-waits against it, docs/engine.md
+// "Threads"), and the engine's host GEMM before its AVX-512 tiles.
+double time_sgemm(const std::vector<GemmShape>& shapes, int reps);
 // The same pass through the engine's host GEMM (engine::gemm_host on the OpenMP threads: the
 // AVX-512 tiles where the CPU has them, else single-threaded OpenBLAS in row slices).
 double time_gemm_host(const std::vector<GemmShape>& shapes, int reps);
