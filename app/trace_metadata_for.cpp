@@ -1,6 +1,7 @@
 #include "app/trace_metadata_for.hpp"
 
 #include "app/git_commit.hpp"
+#include "diff/replay_model.hpp"
 #include "model/config.hpp"
 #include "model/sha256.hpp"
 
@@ -15,20 +16,7 @@ TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const
   m.git_commit = git_commit();
   m.model_path = model.path();
   m.model_sha256 = sha256_hex(model.bytes(), static_cast<std::size_t>(model.file_size()));
-  m.hparams = {{"arch", arch_name(c.arch)},
-               {"n_layer", std::int64_t(c.n_layer)},
-               {"n_embd", std::int64_t(c.n_embd)},
-               {"n_head", std::int64_t(c.n_head)},
-               {"n_head_kv", std::int64_t(c.n_head_kv)},
-               {"head_dim", std::int64_t(c.head_dim)},
-               {"n_ff", std::int64_t(c.n_ff)},
-               {"n_vocab", std::int64_t(c.n_vocab)},
-               {"n_rot", std::int64_t(c.n_rot)},
-               {"rope_freq_base", double(c.rope_freq_base)},
-               {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
-               {"rms_eps", double(c.rms_eps)},
-               {"tied_output", std::int64_t(c.tied_output)},
-               {"qkv_bias", std::int64_t(c.qkv_bias)}};
+  m.hparams = diff::trace_hparams(c);
   m.precision = precision;
   m.fault = fault.empty() ? "none" : fault;
   m.prompt_length = static_cast<std::int64_t>(prompt.size());

@@ -31,29 +31,29 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
   const TraceMetadata& m = a.metadata();
   for (TapComparison& t : r.taps) {
     if (!t.diverged()) continue;
-    std::vector<Candidate> candidates;
-    std::optional<ReplayInputs> in;  // the candidates' replays refer to it: it outlives them
-    try {
-      if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256);
-      in.emplace(ReplayInputs{b, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
-                              cache_type_of(b.metadata()), prefill_chunk_of(b.metadata())});
-      candidates = candidates_for(t.name, t.layer, *in);
-    } catch (const std::exception&) {
-      return;  // no model, or a trace the replay cannot read: the rows stand
-    }
-    const auto baseline = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
-    if (baseline == candidates.end()) return;
-    const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
     double worst_own = 0, worst_nmse = 0, worst_input = 0;
     std::int64_t rows = 0;
-    for (const RowMetrics& row : t.rows) {
-      if (!row.diverged) continue;
-      const double own = own_error(trace_row(b, t.name, t.layer, row.position), baseline->replay(row.position));
-      if (!(own <= bar)) return;  // this op's own divergence: the first one
-      worst_own = std::max(worst_own, own);
-      worst_nmse = std::max(worst_nmse, row.nmse);
-      worst_input = std::max(worst_input, row.input_nmse);
-      ++rows;
+    try {
+      if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
+      // The candidates' replays refer to `in`: it outlives them.
+      ReplayInputs in{b, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
+                      cache_type_of(b.metadata()), prefill_chunk_of(b.metadata())};
+      const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
+      const auto baseline =
+          std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
+      if (baseline == candidates.end()) return;
+      const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
+      for (const RowMetrics& row : t.rows) {
+        if (!row.diverged) continue;
+        const double own = own_error(trace_row(b, t.name, t.layer, row.position), baseline->replay(row.position));
+        if (!(own <= bar)) return;  // this op's own divergence: the first one
+        worst_own = std::max(worst_own, own);
+        worst_nmse = std::max(worst_nmse, row.nmse);
+        worst_input = std::max(worst_input, row.input_nmse);
+        ++rows;
+      }
+    } catch (const std::exception&) {
+      return;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand
     }
     for (RowMetrics& row : t.rows) row.diverged = false;
     r.findings.push_back(

@@ -169,7 +169,8 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
   d.signatures = seen.lines;
   const TapComparison* t = find_tap(r, f.tap);
   try {
-    ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256);
+    ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
+                      a.metadata().hparams);
     const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::int64_t(a.metadata().tokens.size());
     ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx, cache_type_of(inputs.metadata()),
                     prefill_chunk_of(inputs.metadata())};

@@ -9,18 +9,45 @@
 
 namespace tapdiff::diff {
 
-ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sha256)
-    : file_(GgufFile::open(path)), config_(load_model_config(file_)) {
-  if (!expected_sha256.empty()) {
-    const std::string actual = sha256_hex(file_.bytes(), file_.file_size());
-    if (actual != expected_sha256)
-      throw InputError(path, "sha256",
-                       fmt::format("expected {} (the model the traces were recorded with), got {}",
-                                   expected_sha256, actual));
-  }
+HParams trace_hparams(const ModelConfig& c) {
+  return {{"arch", arch_name(c.arch)},
+          {"n_layer", std::int64_t(c.n_layer)},
+          {"n_embd", std::int64_t(c.n_embd)},
+          {"n_head", std::int64_t(c.n_head)},
+          {"n_head_kv", std::int64_t(c.n_head_kv)},
+          {"head_dim", std::int64_t(c.head_dim)},
+          {"n_ff", std::int64_t(c.n_ff)},
+          {"n_vocab", std::int64_t(c.n_vocab)},
+          {"n_rot", std::int64_t(c.n_rot)},
+          {"rope_freq_base", double(c.rope_freq_base)},
+          {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
+          {"rms_eps", double(c.rms_eps)},
+          {"tied_output", std::int64_t(c.tied_output)},
+          {"qkv_bias", std::int64_t(c.qkv_bias)}};
+}
+
+ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sha256, const HParams& expected_hparams)
+    : file_(GgufFile::open(path)), expected_sha256_(expected_sha256), config_(load_model_config(file_)) {
+  if (expected_hparams != trace_hparams(config_)) check_sha256();
+}
+
+void ReplayModel::check_sha256() const {
+  if (sha256_checked_ || expected_sha256_.empty()) return;
+  const std::string actual = sha256_hex(file_.bytes(), file_.file_size());
+  if (actual != expected_sha256_)
+    throw InputError(file_.path(), "sha256",
+                     fmt::format("expected {} (the model the traces were recorded with), got {}", expected_sha256_,
+                                 actual));
+  sha256_checked_ = true;
+}
+
+const GgufFile& ReplayModel::file() const {
+  check_sha256();
+  return file_;
 }
 
 const GgufTensorInfo* ReplayModel::tensor(const std::string& name) {
+  check_sha256();
   if (!fused_part(config_, name)) return file_.find_tensor(name);
   if (const auto it = parts_.find(name); it != parts_.end()) return &it->second;
   const auto part = weight_tensor(file_, config_, name);
@@ -28,6 +55,7 @@ const GgufTensorInfo* ReplayModel::tensor(const std::string& name) {
 }
 
 const std::vector<float>& ReplayModel::weight(const std::string& name) {
+  check_sha256();
   auto it = cache_.find(name);
   if (it != cache_.end()) return it->second;
   const GgufTensorInfo* t = tensor(name);

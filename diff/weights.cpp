@@ -297,7 +297,8 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
                                       : fmt::format("compared every value of {} rows of {}", c.compared_rows, c.cols));
   const std::int64_t compared = std::int64_t(v.compared.size());
   try {
-    ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256);
+    ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
+                      a.metadata().hparams);
     const GgufTensorInfo* t = model.tensor(tensor);
     if (!t) throw std::invalid_argument(fmt::format("{} has no tensor {}", model.file().path(), tensor));
     if (std::int64_t(t->n_elements) != c.rows * c.cols)
