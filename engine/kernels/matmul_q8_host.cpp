@@ -30,7 +30,7 @@ TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) 
 // sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
 // lanes of eight blocks are added horizontally.
 //
-// For one activation row (decode) of Q4_0, Q4_1 and Q8_0, legacy_row_avx2 below reads the
+// For one activation row (decode) of the legacy types, legacy_row_avx2 below reads the
 // encoded bytes instead. Batches go to matmul_q8_tiles where the CPU has AVX-512 VNNI, and
 // otherwise unpack here: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
@@ -204,7 +204,7 @@ struct KDotAvx2 {
   }
 };
 
-// One activation row against a legacy block type (Q4_0, Q4_1, Q8_0), everything in registers:
+// One activation row against a legacy block type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), everything in registers:
 // per run of eight blocks, the blocks' integer sums from the encoded bytes (maddubs, the
 // horizontal tree), their fp16 scales (and Q4_1's offsets) widened eight at once, and
 // q8_block_term's floats eight lanes wide into the row's eight lanes: lane b % 8 takes block b,
@@ -264,7 +264,8 @@ bool legacy_in_registers(const MatmulQ8Args& a) {
   const DequantQuirks q = a.w.quirks;
   const GgmlType t = a.w.type;
   return a.n == 1 && !q.q8_scale_as_bf16 && !q.q8_block_stride_quants && !q.q8_quant_unsigned &&
-         (t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0);
+         (t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+          t == GgmlType::Q8_0);
 }
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"))) void legacy_rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
@@ -303,6 +304,8 @@ void matmul_q8_host(const MatmulQ8Args& a) {
   else if (avx2 && legacy_in_registers(a))
     rows = a.w.type == GgmlType::Q4_0   ? legacy_rows_avx2<GgmlType::Q4_0>
            : a.w.type == GgmlType::Q4_1 ? legacy_rows_avx2<GgmlType::Q4_1>
+           : a.w.type == GgmlType::Q5_0 ? legacy_rows_avx2<GgmlType::Q5_0>
+           : a.w.type == GgmlType::Q5_1 ? legacy_rows_avx2<GgmlType::Q5_1>
                                         : legacy_rows_avx2<GgmlType::Q8_0>;
   else if (avx2)
     rows = rows_avx2;

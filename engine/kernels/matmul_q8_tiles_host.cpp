@@ -271,6 +271,10 @@ LegacyTile tile_for(const MatmulQ8Args& a) {
       return legacy_tile<GgmlType::Q4_0, false>;
     case GgmlType::Q4_1:
       return legacy_tile<GgmlType::Q4_1, false>;
+    case GgmlType::Q5_0:
+      return legacy_tile<GgmlType::Q5_0, false>;
+    case GgmlType::Q5_1:
+      return legacy_tile<GgmlType::Q5_1, false>;
     case GgmlType::Q8_0:
       return legacy_tile<GgmlType::Q8_0, true>;
     default:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <immintrin.h>
 #include <type_traits>
 
@@ -23,24 +24,43 @@ TD_Q8_AVX2_INLINE __m128i low_halves(__m256i words) {
 }
 
 template <GgmlType kType>
-using LegacyBlock = std::conditional_t<kType == GgmlType::Q4_0, BlockQ4_0,
-                                       std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1, BlockQ8_0>>;
+using LegacyBlock = std::conditional_t<
+    kType == GgmlType::Q4_0, BlockQ4_0,
+    std::conditional_t<kType == GgmlType::Q4_1, BlockQ4_1,
+                       std::conditional_t<kType == GgmlType::Q5_0, BlockQ5_0,
+                                          std::conditional_t<kType == GgmlType::Q5_1, BlockQ5_1, BlockQ8_0>>>>;
 
-// A Q4_0, Q4_1 or Q8_0 block's 32 integers in element order: Q8_0's signed, the others'
-// nibbles, the 16 low then the 16 high, unsigned.
+// Byte j = 0x10 where bit j of the 32 bits at `bits` is set, else 0: Q5_0's and Q5_1's bit 4.
+TD_Q8_AVX2_INLINE __m256i bit_4_of_bytes(const std::uint8_t* bits) {
+  std::uint32_t word;
+  memcpy(&word, bits, sizeof word);
+  // Byte j takes byte j / 8 of the word, then is all ones exactly where its bit j % 8 is set.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(word)), _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i all_but_bit = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, all_but_bit), _mm256_set1_epi64x(-1));
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// A legacy block's 32 integers in element order: Q8_0's signed, the others' nibbles, the 16
+// low then the 16 high, unsigned, with Q5_0's and Q5_1's bit 4 from qh (dequant.hpp's q5_ints).
 template <GgmlType kType>
 TD_Q8_AVX2_INLINE __m256i legacy_ints(const std::uint8_t* block) {
   if constexpr (kType == GgmlType::Q8_0) {
     return load32(block + offsetof(BlockQ8_0, qs));
   } else {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(LegacyBlock<kType>, qs)));
-    return _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
+    const __m256i nibbles = _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
+    if constexpr (kType == GgmlType::Q5_0 || kType == GgmlType::Q5_1)
+      return _mm256_or_si256(nibbles, bit_4_of_bytes(block + offsetof(LegacyBlock<kType>, qh)));
+    return nibbles;
   }
 }
 
 // The scales and offsets of the eight blocks from `run` on (those in `present`; the others 0),
-// as unpack_run's: the fp16 d widened (exact), Q4_0's offset -8 d, Q4_1's m, Q8_0's none. The
-// blocks' first words are gathered, d in their low halves and Q4_1's m in the high.
+// as unpack_run's: the fp16 d widened (exact), Q4_0's offset -8 d, Q5_0's -16 d, Q4_1's and
+// Q5_1's m, Q8_0's none. The blocks' first words are gathered, d in their low halves and m in
+// the high.
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_scales(const std::uint8_t* run, __m256i present, __m256& scale, __m256& offset) {
   const __m256i heads = _mm256_mask_i32gather_epi32(
@@ -48,9 +68,12 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_sc
       _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sizeof(LegacyBlock<kType>)))),
       present, 1);
   scale = _mm256_cvtph_ps(low_halves(heads));
-  offset = kType == GgmlType::Q4_0   ? _mm256_mul_ps(_mm256_set1_ps(-8.0f), scale)
-           : kType == GgmlType::Q4_1 ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)))
-                                     : _mm256_setzero_ps();
+  if constexpr (kType == GgmlType::Q4_0 || kType == GgmlType::Q5_0)
+    offset = _mm256_mul_ps(_mm256_set1_ps(kType == GgmlType::Q4_0 ? -8.0f : -16.0f), scale);
+  else if constexpr (kType == GgmlType::Q4_1 || kType == GgmlType::Q5_1)
+    offset = _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(heads, 16)));
+  else
+    offset = _mm256_setzero_ps();
 }
 
 // Q4_K: 32 bytes of nibbles at qs + 32 c are blocks 2c (low) and 2c + 1 (high), 0..15.

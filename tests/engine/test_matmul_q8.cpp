@@ -192,8 +192,8 @@ void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int
 }
 
 TEST(Q8, TheHostSumsAreThePortableSumsBitForBit) {
-  // Blocks of 32: the host's vector sums (from unpacked runs, for one row of Q4_0, Q4_1 or
-  // Q8_0 from the encoded bytes in registers, for batches in register tiles), every block
+  // Blocks of 32: the host's vector sums (from unpacked runs; for one row of a legacy type
+  // from the encoded bytes in registers; for batches in register tiles), every block
   // type, a short last run for the legacy ones.
   auto ex = make_host_executor();
   for (const GgmlTypeTraits& t : kGgmlTypes)
