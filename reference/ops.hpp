@@ -32,12 +32,20 @@ void rmsnorm(const T* x, const float* w, int n, float eps, T* out) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv * (w ? T(w[i]) : T(1));
 }
 
-// Σ_i w[i] x[i], the dot product of every matvec row.
+// Σ_i w[i] x[i], the dot product of every matvec row: sixteen partial sums (element i into
+// sum i % 16) added in order at the end. One running sum would make every add wait for the
+// last, and a decode step would wait on that chain rather than on memory.
 template <typename T>
 T dot(const float* w, const T* x, int n) {
+  constexpr int kSums = 16;
+  T sums[kSums] = {};
+  int i = 0;
+  for (; i + kSums <= n; i += kSums)
+#pragma GCC unroll 16
+    for (int j = 0; j < kSums; ++j) sums[j] += T(w[i + j]) * x[i + j];
+  for (int j = 0; i < n; ++i, ++j) sums[j] += T(w[i]) * x[i];
   T acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int i = 0; i < n; ++i) acc += T(w[i]) * x[i];
+  for (const T s : sums) acc += s;
   return acc;
 }
 
