@@ -24,6 +24,50 @@ double own_error(const Row& b, const Row& replay) {
   return size > 0 && std::isfinite(err) ? err / size : INFINITY;
 }
 
+// ffn.act = f(gate) * up, f SiLU or GELU. Both have |f(g)| <= |g| and slopes within kSlope, so
+// from the two traces' own inputs alone
+//   |act_b - act_a| <= kSlope |gate_b - gate_a| |up_b| + |gate_a| |up_b - up_a|
+// plus each side's rounding of f and the product (a few ulps): no model and no knowledge of f.
+// Whether every element of the actual row is within that bound; false where a row is missing.
+constexpr double kSlope = 1.13;           // SiLU's steepest slope is 1.0998, GELU's 1.1289
+constexpr double kOwnRounding = 0x1p-20;  // of |act_a| + |act_b|: expf and two roundings each side
+bool activation_within_its_inputs(const TraceReader& a, const TraceReader& b, int layer, std::int64_t p) {
+  const Row act_a = trace_row(a, "ffn.act", layer, p), act_b = trace_row(b, "ffn.act", layer, p);
+  const Row gate_a = trace_row(a, "ffn_gate", layer, p), gate_b = trace_row(b, "ffn_gate", layer, p);
+  const Row up_a = trace_row(a, "ffn_up", layer, p), up_b = trace_row(b, "ffn_up", layer, p);
+  const std::size_t n = act_a.size();
+  if (n == 0 || act_b.size() != n || gate_a.size() != n || gate_b.size() != n || up_a.size() != n || up_b.size() != n)
+    return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double bound = kSlope * std::fabs(double(gate_b[i]) - gate_a[i]) * std::fabs(up_b[i]) +
+                         std::fabs(gate_a[i]) * std::fabs(double(up_b[i]) - up_a[i]) +
+                         kOwnRounding * (std::fabs(act_a[i]) + std::fabs(act_b[i]));
+    if (!(std::fabs(double(act_b[i]) - act_a[i]) <= bound)) return false;
+  }
+  return true;
+}
+
+// The worst diverged row's (nmse, input nmse) of t, and how many rows diverged.
+struct DivergedRows {
+  double nmse = 0, input = 0;
+  std::int64_t rows = 0;
+};
+DivergedRows diverged_rows(const TapComparison& t) {
+  DivergedRows d;
+  for (const RowMetrics& row : t.rows)
+    if (row.diverged) {
+      d.nmse = std::max(d.nmse, row.nmse);
+      d.input = std::max(d.input, row.input_nmse);
+      ++d.rows;
+    }
+  return d;
+}
+
+std::string rows_over(const DivergedRows& d) {
+  return fmt::format("{} row{} over the threshold (nmse up to {:.3g}, its inputs' {:.3g}) {}", d.rows,
+                     d.rows == 1 ? "" : "s", d.nmse, d.input, d.rows == 1 ? "is" : "are");
+}
+
 }  // namespace
 
 void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
@@ -31,8 +75,19 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
   const TraceMetadata& m = a.metadata();
   for (TapComparison& t : r.taps) {
     if (!t.diverged()) continue;
-    double worst_own = 0, worst_nmse = 0, worst_input = 0;
-    std::int64_t rows = 0;
+    if (t.name == "ffn.act" &&
+        std::all_of(t.rows.begin(), t.rows.end(), [&](const RowMetrics& row) {
+          return !row.diverged || activation_within_its_inputs(a, b, t.layer, row.position);
+        })) {
+      r.findings.push_back({"amplified", t.full_name,
+                            rows_over(diverged_rows(t)) +
+                                " within what the two traces' own ffn_gate and ffn_up differences carry "
+                                "through any SiLU or GELU gate, element by element: a difference inherited "
+                                "and amplified, not a divergence of this op"});
+      for (RowMetrics& row : t.rows) row.diverged = false;
+      continue;
+    }
+    double worst_own = 0;
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
       // The candidates' replays refer to `in`: it outlives them.
@@ -48,20 +103,18 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
         const double own = own_error(trace_row(b, t.name, t.layer, row.position), baseline->replay(row.position));
         if (!(own <= bar)) return;  // this op's own divergence: the first one
         worst_own = std::max(worst_own, own);
-        worst_nmse = std::max(worst_nmse, row.nmse);
-        worst_input = std::max(worst_input, row.input_nmse);
-        ++rows;
       }
     } catch (const std::exception&) {
       return;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand
     }
-    for (RowMetrics& row : t.rows) row.diverged = false;
     r.findings.push_back(
         {"amplified", t.full_name,
-         fmt::format("{} row{} over the threshold (nmse up to {:.3g}, its inputs' {:.3g}) {} what the correct "
-                     "computation gives from the actual trace's own inputs, as its cache stores them (residual "
-                     "{:.2g}): a difference inherited and amplified, not a divergence of this op",
-                     rows, rows == 1 ? "" : "s", worst_nmse, worst_input, rows == 1 ? "is" : "are", worst_own)});
+         rows_over(diverged_rows(t)) +
+             fmt::format(" what the correct computation gives from the actual trace's own inputs, as its cache "
+                         "stores them (residual {:.2g}): a difference inherited and amplified, not a divergence "
+                         "of this op",
+                         worst_own)});
+    for (RowMetrics& row : t.rows) row.diverged = false;
   }
 }
 

@@ -15,7 +15,9 @@ namespace tapdiff::diff {
 
 // Taps are checked in execution order, up to the first one with a diverged row the replay
 // does not explain (or cannot replay); each tap cleared gets an "amplified" finding saying so.
-// Needs the model (model_path, or the expected trace's); without it nothing changes.
+// The replay needs the model (model_path, or the expected trace's), except for ffn.act, whose
+// gate bounds its own error from the two traces' inputs alone; without the model nothing
+// else changes.
 void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path);
 
 }  // namespace tapdiff::diff

@@ -297,5 +297,65 @@ TEST(DiffCompare, DiagnosisWithoutTheModelStillReports) {
   EXPECT_TRUE(skipped);
 }
 
+// An FFN gate amplifying a within-tolerance difference of its inputs: gate element 0 large and
+// positive (its product dominates ffn.act's row), the others large and negative (they dominate
+// ffn_gate's row, their products near zero). The actual gate differs by a relative 3e-4 there.
+struct GatedRow {
+  std::vector<float> gate, up, act;
+};
+GatedRow gated_row(float gate0) {
+  GatedRow g{std::vector<float>(kWidth, -40.0f), std::vector<float>(kWidth, 0.01f), {}};
+  g.gate[0] = gate0;
+  g.up[0] = 5.0f;
+  for (int i = 0; i < kWidth; ++i) {
+    const float x = g.gate[std::size_t(i)];
+    g.act.push_back(x / (1.0f + std::exp(-x)) * g.up[std::size_t(i)]);
+  }
+  return g;
+}
+
+std::string write_gated_trace(const std::string& tag, const GatedRow& row) {
+  const std::string path = ::testing::TempDir() + "tapdiff_cmp_" + std::to_string(getpid()) + "_" + tag + ".h5";
+  TraceMetadata m;
+  m.model_path = "/nonexistent/model.gguf";
+  m.model_sha256 = std::string(64, 'a');
+  m.prompt_length = 1;
+  m.tokens = {1};
+  TraceWriter w(path, m);
+  w.record("ffn_gate", 0, 0, 1, RowShape{kWidth}, row.gate.data());
+  w.record("ffn_up", 0, 0, 1, RowShape{kWidth}, row.up.data());
+  w.record("ffn.act", 0, 0, 1, RowShape{kWidth}, row.act.data());
+  w.end_step();
+  w.close();
+  return path;
+}
+
+DiffResult diff_gated(const std::string& tag, const GatedRow& expected, const GatedRow& actual) {
+  DiffOptions o;
+  o.profile = builtin_profile("f32");
+  return diff_traces(write_gated_trace(tag + "_a", expected), write_gated_trace(tag + "_b", actual), o);
+}
+
+TEST(DiffCompare, AGateAmplifyingItsInputsIsClearedWithoutTheModel) {
+  const auto r = diff_gated("gate_amplifies", gated_row(6.0f), gated_row(6.0f * (1 + 3e-4f)));
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  const TapComparison* act = find_tap(r, "blk.0.ffn.act");
+  ASSERT_NE(act, nullptr);
+  EXPECT_GT(act->rows[0].nmse, act->threshold_nmse);
+  EXPECT_GT(act->rows[0].nmse, 10 * act->rows[0].input_nmse) << "the jump test alone would call it a divergence";
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, "amplified");
+  EXPECT_EQ(r.findings[0].tap, "blk.0.ffn.act");
+}
+
+TEST(DiffCompare, AGateWrongOnEqualInputsStillDiverges) {
+  GatedRow wrong = gated_row(6.0f);
+  wrong.act[0] *= 1 + 3e-4f;
+  const auto r = diff_gated("gate_wrong", gated_row(6.0f), wrong);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "blk.0.ffn.act");
+}
+
 }  // namespace
 }  // namespace tapdiff::diff
