@@ -23,15 +23,15 @@ double gemm_flops(const std::vector<GemmShape>& shapes) {
 
 namespace {
 
-// Every prefill GEMM's operands: distinct weights, one input and one output per shape.
-struct PrefillGemms {
+// Every GEMM's operands: distinct weights, one input and one output per shape.
+struct Gemms {
   struct Operands {
     GemmShape shape;
     std::vector<std::vector<float>> weights;
     std::vector<float> b, c;
   };
   std::vector<Operands> ops;
-  explicit PrefillGemms(const std::vector<GemmShape>& shapes) {
+  explicit Gemms(const std::vector<GemmShape>& shapes) {
     for (const GemmShape& s : shapes) {
       Operands o{s, {}, std::vector<float>(std::size_t(s.k) * s.n, 0.5f), std::vector<float>(std::size_t(s.m) * s.n)};
       for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
@@ -52,26 +52,33 @@ struct PrefillGemms {
   }
 };
 
+// fn(i0, i1) on one slice of rows [0, m) per OpenMP thread.
+template <typename Fn>
+void row_slices(int m, Fn fn) {
+  const int parts = omp_get_max_threads(), rows = (m + parts - 1) / parts;
+#pragma omp parallel for schedule(static)
+  for (int p = 0; p < parts; ++p) {
+    const int i0 = std::min(m, p * rows), i1 = std::min(m, i0 + rows);
+    if (i0 < i1) fn(i0, i1);
+  }
+}
+
 }  // namespace
 
 double time_sgemm(const std::vector<GemmShape>& shapes, int reps) {
   openblas_set_num_threads(1);
-  PrefillGemms gemms(shapes);
+  Gemms gemms(shapes);
   return gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
-    const int parts = omp_get_max_threads(), rows = (s.m + parts - 1) / parts;
-#pragma omp parallel for schedule(static)
-    for (int p = 0; p < parts; ++p) {
-      const int i0 = std::min(s.m, p * rows), i1 = std::min(s.m, i0 + rows);
-      if (i0 < i1)
-        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, i1 - i0, s.n, s.k, 1.0f, w + std::int64_t(i0) * s.k, s.k,
-                    b, s.k, 0.0f, c + i0, s.m);
-    }
+    row_slices(s.m, [&](int i0, int i1) {
+      cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, i1 - i0, s.n, s.k, 1.0f, w + std::int64_t(i0) * s.k, s.k, b,
+                  s.k, 0.0f, c + i0, s.m);
+    });
   });
 }
 
 double time_gemm_host(const std::vector<GemmShape>& shapes, int reps) {
   openblas_set_num_threads(1);  // as the host executor runs it
-  PrefillGemms gemms(shapes);
+  Gemms gemms(shapes);
   return gemms.best_pass(reps, [](const GemmShape& s, const float* w, const float* b, float* c) {
     engine::GemmArgs g;
     g.op_a = engine::GemmOp::T;
@@ -81,62 +88,16 @@ double time_gemm_host(const std::vector<GemmShape>& shapes, int reps) {
   });
 }
 
-namespace {
-
-// Every decode GEMV's operands: distinct weights, one input and one output vector per shape.
-struct DecodeGemvs {
-  struct Shape {
-    GemmShape shape;
-    std::vector<std::vector<float>> weights;
-    std::vector<float> x, y;
-  };
-  std::vector<Shape> shapes;
-  explicit DecodeGemvs(const ModelConfig& c) {
-    for (const GemmShape& s : prefill_gemms(c, 1)) {
-      Shape o{s, {}, std::vector<float>(std::size_t(s.k), 0.5f), std::vector<float>(std::size_t(s.m))};
-      for (int i = 0; i < s.count; ++i) o.weights.emplace_back(std::size_t(s.k) * s.m, 0.25f);
-      shapes.push_back(std::move(o));
-    }
-  }
-  template <typename Gemv>
-  double best_pass(int reps, Gemv gemv) {
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      for (Shape& o : shapes)
-        for (const std::vector<float>& w : o.weights) gemv(o.shape, w.data(), o.x.data(), o.y.data());
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
-  }
-};
-
-}  // namespace
-
-double time_decode_gemvs_engine(const ModelConfig& c, int reps) {
-  openblas_set_num_threads(1);  // as the host executor runs it
-  DecodeGemvs gemvs(c);
-  return gemvs.best_pass(reps, [](const GemmShape& s, const float* w, const float* x, float* y) {
-    engine::GemmArgs g;
-    g.op_a = engine::GemmOp::T;
-    g.m = s.m, g.n = 1, g.k = s.k;
-    g.a = w, g.lda = s.k, g.b = x, g.ldb = s.k, g.c = y, g.ldc = s.m;
-    engine::gemm_host(g);
-  });
-}
+double time_decode_gemvs_engine(const ModelConfig& c, int reps) { return time_gemm_host(prefill_gemms(c, 1), reps); }
 
 double time_decode_sgemv_all_split(const ModelConfig& c, int reps) {
   openblas_set_num_threads(1);
-  DecodeGemvs gemvs(c);
+  Gemms gemvs(prefill_gemms(c, 1));
   return gemvs.best_pass(reps, [](const GemmShape& s, const float* w, const float* x, float* y) {
-    const int parts = omp_get_max_threads(), rows = (s.m + parts - 1) / parts;
-#pragma omp parallel for schedule(static)
-    for (int p = 0; p < parts; ++p) {
-      const int i0 = std::min(s.m, p * rows), i1 = std::min(s.m, i0 + rows);
-      if (i0 < i1)
-        cblas_sgemv(CblasColMajor, CblasTrans, s.k, i1 - i0, 1.0f, w + std::int64_t(i0) * s.k, s.k, x, 1, 0.0f,
-                    y + i0, 1);
-    }
+    row_slices(s.m, [&](int i0, int i1) {
+      cblas_sgemv(CblasColMajor, CblasTrans, s.k, i1 - i0, 1.0f, w + std::int64_t(i0) * s.k, s.k, x, 1, 0.0f, y + i0,
+                  1);
+    });
   });
 }
 

@@ -9,7 +9,12 @@ namespace {
 
 // The common case, every value finite, in vectorized passes: the sums in double as below, in
 // another order (their last bits may differ), the maxima exact, the worst element the first at
-// the largest difference. False, with m untouched, when a value is not finite.
+// the largest difference. False, with m untouched, when a value is not finite. Compiled for
+// AVX2 and AVX-512 as well (picked at load time): the division per element made it a fifth of
+// diff's time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 bool finite_row_metrics(const float* a, const float* b, std::int64_t n, RowMetrics& m) {
   float max_a = 0, nan_if_not_finite = 0;  // x - x is 0 for a finite x, NaN for ±inf and NaN
 #pragma omp simd reduction(max : max_a) reduction(+ : nan_if_not_finite)
