@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     const double gemm_host_s = bench::time_gemm_host(bench::prefill_gemms(config, kPrefill), reps);
     fmt::print(stderr, "OpenBLAS SGEMM {:.1f} GFLOP/s, engine host GEMM {:.1f} GFLOP/s\n", sgemm_gflops,
                step_flops / gemm_host_s / 1e9);
-    const double gemv_engine_s = bench::time_decode_gemvs_engine(config, reps);
+    const double gemv_engine_s = bench::time_gemm_host(bench::prefill_gemms(config, 1), reps);
     const double gemv_split_s = bench::time_decode_sgemv_all_split(config, reps);
     fmt::print(stderr, "decode GEMVs alone: {:.1f} tok/s (engine's slicing), {:.1f} tok/s (sgemv_t, all split)\n",
                1 / gemv_engine_s, 1 / gemv_split_s);

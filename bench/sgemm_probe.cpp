@@ -88,8 +88,6 @@ double time_gemm_host(const std::vector<GemmShape>& shapes, int reps) {
   });
 }
 
-double time_decode_gemvs_engine(const ModelConfig& c, int reps) { return time_gemm_host(prefill_gemms(c, 1), reps); }
-
 double time_decode_sgemv_all_split(const ModelConfig& c, int reps) {
   openblas_set_num_threads(1);
   Gemms gemvs(prefill_gemms(c, 1));

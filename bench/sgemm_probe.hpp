@@ -27,20 +27,12 @@ double gemm_flops(const std::vector<GemmShape>& shapes);  // 2·m·n·k summed
 // "Threads"), and the engine's host GEMM before its AVX-512 tiles.
 double time_sgemm(const std::vector<GemmShape>& shapes, int reps);
 // The same pass through the engine's host GEMM (engine::gemm_host on the OpenMP threads: the
-// AVX-512 tiles where the CPU has them, else single-threaded OpenBLAS in row slices).
+// AVX-512 tiles where the CPU has them, else single-threaded OpenBLAS in row slices; for
+// prefill_gemms(c, 1), a decode step's weight GEMVs: one sdot per output, products under its
+// flop threshold on one thread).
 double time_gemm_host(const std::vector<GemmShape>& shapes, int reps);
-
-}  // namespace tapdiff::bench
-
-namespace tapdiff::bench {
-
-// The weight GEMVs of one engine decode step: the GEMMs of prefill_gemms(c, 1). Best-of-`reps`
-// seconds for one pass over distinct float32 weights (n_params × 4 bytes, as the engine holds
-// them), through the engine's host GEMM (engine::gemm_host: OpenMP row slices, one
-// single-threaded OpenBLAS sdot per output; products under its flop threshold on one thread).
-double time_decode_gemvs_engine(const ModelConfig& c, int reps);
-// The same products as OpenBLAS sgemv_t calls (the engine's path before it took sdot), every
-// one split into one row slice per OpenMP thread.
+// A decode step's weight GEMVs as OpenBLAS sgemv_t calls (the engine's path before it took
+// sdot), every one split into one row slice per OpenMP thread.
 double time_decode_sgemv_all_split(const ModelConfig& c, int reps);
 
 }  // namespace tapdiff::bench

@@ -4,8 +4,8 @@
 // the launchers pick by the activations' block). Each kDecodeRun elements of a weight row are
 // unpacked to small integers q with, per block of 32, a float scale and offset
 // (w = scale m_g q + offset, m_g an integer multiplier per group of 16: Q6_K's sub-block
-// scales, 1 otherwise; Q4_0's d (q - 8) is d q - 8 d). A block's product with the activations is summed as integers (exact, in any
-// order and on any executor), then
+// scales, 1 otherwise; Q4_0's d (q - 8) is d q - 8 d). A block's product with the activations
+// is summed as integers (exact, in any order and on any executor), then
 //   y += d_x (scale sum_g m_g sum(q x_q)) + offset (d_x sum(x_q))
 // in float, one lane per block, and the lanes are added at the end of the row. One body for
 // decode (n = 1) and batches; y[t ldy + r] for activation row t and weight row r.

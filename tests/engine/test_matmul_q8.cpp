@@ -214,7 +214,7 @@ TEST(Q8, BatchesTakeTheTilesWhereTheCpuHasVnni) {
   const bool vnni = q8_tiles_supported();
   auto ex = make_host_executor();
   const std::int64_t rows = 8, cols = 512;
-  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
     for (const int block : {kQ8Block, kQ8KBlock}) {
       if (block == kQ8KBlock && !q8k_multipliable(Encoded{nullptr, type, {}})) continue;
       const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 93, 0.3f));
