@@ -181,7 +181,7 @@ RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
     throw std::invalid_argument("--lockstep: the tokens come from the lockstep trace; drop --tokens and --prompt");
   const TraceReader source(s.lockstep);
   const TraceMetadata& m = source.metadata();
-  const std::string sha = sha256_hex(file.bytes(), static_cast<std::size_t>(file.file_size()));
+  const std::string sha = sha256_file(file.path());
   if (m.model_sha256 != sha)
     throw InputError(s.lockstep, "model_sha256",
                      fmt::format("expected {} (the sha256 of {}), got \"{}\": the trace was recorded with another model",

@@ -39,7 +39,7 @@ using reports::json_number_value;
 
 std::string file_sha256(const std::string& path) {
   const GgufFile f = GgufFile::open(path);
-  return sha256_hex(f.bytes(), static_cast<std::size_t>(f.file_size()));
+  return sha256_file(f.path());
 }
 
 // The stage a tap (or the token sequence, "tokens") belongs to (model/model_part.hpp).

@@ -15,7 +15,7 @@ TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const
   m.producer_version = TAPDIFF_VERSION;
   m.git_commit = git_commit();
   m.model_path = model.path();
-  m.model_sha256 = sha256_hex(model.bytes(), static_cast<std::size_t>(model.file_size()));
+  m.model_sha256 = sha256_file(model.path());
   m.hparams = diff::trace_hparams(c);
   m.precision = precision;
   m.fault = fault.empty() ? "none" : fault;

@@ -33,7 +33,7 @@ ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sh
 
 void ReplayModel::check_sha256() const {
   if (sha256_checked_ || expected_sha256_.empty()) return;
-  const std::string actual = sha256_hex(file_.bytes(), file_.file_size());
+  const std::string actual = sha256_file(file_.path());
   if (actual != expected_sha256_)
     throw InputError(file_.path(), "sha256",
                      fmt::format("expected {} (the model the traces were recorded with), got {}", expected_sha256_,

@@ -14,6 +14,9 @@ namespace tapdiff {
 enum class Sha256Impl { fastest, portable };
 
 std::string sha256_hex(const std::uint8_t* data, std::size_t size, Sha256Impl impl = Sha256Impl::fastest);
-std::string sha256_file(const std::string& path);  // throws InputError naming the path
+// Throws InputError naming the path. Computed once per process for each (device, inode, size,
+// modification time): `check` needs its model's hash for the reference trace, the engine
+// trace and the diff's replay, and a 7B file takes seconds.
+std::string sha256_file(const std::string& path);
 
 }  // namespace tapdiff

@@ -1,6 +1,10 @@
 // SHA-256 against FIPS 180-4 test vectors and the sha256 SOURCES.md pins for stories260K.
 #include <filesystem>
+#include <fcntl.h>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -50,6 +54,40 @@ TEST(Sha256, FastestEqualsPortable) {
               sha256_hex(bytes.data(), n, Sha256Impl::portable)) << n;
   EXPECT_EQ(sha256_hex(reinterpret_cast<const std::uint8_t*>("abc"), 3, Sha256Impl::portable),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A file is hashed once per process (check hashes its model three times): the second call
+// answers from what the first computed, for the same device, inode, size and mtime.
+TEST(Sha256, AFileSettledOnDiskIsHashedOncePerProcess) {
+  const std::string path = ::testing::TempDir() + "sha256-settled-" + std::to_string(::getpid());
+  write_file(path, "first content");
+  const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), long_ago, 0), 0);
+  EXPECT_EQ(sha256_file(path), hash("first content"));
+  // Same size, same mtime put back: only the remembered hash can answer "first content".
+  write_file(path, "other content");
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), long_ago, 0), 0);
+  EXPECT_EQ(sha256_file(path), hash("first content"));
+  // A new mtime is a new file.
+  const timespec later[2] = {{1000000001, 0}, {1000000001, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), later, 0), 0);
+  EXPECT_EQ(sha256_file(path), hash("other content"));
+  std::filesystem::remove(path);
+}
+
+// Timestamps move in kernel ticks, so a file written moments ago is hashed every time: a
+// fixture rewritten at once with the same size still gets its new hash.
+TEST(Sha256, AFreshFileIsHashedEveryTime) {
+  const std::string path = ::testing::TempDir() + "sha256-fresh-" + std::to_string(::getpid());
+  write_file(path, "first content");
+  EXPECT_EQ(sha256_file(path), hash("first content"));
+  write_file(path, "other content");
+  EXPECT_EQ(sha256_file(path), hash("other content"));
+  std::filesystem::remove(path);
 }
 
 TEST(Sha256, Stories260KMatchesItsPin) {
