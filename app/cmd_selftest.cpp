@@ -31,6 +31,9 @@ void add_selftest_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--fault", o->faults, "Only these faults (repeatable)");
   cmd->add_option("--backend", o->backend, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
+  cmd->add_option("--taps", o->taps,
+                  "Tap names both runs record, as `run --taps` takes them (e.g. '!*.attn.probs': attention "
+                  "checked on attn.probs.summary alone)");
   cmd->add_option("--work-dir", *dir, "Where models and traces go (default: a temporary directory)");
   cmd->callback([o, dir, set_exit] {
     namespace fs = std::filesystem;

@@ -13,7 +13,6 @@
 #include "engine/generate.hpp"
 #include "model/error.hpp"
 #include "model/gguf.hpp"
-#include "model/sha256.hpp"
 #include "reference/generate.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
@@ -181,7 +180,7 @@ RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
     throw std::invalid_argument("--lockstep: the tokens come from the lockstep trace; drop --tokens and --prompt");
   const TraceReader source(s.lockstep);
   const TraceMetadata& m = source.metadata();
-  const std::string sha = sha256_file(file.path());
+  const std::string sha = file.sha256();
   if (m.model_sha256 != sha)
     throw InputError(s.lockstep, "model_sha256",
                      fmt::format("expected {} (the sha256 of {}), got \"{}\": the trace was recorded with another model",

@@ -19,8 +19,8 @@
 #include "model/error.hpp"
 #include "model/gguf.hpp"
 #include "model/model_part.hpp"
-#include "model/sha256.hpp"
 #include "reports/json_number.hpp"
+#include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
@@ -39,10 +39,26 @@ using reports::json_number_value;
 
 std::string file_sha256(const std::string& path) {
   const GgufFile f = GgufFile::open(path);
-  return sha256_file(f.path());
+  return f.sha256();
 }
 
 // The stage a tap (or the token sequence, "tokens") belongs to (model/model_part.hpp).
+// Whether a trace's filter kept every catalogue tap of every layer and position, attn.probs
+// apart: the replay needs the stream and every op's inputs, which attn.probs is not (its
+// summary stands for it in a long context).
+bool records_every_tap_but_probs(const TraceReader& trace) {
+  const TapFilterSpec& spec = trace.filter();
+  if (!spec.layers.empty() || !spec.positions.empty()) return false;
+  const TapFilter filter = TapFilter::parse(spec);
+  const int n_layer = trace.metadata().dims ? int(trace.metadata().dims->n_layer) : 0;
+  for (const TapSpec& tap : tap_catalogue()) {
+    if (tap.name == "attn.probs") continue;
+    for (int layer = tap.scope == TapScope::global ? -1 : 0; layer < std::max(n_layer, 1); ++layer)
+      if (!filter.tap_enabled(tap.name, tap.scope == TapScope::global ? -1 : layer)) return false;
+  }
+  return true;
+}
+
 int tap_stage(const std::string& name, int layer, int n_layer) {
   if (const auto tensor = weight_tap_tensor(name)) return tensor_stage(*tensor, n_layer);
   if (layer >= 0) return layer;
@@ -203,11 +219,10 @@ ReproWritten write_repro(const ReproOptions& given) {
   if (fs::exists(o.dir) && !fs::is_empty(o.dir))
     throw std::invalid_argument(fmt::format("-o {}: exists and is not empty; give a new directory", o.dir));
   const TraceReader expected(o.expected);
-  const TapFilterSpec& filter = expected.filter();
-  if (!filter.names.empty() || !filter.layers.empty() || !filter.positions.empty())
+  if (!records_every_tap_but_probs(expected))
     throw InputError(o.expected, "tap_filter",
-                     "expected a trace of every tap: the replay runs the finding's layer from all of its taps (record "
-                     "the expected trace without --taps, --layers or --positions)");
+                     "expected a trace of every tap (attn.probs may be left out): the replay runs the finding's layer "
+                     "from all of its taps (record the expected trace without --taps, --layers or --positions)");
   const std::string model = o.model.empty() ? expected.metadata().model_path : o.model;
   diff::DiffOptions options;
   options.model_path = model;

@@ -54,6 +54,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     }
   }
 
+  const TapFilter filter = TapFilter::parse(o.taps);
   std::vector<SelftestRow> rows;
   std::string reference_for;
   const std::string ref_trace = o.work_dir + "/reference.h5";
@@ -65,6 +66,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       ref.prompt = kPrompt;
       ref.n_predict = kPredict;
       ref.trace = ref_trace;
+      ref.taps.names = o.taps;
       ref.weights = "auto";  // weights first: a loader fault shows in its weight tap
       ref.progress = false;
       run_model(ref);
@@ -80,6 +82,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
     eng.fault = job.fault;
     eng.prefill_chunk = expectation ? expectation->prefill_chunk : 0;
     eng.trace = o.work_dir + "/engine.h5";
+    eng.taps.names = o.taps;
     eng.weights = "auto";
     eng.progress = false;
     run_model(eng);
@@ -109,7 +112,9 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
         const auto weight = weight_tap_tensor(e->tap);
         auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
                                          weight ? file.find_tensor(*weight) : nullptr);
-        std::string tap = tap_full_name(e->tap, e->layer);
+        const bool summary_only = e->tap == "attn.probs" && !filter.tap_enabled("attn.probs", e->layer) &&
+                                  filter.tap_enabled("attn.probs.summary", e->layer);
+        std::string tap = tap_full_name(summary_only ? "attn.probs.summary" : e->tap, e->layer);
         // A weight the model stores fused (phi3) is recorded as the fused tensor: its rows there.
         if (const auto part = weight ? fused_part(load_model_config(file), *weight) : std::nullopt) {
           tap = "weight." + part->fused;

@@ -17,6 +17,9 @@ struct SelftestOptions {
   std::vector<std::string> precisions = {"f32", "f16"};
   std::vector<std::string> faults;      // empty: the whole catalogue
   std::string backend = "host";
+  // Tap names both runs record (a filter as `run --taps` takes it; empty: every tap). A fault
+  // expected at attn.probs is expected at attn.probs.summary where the filter keeps only that.
+  std::string taps;
   std::function<void(int done, int total)> on_progress;
 };
 

@@ -3,7 +3,6 @@
 #include "app/git_commit.hpp"
 #include "diff/replay_model.hpp"
 #include "model/config.hpp"
-#include "model/sha256.hpp"
 
 namespace tapdiff {
 
@@ -15,7 +14,7 @@ TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const
   m.producer_version = TAPDIFF_VERSION;
   m.git_commit = git_commit();
   m.model_path = model.path();
-  m.model_sha256 = sha256_file(model.path());
+  m.model_sha256 = model.sha256();
   m.hparams = diff::trace_hparams(c);
   m.precision = precision;
   m.fault = fault.empty() ? "none" : fault;

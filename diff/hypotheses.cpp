@@ -395,7 +395,7 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
     norm_candidates(name, layer, in, out);
   else if (name == "attn_q.rope" || name == "attn_k.rope")
     rope_candidates(name, layer, in, out);
-  else if (name == "attn.probs" || name == "attn.out")
+  else if (name == "attn.probs" || name == "attn.probs.summary" || name == "attn.out")
     attention_candidates(name, layer, in, out);
   else if (name == "kv.k" || name == "kv.v")
     cache_candidates(name, layer, in, out);

@@ -6,6 +6,7 @@
 
 #include "diff/replay_rows.hpp"
 #include "model/half.hpp"
+#include "tapdiff/attn_summary.hpp"
 #include "reference/ops.hpp"
 
 namespace tapdiff::diff {
@@ -95,7 +96,8 @@ void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, co
 
 void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  const bool probs = name == "attn.probs";
+  enum class Output { probs, summary, out };
+  const Output output = name == "attn.probs" ? Output::probs : name == "attn.probs.summary" ? Output::summary : Output::out;
   const auto kv_dim = static_cast<std::size_t>(c.kv_dim());
   const float right_scale = 1.0f / std::sqrt(float(c.head_dim));
   struct Setup {
@@ -108,8 +110,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
-  auto replay = [&in, layer, probs, kv_dim, c](Setup s) {
-    return [&in, layer, probs, kv_dim, c, s](std::int64_t p) {
+  auto replay = [&in, layer, output, kv_dim, c](Setup s) {
+    return [&in, layer, output, kv_dim, c, s](std::int64_t p) {
       const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
       const Rows ks = trace_rows_upto(in.actual, "attn_k.rope", layer, p);
       const Rows vs = trace_rows_upto(in.actual, "attn_v", layer, p);
@@ -158,7 +160,12 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                      pr.data(), in.n_ctx, s.softcap);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
-      return probs ? Row(pr.begin(), pr.end()) : Row(o.begin(), o.end());
+      if (output == Output::out) return Row(o.begin(), o.end());
+      Row probs(pr.begin(), pr.end());
+      if (output == Output::probs) return probs;
+      Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
+      summarize_attention_row(probs.data(), c.n_head, in.n_ctx, p, summary.data());
+      return summary;
     };
   };
   Setup right{{}, right_scale, ref::GqaMap::grouped};
@@ -283,7 +290,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                c.n_layer - 1),
                    "kv-cache", false, replay(s)});
   }
-  if (!probs && c.n_head > 1) {
+  if (output == Output::out && c.n_head > 1) {
     // The heads' outputs written to the wrong slots of attn.out.
     const int n_head = c.n_head, d = c.head_dim;
     auto relaid = [correct = replay(right), n_head, d](bool transposed) {

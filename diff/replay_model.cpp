@@ -5,7 +5,6 @@
 #include "model/dequantize.hpp"
 #include "model/error.hpp"
 #include "model/fused_weights.hpp"
-#include "model/sha256.hpp"
 
 namespace tapdiff::diff {
 
@@ -33,7 +32,7 @@ ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sh
 
 void ReplayModel::check_sha256() const {
   if (sha256_checked_ || expected_sha256_.empty()) return;
-  const std::string actual = sha256_file(file_.path());
+  const std::string actual = file_.sha256();
   if (actual != expected_sha256_)
     throw InputError(file_.path(), "sha256",
                      fmt::format("expected {} (the model the traces were recorded with), got {}", expected_sha256_,

@@ -61,7 +61,7 @@ bool same_inputs(const std::string& x, const std::string& y, int layer, int n_la
 
 // In lockstep only these edges have no tap point (no injection) between input and output.
 bool fused(const std::string& input, const std::string& name) {
-  return input == "attn.probs" && name == "attn.out";
+  return input == "attn.probs" && (name == "attn.out" || name == "attn.probs.summary");
 }
 
 // A text with its numbers masked ("blk.1.attn_v.weight", "10240 of its 21760 bytes"): the

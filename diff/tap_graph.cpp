@@ -28,6 +28,9 @@ const std::vector<Node>& graph() {
       {"kv.k", "cache", {{"attn_k.rope"}}},
       {"kv.v", "cache", {{"attn_v"}}},
       {"attn.probs", "attention", {{"attn_q.rope"}, {"kv.k", 0, true}}},
+      // Reduced from attn.probs by the trace writer; a trace without attn.probs judges it by
+      // attn.probs' own inputs.
+      {"attn.probs.summary", "attention", {{"attn.probs"}, {"attn_q.rope"}, {"kv.k", 0, true}}},
       {"attn.out", "attention", {{"attn.probs"}, {"kv.v", 0, true}}},
       {"attn_output", "projection", {{"attn.out"}}},
       // gemma2 normalizes each block's output before adding it to the stream.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/ggml_type.hpp"
+#include "model/mapped_file.hpp"
 
 namespace tapdiff {
 
@@ -108,6 +109,9 @@ public:
   std::uint64_t data_offset() const { return data_offset_; }  // absolute file offset
   std::uint64_t file_size() const { return size_; }
   const std::uint8_t* bytes() const { return bytes_; }
+  // The hash of the bytes parsed; a file opened from disk is hashed once per process
+  // (model/sha256.hpp).
+  std::string sha256() const;
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
   const GgufValue* find(std::string_view key) const;
@@ -132,6 +136,7 @@ private:
 
   std::string path_;
   std::shared_ptr<const void> owner_;  // MappedFile or byte vector
+  std::shared_ptr<const MappedFile> mapped_;  // the owner when opened from disk
   const std::uint8_t* bytes_ = nullptr;
   std::uint64_t size_ = 0;
   std::uint32_t version_ = 0;

@@ -9,6 +9,7 @@
 #include "model/error.hpp"
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
+#include "model/sha256.hpp"
 
 namespace tapdiff {
 namespace {
@@ -140,9 +141,14 @@ GgufFile GgufFile::open(const std::string& path) {
   f.path_ = path;
   f.bytes_ = mapped->data();
   f.size_ = mapped->size();
+  f.mapped_ = mapped;
   f.owner_ = std::move(mapped);
   f.parse();
   return f;
+}
+
+std::string GgufFile::sha256() const {
+  return mapped_ ? sha256_of_mapping(*mapped_) : sha256_hex(bytes_, std::size_t(size_));
 }
 
 GgufFile GgufFile::from_bytes(std::string name, std::vector<std::uint8_t> bytes) {

@@ -7,6 +7,14 @@
 
 namespace tapdiff {
 
+// Which file a mapping holds, as fstat saw it when mapping: same device, inode, size and
+// modification time is the same content (sha256_of_mapping remembers hashes by it).
+struct FileIdentity {
+  std::uint64_t device = 0, inode = 0, size = 0;
+  std::int64_t mtime_s = 0, mtime_ns = 0;
+  bool operator<(const FileIdentity& o) const;
+};
+
 class MappedFile {
 public:
   explicit MappedFile(const std::string& path);  // throws InputError naming the path
@@ -19,12 +27,14 @@ public:
   const std::uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  const FileIdentity& identity() const { return identity_; }
 
 private:
   void release() noexcept;
   std::string path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  FileIdentity identity_;
 };
 
 }  // namespace tapdiff

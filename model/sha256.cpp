@@ -6,8 +6,6 @@
 #include <map>
 #include <mutex>
 #include <ctime>
-#include <sys/stat.h>
-#include <tuple>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -128,26 +126,24 @@ std::string sha256_hex(const std::uint8_t* data, std::size_t size, Sha256Impl im
   return hex;
 }
 
-std::string sha256_file(const std::string& path) {
-  using Identity = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t>;
+std::string sha256_of_mapping(const MappedFile& file) {
   static std::mutex mutex;
-  static std::map<Identity, std::string> known;
-  const MappedFile file(path);
-  struct stat st {};
+  static std::map<FileIdentity, std::string> known;
   // Timestamps move in kernel ticks: a file modified in the last seconds may be rewritten
   // again within the same tick, so it is hashed every time.
-  const bool identified = ::stat(path.c_str(), &st) == 0 && st.st_mtim.tv_sec + 2 < ::time(nullptr);
-  const Identity id{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
-  if (identified) {
+  const bool settled = file.identity().mtime_s + 2 < std::int64_t(::time(nullptr));
+  if (settled) {
     const std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(id); it != known.end()) return it->second;
+    if (auto it = known.find(file.identity()); it != known.end()) return it->second;
   }
   std::string hex = sha256_hex(file.data(), file.size());
-  if (identified) {
+  if (settled) {
     const std::lock_guard<std::mutex> lock(mutex);
-    known.emplace(id, hex);
+    known.emplace(file.identity(), hex);
   }
   return hex;
 }
+
+std::string sha256_file(const std::string& path) { return sha256_of_mapping(MappedFile(path)); }
 
 }  // namespace tapdiff

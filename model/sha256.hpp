@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/mapped_file.hpp"
+
 namespace tapdiff {
 
 // fastest: the CPU's SHA extensions where it has them (every run hashes its model: a 4 GB
@@ -14,9 +16,10 @@ namespace tapdiff {
 enum class Sha256Impl { fastest, portable };
 
 std::string sha256_hex(const std::uint8_t* data, std::size_t size, Sha256Impl impl = Sha256Impl::fastest);
-// Throws InputError naming the path. Computed once per process for each (device, inode, size,
-// modification time): `check` needs its model's hash for the reference trace, the engine
-// trace and the diff's replay, and a 7B file takes seconds.
-std::string sha256_file(const std::string& path);
+// Computed once per process for each FileIdentity of a file settled on disk: `check` needs its
+// model's hash for the reference trace, the engine trace and the diff's replay, and a 7B file
+// takes seconds.
+std::string sha256_of_mapping(const MappedFile& file);
+std::string sha256_file(const std::string& path);  // throws InputError naming the path
 
 }  // namespace tapdiff

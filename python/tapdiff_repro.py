@@ -146,7 +146,7 @@ class Replay:
             return self.tap("attn_k.rope", layer, p)
         if name == "kv.v":
             return self.tap("attn_v", layer, p)
-        if name in ("attn.probs", "attn.out"):
+        if name in ("attn.probs", "attn.probs.summary", "attn.out"):
             return self.attention(name, layer, p)
         if name == "attn_output":
             return self.w.matrix(b + "attn_output.weight") @ self.tap("attn.out", layer, p)
@@ -193,6 +193,9 @@ class Replay:
             e = np.exp(s - s.max())
             probs[h, first:p + 1] = e / e.sum()
             out[h] = probs[h, first:p + 1] @ V[:, g]
+        if name == "attn.probs.summary":  # per head: mass, max, mean key / max(p, 1), mass after p
+            return np.stack([probs.sum(1), probs.max(1), probs @ np.arange(width) / max(p, 1),
+                             probs[:, p + 1:].sum(1)], axis=1).reshape(-1)
         return probs.reshape(-1) if name == "attn.probs" else out.reshape(-1)
 
 

@@ -25,6 +25,10 @@ block and commits them. From a PyTorch forward hook:
         return hook
     model.model.layers[3].self_attn.q_proj.register_forward_hook(tap("attn_q", 3))
 
+Recording attn.probs also records attn.probs.summary at the step's end, four numbers per head
+that say where the weights went (attention_summary(); docs/taps.md), as the C++ writer does,
+unless the producer records attn.probs.summary of that layer itself.
+
 Taps known in advance are best passed as precreate=[(name, layer, row_shape), ...]: a kill
 during the step that first creates a stack or a slot can cost the whole trace
 (docs/trace-schema.md), and the stacks created up front are chunked a row of all their
@@ -50,10 +54,32 @@ REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", 
 REQUIRED_INTS = ("prompt_length", "complete", "committed_steps", "committed_tokens")
 RUN_CHUNK_ROWS = 64
 
+ATTN_PROBS = "attn.probs"
+ATTN_SUMMARY = "attn.probs.summary"
+ATTN_SUMMARY_FIELDS = ("mass", "max", "mean_key", "future")
+
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 HParam = Union[int, float, str]
+
+
+def attention_summary(probs, first_position: int) -> np.ndarray:
+    """attn.probs rows (n_rows, n_head, width) for positions first_position.. reduced per head to
+    (n_rows, n_head, 4): mass = sum_j w_j, max, mean_key = sum_j j*w_j / max(p, 1), and
+    future = sum_{j>p} w_j (tapdiff/attn_summary.hpp; docs/taps.md)."""
+    probs = np.asarray(probs, dtype=np.float32)
+    n_rows, n_head, width = probs.shape
+    keys = np.arange(width, dtype=np.float64)
+    out = np.empty((n_rows, n_head, len(ATTN_SUMMARY_FIELDS)), dtype=np.float32)
+    for r in range(n_rows):  # one row at a time: a long prefill's rows in float64 at once are large
+        p = first_position + r
+        w = probs[r].astype(np.float64)
+        out[r, :, 0] = w.sum(axis=1)
+        out[r, :, 1] = probs[r].max(axis=1)
+        out[r, :, 2] = w @ keys / max(p, 1)
+        out[r, :, 3] = w[:, p + 1:].sum(axis=1)
+    return out
 
 
 class TraceError(Exception):
@@ -220,6 +246,17 @@ class TraceWriter:
                 reject(f"layouts[{key!r}]: expected a layout such as \"axes=head_dim,n_head; shard=n_head:0/2\"")
             if dims is None:
                 reject(f"layouts[{key!r}]: a layout is written in the model's dims: pass dims=")
+        unavailable = dict(unavailable or {})
+        if ATTN_SUMMARY not in unavailable:
+            if ATTN_PROBS in unavailable:
+                unavailable[ATTN_SUMMARY] = ("derived from attn.probs, which this producer does not record: " +
+                                             unavailable[ATTN_PROBS])
+            elif ATTN_PROBS in (layouts or {}):
+                unavailable[ATTN_SUMMARY] = ("derived only from attn.probs rows in the catalogue's layout "
+                                             "[n_head, n_ctx]; this trace stores them as " + layouts[ATTN_PROBS])
+        self._derives_summary = ATTN_SUMMARY not in unavailable
+        self._summary_recorded = set()
+        self._derived: List[Tuple[int, int, np.ndarray]] = []  # attn.probs.summary rows of this step
         self.path = path
         self._chunk_bytes = chunk_bytes
         self._stacks: Dict[Tuple[str, Tuple[int, ...]], _Stack] = {}
@@ -292,6 +329,9 @@ class TraceWriter:
                                  f"layer {layer}: listed twice in precreate")
             seen.add((name, layer))
             stacks.setdefault((name, shape), []).append(layer)
+            if name == ATTN_PROBS and len(shape) == 2 and self._derives_summary:
+                seen.add((ATTN_SUMMARY, layer))
+                stacks.setdefault((ATTN_SUMMARY, (shape[0], len(ATTN_SUMMARY_FIELDS))), []).append(layer)
         return stacks
 
     def __enter__(self) -> "TraceWriter":
@@ -326,6 +366,23 @@ class TraceWriter:
             raise TraceError(self.path, obj, f"layer {layer}: rows: expected (n_rows, *row_shape) "
                                              f"with 1 to 4 row dimensions, got shape "
                                              f"{values.shape}")
+        # A producer that computes the summary itself (or copies a trace) records it; then nothing
+        # is derived for that layer. Derived rows wait for the step's end to see that.
+        if name == ATTN_SUMMARY and layer not in self._summary_recorded:
+            self._summary_recorded.add(layer)
+            self._derived = [d for d in self._derived if d[0] != layer]
+        if (name == ATTN_PROBS and values.ndim == 3 and self._derives_summary
+                and layer not in self._summary_recorded):
+            self._derived.append((layer, first_position, attention_summary(values, first_position)))
+        self._record_rows(name, layer, first_position, values)
+
+    def _record_derived(self) -> None:
+        derived, self._derived = self._derived, []
+        for layer, first_position, rows in derived:
+            self._record_rows(ATTN_SUMMARY, layer, first_position, rows)
+
+    def _record_rows(self, name: str, layer: int, first_position: int, values: np.ndarray) -> None:
+        obj = f"/taps/{name}"
         row_shape = tuple(int(d) for d in values.shape[1:])
         stack, slot = self._slots.get((name, layer), (None, None))
         if slot is None or (slot.recorded == 0 and stack.row_shape != row_shape):
@@ -373,12 +430,14 @@ class TraceWriter:
 
     def end_step(self) -> None:
         """Ends a forward step and commits it: rows first, then the counts readers trust."""
+        self._record_derived()
         self.steps += 1
         self._commit()
 
     def close(self) -> None:
         if not self._open:
             return
+        self._record_derived()
         self._commit()
         for stack in self._stacks.values():
             stack.trim()

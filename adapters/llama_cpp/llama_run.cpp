@@ -243,8 +243,7 @@ struct LlamaRun::Impl {
 
   bool wanted(const std::optional<TapTarget>& target) const {
     return target && trace != nullptr &&
-           trace->enabled(target->layer >= 0 ? fmt::format("blk.{}.{}", target->layer, target->tap) : target->tap,
-                          target->layer, first_position, n_tokens);
+           trace->enabled(target->tap, target->layer, first_position, n_tokens);
   }
 
   // The scheduler asks (ask = true) whether to stop after a node, then calls again with its
@@ -339,7 +338,7 @@ struct LlamaRun::Impl {
         first += rows - 1;
         rows = 1;
       }
-      if (trace->enabled(layer >= 0 ? fmt::format("blk.{}.{}", layer, tap) : tap, layer, first, rows))
+      if (trace->enabled(tap, layer, first, rows))
         trace->record(tap, layer, first, rows, RowShape(c.row_shape), data);
     }
     captured.clear();

@@ -116,6 +116,8 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"kv.v", "not available from llama.cpp"},
       {"attn.probs", "`kq_soft_max-{l}`, `[n_kv, n_tokens, n_head]` permuted to `[n_head, n_ctx]`; "
                      "not available with flash attention"},
+      {"attn.probs.summary", "derived by the trace writer from `attn.probs` (with it, not available with flash "
+                             "attention)"},
       {"attn.out", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.attn_output.weight`"},
       {"attn_output", "the `MUL_MAT` of `blk.{l}.attn_output.weight`, then the `ADD` of its bias"},
       {"attn_post_norm", "`attn_post_norm-{l}` (gemma2)"},

@@ -89,7 +89,7 @@ def test_imported_dumps_diff_like_a_trace(dumped, tmp_path):
            "flattened to [64]" in p.stdout
     report = json.loads(run("diff", ref, out, "--profile", "f16", "--format", "json").stdout)
     assert report["verdict"] == "pass"
-    assert len(report["taps"]) == 18
+    assert len(report["taps"]) == 19  # the 18 imported and attn.probs.summary, which the writer derives
 
 
 def test_a_perturbed_dump_is_found_where_it_was_perturbed(dumped, tmp_path):

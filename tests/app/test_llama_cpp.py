@@ -129,9 +129,10 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
     # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k
     # norms too; gemma2: its post-norms).
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
-    per_layer = 18 + 2 * (arch in ("qwen3", "gemma3")) + 2 * (arch in ("gemma2", "gemma3")) - len(unavailable)
+    per_layer = 19 + 2 * (arch in ("qwen3", "gemma3")) + 2 * (arch in ("gemma2", "gemma3")) - len(unavailable)
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
-    expected_unavailable = {"kv.k", "kv.v"} | ({"attn.probs"} if "flash" in cache else set())
+    # attn.probs.summary is derived from attn.probs: without it (flash attention), without both.
+    expected_unavailable = {"kv.k", "kv.v"} | ({"attn.probs", "attn.probs.summary"} if "flash" in cache else set())
     assert unavailable == expected_unavailable | ({"resid.attn"} if arch == "phi3" else set())
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
     assert {f["tap"] for f in notes} == unavailable and not [f for f in report["findings"] if f["kind"].startswith("missing")]
@@ -202,7 +203,9 @@ def test_trace_says_how_llama_cpp_ran(models, tmp_path):
     # inspect's catalogue check: what llama.cpp cannot record is listed as unavailable, not missing.
     catalogue = json.loads(tapdiff("inspect", "--json", trace).stdout)["catalogue"]
     assert catalogue["ok"] and not catalogue["missing"]
-    assert len(catalogue["unavailable"]) == 3 * n_layer and "blk.0.kv.k" in catalogue["unavailable"]
+    # kv.k, kv.v, and with flash attention attn.probs and its summary.
+    assert len(catalogue["unavailable"]) == 4 * n_layer and "blk.0.kv.k" in catalogue["unavailable"]
+    assert "blk.0.attn.probs.summary" in catalogue["unavailable"]
 
 
 def test_precision_follows_weights_and_cache(models, tmp_path):
@@ -273,3 +276,13 @@ def test_corpus_gate_of_llama_cpp_follows_the_precision_its_trace_declares(model
     assert report["actual"] == f"llama.cpp {precision}" and report["scored"] == 2 * 15
     gate = {"f16": 1e-4, "q8": 2e-2}[precision]
     assert report["gate"]["max_kld_mean"] == gate and report["kld"]["mean"] < gate
+
+
+def test_a_tap_filter_of_exact_names_keeps_those_taps(models, tmp_path):
+    # The filter sees short names and layers, like every producer's: "blk.0.attn_q" named
+    # exactly, and attn.probs.summary kept while attn.probs itself is left out.
+    trace = tmp_path / "filtered.h5"
+    llama_run(models["llama-f32"], trace, "--taps", "blk.0.attn_q,blk.1.attn.probs.summary,output")
+    with TraceReader(str(trace)) as t:
+        kept = sorted((tap.name, tap.layer) for tap in t.taps() if tap.n_rows > 0)
+    assert kept == [("attn.probs.summary", 1), ("attn_q", 0), ("output", -1)], kept

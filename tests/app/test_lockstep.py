@@ -108,10 +108,12 @@ def test_two_faults_in_one_lockstep_run(llama, tmp_path):
     report = diff_json(ref, actual)
     assert [(r["tap"], r["class"]) for r in report["roots"]] == [
         ("blk.0.attn.probs", "attention-scale"), ("blk.0.attn_output", "matmul-layout")]
-    # attn.out comes out of the same kernel as attn.probs: explained by it, not a root of its own;
+    # attn.out comes out of the same kernel as attn.probs, and attn.probs.summary is reduced from
+    # it: explained by it, not roots of their own;
     # layer 1 shows the same two bugs again.
     probs, layout = report["roots"]
-    assert sorted(probs["explained"]) == ["blk.0.attn.out", "blk.1.attn.out", "blk.1.attn.probs"]
+    assert sorted(probs["explained"]) == ["blk.0.attn.out", "blk.0.attn.probs.summary", "blk.1.attn.out",
+                                          "blk.1.attn.probs", "blk.1.attn.probs.summary"]
     assert layout["explained"] == ["blk.1.attn_output"]
 
 

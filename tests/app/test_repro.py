@@ -173,3 +173,28 @@ def test_bad_input(models, tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     p = tapdiff("repro", tmp_path / "bad.json", "-o", tmp_path / "b", code=2)
     assert "bad.json" in p.stderr and "expected.path" in p.stderr
+
+
+def test_an_attention_bug_seen_in_the_summary_alone_reproduces(models, tmp_path):
+    # A long-context run keeps attn.probs.summary, not attn.probs: the finding, the engine replay
+    # and the numpy replay all work on the summary.
+    _, all_models = models
+    model, _ = all_models["llama-q8_0"]
+    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
+    summary_only = ["--taps", "!*.attn.probs"]
+    tapdiff("run", "-m", model, *PROMPT, *summary_only, "-o", ref, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, *summary_only, "--inject", "attn-scale", "-o", faulty,
+            code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, *summary_only, "-o", clean, code=0)
+    repro = tmp_path / "repro"
+    tapdiff("repro", ref, faulty, "-o", repro, code=0)
+    finding = json.loads((repro / "repro.json").read_text())["finding"]
+    assert (finding["tap"], finding["class"]) == ("blk.0.attn.probs.summary", "attention-scale"), finding
+    assert tapdiff("replay", repro, code=1).stdout.startswith("REPRODUCED blk.0.attn.probs.summary")
+    assert tapdiff("replay", repro, "--inject", "none", code=0).stdout.startswith("PASS blk.0.attn.probs.summary")
+    assert python(repro / "repro.py").returncode == 1
+    recorded = rows_of(repro / "actual.h5", "attn.probs.summary", 0)
+    clean_rows = rows_of(clean, "attn.probs.summary", 0)
+    np.save(tmp_path / "clean.npy", np.stack([clean_rows[p] for p in sorted(recorded)]))
+    numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
+    assert numpy_fixed.returncode == 0, numpy_fixed.stdout + numpy_fixed.stderr

@@ -235,7 +235,7 @@ def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, ca
     d = run("diff", ref, llama, "--format", "json")
     report = json.loads(d.stdout)
     assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
-    assert report["profile"] == "q8" and len(report["taps"]) == 3 + 16 * 30
+    assert report["profile"] == "q8" and len(report["taps"]) == 3 + 17 * 30  # kv.k, kv.v unavailable
 
 
 def test_transformers_passes_against_the_reference(smollm2, tmp_path):
@@ -256,4 +256,4 @@ def test_transformers_passes_against_the_reference(smollm2, tmp_path):
     d = run("diff", ref, hf, "--format", "json")
     report = json.loads(d.stdout)
     assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
-    assert report["profile"] == "f32" and len(report["taps"]) == 3 + 18 * 30
+    assert report["profile"] == "f32" and len(report["taps"]) == 3 + 19 * 30

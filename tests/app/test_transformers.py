@@ -60,8 +60,8 @@ def test_transformers_passes_against_the_reference(tmp_path, fixture):
         arch = t.hparams["arch"]
         positions, _ = t.read("output", -1)
         assert list(positions) == list(range(8 + N_PREDICT - 1))  # --logits all
-    # Every catalogue tap, the cache read-backs and the softmax weights included.
-    assert len(report["taps"]) == 3 + 18 * n_layer
+    # Every catalogue tap, the cache read-backs and the softmax weights (and their summary) included.
+    assert len(report["taps"]) == 3 + 19 * n_layer
     assert permuted == (arch == "llama")
     assert not [f for f in report["findings"] if f["kind"] != "metadata"], report["findings"]
 

@@ -415,3 +415,25 @@ def test_both_readers_refuse_malformed_stack_datasets(two_stacks, damage):
     result = subprocess.run([DUMP, str(two_stacks)], capture_output=True, text=True)
     assert result.returncode == 2, result.stdout
     assert f"{two_stacks}: {message.split(':')[0]}" in result.stderr, result.stderr
+
+
+def test_python_writer_derives_the_attention_summary_as_the_cpp_one_does(tmp_path):
+    # Same rows as tests/tracer/test_attn_summary.cpp: head 0 on key p = 2, head 1 even over
+    # keys 0..2 with a quarter of its weight on future key 4.
+    probs = np.array([[[0, 0, 1, 0, 0], [0.25, 0.25, 0.25, 0, 0.25]]], dtype=np.float32)
+    own = np.full((1, 2, 4), 0.5, dtype=np.float32)
+    path = tmp_path / "summary.h5"
+    with tt.TraceWriter(str(path), tokens=[1, 2, 3], prompt_length=3) as w:
+        w.record("attn.probs", 0, 2, probs)
+        w.record("attn.probs", 1, 2, probs)
+        w.record("attn.probs.summary", 1, 2, own)  # a producer's own summary stays
+        w.end_step()
+    with tt.TraceReader(str(path)) as r:
+        _, derived = r.read("attn.probs.summary", 0)
+        _, kept = r.read("attn.probs.summary", 1)
+    np.testing.assert_array_equal(derived[0], [[1, 1, 1, 0], [1, 0.25, 0.25 * 7 / 2, 0.25]])
+    np.testing.assert_array_equal(kept, own)
+    # Both readers see the same values: the C++ one through trace_test_dump.
+    values = dump(path)["values"]
+    np.testing.assert_array_equal(np.array(values["blk.0.attn.probs.summary"]["values"], dtype=np.float32),
+                                  derived.ravel())

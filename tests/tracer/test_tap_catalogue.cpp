@@ -42,9 +42,9 @@ std::vector<EmittedTap> everything(const TapDims& dims) {
 TEST(TapCatalogue, HasTheDesignedTaps) {
   const std::vector<std::string> layer_taps = {
       "attn_norm",  "attn_q",      "attn_k",         "attn_v",     "attn_q_norm", "attn_k_norm",
-      "attn_q.rope", "attn_k.rope", "kv.k",          "kv.v",       "attn.probs",  "attn.out",
-      "attn_output", "attn_post_norm", "resid.attn", "ffn_norm",   "ffn_gate",    "ffn_up",
-      "ffn.act",    "ffn_down",    "ffn_post_norm", "resid.ffn"};
+      "attn_q.rope", "attn_k.rope", "kv.k",          "kv.v",       "attn.probs",  "attn.probs.summary",
+      "attn.out",   "attn_output", "attn_post_norm", "resid.attn", "ffn_norm",   "ffn_gate",
+      "ffn_up",     "ffn.act",     "ffn_down",    "ffn_post_norm", "resid.ffn"};
   const std::vector<std::string> global_taps = {"token_embd", "output_norm", "output"};
   std::vector<std::string> layer;
   std::vector<std::string> global;

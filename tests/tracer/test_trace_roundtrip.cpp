@@ -75,7 +75,11 @@ TEST(TraceRoundTrip, EveryMetadataField) {
   EXPECT_EQ(got.model_sha256, m.model_sha256);
   EXPECT_EQ(got.hparams, m.hparams);
   EXPECT_EQ(got.settings, m.settings);
-  EXPECT_EQ(got.unavailable, m.unavailable);
+  // The writer adds that attn.probs.summary, derived from attn.probs, is missing too.
+  auto unavailable = m.unavailable;
+  unavailable["attn.probs.summary"] = "derived from attn.probs, which this producer does not record: " +
+                                      m.unavailable.at("attn.probs");
+  EXPECT_EQ(got.unavailable, unavailable);
   EXPECT_EQ(got.precision, "bf16");
   EXPECT_EQ(got.fault, "kv-stuck-length");
   EXPECT_EQ(got.prompt_length, 2);
@@ -119,7 +123,7 @@ TEST(TraceRoundTrip, EveryRowShapeAndScope) {
     w.close();
   }
   const TraceReader r(path);
-  ASSERT_EQ(r.taps().size(), taps.size());
+  ASSERT_EQ(r.taps().size(), taps.size() + 1);  // attn.probs brings attn.probs.summary
   for (const Tap& t : taps) {
     const TapInfo& info = r.tap(t.name, t.layer);
     EXPECT_EQ(info.row_shape, t.shape.to_vector()) << t.name;
@@ -140,7 +144,8 @@ TEST(TraceRoundTrip, EveryRowShapeAndScope) {
   EXPECT_EQ(r.taps().front().name, "token_embd");
   EXPECT_EQ(r.taps()[1].name, "attn_q");
   EXPECT_EQ(r.taps()[2].name, "attn.probs");
-  EXPECT_EQ(r.taps()[3].name, "output");
+  EXPECT_EQ(r.taps()[3].name, "attn.probs.summary");
+  EXPECT_EQ(r.taps()[4].name, "output");
 }
 
 TEST(TraceRoundTrip, PositionsWithGapsAndRangeReads) {

@@ -1,4 +1,5 @@
 #include "tapdiff/tap_catalogue.hpp"
+#include "tapdiff/attn_summary.hpp"
 #include "tapdiff/weight_taps.hpp"
 
 #include <algorithm>
@@ -54,24 +55,26 @@ const std::vector<TapSpec> kCatalogue = {
      "V cache slot of this position, read back from cache memory after the write"},
     {"attn.probs", kLayer, 10, {one(S::n_head), one(S::n_ctx)}, 2, kEvery, kAlways,
      "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context (causal, and the window of a sliding layer)"},
-    {"attn.out", kLayer, 11, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
+    {"attn.probs.summary", kLayer, 11, {one(S::n_head), one(S::summary_fields)}, 2, kEvery, kAlways,
+     "per head: mass, max, mean key / p and mass after p of the attn.probs row (derived by the trace writer)"},
+    {"attn.out", kLayer, 12, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "attention output per head, before the output projection"},
-    {"attn_output", kLayer, 12, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"attn_output", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "output projection of attn.out"},
-    {"attn_post_norm", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
+    {"attn_post_norm", kLayer, 14, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
      "RMSNorm of attn_output (weight post_attention_norm), added to the stream: gemma2"},
-    {"resid.attn", kLayer, 14, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"resid.attn", kLayer, 15, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "residual stream after adding attn_output (gemma2: attn_post_norm)"},
-    {"ffn_norm", kLayer, 15, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"ffn_norm", kLayer, 16, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of resid.attn, weight applied"},
-    {"ffn_gate", kLayer, 16, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
-    {"ffn_up", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
-    {"ffn.act", kLayer, 18, {one(S::n_ff), kNone}, 1, kEvery, kAlways,
+    {"ffn_gate", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
+    {"ffn_up", kLayer, 18, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
+    {"ffn.act", kLayer, 19, {one(S::n_ff), kNone}, 1, kEvery, kAlways,
      "silu(ffn_gate) * ffn_up (gemma2: gelu_tanh(ffn_gate) * ffn_up)"},
-    {"ffn_down", kLayer, 19, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
-    {"ffn_post_norm", kLayer, 20, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
+    {"ffn_down", kLayer, 20, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
+    {"ffn_post_norm", kLayer, 21, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
      "RMSNorm of ffn_down (weight post_ffw_norm), added to the stream: gemma2"},
-    {"resid.ffn", kLayer, 21, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"resid.ffn", kLayer, 22, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "residual stream after adding ffn_down (gemma2: ffn_post_norm): the layer's output"},
     {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "final RMSNorm, weight applied"},
@@ -79,7 +82,7 @@ const std::vector<TapSpec> kCatalogue = {
 };
 // clang-format on
 
-constexpr int kLayerTaps = 22;
+constexpr int kLayerTaps = 23;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
 constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 
@@ -101,6 +104,8 @@ std::string_view dim_symbol_name(DimSymbol symbol) {
       return "n_vocab";
     case S::n_ctx:
       return "n_ctx";
+    case S::summary_fields:
+      return "4";
   }
   return "?";
 }
@@ -121,6 +126,8 @@ std::int64_t dim_value(DimSymbol s, const TapDims& d) {
       return d.n_vocab;
     case S::n_ctx:
       return d.n_ctx;
+    case S::summary_fields:
+      return kAttnSummaryFields;
   }
   return 0;
 }

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include <filesystem>
+#include <set>
 #include <unordered_map>
 
 #include "compress_copy.hpp"
@@ -18,6 +20,7 @@
 #include "schema.hpp"
 #include "space_reserve.hpp"
 #include "tap_stack.hpp"
+#include "tapdiff/attn_summary.hpp"
 #include "tapdiff/tap_catalogue.hpp"
 
 namespace tapdiff {
@@ -28,6 +31,23 @@ constexpr std::uint64_t kMetadataMargin = 1u << 20;  // object headers, B-tree n
 constexpr std::uint64_t kTapMetadataBytes = 16 * 1024;
 
 std::string object(const char* name) { return std::string("/") + name; }
+
+constexpr std::string_view kAttnProbsTap = "attn.probs";
+constexpr std::string_view kAttnSummaryTap = "attn.probs.summary";
+
+// attn.probs.summary is derived here from attn.probs rows in the catalogue's layout; a trace
+// without those says why the summary is missing too.
+TraceMetadata with_summary_availability(const TraceMetadata& metadata) {
+  TraceMetadata m = metadata;
+  const std::string summary(kAttnSummaryTap), probs(kAttnProbsTap);
+  if (m.unavailable.count(summary)) return m;
+  if (const auto why = m.unavailable.find(probs); why != m.unavailable.end())
+    m.unavailable[summary] = "derived from attn.probs, which this producer does not record: " + why->second;
+  else if (const auto layout = m.layouts.find(probs); layout != m.layouts.end())
+    m.unavailable[summary] = "derived only from attn.probs rows in the catalogue's layout [n_head, n_ctx]; this "
+                             "trace stores them as " + layout->second.to_string();
+  return m;
+}
 
 }  // namespace
 
@@ -63,6 +83,16 @@ struct TraceWriter::Impl {
   std::uint64_t staged_bytes = 0;
   std::int64_t steps = 0;
   std::int64_t committed_steps = 0;
+  // attn.probs.summary rows derived in this step, recorded at its end unless the producer
+  // records that layer's summary itself (a copy of a trace does).
+  struct DerivedSummary {
+    int layer;
+    std::int64_t first_position, n_rows, n_head;
+    std::vector<float> rows;
+  };
+  bool derives_summary = true;     // attn.probs rows come in the catalogue's layout
+  std::vector<DerivedSummary> derived_summaries;
+  std::set<int> summary_recorded;  // layers whose producer records attn.probs.summary itself
 
   void open(const TraceMetadata& metadata, const TapFilter& filter);
   void precreate_catalogue(const TraceMetadata& metadata, const TapFilter& filter);
@@ -294,8 +324,10 @@ TraceWriter::TraceWriter(const std::string& path, const TraceMetadata& metadata,
   if (options.chunk_bytes < 1) throw TraceError(path, "/", "chunk_bytes must be >= 1");
   w.options = std::move(options);
   w.config.chunk_bytes = w.options.chunk_bytes;
+  const TraceMetadata declared = with_summary_availability(metadata);
+  w.derives_summary = declared.unavailable.count(std::string(kAttnSummaryTap)) == 0;
   try {
-    w.open(metadata, filter_);
+    w.open(declared, filter_);
   } catch (...) {
     w.release();
     std::remove((path + ".partial").c_str());
@@ -315,6 +347,39 @@ void TraceWriter::record(std::string_view name, int layer, std::int64_t first_po
   Impl& w = *impl_;
   w.usable();
   check_record(w.path, name, layer, first_position, n_rows, row_shape, rows);
+  // A producer that computes the summary itself (on a device, without the probabilities, or
+  // copying a trace) records it; the writer then derives nothing for that layer.
+  if (name == kAttnSummaryTap && w.summary_recorded.insert(layer).second) {
+    auto& derived = w.derived_summaries;
+    derived.erase(std::remove_if(derived.begin(), derived.end(),
+                                 [layer](const Impl::DerivedSummary& d) { return d.layer == layer; }),
+                  derived.end());
+  }
+  if (name == kAttnProbsTap && w.derives_summary && row_shape.rank() == 2 && !w.summary_recorded.count(layer) &&
+      filter_.tap_enabled(kAttnSummaryTap, layer)) {
+    const std::int64_t n_head = row_shape[0], width = row_shape[1];
+    Impl::DerivedSummary d{layer, first_position, n_rows, n_head,
+                           std::vector<float>(std::size_t(n_rows * n_head * kAttnSummaryFields))};
+    for (std::int64_t r = 0; r < n_rows; ++r)
+      summarize_attention_row(rows + r * n_head * width, n_head, width, first_position + r,
+                              d.rows.data() + r * n_head * kAttnSummaryFields);
+    w.derived_summaries.push_back(std::move(d));
+  }
+  record_rows(name, layer, first_position, n_rows, row_shape, rows);
+}
+
+void TraceWriter::record_derived() {
+  Impl& w = *impl_;
+  auto derived = std::move(w.derived_summaries);
+  w.derived_summaries.clear();
+  for (const Impl::DerivedSummary& d : derived)
+    record_rows(kAttnSummaryTap, d.layer, d.first_position, d.n_rows, RowShape({d.n_head, kAttnSummaryFields}),
+                d.rows.data());
+}
+
+void TraceWriter::record_rows(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
+                              const RowShape& row_shape, const float* rows) {
+  Impl& w = *impl_;
   if (!filter_.tap_enabled(name, layer)) return;
   const RangeSet& positions = filter_.positions();
   std::int64_t first_enabled = -1;
@@ -357,6 +422,7 @@ void TraceWriter::append_tokens(const std::int32_t* tokens, std::size_t n) {
 void TraceWriter::end_step() {
   Impl& w = *impl_;
   w.usable();
+  record_derived();
   ++w.steps;
   if (w.steps - w.committed_steps >= w.options.commit_every) w.guarded([&] { w.commit(); });
 }
@@ -370,6 +436,7 @@ void TraceWriter::close() {
     throw TraceError(w.path, "/", "closed incomplete after an earlier failure: " + w.failure);
   }
   try {
+    record_derived();
     w.finish();
     w.state = Impl::State::closed;
     if (w.options.compress) compress_trace(w.path, w.options.gzip_level);

@@ -17,7 +17,8 @@ namespace tapdiff {
 
 enum class TapScope { layer, global };
 
-enum class DimSymbol { n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx };
+// summary_fields is the constant kAttnSummaryFields (tapdiff/attn_summary.hpp), written "4".
+enum class DimSymbol { n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, summary_fields };
 std::string_view dim_symbol_name(DimSymbol symbol);
 std::optional<DimSymbol> parse_dim_symbol(std::string_view name);  // nullopt for another name
 std::int64_t dim_value(DimSymbol symbol, const TapDims& dims);

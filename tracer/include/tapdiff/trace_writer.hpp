@@ -51,12 +51,15 @@ public:
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
+  // attn.probs is wanted also where only attn.probs.summary, derived from it, is kept.
   bool enabled(std::string_view name, int layer, std::int64_t position) const {
-    return filter_.enabled(name, layer, position);
+    return filter_.enabled(name, layer, position) ||
+           (name == "attn.probs" && filter_.enabled("attn.probs.summary", layer, position));
   }
   bool enabled(std::string_view name, int layer, std::int64_t first_position,
                std::int64_t n_positions) const {
-    return filter_.enabled(name, layer, first_position, n_positions);
+    return filter_.enabled(name, layer, first_position, n_positions) ||
+           (name == "attn.probs" && filter_.enabled("attn.probs.summary", layer, first_position, n_positions));
   }
   const TapFilter& filter() const { return filter_; }
 
@@ -66,6 +69,10 @@ public:
   // increase from record to record. Throws TraceError; a rejected record changes nothing.
   void record(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
               const RowShape& row_shape, const float* rows);
+
+  // Recording attn.probs also records attn.probs.summary (tapdiff/attn_summary.hpp) at the end
+  // of the step where the filter keeps it, unless the producer records attn.probs.summary of
+  // that layer itself.
 
   // Tokens for the next positions (generation appends one per step).
   void append_tokens(const std::int32_t* tokens, std::size_t n);
@@ -84,6 +91,10 @@ public:
   std::int64_t committed_steps() const;  // steps a reader is guaranteed to see
 
 private:
+  void record_rows(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
+                   const RowShape& row_shape, const float* rows);
+  void record_derived();  // the step's attn.probs.summary rows
+
   struct Impl;
   TapFilter filter_;
   std::unique_ptr<Impl> impl_;
