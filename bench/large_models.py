@@ -1,7 +1,8 @@
 """Real model sizes: the host engine and the reference against llama.cpp (the pinned PyPI
 package, in this process, same threads, same run) on SmolLM2-135M in F32, Q8_0, Q4_1 and Q4_K_M and on a
 Llama-2-7B-shaped Q4_K_M fixture; the peak memory of every command of the 7B end-to-end check;
-a 2048-token prompt traced and diffed. Writes bench/results/large_models.md.
+a 2048-token prompt traced and diffed, with every tap and without attn.probs. Writes
+bench/results/large_models.md.
 
     build/venv/bin/python bench/large_models.py [--tapdiff build/app/tapdiff] [--skip-7b]
 
@@ -219,18 +220,23 @@ def main():
             r.unlink()
             e.unlink()
 
-        long_rows = []
+        long_rows, long_verdicts = [], []
         n_long = 2048
-        r, e = pathlib.Path(d) / "long_ref.h5", pathlib.Path(d) / "long_engine.h5"
         prompt = ["--tokens", csv(tokens(n_long)), "-n", "8"]
-        for what, trace, backend in (("reference", r, "reference"), ("host engine", e, "host")):
-            s, rss, _ = measure([args.tapdiff, "run", "--backend", backend, "-m", SMOLLM2, *prompt, "-o", trace], td.env)
-            size = trace.stat().st_size
-            long_rows.append(f"| `tapdiff run --backend {backend}` | {s:.1f} | {rss / 1024:.2f} | {size / 2**30:.2f} | "
-                             f"{size / (n_long + 8) / 2**20:.2f} |")
-        s, rss, out = measure([args.tapdiff, "diff", r, e], td.env)
-        long_rows.append(f"| `tapdiff diff` | {s:.1f} | {rss / 1024:.2f} | | |")
-        long_verdict = out.strip().splitlines()[0]
+        # Every tap, then attn.probs left out: its summary (docs/taps.md) stands for it.
+        for taps, label in (([], ""), (["--taps", "!*.attn.probs"], " --taps '!*.attn.probs'")):
+            r, e = pathlib.Path(d) / "long_ref.h5", pathlib.Path(d) / "long_engine.h5"
+            for trace, backend in ((r, "reference"), (e, "host")):
+                s, rss, _ = measure([args.tapdiff, "run", "--backend", backend, "-m", SMOLLM2, *prompt, *taps,
+                                     "-o", trace], td.env)
+                size = trace.stat().st_size
+                long_rows.append(f"| `tapdiff run --backend {backend}{label}` | {s:.1f} | {rss / 1024:.2f} | "
+                                 f"{size / 2**30:.3f} | {size / (n_long + 8) / 2**20:.3f} |")
+            s, rss, out = measure([args.tapdiff, "diff", r, e], td.env)
+            long_rows.append(f"| `tapdiff diff` of those | {s:.1f} | {rss / 1024:.2f} | | |")
+            long_verdicts.append(f"`{out.strip().splitlines()[0]}`{label and ' (without attn.probs)'}")
+            r.unlink()
+            e.unlink()
 
     lines = [
         "# Real model sizes: throughput against llama.cpp, memory, long contexts", "",
@@ -249,11 +255,12 @@ def main():
     if memory_rows:
         lines += ["## The 7B-shaped fixture end to end: time and peak memory of each command", "",
                   "| command | s | peak RSS GiB |", "|---|---|---|", *memory_rows, ""]
-    lines += [f"## A {n_long}-token prompt traced and diffed (SmolLM2-135M Q4_1, every tap, 8 tokens generated)", "",
+    lines += [f"## A {n_long}-token prompt traced and diffed (SmolLM2-135M Q4_1, 8 tokens generated)", "",
               "attn.probs rows hold the keys each position sees: the tracer writes a row up to its last "
-              "nonzero block of 64 keys (docs/trace-schema.md), so a trace grows with n²/2 per head, not n × n_ctx.", "",
+              "nonzero block of 64 keys (docs/trace-schema.md), so a trace grows with n²/2 per head, not n × n_ctx. "
+              "Without attn.probs, attn.probs.summary keeps four numbers per head and position.", "",
               "| command | s | peak RSS GiB | trace GiB | trace MiB per token |", "|---|---|---|---|---|",
-              *long_rows, "", f"The diff's verdict: `{long_verdict}`.", ""]
+              *long_rows, "", f"The diffs' verdicts: {'; '.join(long_verdicts)}.", ""]
     pathlib.Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
 

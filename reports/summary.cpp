@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "reports/numbers.hpp"
+#include "tapdiff/attn_summary.hpp"
 #include "tapdiff/row_shape.hpp"
 
 namespace tapdiff::reports {
@@ -111,6 +112,8 @@ std::string element_location(const diff::TapComparison* tap, std::int64_t index,
     const auto& shape = tap->row_shape;
     if (tap->name == "attn.probs" && shape.size() == 2 && shape[1] > 0)
       return fmt::format("head {}, key position {}", index / shape[1], index % shape[1]);
+    if (tap->name == "attn.probs.summary")
+      return fmt::format("head {}, {}", index / kAttnSummaryFields, kAttnSummaryFieldNames[index % kAttnSummaryFields]);
     if (head_major(tap->name) && dims && dims->head_dim > 0)
       return fmt::format("head {}, dim {}", index / dims->head_dim, index % dims->head_dim);
     if (tap->name == "output") return fmt::format("token {}", index);

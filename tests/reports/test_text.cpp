@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "reports/render.hpp"
+#include "reports/summary.hpp"
 #include "sample_results.hpp"
 
 namespace tapdiff::reports {
@@ -25,6 +26,15 @@ TEST(ReportsText, DivergedLeadsWithVerdictAndFirstDivergence) {
         "engine-host f16, fault kv-stuck-length"})
     EXPECT_NE(out.find(expected), std::string::npos) << "missing: " << expected << "\n" << out;
   EXPECT_EQ(out.find('\x1b'), std::string::npos) << "colour without options.color";
+}
+
+// A summary-only trace's finding names the head and the field of its worst element.
+TEST(ReportsText, TheAttentionSummarysWorstElementIsAHeadAndAField) {
+  diff::TapComparison summary;
+  summary.name = "attn.probs.summary";
+  summary.row_shape = {2, 4};
+  EXPECT_EQ(element_location(&summary, 6, std::nullopt), "head 1, mean_key");
+  EXPECT_EQ(element_location(&summary, 3, std::nullopt), "head 0, future");
 }
 
 TEST(ReportsText, PassAndIncompatibleVerdicts) {

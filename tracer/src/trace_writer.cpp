@@ -355,17 +355,19 @@ void TraceWriter::record(std::string_view name, int layer, std::int64_t first_po
                                  [layer](const Impl::DerivedSummary& d) { return d.layer == layer; }),
                   derived.end());
   }
-  if (name == kAttnProbsTap && w.derives_summary && row_shape.rank() == 2 && !w.summary_recorded.count(layer) &&
-      filter_.tap_enabled(kAttnSummaryTap, layer)) {
-    const std::int64_t n_head = row_shape[0], width = row_shape[1];
-    Impl::DerivedSummary d{layer, first_position, n_rows, n_head,
-                           std::vector<float>(std::size_t(n_rows * n_head * kAttnSummaryFields))};
-    for (std::int64_t r = 0; r < n_rows; ++r)
-      summarize_attention_row(rows + r * n_head * width, n_head, width, first_position + r,
-                              d.rows.data() + r * n_head * kAttnSummaryFields);
-    w.derived_summaries.push_back(std::move(d));
+  if (name != kAttnProbsTap || !w.derives_summary || row_shape.rank() != 2 || w.summary_recorded.count(layer) ||
+      !filter_.tap_enabled(kAttnSummaryTap, layer)) {
+    record_rows(name, layer, first_position, n_rows, row_shape, rows);
+    return;
   }
-  record_rows(name, layer, first_position, n_rows, row_shape, rows);
+  const std::int64_t n_head = row_shape[0], width = row_shape[1];
+  Impl::DerivedSummary d{layer, first_position, n_rows, n_head,
+                         std::vector<float>(std::size_t(n_rows * n_head * kAttnSummaryFields))};
+  for (std::int64_t r = 0; r < n_rows; ++r)
+    summarize_attention_row(rows + r * n_head * width, n_head, width, first_position + r,
+                            d.rows.data() + r * n_head * kAttnSummaryFields);
+  record_rows(name, layer, first_position, n_rows, row_shape, rows);  // a rejected record derives nothing
+  w.derived_summaries.push_back(std::move(d));
 }
 
 void TraceWriter::record_derived() {
