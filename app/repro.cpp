@@ -42,7 +42,6 @@ std::string file_sha256(const std::string& path) {
   return f.sha256();
 }
 
-// The stage a tap (or the token sequence, "tokens") belongs to (model/model_part.hpp).
 // Whether a trace's filter kept every catalogue tap of every layer and position, attn.probs
 // apart: the replay needs the stream and every op's inputs, which attn.probs is not (its
 // summary stands for it in a long context).
@@ -59,6 +58,7 @@ bool records_every_tap_but_probs(const TraceReader& trace) {
   return true;
 }
 
+// The stage a tap (or the token sequence, "tokens") belongs to (model/model_part.hpp).
 int tap_stage(const std::string& name, int layer, int n_layer) {
   if (const auto tensor = weight_tap_tensor(name)) return tensor_stage(*tensor, n_layer);
   if (layer >= 0) return layer;

@@ -6,8 +6,8 @@
 
 #include "diff/replay_rows.hpp"
 #include "model/half.hpp"
-#include "tapdiff/attn_summary.hpp"
 #include "reference/ops.hpp"
+#include "tapdiff/attn_summary.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -96,8 +96,10 @@ void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, co
 
 void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  enum class Output { probs, summary, out };
-  const Output output = name == "attn.probs" ? Output::probs : name == "attn.probs.summary" ? Output::summary : Output::out;
+  enum class Output { probs, summary, attn_out };
+  const Output output = name == "attn.probs"           ? Output::probs
+                        : name == "attn.probs.summary" ? Output::summary
+                                                       : Output::attn_out;
   const auto kv_dim = static_cast<std::size_t>(c.kv_dim());
   const float right_scale = 1.0f / std::sqrt(float(c.head_dim));
   struct Setup {
@@ -160,7 +162,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                      pr.data(), in.n_ctx, s.softcap);
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
-      if (output == Output::out) return Row(o.begin(), o.end());
+      if (output == Output::attn_out) return Row(o.begin(), o.end());
       Row probs(pr.begin(), pr.end());
       if (output == Output::probs) return probs;
       Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
@@ -290,7 +292,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                c.n_layer - 1),
                    "kv-cache", false, replay(s)});
   }
-  if (output == Output::out && c.n_head > 1) {
+  if (output == Output::attn_out && c.n_head > 1) {
     // The heads' outputs written to the wrong slots of attn.out.
     const int n_head = c.n_head, d = c.head_dim;
     auto relaid = [correct = replay(right), n_head, d](bool transposed) {

@@ -2,10 +2,10 @@
 
 #include <array>
 #include <cstring>
+#include <ctime>
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
-#include <ctime>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>

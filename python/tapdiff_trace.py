@@ -371,10 +371,10 @@ class TraceWriter:
         if name == ATTN_SUMMARY and layer not in self._summary_recorded:
             self._summary_recorded.add(layer)
             self._derived = [d for d in self._derived if d[0] != layer]
+        self._record_rows(name, layer, first_position, values)  # a rejected record derives nothing
         if (name == ATTN_PROBS and values.ndim == 3 and self._derives_summary
                 and layer not in self._summary_recorded):
             self._derived.append((layer, first_position, attention_summary(values, first_position)))
-        self._record_rows(name, layer, first_position, values)
 
     def _record_derived(self) -> None:
         derived, self._derived = self._derived, []
