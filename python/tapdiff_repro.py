@@ -193,8 +193,8 @@ class Replay:
             e = np.exp(s - s.max())
             probs[h, first:p + 1] = e / e.sum()
             out[h] = probs[h, first:p + 1] @ V[:, g]
-        if name == "attn.probs.summary":  # per head: mass, max, mean key / max(p, 1), mass after p
-            return np.stack([probs.sum(1), probs.max(1), probs @ np.arange(width) / max(p, 1),
+        if name == "attn.probs.summary":  # per head: 1 - sum, max, mean key / max(p, 1), sum after p
+            return np.stack([1 - probs.sum(1), probs.max(1), probs @ np.arange(width) / max(p, 1),
                              probs[:, p + 1:].sum(1)], axis=1).reshape(-1)
         return probs.reshape(-1) if name == "attn.probs" else out.reshape(-1)
 

@@ -56,7 +56,7 @@ RUN_CHUNK_ROWS = 64
 
 ATTN_PROBS = "attn.probs"
 ATTN_SUMMARY = "attn.probs.summary"
-ATTN_SUMMARY_FIELDS = ("mass", "max", "mean_key", "future")
+ATTN_SUMMARY_FIELDS = ("missing", "max", "mean_key", "future")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -66,7 +66,7 @@ HParam = Union[int, float, str]
 
 def attention_summary(probs, first_position: int) -> np.ndarray:
     """attn.probs rows (n_rows, n_head, width) for positions first_position.. reduced per head to
-    (n_rows, n_head, 4): mass = sum_j w_j, max, mean_key = sum_j j*w_j / max(p, 1), and
+    (n_rows, n_head, 4): missing = 1 - sum_j w_j, max, mean_key = sum_j j*w_j / max(p, 1), and
     future = sum_{j>p} w_j (tapdiff/attn_summary.hpp; docs/taps.md)."""
     probs = np.asarray(probs, dtype=np.float32)
     n_rows, n_head, width = probs.shape
@@ -75,7 +75,7 @@ def attention_summary(probs, first_position: int) -> np.ndarray:
     for r in range(n_rows):  # one row at a time: a long prefill's rows in float64 at once are large
         p = first_position + r
         w = probs[r].astype(np.float64)
-        out[r, :, 0] = w.sum(axis=1)
+        out[r, :, 0] = 1 - w.sum(axis=1)
         out[r, :, 1] = probs[r].max(axis=1)
         out[r, :, 2] = w @ keys / max(p, 1)
         out[r, :, 3] = w[:, p + 1:].sum(axis=1)

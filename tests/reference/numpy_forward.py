@@ -95,10 +95,10 @@ class Model:
                     probs[head, : p + 1] = e / e.sum()
                     out[head] = probs[head, : p + 1] @ V[l, : p + 1, g]
                 taps[("attn.probs", l, p)] = probs.ravel()
-                # Per head: mass, max, mean key / max(p, 1), mass after p (docs/taps.md).
+                # Per head: 1 - sum, max, mean key / max(p, 1), sum after p (docs/taps.md).
                 keys = np.arange(n_ctx)
                 taps[("attn.probs.summary", l, p)] = np.stack(
-                    [probs.sum(1), probs.max(1), (probs * keys).sum(1) / max(p, 1), probs[:, p + 1:].sum(1)],
+                    [1 - probs.sum(1), probs.max(1), (probs * keys).sum(1) / max(p, 1), probs[:, p + 1:].sum(1)],
                     axis=1).ravel()
                 taps[("attn.out", l, p)] = out.ravel()
                 o = self.w[b + "attn_output.weight"] @ out.ravel()

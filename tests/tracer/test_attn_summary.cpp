@@ -23,17 +23,21 @@ std::vector<float> two_heads() {
           0.25f, 0.25f, 0.25f, 0, 0.25f};
 }
 
-TEST(AttnSummary, MassMaxMeanKeyAndFutureWeight) {
+TEST(AttnSummary, MissingMaxMeanKeyAndFutureWeight) {
   const std::vector<float> probs = two_heads();
   std::vector<float> s(2 * kAttnSummaryFields);
   summarize_attention_row(probs.data(), 2, 5, 2, s.data());
-  EXPECT_EQ(s, (std::vector<float>{1, 1, 1, 0,  // on key p: mean_key 1
-                                   1, 0.25f, (0.25f * (0 + 1 + 2 + 4)) / 2, 0.25f}));
+  EXPECT_EQ(s, (std::vector<float>{0, 1, 1, 0,  // on key p: mean_key 1
+                                   0, 0.25f, (0.25f * (0 + 1 + 2 + 4)) / 2, 0.25f}));
   // Position 0: the mean key is not divided by 0.
   std::vector<float> first(kAttnSummaryFields);
   const std::vector<float> on_key_one = {0, 1, 0};
   summarize_attention_row(on_key_one.data(), 1, 3, 0, first.data());
-  EXPECT_EQ(first, (std::vector<float>{1, 1, 1, 1}));
+  EXPECT_EQ(first, (std::vector<float>{0, 1, 1, 1}));
+  // A row that does not sum to 1 (a softmax over more keys than it keeps) misses the rest.
+  const std::vector<float> short_row = {0.5f, 0.25f, 0};
+  summarize_attention_row(short_row.data(), 1, 3, 1, first.data());
+  EXPECT_EQ(first[0], 0.25f);
 }
 
 TEST(AttnSummary, LongRowsAgreeWithADirectSum) {
@@ -51,7 +55,7 @@ TEST(AttnSummary, LongRowsAgreeWithADirectSum) {
   }
   std::vector<float> s(kAttnSummaryFields);
   summarize_attention_row(probs.data(), 1, width, p, s.data());
-  EXPECT_NEAR(s[0], mass, 1e-5 * mass);
+  EXPECT_NEAR(s[0], 1 - mass, 1e-5 * mass);
   EXPECT_EQ(s[1], max);
   EXPECT_NEAR(s[2], key / p, 1e-5 * key / p);
   EXPECT_NEAR(s[3], future, 1e-5 * future);

@@ -431,7 +431,7 @@ def test_python_writer_derives_the_attention_summary_as_the_cpp_one_does(tmp_pat
     with tt.TraceReader(str(path)) as r:
         _, derived = r.read("attn.probs.summary", 0)
         _, kept = r.read("attn.probs.summary", 1)
-    np.testing.assert_array_equal(derived[0], [[1, 1, 1, 0], [1, 0.25, 0.25 * 7 / 2, 0.25]])
+    np.testing.assert_array_equal(derived[0], [[0, 1, 1, 0], [0, 0.25, 0.25 * 7 / 2, 0.25]])
     np.testing.assert_array_equal(kept, own)
     # Both readers see the same values: the C++ one through trace_test_dump.
     values = dump(path)["values"]

@@ -58,7 +58,7 @@ void summarize_attention_row(const float* probs, std::int64_t n_head, std::int64
     const float* w = probs + h * width;
     const KeySums past = sum_keys(w, 0, visible_end), future = sum_keys(w, visible_end, width);
     float* s = summary + h * kAttnSummaryFields;
-    s[0] = float(past.mass + future.mass);
+    s[0] = float(1.0 - (past.mass + future.mass));
     s[1] = std::max(past.max, future.max);
     s[2] = float((past.weighted_key + future.weighted_key) * key_scale);
     s[3] = float(future.mass);

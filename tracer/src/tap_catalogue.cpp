@@ -56,7 +56,7 @@ const std::vector<TapSpec> kCatalogue = {
     {"attn.probs", kLayer, 10, {one(S::n_head), one(S::n_ctx)}, 2, kEvery, kAlways,
      "softmax weights per head over positions 0..n_ctx-1; 0 outside the visible context (causal, and the window of a sliding layer)"},
     {"attn.probs.summary", kLayer, 11, {one(S::n_head), one(S::summary_fields)}, 2, kEvery, kAlways,
-     "per head: mass, max, mean key / p and mass after p of the attn.probs row (derived by the trace writer)"},
+     "per head: 1 - sum, max, mean key / p and sum after p of the attn.probs row (derived by the trace writer)"},
     {"attn.out", kLayer, 12, {product(S::n_head, S::head_dim), kNone}, 1, kEvery, kAlways,
      "attention output per head, before the output projection"},
     {"attn_output", kLayer, 13, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
