@@ -190,7 +190,7 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
       actual.push_back(trace_row(b, f.name, f.layer, p));
       expected.push_back(trace_row(a, f.name, f.layer, p));
     }
-    const Judgement j = judge(candidates, positions, actual, expected, t ? t->threshold_nmse : 1e-8);
+    const Judgement j = judge(candidates, positions, actual, expected, t ? t->threshold_nmse : 1e-8, f.name);
     d.baseline_residual = j.baseline_residual;
     if (!j.reproducing.empty()) {
       const Judged& best = j.reproducing.front();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "diff/hypotheses.hpp"
@@ -29,8 +30,9 @@ struct Judgement {
 
 // actual/expected: the rows at `positions` (expected may be empty rows where it lacks them).
 // tolerance: the tap's threshold (nmse) in the run's precision. A variant reproduces B within it
-// (at most 1e-3); replays closer than a tenth of it cannot be told apart.
+// (at most 1e-3); replays closer than a tenth of it cannot be told apart. tap: the short name,
+// where rows encode others (attn.probs.summary stands for an attn.probs row).
 Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std::int64_t>& positions,
-                const Rows& actual, const Rows& expected, double tolerance);
+                const Rows& actual, const Rows& expected, double tolerance, std::string_view tap = {});
 
 }  // namespace tapdiff::diff

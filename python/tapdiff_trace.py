@@ -329,9 +329,15 @@ class TraceWriter:
                                  f"layer {layer}: listed twice in precreate")
             seen.add((name, layer))
             stacks.setdefault((name, shape), []).append(layer)
-            if name == ATTN_PROBS and len(shape) == 2 and self._derives_summary:
-                seen.add((ATTN_SUMMARY, layer))
-                stacks.setdefault((ATTN_SUMMARY, (shape[0], len(ATTN_SUMMARY_FIELDS))), []).append(layer)
+        # The summaries the writer will derive, where the list does not name them itself.
+        if self._derives_summary:
+            for (name, shape), layers in list(stacks.items()):
+                if name != ATTN_PROBS or len(shape) != 2:
+                    continue
+                for layer in layers:
+                    if (ATTN_SUMMARY, layer) not in seen:
+                        seen.add((ATTN_SUMMARY, layer))
+                        stacks.setdefault((ATTN_SUMMARY, (shape[0], len(ATTN_SUMMARY_FIELDS))), []).append(layer)
         return stacks
 
     def __enter__(self) -> "TraceWriter":

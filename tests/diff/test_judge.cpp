@@ -113,6 +113,19 @@ TEST(Judge, AGenericCopyMustBeExact) {
             std::vector<std::string>{"the values of ffn_norm"});
 }
 
+// attn.probs.summary of an all-zero attn.probs row (every head: 1 missing, max 0) is judged as
+// the zero row it stands for: a variant that also attends to nothing fits it only by design.
+TEST(Judge, TheSummaryOfAZeroRowIsAZeroRow) {
+  const Rows nothing = {{1, 0, 0, 0, 1, 0, 0, 0}, {1, 0, 0, 0, 1, 0, 0, 0}};
+  const Rows expected = {{0, 0.5f, 1, 0, 0, 0.9f, 0.7f, 0}, {0, 0.4f, 0.8f, 0, 0, 0.6f, 0.9f, 0}};
+  std::vector<Candidate> c = {replaying("correct", "", expected, true), replaying("empty window", "kv-cache", nothing)};
+  EXPECT_EQ(variants(judge(c, kPositions, nothing, expected, 1e-8).reproducing), std::vector<std::string>{"empty window"});
+  EXPECT_TRUE(judge(c, kPositions, nothing, expected, 1e-8, "attn.probs.summary").reproducing.empty());
+  c[1].explains_zeros = true;
+  EXPECT_EQ(variants(judge(c, kPositions, nothing, expected, 1e-8, "attn.probs.summary").reproducing),
+            std::vector<std::string>{"empty window"});
+}
+
 // The bar is the tap's tolerance in the run's precision: in f32 a variant 1e-5 off is not a
 // reproduction; in a precision whose tolerance is 1e-3, it is.
 TEST(Judge, TheBarIsThePrecisionsTolerance) {

@@ -2,6 +2,8 @@
 // (kept where the filter drops attn.probs, not derived where the producer records it).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "support/temp_dir.hpp"
@@ -38,6 +40,12 @@ TEST(AttnSummary, MissingMaxMeanKeyAndFutureWeight) {
   const std::vector<float> short_row = {0.5f, 0.25f, 0};
   summarize_attention_row(short_row.data(), 1, 3, 1, first.data());
   EXPECT_EQ(first[0], 0.25f);
+  // A NaN weight makes every field it enters NaN, the largest weight included (as numpy's max,
+  // which the Python writer uses); the weight after p it does not enter stays.
+  const std::vector<float> with_nan = {std::numeric_limits<float>::quiet_NaN(), 0.5f, 0, 0.25f};
+  summarize_attention_row(with_nan.data(), 1, 4, 1, first.data());
+  EXPECT_TRUE(std::isnan(first[0]) && std::isnan(first[1]) && std::isnan(first[2])) << first[1];
+  EXPECT_EQ(first[3], 0.25f);
 }
 
 TEST(AttnSummary, LongRowsAgreeWithADirectSum) {

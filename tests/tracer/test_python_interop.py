@@ -437,3 +437,20 @@ def test_python_writer_derives_the_attention_summary_as_the_cpp_one_does(tmp_pat
     values = dump(path)["values"]
     np.testing.assert_array_equal(np.array(values["blk.0.attn.probs.summary"]["values"], dtype=np.float32),
                                   derived.ravel())
+
+
+def test_precreating_the_summary_with_or_without_its_probabilities(tmp_path):
+    # A copy loop precreates every tap of a trace in reader order (attn.probs, then its summary):
+    # the writer adds the summaries it derives only where the list does not name them itself.
+    probs = np.array([[[0, 0, 1, 0, 0], [0.25, 0.25, 0.25, 0, 0.25]]], dtype=np.float32)
+    for order in ([("attn.probs", 0, (2, 5)), ("attn.probs.summary", 0, (2, 4))],
+                  [("attn.probs.summary", 0, (2, 4)), ("attn.probs", 0, (2, 5))],
+                  [("attn.probs", 0, (2, 5))]):
+        path = tmp_path / "precreated.h5"
+        with tt.TraceWriter(str(path), tokens=[1, 2, 3], prompt_length=3, precreate=order) as w:
+            w.record("attn.probs", 0, 2, probs)
+            w.end_step()
+        with tt.TraceReader(str(path)) as r:
+            _, summary = r.read("attn.probs.summary", 0)
+        np.testing.assert_array_equal(summary[0], [[0, 1, 1, 0], [0, 0.25, 0.25 * 7 / 2, 0.25]])
+        assert dump(path)["complete"] is True

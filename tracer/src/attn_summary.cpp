@@ -6,6 +6,9 @@
 namespace tapdiff {
 namespace {
 
+// The larger of m and x, NaN once either is (as numpy's max, which the Python writer uses).
+inline float larger(float m, float x) { return m < x || x != x ? x : m; }
+
 // Sums over keys [begin, end) in sixteen lanes (a loop the compiler vectorizes; one running
 // double sum would not be), added in double.
 struct KeySums {
@@ -31,19 +34,19 @@ KeySums sum_keys(const float* w, std::int64_t begin, std::int64_t end) {
       const float x = w[j + l];
       mass[l] += x;
       weighted[l] += x * key[l];
-      max[l] = max[l] < x ? x : max[l];
+      max[l] = larger(max[l], x);
       key[l] += float(kLanes);
     }
   }
   for (int l = 0; l < kLanes; ++l) {
     s.mass += mass[l];
     s.weighted_key += weighted[l] + double(begin) * mass[l];
-    s.max = std::max(s.max, max[l]);
+    s.max = larger(s.max, max[l]);
   }
   for (; j < end; ++j) {
     s.mass += w[j];
     s.weighted_key += double(w[j]) * double(j);
-    s.max = std::max(s.max, w[j]);
+    s.max = larger(s.max, w[j]);
   }
   return s;
 }
@@ -59,7 +62,7 @@ void summarize_attention_row(const float* probs, std::int64_t n_head, std::int64
     const KeySums past = sum_keys(w, 0, visible_end), future = sum_keys(w, visible_end, width);
     float* s = summary + h * kAttnSummaryFields;
     s[0] = float(1.0 - (past.mass + future.mass));
-    s[1] = std::max(past.max, future.max);
+    s[1] = larger(future.max, past.max);
     s[2] = float((past.weighted_key + future.weighted_key) * key_scale);
     s[3] = float(future.mass);
   }

@@ -93,7 +93,8 @@ void tapdiff_trace_config_init(tapdiff_trace_config* cfg);
 tapdiff_status tapdiff_trace_open(const char* path, const tapdiff_trace_config* cfg,
                                   tapdiff_trace** out);
 
-/* 1 when the tap is recorded at this position, 0 otherwise (also for a NULL handle). */
+/* 1 when the tap is recorded at this position, 0 otherwise (also for a NULL handle). For
+ * "attn.probs", also 1 where only its summary, "attn.probs.summary", is recorded. */
 int tapdiff_trace_enabled(const tapdiff_trace* trace, const char* name, int layer,
                           int64_t position);
 /* 1 when any position in [first_position, first_position + n_positions) is recorded. */
@@ -101,7 +102,8 @@ int tapdiff_trace_enabled_range(const tapdiff_trace* trace, const char* name, in
                                 int64_t first_position, int64_t n_positions);
 
 /* rows: (n_rows, row_shape[0], ..., row_shape[row_rank-1]) float32, row-major, for positions
- * first_position .. first_position + n_rows - 1. layer = -1 for global taps. */
+ * first_position .. first_position + n_rows - 1. layer = -1 for global taps. Recording
+ * "attn.probs" also records "attn.probs.summary" (docs/taps.md) at the end of the step. */
 tapdiff_status tapdiff_trace_record(tapdiff_trace* trace, const char* name, int layer,
                                     int64_t first_position, int64_t n_rows,
                                     const int64_t* row_shape, int row_rank, const float* rows);

@@ -67,12 +67,11 @@ public:
   // positions first_position .. first_position + n_rows - 1. Rows the filter disables are
   // dropped. name is the short name, layer -1 for global taps. Positions of a tap must
   // increase from record to record. Throws TraceError; a rejected record changes nothing.
-  void record(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
-              const RowShape& row_shape, const float* rows);
-
   // Recording attn.probs also records attn.probs.summary (tapdiff/attn_summary.hpp) at the end
   // of the step where the filter keeps it, unless the producer records attn.probs.summary of
   // that layer itself.
+  void record(std::string_view name, int layer, std::int64_t first_position, std::int64_t n_rows,
+              const RowShape& row_shape, const float* rows);
 
   // Tokens for the next positions (generation appends one per step).
   void append_tokens(const std::int32_t* tokens, std::size_t n);
