@@ -40,7 +40,11 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
       ->capture_default_str();
   cmd->add_option("--precision", e.precision, "Engine precision: f32 | f16 | bf16 | q8")->capture_default_str();
   cmd->add_option("--inject", e.fault, "Engine fault to inject (see `tapdiff faults`)");
-  cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference");
+  auto* taps = cmd->add_option("--taps", e.taps.names,
+                               "Tap name globs both runs record, e.g. '!*.attn.probs' for a long prompt (the "
+                               "attention summary stays)");
+  cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference")
+      ->excludes(taps);
   cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16 or a JSON file");
   cmd->add_option("--keep-traces", o->keep, "Keep the traces in this directory");
   cmd->add_option("--repeat", o->repeat,
@@ -57,7 +61,8 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
   auto* corpus = cmd->add_option("--corpus", o->corpus.file,
                                  "Instead of one prompt: this text (.txt) or token file (.tokens) in windows, "
                                  "logits only, scored as llama-perplexity --kl-divergence");
-  corpus->excludes("--golden")->excludes(invariance)->excludes("--tokens")->excludes("--prompt")->excludes("--repeat");
+  corpus->excludes("--golden")->excludes(invariance)->excludes("--tokens")->excludes("--prompt")->excludes("--repeat")
+      ->excludes(taps);
   cmd->add_option("--window", o->corpus.window, "With --corpus: tokens per window (the second half is scored)")
       ->capture_default_str()->needs(corpus);
   cmd->add_option("--max-windows", o->corpus.max_windows, "With --corpus: score at most this many windows (0: all)")
@@ -125,6 +130,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
       reference.model = engine.model;
       reference.prompt = engine.prompt;
       reference.n_predict = engine.n_predict;
+      reference.taps = engine.taps;
       reference.trace = (dir / "reference.h5").string();
       run_model(reference);
       expected = reference.trace;

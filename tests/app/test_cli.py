@@ -219,6 +219,18 @@ def test_check_exit_codes_and_golden(qwen, tmp_path):
     assert run("check", "--golden", ref, "--inject", "no-such-fault").returncode == 2
 
 
+def test_check_of_a_long_prompt_without_the_attention_weights(qwen, tmp_path):
+    # Both runs leave attn.probs out; the finding is in its summary, with its class.
+    model, _ = qwen
+    common = ["check", "-m", model, "--tokens", PROMPT, "-n", 4, "--taps", "!*.attn.probs", "--format", "json"]
+    assert run(*common).returncode == 0
+    p = run(*common, "--inject", "attn-scale")
+    report = json.loads(p.stdout)
+    assert p.returncode == 1 and report["first_divergence"]["tap"] == "blk.0.attn.probs.summary", report["first_divergence"]
+    assert report["diagnosis"]["class"] == "attention-scale", report["diagnosis"]
+    assert not any(t["name"] == "attn.probs" for t in report["taps"])
+
+
 def test_repeated_runs_of_the_host_engine_agree(qwen, tmp_path):
     """--repeat compares the runs bit for bit (the detection itself: test_compare.cpp); the host
     engine is deterministic, so repeats agree and their traces are removed."""
