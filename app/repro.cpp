@@ -49,11 +49,12 @@ bool records_every_tap_but_probs(const TraceReader& trace) {
   const TapFilterSpec& spec = trace.filter();
   if (!spec.layers.empty() || !spec.positions.empty()) return false;
   const TapFilter filter = TapFilter::parse(spec);
-  const int n_layer = trace.metadata().dims ? int(trace.metadata().dims->n_layer) : 0;
+  const int n_layer = trace.metadata().dims ? int(trace.metadata().dims->n_layer) : 1;
   for (const TapSpec& tap : tap_catalogue()) {
     if (tap.name == "attn.probs") continue;
-    for (int layer = tap.scope == TapScope::global ? -1 : 0; layer < std::max(n_layer, 1); ++layer)
-      if (!filter.tap_enabled(tap.name, tap.scope == TapScope::global ? -1 : layer)) return false;
+    if (tap.scope == TapScope::global && !filter.tap_enabled(tap.name, -1)) return false;
+    for (int layer = 0; tap.scope == TapScope::layer && layer < n_layer; ++layer)
+      if (!filter.tap_enabled(tap.name, layer)) return false;
   }
   return true;
 }

@@ -135,8 +135,9 @@ private:
   void parse();
 
   std::string path_;
-  std::shared_ptr<const void> owner_;  // MappedFile or byte vector
-  std::shared_ptr<const MappedFile> mapped_;  // the owner when opened from disk
+  // The owner of bytes_: the mapping of a file opened from disk, or the bytes given.
+  std::shared_ptr<const MappedFile> mapped_;
+  std::shared_ptr<const std::vector<std::uint8_t>> given_;
   const std::uint8_t* bytes_ = nullptr;
   std::uint64_t size_ = 0;
   std::uint32_t version_ = 0;

@@ -141,8 +141,7 @@ GgufFile GgufFile::open(const std::string& path) {
   f.path_ = path;
   f.bytes_ = mapped->data();
   f.size_ = mapped->size();
-  f.mapped_ = mapped;
-  f.owner_ = std::move(mapped);
+  f.mapped_ = std::move(mapped);
   f.parse();
   return f;
 }
@@ -157,7 +156,7 @@ GgufFile GgufFile::from_bytes(std::string name, std::vector<std::uint8_t> bytes)
   f.path_ = std::move(name);
   f.bytes_ = owned->data();
   f.size_ = owned->size();
-  f.owner_ = std::move(owned);
+  f.given_ = std::move(owned);
   f.parse();
   return f;
 }
