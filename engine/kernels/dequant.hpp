@@ -37,6 +37,8 @@ struct DequantQuirks {
   bool q8_quant_unsigned = false;
   // Fault dequant-q8-block-stride: Q8_0 blocks addressed every 32 bytes (the quants alone).
   bool q8_block_stride_quants = false;
+
+  TD_HD bool any() const { return q8_scale_as_bf16 || q8_quant_unsigned || q8_block_stride_quants; }
 };
 
 // A tensor in its GGUF encoding, as a kernel reads it.

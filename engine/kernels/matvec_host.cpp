@@ -1,5 +1,6 @@
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/matvec_avx512.hpp"
 
 namespace tapdiff::engine {
 namespace {
@@ -20,9 +21,11 @@ constexpr std::int64_t kRowsPerTask = 16;
 
 void matvec_host(const MatvecArgs& a) {
   const std::int64_t tasks = (a.rows + kRowsPerTask - 1) / kRowsPerTask;
+  const bool avx512 = matvec_avx512_applies(a);
   host_for(tasks, kRowsPerTask * a.k, [&](std::int64_t t) {
-    const std::int64_t r0 = t * kRowsPerTask;
-    matvec_rows(a, r0, r0 + kRowsPerTask < a.rows ? r0 + kRowsPerTask : a.rows);
+    const std::int64_t r0 = t * kRowsPerTask, r1 = r0 + kRowsPerTask < a.rows ? r0 + kRowsPerTask : a.rows;
+    if (avx512) matvec_avx512_rows(a, r0, r1);
+    else matvec_rows(a, r0, r1);
   });
 }
 

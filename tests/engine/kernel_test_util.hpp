@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +50,20 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& actual,
          << bad << " of " << actual.size() << " elements outside atol " << atol << " + rtol "
          << rtol << "; worst [" << worst << "] " << actual[worst] << " vs " << expected[worst]
          << first.str();
+}
+
+// The same float32 bits everywhere, a NaN standing for any NaN: which of two NaN operands
+// an addition returns is the compiler's choice.
+inline ::testing::AssertionResult same_floats(const std::vector<float>& actual, const std::vector<float>& expected) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const bool nans = std::isnan(actual[i]) && std::isnan(expected[i]);
+    if (!nans && std::memcmp(&actual[i], &expected[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "[" << i << "] " << actual[i] << " vs " << expected[i] << " (of "
+                                           << actual.size() << ")";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace tapdiff::engine::test

@@ -2,19 +2,23 @@
 // table of shapes per op; dequantization bit for bit against model/'s decoder (the test's
 // oracle; the engine itself never uses model/'s).
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <gtest/gtest.h>
 
 #include "engine/executor.hpp"
+#include "engine/kernels/matvec_avx512.hpp"
 #include "kernel_test_util.hpp"
 #include "model/dequantize.hpp"
 #include "model/half.hpp"
+#include "model/quant_blocks.hpp"
 #include "model/quantize.hpp"
 
 namespace tapdiff::engine {
 namespace {
 
 using test::all_close;
+using test::same_floats;
 using test::test_values;
 
 class HostOps : public ::testing::Test {
@@ -188,6 +192,71 @@ TEST_F(HostOps, MatvecOnEveryEncodingMatchesItsDecodedWeights) {
           << t.name << " rounded to " << elem_type_name(round);
     }
   }
+}
+
+// Arbitrary bytes of `type`, rows x cols: every bit pattern, or (finite) with the top exponent
+// bit of every float field cleared (the values, or the blocks' scales d and m), so that rows
+// sum subnormals, zeros and large values rather than NaNs.
+std::vector<std::uint8_t> arbitrary_bytes(const GgmlTypeTraits& t, std::int64_t elems, bool finite) {
+  std::vector<std::uint8_t> bytes(std::size_t(elems / t.block_elems * t.block_bytes));
+  std::uint64_t state = 63;
+  for (std::uint8_t& b : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    b = std::uint8_t(state >> 56);
+  }
+  if (!finite) return bytes;
+  std::vector<std::size_t> top_bytes;  // in each block (a plain type: each element)
+  switch (t.type) {
+    case GgmlType::F32: top_bytes = {3}; break;
+    case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: top_bytes = {1}; break;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: top_bytes = {1, 3}; break;
+    case GgmlType::Q6_K: top_bytes = {offsetof(BlockQ6_K, d) + 1}; break;
+  }
+  // Bit 6 of the top byte: bit 30 of a float32, bit 14 of a 16-bit float.
+  for (std::size_t b = 0; b < bytes.size(); b += std::size_t(t.block_bytes))
+    for (std::size_t i : top_bytes) bytes[b + i] &= 0xbf;
+  return bytes;
+}
+
+// Where the CPU has AVX-512 a decode step's products decode into registers
+// (kernels/matvec_avx512_host.cpp): the kernel body's results bit for bit, for quantized
+// weights and for arbitrary bytes (subnormal, NaN and infinite values and scales), every
+// encoding, with k ending inside a sub-block (the tail) and rows that leave a short last task.
+TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
+  if (!matvec_avx512_applies(MatvecArgs{})) GTEST_SKIP() << "no AVX-512 F here: matvec runs the kernel body's loops";
+  const std::int64_t rows = 37;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
+    const std::vector<float> x = test_values(std::size_t(cols), 62, 2.0f);
+    const std::vector<std::uint8_t> sets[3] = {quantize(t.type, test_values(std::size_t(rows * cols), 61, 0.1f)),
+                                               arbitrary_bytes(t, rows * cols, false), arbitrary_bytes(t, rows * cols, true)};
+    const char* names[3] = {"quantized", "arbitrary bytes", "arbitrary finite bytes"};
+    for (int set = 0; set < 3; ++set) {
+      for (const std::int64_t k : {cols, std::int64_t(300), std::int64_t(37), std::int64_t(0)}) {
+        MatvecArgs a{Encoded{sets[set].data(), t.type, {}}, cols, rows, k, x.data(), nullptr};
+        ASSERT_TRUE(matvec_avx512_applies(a));
+        std::vector<float> want(static_cast<std::size_t>(rows)), got(want.size(), -7.0f), launched(want.size(), -7.0f);
+        a.y = want.data();
+        for (std::int64_t r = 0; r < rows; ++r) matvec_row(a, r);
+        a.y = got.data();
+        matvec_avx512_rows(a, 0, rows);
+        a.y = launched.data();
+        ex->matvec(a);
+        EXPECT_TRUE(same_floats(got, want)) << t.name << ", k " << k << ", " << names[set];
+        EXPECT_TRUE(same_floats(launched, want)) << t.name << ", k " << k << ", " << names[set];
+        if (set == 2) {
+          EXPECT_FALSE(std::isnan(want[0])) << t.name << ": a finite row";
+        }
+      }
+    }
+  }
+  // A rounding precision or a decoder quirk keeps the kernel body's decoders.
+  MatvecArgs rounded;
+  rounded.round = ElemType::bf16;
+  EXPECT_FALSE(matvec_avx512_applies(rounded));
+  MatvecArgs quirky;
+  quirky.w.quirks.q8_quant_unsigned = true;
+  EXPECT_FALSE(matvec_avx512_applies(quirky));
 }
 
 TEST_F(HostOps, MatvecSumsTheFirstKColumnsOfFewerRows) {
