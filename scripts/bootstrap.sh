@@ -49,13 +49,21 @@ if ! cmp -s "$PYTHON_REQUIREMENTS" "$stamp"; then
   cp "$PYTHON_REQUIREMENTS" "$stamp"
 fi
 
-# llama.cpp (TAPDIFF_LLAMA=OFF skips it): built from source by pip, without the multimodal library.
+# llama.cpp (TAPDIFF_LLAMA=OFF skips it): built from source by pip, without the multimodal library,
+# for this CPU (ggml's default -march=native) but without AMX: a CPU may list AMX while the
+# kernel under it does not give processes the tile state, and ggml's AMX kernels then die on an
+# illegal instruction (measured: tilezero in ggml_backend_amx_mul_mat, a Xeon VM whose cpuinfo
+# lists amx_int8; llama.cpp's CPU backend multiplies with AVX-512 VNNI instead). The stamp holds
+# the requirements and the flags; a change rebuilds, bypassing pip's cache of the old wheel.
+LLAMA_CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 llama_stamp="$VENV/.requirements-llama"
-if [ "${TAPDIFF_LLAMA:-AUTO}" != OFF ] && ! cmp -s "$LLAMA_REQUIREMENTS" "$llama_stamp"; then
+llama_build="$(cat "$LLAMA_REQUIREMENTS"; echo "CFLAGS=$LLAMA_CFLAGS")"
+if [ "${TAPDIFF_LLAMA:-AUTO}" != OFF ] && [ "$llama_build" != "$(cat "$llama_stamp" 2>/dev/null)" ]; then
   echo "bootstrap: building llama-cpp-python from $LLAMA_REQUIREMENTS (libllama for --backend llama.cpp; a few minutes, once)"
-  CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" \
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$LLAMA_REQUIREMENTS"
-  cp "$LLAMA_REQUIREMENTS" "$llama_stamp"
+  "$VENV/bin/python" -m pip uninstall -q -y llama-cpp-python >/dev/null 2>&1 || true
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" CFLAGS="$LLAMA_CFLAGS ${CFLAGS:-}" CXXFLAGS="$LLAMA_CFLAGS ${CXXFLAGS:-}" \
+    "$VENV/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check -r "$LLAMA_REQUIREMENTS"
+  echo "$llama_build" > "$llama_stamp"
 fi
 
 # transformers (TAPDIFF_TRANSFORMERS=OFF skips it): torch and its NVIDIA libraries, a few GB.

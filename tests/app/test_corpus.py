@@ -5,7 +5,6 @@ traces hold; a clean engine passes its precision's gate, a small real fault fail
 import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import h5py
@@ -18,8 +17,8 @@ TEXT = ROOT / "fixtures" / "corpus" / "stories.txt"
 SMOLLM2 = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def run(*args, code=None):
-    p = subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=600)
+def run(*args, code=None, env=None):
+    p = subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=600, env=env)
     if code is not None:
         assert p.returncode == code, f"exit {p.returncode}\nstdout:{p.stdout}\nstderr:{p.stderr}"
     return p
@@ -150,14 +149,18 @@ def test_a_clean_engine_passes_its_precisions_gate(qwen2, tmp_path, precision):
 
 
 def test_the_text_report_is_laid_out_as_llama_perplexity_prints_it(qwen2, tmp_path):
+    # A temporary directory of its own: another run's (a killed one's) leftovers are not this run's.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     p = run("check", "-m", qwen2, "--corpus", TEXT, "--window", 32, "--max-windows", 2, "--report",
-            tmp_path / "r.md", code=0)
+            tmp_path / "r.md", code=0, env=dict(os.environ, TMPDIR=str(tmp)))
     for line in ("====== Perplexity statistics ======", "Mean PPL(Q)                   :", "Mean    KLD:",
                  "99.9%   KLD:", "Median  KLD:", "RMS Δp    :", "Same top p:"):
         assert line in p.stdout, line
     assert "windows of 32" in p.stdout and (tmp_path / "r.md").read_text().startswith("## Corpus check: PASS")
-    # Without the files: the window traces are removed as soon as they are scored.
-    assert not list(Path(tempfile.gettempdir()).glob("tapdiff-check-*/window-*.h5"))
+    # Without the files: the window traces are removed as soon as they are scored, their
+    # directory at the end.
+    assert not list(tmp.iterdir())
 
 
 def test_a_token_file_and_the_gate_options(qwen2, tmp_path):
