@@ -23,6 +23,7 @@ public:
   std::string describe() const override { return description_; }
   bool host_visible() const override { return false; }
   ElemType weight_storage(ElemType precision) const override { return precision; }
+  bool matvec_streams_f32() const override { return false; }
 
   Buffer allocate(std::size_t bytes) override;
   void upload(void* dst, const void* src, std::size_t bytes) override;

@@ -48,6 +48,10 @@ public:
   // executor keeps 16-bit weights in 16 bits for cublasGemmEx; OpenBLAS needs float32, so the
   // host executor keeps the 16-bit values in float32.
   virtual ElemType weight_storage(ElemType precision) const = 0;
+  // Whether a decode step multiplies a float32 matrix at f32 precision with matvec rather than
+  // the GEMM: where the host's AVX-512 matvec streams float32 faster than OpenBLAS's dot
+  // products (docs/engine.md, "Weights in their encoding"); cuBLAS's own GEMV otherwise.
+  virtual bool matvec_streams_f32() const = 0;
 
   // Memory. Buffers come zero-filled. upload/download copy bytes between host memory and a
   // buffer of this executor; download returns once the data is on the host.

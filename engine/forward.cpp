@@ -74,8 +74,8 @@ void Forward::norm(const Buffer& weight, int n) {
 }
 
 // Weight matrices stay in their GGUF encoding. A decode step (one column, W read row by row)
-// runs the matvec kernel, which decodes as it goes, except for an F32 weight at f32 precision:
-// cuBLAS / OpenBLAS stream float32 as it is at full bandwidth. A batch multiplies a weight the
+// runs the matvec kernel, which decodes as it goes, except for an F32 weight at f32 precision
+// where the executor's GEMM streams float32 faster (cuBLAS; OpenBLAS on a CPU without AVX-512). A batch multiplies a weight the
 // GEMM reads as it is (float32, or the CUDA executor's 16-bit operand type at that precision)
 // directly, and otherwise decodes slices of W's rows into a scratch matrix and multiplies each,
 // as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
@@ -90,7 +90,7 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   const bool by_rows = op_w == OP_T && ldw == w.cols;
   if (int8_activations_ && by_rows && q8_multipliable(w.encoded()) && k % kQ8Block == 0)
     return gemm_q8(m, n, k, w, b, ldb, c, ldc);
-  const bool f32_as_is = w.type == GgmlType::F32 && precision_ == ElemType::f32;
+  const bool f32_as_is = w.type == GgmlType::F32 && precision_ == ElemType::f32 && !ex_.matvec_streams_f32();
   if (by_rows && n == 1 && !f32_as_is) return ex_.matvec(MatvecArgs{w.encoded(), w.cols, m, k, b, c, precision_});
   const auto stored = operand_as_stored(w.type);
   if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "engine/host_kernels.hpp"
+#include "engine/kernels/matvec_avx512.hpp"
 
 namespace tapdiff::engine {
 
@@ -40,6 +41,7 @@ public:
   }
   bool host_visible() const override { return true; }
   ElemType weight_storage(ElemType) const override { return ElemType::f32; }
+  bool matvec_streams_f32() const override { return matvec_avx512_applies(MatvecArgs{}); }
 
   Buffer allocate(std::size_t bytes) override { return allocate_host(bytes); }
   void upload(void* dst, const void* src, std::size_t bytes) override {

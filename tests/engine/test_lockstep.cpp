@@ -24,6 +24,7 @@ public:
   std::string describe() const override { return "device-like memory (test)"; }
   bool host_visible() const override { return false; }
   ElemType weight_storage(ElemType) const override { return ElemType::f32; }
+  bool matvec_streams_f32() const override { return false; }
   Buffer allocate(std::size_t bytes) override { return allocate_host(bytes); }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     ++uploads;
