@@ -10,7 +10,8 @@ Timing. llama.cpp: pp = one llama_eval of the prompt, tg = one-token evals after
 prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so its figures
 are differences of whole `tapdiff run` commands that differ only in the work measured:
 tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 127 / (T(128 tokens, -n 1) -
-T(1 token, -n 1)); loading, hashing and startup cancel. Best of --reps for every figure.
+T(1 token, -n 1)); loading, hashing and startup cancel. tapdiff: the median of --reps such
+differences, each pair of runs back to back (a busy shared machine drifts); llama.cpp: best of --reps.
 Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
 in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
 a child's ru_maxrss starts from its parent's resident size at fork.
@@ -70,13 +71,23 @@ class Tapdiff:
     def run_time(self, backend, model, n_prompt, n_predict, precision):
         cmd = [self.exe, "run", "--backend", backend, "-m", model, "--tokens", csv(tokens(n_prompt)),
                "-n", n_predict, "--precision", precision]
-        return min(measure(cmd, self.env)[0] for _ in range(self.reps))
+        return measure(cmd, self.env)[0]
+
+    def work_time(self, backend, model, n_prompt, n_predict, precision):
+        """The median over --reps pairs of T(n_prompt, n_predict) - T(1, 1), each pair timed back to
+        back, so that a machine whose speed drifts shifts both runs of a pair alike."""
+        diffs = sorted(self.run_time(backend, model, n_prompt, n_predict, precision) -
+                       self.run_time(backend, model, 1, 1, precision) for _ in range(self.reps))
+        median = diffs[len(diffs) // 2]
+        if median <= 0:
+            raise SystemExit(f"{model}: the timing noise exceeded the work measured ({n_prompt} tokens, "
+                             f"-n {n_predict}: differences {diffs} s); rerun on a quieter machine")
+        return median
 
     def speeds(self, backend, model, pp=128, tg=64, precision="f32"):
-        base = self.run_time(backend, model, 1, 1, precision)
-        out = {"tg": tg / (self.run_time(backend, model, 1, tg + 1, precision) - base)}
+        out = {"tg": tg / self.work_time(backend, model, 1, tg + 1, precision)}
         if pp:
-            out["pp"] = (pp - 1) / (self.run_time(backend, model, pp, 1, precision) - base)
+            out["pp"] = (pp - 1) / self.work_time(backend, model, pp, 1, precision)
         return out
 
 
@@ -244,7 +255,7 @@ def main():
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads for every program "
         f"(OMP_WAIT_POLICY=active), llama-cpp-python {importlib.metadata.version('llama_cpp_python')}, Python {sys.version.split()[0]}. "
         "Method: see the docstring of bench/large_models.py.", "",
-        "## Throughput, side by side (tokens/s, best of " + str(args.reps) + ")", "",
+        "## Throughput, side by side (tokens/s; tapdiff: median of " + str(args.reps) + " pairs, llama.cpp: best of " + str(args.reps) + ")", "",
         "The engine keeps every matrix in its GGUF encoding. At f32 a decode step's matvec kernel decodes each "
         "block to float32 and multiplies it with float32 activations, and a batch decodes slices for OpenBLAS; at "
         "q8 the activations are quantized to 8 bits and multiplied as integers, as llama.cpp does "

@@ -75,10 +75,10 @@ void Forward::norm(const Buffer& weight, int n) {
 
 // Weight matrices stay in their GGUF encoding. A decode step (one column, W read row by row)
 // runs the matvec kernel, which decodes as it goes, except for an F32 weight at f32 precision
-// where the executor's GEMM streams float32 faster (cuBLAS; OpenBLAS on a CPU without AVX-512). A batch multiplies a weight the
-// GEMM reads as it is (float32, or the CUDA executor's 16-bit operand type at that precision)
-// directly, and otherwise decodes slices of W's rows into a scratch matrix and multiplies each,
-// as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
+// where the executor's GEMM streams float32 faster (cuBLAS; OpenBLAS on a CPU without
+// AVX-512). A batch multiplies a weight the GEMM reads as it is (float32, or the CUDA
+// executor's 16-bit operand type at that precision) directly, and otherwise decodes slices of
+// W's rows into a scratch matrix and multiplies each, as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
 // dimension, as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
 // At precision q8 a block-quantized W read by rows multiplies 8-bit activations instead, decode
 // and batch alike (gemm_q8), as llama.cpp's CPU backend does.
