@@ -223,7 +223,17 @@ std::vector<std::uint8_t> arbitrary_bytes(const GgmlTypeTraits& t, std::int64_t 
 // weights and for arbitrary bytes (subnormal, NaN and infinite values and scales), every
 // encoding, with k ending inside a sub-block (the tail) and rows that leave a short last task.
 TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
-  if (!matvec_avx512_applies(MatvecArgs{})) GTEST_SKIP() << "no AVX-512 F here: matvec runs the kernel body's loops";
+  // Taken exactly where the CPU supports it, on every CPU; never for a rounding precision or a
+  // decoder quirk, which keep the kernel body's decoders.
+  const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  EXPECT_EQ(cpu, matvec_avx512_applies(MatvecArgs{}));
+  MatvecArgs rounded;
+  rounded.round = ElemType::bf16;
+  EXPECT_FALSE(matvec_avx512_applies(rounded));
+  MatvecArgs quirky;
+  quirky.w.quirks.q8_quant_unsigned = true;
+  EXPECT_FALSE(matvec_avx512_applies(quirky));
+  if (!cpu) GTEST_SKIP() << "no AVX-512 F here: matvec runs the kernel body's loops";
   const std::int64_t rows = 37;
   for (const GgmlTypeTraits& t : kGgmlTypes) {
     const std::int64_t cols = t.block_elems == 256 ? 768 : 608;
@@ -250,13 +260,6 @@ TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
       }
     }
   }
-  // A rounding precision or a decoder quirk keeps the kernel body's decoders.
-  MatvecArgs rounded;
-  rounded.round = ElemType::bf16;
-  EXPECT_FALSE(matvec_avx512_applies(rounded));
-  MatvecArgs quirky;
-  quirky.w.quirks.q8_quant_unsigned = true;
-  EXPECT_FALSE(matvec_avx512_applies(quirky));
 }
 
 TEST_F(HostOps, MatvecSumsTheFirstKColumnsOfFewerRows) {
