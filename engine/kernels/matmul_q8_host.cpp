@@ -4,6 +4,7 @@
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matmul_q8k.hpp"
+#include "engine/kernels/matmul_q8k_decode.hpp"
 #include "engine/kernels/matmul_q8_tiles.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -291,7 +292,7 @@ constexpr std::int64_t kRowsPerTask = 16;
 }  // namespace
 
 void matmul_q8_host(const MatmulQ8Args& a) {
-  if (matmul_q8_tiles(a)) return;
+  if (matmul_q8_tiles(a) || matmul_q8k_decode(a)) return;
 #if TD_Q8_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   using Rows = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
