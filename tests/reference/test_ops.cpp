@@ -1,6 +1,7 @@
 // reference/ops against hand-computed cases: every formula checked on small vectors whose
 // outputs were worked out by hand (the arithmetic is in the comments).
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <vector>
 
@@ -46,6 +47,36 @@ TEST(RefOps, MatvecRowMajorAndTransposed) {
   expect_near(y, {3, 7}, 0, "S x");
   matvec(S.data(), ones.data(), 2, 2, y.data(), /*transposed=*/true);
   expect_near(y, {4, 6}, 0, "S^T x");
+}
+
+TEST(RefOps, DotIsSixteenOrderedSumsOnEveryCpu) {
+  // dot is compiled for AVX-512 too (target_clones): there its sixteen sums are one register's
+  // lanes, and must round exactly as the sums written out here do, unfused (an FMA rounds
+  // once where a multiply and an add round twice). Lengths below, at and past 16, and ragged.
+  std::vector<float> w(301), xf(301);
+  std::vector<double> xd(301);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    w[i] = std::sin(float(i) * 0.37f) * 1.7f;
+    xf[i] = std::cos(float(i) * 0.11f) / 3.0f;
+    xd[i] = double(xf[i]) * (1.0 + 1e-9 * double(i));
+  }
+  for (const int n : {0, 7, 16, 17, 64, 301}) {
+    float sf[16] = {};
+    double sd[16] = {};
+    for (int i = 0; i < n; ++i) {
+      volatile float pf = w[std::size_t(i)] * xf[std::size_t(i)];  // rounded: no fused add
+      sf[i % 16] += pf;
+      volatile double pd = double(w[std::size_t(i)]) * xd[std::size_t(i)];
+      sd[i % 16] += pd;
+    }
+    float want_f = 0;
+    double want_d = 0;
+    for (int j = 0; j < 16; ++j) want_f += sf[j], want_d += sd[j];
+    const float got_f = dot(w.data(), xf.data(), n);
+    const double got_d = dot(w.data(), xd.data(), n);
+    EXPECT_EQ(0, std::memcmp(&got_f, &want_f, sizeof got_f)) << n << ": " << got_f << " vs " << want_f;
+    EXPECT_EQ(0, std::memcmp(&got_d, &want_d, sizeof got_d)) << n << ": " << got_d << " vs " << want_d;
+  }
 }
 
 TEST(RefOps, AddBias) {
