@@ -18,6 +18,7 @@ namespace tapdiff::engine {
 namespace {
 
 using test::all_close;
+using test::arbitrary_bytes;
 using test::same_floats;
 using test::test_values;
 
@@ -192,30 +193,6 @@ TEST_F(HostOps, MatvecOnEveryEncodingMatchesItsDecodedWeights) {
           << t.name << " rounded to " << elem_type_name(round);
     }
   }
-}
-
-// Arbitrary bytes of `type`, rows x cols: every bit pattern, or (finite) with the top exponent
-// bit of every float field cleared (the values, or the blocks' scales d and m), so that rows
-// sum subnormals, zeros and large values rather than NaNs.
-std::vector<std::uint8_t> arbitrary_bytes(const GgmlTypeTraits& t, std::int64_t elems, bool finite) {
-  std::vector<std::uint8_t> bytes(std::size_t(elems / t.block_elems * t.block_bytes));
-  std::uint64_t state = 63;
-  for (std::uint8_t& b : bytes) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    b = std::uint8_t(state >> 56);
-  }
-  if (!finite) return bytes;
-  std::vector<std::size_t> top_bytes;  // in each block (a plain type: each element)
-  switch (t.type) {
-    case GgmlType::F32: top_bytes = {3}; break;
-    case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: top_bytes = {1}; break;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: top_bytes = {1, 3}; break;
-    case GgmlType::Q6_K: top_bytes = {offsetof(BlockQ6_K, d) + 1}; break;
-  }
-  // Bit 6 of the top byte: bit 30 of a float32, bit 14 of a 16-bit float.
-  for (std::size_t b = 0; b < bytes.size(); b += std::size_t(t.block_bytes))
-    for (std::size_t i : top_bytes) bytes[b + i] &= 0xbf;
-  return bytes;
 }
 
 // Where the CPU has AVX-512 a decode step's products decode into registers

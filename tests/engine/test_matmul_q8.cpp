@@ -9,6 +9,7 @@
 
 #include "engine/executor.hpp"
 #include "engine/kernels/matmul_q8_tiles.hpp"
+#include "engine/kernels/matmul_q8k_decode.hpp"
 #include "kernel_test_util.hpp"
 #include "model/dequantize.hpp"
 #include "model/quantize.hpp"
@@ -17,6 +18,8 @@ namespace tapdiff::engine {
 namespace {
 
 using test::all_close;
+using test::arbitrary_bytes;
+using test::same_floats;
 using test::test_values;
 
 // n rows of k activations quantized by the host executor in blocks of `block`, with their storage.
@@ -207,6 +210,38 @@ TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
   auto ex = make_host_executor();
   for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     expect_host_is_portable(*ex, type, 768, kQ8KBlock, matmul_q8k_row<KDotLoop>);
+}
+
+TEST(Q8, DecodeOfKQuantsIsThePortableRowForAnyBytes) {
+  // One activation row against the K-quants: where the CPU has AVX-512 VNNI it takes
+  // matmul_q8k_decode (two blocks a register, from the encoded bytes), and gives
+  // matmul_q8k_row's floats for any bytes: every integer and 6-bit scale a block can hold,
+  // Q6_K's negative scales, subnormal, huge and (not finite) NaN and infinite d and dmin; 37
+  // rows (not whole tasks of 16), every column or the first 512 of 768.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 37, cols = 768;
+  Quantized xq = quantize_rows(*ex, test_values(std::size_t(cols), 95, 2.0f), 1, cols, kQ8KBlock);
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+    for (const bool finite : {true, false})
+      for (const std::int64_t k : {cols, std::int64_t{512}}) {
+        const std::vector<std::uint8_t> bytes = arbitrary_bytes(ggml_type_traits(type), rows * cols, finite);
+        std::vector<float> host(std::size_t(rows), -7.0f), portable(std::size_t(rows), -7.0f);
+        const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, k, xq.rows(), 1, host.data(), rows};
+        EXPECT_EQ(matmul_q8k_decode(a), q8_tiles_supported()) << ggml_type_traits(type).name;
+        ex->matmul_q8(a);
+        MatmulQ8Args loop = a;
+        loop.y = portable.data();
+        for (std::int64_t r = 0; r < rows; ++r) matmul_q8k_row<KDotLoop>(loop, r, 0, 1);
+        EXPECT_TRUE(same_floats(host, portable))
+            << ggml_type_traits(type).name << (finite ? ", finite" : ", any bytes") << ", k " << k;
+      }
+  // Not one row, or not blocks of 256: the caller's.
+  const std::vector<std::uint8_t> q4_k = quantize(GgmlType::Q4_K, test_values(std::size_t(rows * cols), 96, 0.3f));
+  Quantized two = quantize_rows(*ex, test_values(std::size_t(2 * cols), 97), 2, cols, kQ8KBlock);
+  Quantized small = quantize_rows(*ex, test_values(std::size_t(cols), 98), 1, cols, kQ8Block);
+  std::vector<float> y(std::size_t(2 * rows));
+  EXPECT_FALSE(matmul_q8k_decode(MatmulQ8Args{Encoded{q4_k.data(), GgmlType::Q4_K, {}}, cols, rows, cols, two.rows(), 2, y.data(), rows}));
+  EXPECT_FALSE(matmul_q8k_decode(MatmulQ8Args{Encoded{q4_k.data(), GgmlType::Q4_K, {}}, cols, rows, cols, small.rows(), 1, y.data(), rows}));
 }
 
 TEST(Q8, BatchesTakeTheTilesWhereTheCpuHasVnni) {
