@@ -11,7 +11,8 @@ prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so
 are differences of whole `tapdiff run` commands that differ only in the work measured:
 tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 127 / (T(128 tokens, -n 1) -
 T(1 token, -n 1)); loading, hashing and startup cancel. tapdiff: the median of --reps such
-differences, each pair of runs back to back (a busy shared machine drifts); llama.cpp: best of --reps.
+differences, each pair of runs back to back (a busy shared machine drifts); llama.cpp: the median
+of --reps evaluations, the same statistic (the best of them favoured it on a noisy machine).
 Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
 in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
 a child's ru_maxrss starts from its parent's resident size at fork.
@@ -22,6 +23,7 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,19 +97,19 @@ def llama_speeds_here(model, reps, pp, tg):
     from llama_cpp import Llama
     m = Llama(model_path=str(model), n_ctx=512, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS,
               verbose=False)
-    best_pp = best_tg = 0.0
+    pps, tgs = [], []
     for _ in range(reps):
         m.reset()
         t0 = time.perf_counter()
         m.eval(tokens(pp))
-        best_pp = max(best_pp, pp / (time.perf_counter() - t0))
+        pps.append(pp / (time.perf_counter() - t0))
         m.reset()
         m.eval(tokens(1))
         t0 = time.perf_counter()
         for t in tokens(tg + 1)[1:]:
             m.eval([t])
-        best_tg = max(best_tg, tg / (time.perf_counter() - t0))
-    return {"pp": best_pp, "tg": best_tg}
+        tgs.append(tg / (time.perf_counter() - t0))
+    return {"pp": statistics.median(pps), "tg": statistics.median(tgs)}
 
 
 def quantize_here(src, dst, ftype):
@@ -255,7 +257,7 @@ def main():
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads for every program "
         f"(OMP_WAIT_POLICY=active), llama-cpp-python {importlib.metadata.version('llama_cpp_python')}, Python {sys.version.split()[0]}. "
         "Method: see the docstring of bench/large_models.py.", "",
-        "## Throughput, side by side (tokens/s; tapdiff: median of " + str(args.reps) + " pairs, llama.cpp: best of " + str(args.reps) + ")", "",
+        "## Throughput, side by side (tokens/s; tapdiff: median of " + str(args.reps) + " pairs, llama.cpp: median of " + str(args.reps) + ")", "",
         "The engine keeps every matrix in its GGUF encoding. At f32 a decode step's matvec kernel decodes each "
         "block to float32 and multiplies it with float32 activations, and a batch decodes slices for OpenBLAS; at "
         "q8 the activations are quantized to 8 bits and multiplied as integers, as llama.cpp does "
