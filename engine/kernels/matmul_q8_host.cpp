@@ -5,6 +5,7 @@
 #include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matmul_q8k.hpp"
 #include "engine/kernels/matmul_q8k_decode.hpp"
+#include "engine/kernels/prefetch.hpp"
 #include "engine/kernels/matmul_q8_tiles.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -170,6 +171,7 @@ struct KDotAvx2 {
     if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
       constexpr bool q5 = kType == GgmlType::Q5_K;
       const std::uint8_t* b = dequant_detail::block_at(w, s, q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+      prefetch_ahead<q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K)>(b);
       const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
@@ -188,6 +190,7 @@ struct KDotAvx2 {
       }
     } else {  // Q6_K
       const std::uint8_t* b = dequant_detail::block_at(w, s, sizeof(BlockQ6_K));
+      prefetch_ahead<sizeof(BlockQ6_K)>(b);
       const __m256i offset = _mm256_set1_epi8(32);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
@@ -223,6 +226,7 @@ __attribute__((target("avx2,f16c"))) float legacy_row_avx2(const MatmulQ8Args& a
   for (std::int64_t b0 = 0; b0 < blocks; b0 += kRunBlocks) {
     const int n = blocks - b0 < kRunBlocks ? int(blocks - b0) : kRunBlocks;
     const std::uint8_t* run = row + b0 * std::int64_t(sizeof(Block));
+    prefetch_ahead<kRunBlocks * sizeof(Block)>(run);
     __m256i v[kRunBlocks];
 #pragma GCC unroll 8
     for (int i = 0; i < kRunBlocks; ++i) {

@@ -3,6 +3,7 @@
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8_tiles.hpp"
 #include "engine/kernels/matmul_q8k.hpp"
+#include "engine/kernels/prefetch.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -108,6 +109,7 @@ TD_VNNI float k_decode_row(const MatmulQ8Args& a, std::int64_t r) {
   __m128 acc_min = _mm_setzero_ps();
   for (std::int64_t s = 0; s < supers; ++s) {
     const std::uint8_t* b = row + s * kBytes;
+    prefetch_ahead<kBytes>(b);
     const std::int8_t* x = a.x.q + s * kQK_K;
     const float dx = a.x.d[s];
     __m256i lanes;

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "engine/kernels/prefetch.hpp"
 #include "model/ggml_type.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -61,7 +62,10 @@ TD_AVX512_INLINE Halves look_up(const Halves& table, __m512i lo, __m512i hi) {
 
 TD_AVX512_INLINE void sum_f32(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
   const float* w = reinterpret_cast<const float*>(row);
-  for (std::int64_t c = 0; c < full; c += 32) multiply_add(acc, {_mm512_loadu_ps(w + c), _mm512_loadu_ps(w + c + 16)}, x + c);
+  for (std::int64_t c = 0; c < full; c += 32) {
+    prefetch_ahead<128>(w + c);
+    multiply_add(acc, {_mm512_loadu_ps(w + c), _mm512_loadu_ps(w + c + 16)}, x + c);
+  }
 }
 
 // 16-bit floats widened: f16_bits_to_f32's and bf16_bits_to_f32's values (the hardware's f16
@@ -74,16 +78,23 @@ TD_AVX512_INLINE __m512 widen_bf16(const std::uint8_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 TD_AVX512_INLINE void sum_f16(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  for (std::int64_t c = 0; c < full; c += 32) multiply_add(acc, {widen_f16(row + 2 * c), widen_f16(row + 2 * c + 32)}, x + c);
+  for (std::int64_t c = 0; c < full; c += 32) {
+    prefetch_ahead<64>(row + 2 * c);
+    multiply_add(acc, {widen_f16(row + 2 * c), widen_f16(row + 2 * c + 32)}, x + c);
+  }
 }
 TD_AVX512_INLINE void sum_bf16(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  for (std::int64_t c = 0; c < full; c += 32) multiply_add(acc, {widen_bf16(row + 2 * c), widen_bf16(row + 2 * c + 32)}, x + c);
+  for (std::int64_t c = 0; c < full; c += 32) {
+    prefetch_ahead<64>(row + 2 * c);
+    multiply_add(acc, {widen_bf16(row + 2 * c), widen_bf16(row + 2 * c + 32)}, x + c);
+  }
 }
 
 // Q8_0: float(q) * d.
 TD_AVX512_INLINE void sum_q8_0(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
   for (std::int64_t c = 0; c < full; c += 32) {
     const std::uint8_t* b = row + c / 32 * sizeof(BlockQ8_0);
+    prefetch_ahead<sizeof(BlockQ8_0)>(b);
     const __m512 d = _mm512_set1_ps(scale_f16(b));
     const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
     const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
@@ -100,6 +111,7 @@ TD_AVX512_INLINE void sum_q4_legacy(const std::uint8_t* row, const float* x, std
   constexpr std::size_t kQs = kOffset ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
   for (std::int64_t c = 0; c < full; c += 32) {
     const std::uint8_t* b = row + c / 32 * kBytes;
+    prefetch_ahead<kBytes>(b);
     const __m512 d = _mm512_set1_ps(scale_f16(b));
     const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), _mm512_set1_ps(scale_f16(b + offsetof(BlockQ4_1, m))))
                                  : _mm512_mul_ps(iota(-8), d);
@@ -118,6 +130,7 @@ TD_AVX512_INLINE void sum_q5_legacy(const std::uint8_t* row, const float* x, std
   const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10);
   for (std::int64_t c = 0; c < full; c += 32) {
     const std::uint8_t* b = row + c / 32 * kBytes;
+    prefetch_ahead<kBytes>(b);
     const __m512 d = _mm512_set1_ps(scale_f16(b));
     Halves table;
     if (kOffset) {
@@ -171,6 +184,7 @@ TD_AVX512_INLINE void sum_k4_k5(const std::uint8_t* row, const float* x, std::in
   using Block = std::conditional_t<kFiveBits, BlockQ5_K, BlockQ4_K>;
   for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
     const std::uint8_t* b = row + c0 / kQK_K * sizeof(Block);
+    prefetch_ahead<sizeof(Block)>(b);
     const __m512 scales = k_scales<Block>(b);
     __m512i qh[2] = {};
     if (kFiveBits) {
@@ -203,6 +217,7 @@ TD_AVX512_INLINE __m512 q6_k_ints(const __m512i (&low)[2][2], const __m512i (&hi
 TD_AVX512_INLINE void sum_q6_k(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
   for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
     const std::uint8_t* b = row + c0 / kQK_K * sizeof(BlockQ6_K);
+    prefetch_ahead<sizeof(BlockQ6_K)>(b);
     // The sixteen scales d * sc[i] (dequant.hpp's products), a lane each.
     const __m512 scales = _mm512_mul_ps(
         _mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
