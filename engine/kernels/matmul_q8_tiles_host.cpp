@@ -7,12 +7,9 @@
 #include "engine/kernels/matmul_q8k.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define TD_Q8_TILES 1
 #include "engine/kernels/q8_blocks_avx2.hpp"
-// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined here: every lane of their results is written.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "engine/kernels/q8_vnni.hpp"
 #endif
 
 namespace tapdiff::engine {
@@ -20,8 +17,6 @@ namespace tapdiff::engine {
 #if TD_Q8_TILES
 namespace {
 
-#define TD_VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
-#define TD_VNNI_INLINE TD_VNNI __attribute__((always_inline)) static inline
 #define TD_VNNI_MEMBER TD_VNNI __attribute__((always_inline)) inline
 
 constexpr int kTileRows = 4;  // weight rows multiplied at once
@@ -49,7 +44,7 @@ TD_VNNI_INLINE void tile_ints(const Step& step, __m256i (&out)[kTileActs][kTileR
       for (int c = 0; c < kTileActs; ++c) acc[c] = step(r, p, c, acc[c]);
 #pragma GCC unroll 4
     for (int c = 0; c < kTileActs; ++c)
-      out[c][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+      out[c][r] = q8_vnni::halves_added(acc[c]);
   }
 }
 

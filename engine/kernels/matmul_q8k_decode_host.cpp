@@ -6,11 +6,8 @@
 #include "engine/kernels/prefetch.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define TD_Q8K_DECODE 1
-// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined here: every lane of their results is written.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "engine/kernels/q8_vnni.hpp"
 #endif
 
 namespace tapdiff::engine {
@@ -18,8 +15,7 @@ namespace tapdiff::engine {
 #if TD_Q8K_DECODE
 namespace {
 
-#define TD_VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
-#define TD_VNNI_INLINE TD_VNNI __attribute__((always_inline)) static inline
+using q8_vnni::halves_added;
 
 // Register p of a superblock holds blocks 2p (low half) and 2p + 1 (high half), 64 bytes
 // against the 64 activations at 64p. maddubs adds the byte products in pairs (16 bits: the
@@ -42,9 +38,6 @@ TD_VNNI_INLINE __m512i spread_words(__m512i v, int base, int shift) {
                                         11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   return _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_srli_epi16(iota, unsigned(shift)), _mm512_set1_epi16(short(base))), v);
 }
-TD_VNNI_INLINE __m256i halves_added(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
 
 // Q4_K and Q5_K: 32 bytes of nibbles at qs + 32c are blocks 2c (low) and 2c + 1 (high); Q5_K's
 // fifth bit of block j is bit j of each byte of qh. Block j's two groups take its 6-bit scale.
@@ -54,13 +47,13 @@ TD_VNNI_INLINE __m256i q4_k_lanes(const std::uint8_t* b, const dequant_detail::K
   const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
   const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.sc))));
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i qh = q5 ? both_halves(b + offsetof(BlockQ5_K, qh)) : __m512i{};
   __m512i lanes = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     __m512i q = _mm512_and_si512(shift_halves(both_halves(qs + 32 * c), 0, 4), low4);
     if constexpr (q5) {
-      const __m512i bit = _mm512_and_si512(shift_halves(both_halves(b + offsetof(BlockQ5_K, qh)), 2 * c, 2 * c + 1),
-                                           _mm512_set1_epi8(0x01));
+      const __m512i bit = _mm512_and_si512(shift_halves(qh, 2 * c, 2 * c + 1), _mm512_set1_epi8(0x01));
       q = _mm512_or_si512(q, _mm512_slli_epi16(bit, 4));
     }
     const __m512i multipliers = spread_words(scales, 2 * c, 4);  // blocks 2c and 2c + 1: 16 words each
