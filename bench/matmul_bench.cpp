@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
         "build/bench/bench_matmul` ({}; best of {}). Billions of weights a second.\n\n| encoding | matvec (f32 activations) | "
         "q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
         kRows, kCols, ex->describe(), reps, kBatch);
-    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K,
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K,
                                 GgmlType::Q6_K}) {
       const std::vector<std::uint8_t> bytes = quantize(type, w);
       const Encoded e{bytes.data(), type, {}};

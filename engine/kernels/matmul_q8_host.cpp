@@ -3,10 +3,10 @@
 
 #include "engine/kernels/host_loop.hpp"
 #include "engine/kernels/matmul_q8.hpp"
-#include "engine/kernels/matmul_q8k.hpp"
-#include "engine/kernels/matmul_q8k_decode.hpp"
-#include "engine/kernels/prefetch.hpp"
+#include "engine/kernels/matmul_q8_decode.hpp"
 #include "engine/kernels/matmul_q8_tiles.hpp"
+#include "engine/kernels/matmul_q8k.hpp"
+#include "engine/kernels/prefetch.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -32,9 +32,9 @@ TD_AVX2_INLINE __m256i block_multipliers(const std::int16_t* multiplier, int b) 
 // sums fit). madd then adds pairs of those into 32 bits, times the groups' multipliers, and the
 // lanes of eight blocks are added horizontally.
 //
-// For one activation row (decode) of the legacy types, legacy_row_avx2 below reads the
-// encoded bytes instead. Batches go to matmul_q8_tiles where the CPU has AVX-512 VNNI, and
-// otherwise unpack here: a tile of rows reads the unpacked run many times.
+// Where the CPU has AVX-512 VNNI, one activation row (decode) goes to matmul_q8_decode and
+// batches to matmul_q8_tiles. Elsewhere one row of the legacy types reads the encoded bytes in
+// legacy_row_avx2 below, and batches unpack here: a tile of rows reads the unpacked run many times.
 struct IntDotAvx2 {
   template <IntForm form>
   TD_AVX2_INLINE __m256i dot32(__m256i q, __m256i x, __m256i multipliers) {
@@ -239,14 +239,7 @@ __attribute__((target("avx2,f16c"))) float legacy_row_avx2(const MatmulQ8Args& a
       v[i] = kType == GgmlType::Q8_0 ? IntDotAvx2::dot32<IntForm::signed_ints>(q, xb, __m256i{})
                                      : IntDotAvx2::dot32<IntForm::unsigned_ints>(q, xb, __m256i{});
     }
-    const __m256i sums = IntDotAvx2::block_sums(v);
-    const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 d, offset;
-    q8_avx2::legacy_scales<kType>(run, present, d, offset);
-    const __m256 ax = _mm256_maskload_ps(dx + b0, present), as = _mm256_maskload_ps(dsx + b0, present);
-    const __m256 term =
-        _mm256_add_ps(_mm256_mul_ps(ax, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(offset, as));
-    lanes = _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+    lanes = q8_avx2::legacy_run_added<kType>(lanes, run, n, IntDotAvx2::block_sums(v), dx + b0, dsx + b0);
   }
   alignas(32) float lane[kRunBlocks];
   _mm256_store_ps(lane, lanes);
@@ -263,15 +256,6 @@ __attribute__((target("avx2,f16c"), flatten)) void k_rows_avx2(const MatmulQ8Arg
   }
 }
 
-// One activation row (a.n == 1) of the legacy types legacy_row_avx2 reads: not under a decoder
-// quirk (matmul_q8_row decodes those).
-bool legacy_in_registers(const MatmulQ8Args& a) {
-  const DequantQuirks q = a.w.quirks;
-  const GgmlType t = a.w.type;
-  return a.n == 1 && !q.q8_scale_as_bf16 && !q.q8_block_stride_quants && !q.q8_quant_unsigned &&
-         (t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-          t == GgmlType::Q8_0);
-}
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"))) void legacy_rows_avx2(const MatmulQ8Args& a, std::int64_t r0, std::int64_t r1,
                                                          std::int64_t t0, std::int64_t) {
@@ -296,7 +280,7 @@ constexpr std::int64_t kRowsPerTask = 16;
 }  // namespace
 
 void matmul_q8_host(const MatmulQ8Args& a) {
-  if (matmul_q8_tiles(a) || matmul_q8k_decode(a)) return;
+  if (matmul_q8_tiles(a) || matmul_q8_decode(a)) return;
 #if TD_Q8_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   using Rows = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
@@ -306,7 +290,7 @@ void matmul_q8_host(const MatmulQ8Args& a) {
            : a.w.type == GgmlType::Q4_K ? k_rows_avx2<GgmlType::Q4_K>
            : a.w.type == GgmlType::Q5_K ? k_rows_avx2<GgmlType::Q5_K>
                                         : k_rows_avx2<GgmlType::Q6_K>;
-  else if (avx2 && legacy_in_registers(a))
+  else if (avx2 && a.n == 1 && q8_avx2::legacy_in_registers(a.w))
     rows = a.w.type == GgmlType::Q4_0   ? legacy_rows_avx2<GgmlType::Q4_0>
            : a.w.type == GgmlType::Q4_1 ? legacy_rows_avx2<GgmlType::Q4_1>
            : a.w.type == GgmlType::Q5_0 ? legacy_rows_avx2<GgmlType::Q5_0>

@@ -76,6 +76,31 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_sc
     offset = _mm256_setzero_ps();
 }
 
+// A legacy type whose one-row products read the encoded bytes in registers: not under a
+// decoder quirk (matmul_q8_row decodes those, through unpack_run).
+inline bool legacy_in_registers(const Encoded& w) {
+  const DequantQuirks q = w.quirks;
+  const GgmlType t = w.type;
+  return !q.q8_scale_as_bf16 && !q.q8_block_stride_quants && !q.q8_quant_unsigned &&
+         (t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+          t == GgmlType::Q8_0);
+}
+
+// One run's q8_block_term floats added into a row's eight lanes, lane i taking block i of the
+// run at `run` (the n < 8 blocks present; the other lanes are left as they are): the run's
+// integer sums, the activations' scales dx and scaled sums dsx of those blocks. The same
+// operations in the same order as matmul_q8_row's (no FMA).
+template <GgmlType kType>
+__attribute__((target("avx2,f16c"), always_inline)) static inline __m256 legacy_run_added(
+    __m256 lanes, const std::uint8_t* run, int n, __m256i sums, const float* dx, const float* dsx) {
+  const __m256i present = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 d, offset;
+  legacy_scales<kType>(run, present, d, offset);
+  const __m256 ax = _mm256_maskload_ps(dx, present), as = _mm256_maskload_ps(dsx, present);
+  const __m256 term = _mm256_add_ps(_mm256_mul_ps(ax, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums))), _mm256_mul_ps(offset, as));
+  return _mm256_blendv_ps(lanes, _mm256_add_ps(lanes, term), _mm256_castsi256_ps(present));
+}
+
 // Q4_K: 32 bytes of nibbles at qs + 32 c are blocks 2c (low) and 2c + 1 (high), 0..15.
 TD_Q8_AVX2_INLINE void q4_k_blocks(const std::uint8_t* qs, int c, __m256i& low, __m256i& high) {
   const __m256i packed = load32(qs + 32 * c), low4 = _mm256_set1_epi8(0x0F);

@@ -1,5 +1,5 @@
 // What precision q8's AVX-512 VNNI products share on the host (matmul_q8_tiles_host.cpp for
-// batches, matmul_q8k_decode_host.cpp for one row): their target and the sum of a register's
+// batches, matmul_q8_decode_host.cpp for one row): their target and the sum of a register's
 // halves. Host only: include from x86-64 translation units compiled by GCC.
 #pragma once
 
