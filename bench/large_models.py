@@ -10,9 +10,11 @@ Timing. llama.cpp: pp = one llama_eval of the prompt, tg = one-token evals after
 prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so its figures
 are differences of whole `tapdiff run` commands that differ only in the work measured:
 tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 127 / (T(128 tokens, -n 1) -
-T(1 token, -n 1)); loading, hashing and startup cancel. tapdiff: the median of --reps such
-differences, each pair of runs back to back (a busy shared machine drifts); llama.cpp: the median
-of --reps evaluations, the same statistic (the best of them favoured it on a noisy machine).
+T(1 token, -n 1)); loading, hashing and startup cancel, and the two runs of a difference are
+back to back. The measurements are interleaved: each of --reps rounds times llama.cpp once
+(a child process) and each tapdiff figure once, llama.cpp first in even rounds and last in odd
+ones, so that a shared machine whose speed drifts slows both sides of a round alike. Each
+side's figure is its median over the rounds; the ratio is the median of the rounds' ratios.
 Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
 in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
 a child's ru_maxrss starts from its parent's resident size at fork.
@@ -76,15 +78,13 @@ class Tapdiff:
         return measure(cmd, self.env)[0]
 
     def work_time(self, backend, model, n_prompt, n_predict, precision):
-        """The median over --reps pairs of T(n_prompt, n_predict) - T(1, 1), each pair timed back to
-        back, so that a machine whose speed drifts shifts both runs of a pair alike."""
-        diffs = sorted(self.run_time(backend, model, n_prompt, n_predict, precision) -
-                       self.run_time(backend, model, 1, 1, precision) for _ in range(self.reps))
-        median = diffs[len(diffs) // 2]
-        if median <= 0:
+        """T(n_prompt, n_predict) - T(1, 1), the two runs back to back."""
+        diff = (self.run_time(backend, model, n_prompt, n_predict, precision) -
+                self.run_time(backend, model, 1, 1, precision))
+        if diff <= 0:
             raise SystemExit(f"{model}: the timing noise exceeded the work measured ({n_prompt} tokens, "
-                             f"-n {n_predict}: differences {diffs} s); rerun on a quieter machine")
-        return median
+                             f"-n {n_predict}: {diff:.3f} s); rerun on a quieter machine")
+        return diff
 
     def speeds(self, backend, model, pp=128, tg=64, precision="f32"):
         out = {"tg": tg / self.work_time(backend, model, 1, tg + 1, precision)}
@@ -153,15 +153,11 @@ def parameters(model):
     return sum(int(t.n_elements) for t in gguf.GGUFReader(str(model)).tensors)
 
 
-def ratio(a, b):
-    return f"{a / b:.2f}x"
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tapdiff", default=str(ROOT / "build" / "app" / "tapdiff"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "large_models.md"))
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--skip-7b", action="store_true", help="leave out the 7B fixture (about 15 minutes)")
     ap.add_argument("--llama-speeds", nargs=4, metavar=("MODEL", "REPS", "PP", "TG"), help=argparse.SUPPRESS)
     ap.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "FTYPE"), help=argparse.SUPPRESS)
@@ -194,19 +190,29 @@ def main():
     for name, path in models:
         small = path != big
         pp, tg = (128, 64) if small else (32, 16)
-        theirs = llama_speeds(path, args.reps, pp, tg)
-        rows = []
         # q8 multiplies quantized matrices as llama.cpp does; on F32 weights it is f32.
-        for precision in ("f32",) if "F32" in name else ("f32", "q8"):
-            mine = td.speeds("host", path, pp, tg, precision)
-            rows.append(f"| | | | engine {precision} pp{pp} | {mine['pp']:.1f} | {theirs['pp']:.1f} | "
-                        f"{ratio(mine['pp'], theirs['pp'])} |")
-            rows.append(f"| | | | engine {precision} tg{tg} | {mine['tg']:.1f} | {theirs['tg']:.1f} | "
-                        f"{ratio(mine['tg'], theirs['tg'])} |")
+        measures = [("engine", p) for p in (("f32",) if "F32" in name else ("f32", "q8"))]
         if small:
-            ref = td.speeds("reference", path, pp=0, tg=tg)
-            rows.append(f"| | | | reference tg{tg} | {ref['tg']:.1f} | {theirs['tg']:.1f} | "
-                        f"{ratio(ref['tg'], theirs['tg'])} |")
+            measures.append(("reference", "f32"))
+        theirs, mine = [], {m: [] for m in measures}
+        for r in range(args.reps):
+            if r % 2 == 0:
+                theirs.append(llama_speeds(path, 1, pp, tg))
+            for backend, precision in measures:
+                mine[(backend, precision)].append(
+                    td.speeds("host" if backend == "engine" else backend, path, pp if backend == "engine" else 0, tg,
+                              precision))
+            if r % 2 == 1:
+                theirs.append(llama_speeds(path, 1, pp, tg))
+        rows = []
+        for (backend, precision), rounds in mine.items():
+            label = f"engine {precision}" if backend == "engine" else "reference"
+            for what, n in (("pp", pp), ("tg", tg)):
+                if what not in rounds[0]:
+                    continue
+                ratios = [m[what] / t[what] for m, t in zip(rounds, theirs)]
+                rows.append(f"| | | | {label} {what}{n} | {statistics.median(m[what] for m in rounds):.1f} | "
+                            f"{statistics.median(t[what] for t in theirs):.1f} | {statistics.median(ratios):.2f}x |")
         rows[0] = f"| {name} | {types_of(path)} | {path.stat().st_size / 2**20:.0f} " + rows[0][len("| | | "):]
         speed_rows += rows
         print(rows, flush=True)
@@ -257,7 +263,8 @@ def main():
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads for every program "
         f"(OMP_WAIT_POLICY=active), llama-cpp-python {importlib.metadata.version('llama_cpp_python')}, Python {sys.version.split()[0]}. "
         "Method: see the docstring of bench/large_models.py.", "",
-        "## Throughput, side by side (tokens/s; tapdiff: median of " + str(args.reps) + " pairs, llama.cpp: median of " + str(args.reps) + ")", "",
+        f"## Throughput, side by side (tokens/s, medians of {args.reps} interleaved rounds; the ratio: the median of "
+        "the rounds' ratios)", "",
         "The engine keeps every matrix in its GGUF encoding. At f32 a decode step's matvec kernel decodes each "
         "block to float32 and multiplies it with float32 activations, and a batch decodes slices for OpenBLAS; at "
         "q8 the activations are quantized to 8 bits and multiplied as integers, as llama.cpp does "
