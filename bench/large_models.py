@@ -79,17 +79,17 @@ class Tapdiff:
 
     def work_time(self, backend, model, n_prompt, n_predict, precision):
         """T(n_prompt, n_predict) - T(1, 1), the two runs back to back."""
-        diff = (self.run_time(backend, model, n_prompt, n_predict, precision) -
+        return (self.run_time(backend, model, n_prompt, n_predict, precision) -
                 self.run_time(backend, model, 1, 1, precision))
-        if diff <= 0:
-            raise SystemExit(f"{model}: the timing noise exceeded the work measured ({n_prompt} tokens, "
-                             f"-n {n_predict}: {diff:.3f} s); rerun on a quieter machine")
-        return diff
 
     def speeds(self, backend, model, pp=128, tg=64, precision="f32"):
-        out = {"tg": tg / self.work_time(backend, model, 1, tg + 1, precision)}
+        """Tokens/s; infinite where the timing noise of a round exceeded the work measured (a
+        median over the rounds stays finite unless that happened in half of them)."""
+        def speed(tokens, seconds):
+            return tokens / seconds if seconds > 0 else float("inf")
+        out = {"tg": speed(tg, self.work_time(backend, model, 1, tg + 1, precision))}
         if pp:
-            out["pp"] = (pp - 1) / self.work_time(backend, model, pp, 1, precision)
+            out["pp"] = speed(pp - 1, self.work_time(backend, model, pp, 1, precision))
         return out
 
 
@@ -211,6 +211,9 @@ def main():
                 if what not in rounds[0]:
                     continue
                 ratios = [m[what] / t[what] for m, t in zip(rounds, theirs)]
+                if statistics.median(ratios) == float("inf"):
+                    raise SystemExit(f"{path}: {label} {what}{n}: the timing noise exceeded the work measured in "
+                                     f"half of the rounds; rerun on a quieter machine")
                 rows.append(f"| | | | {label} {what}{n} | {statistics.median(m[what] for m in rounds):.1f} | "
                             f"{statistics.median(t[what] for t in theirs):.1f} | {statistics.median(ratios):.2f}x |")
         rows[0] = f"| {name} | {types_of(path)} | {path.stat().st_size / 2**20:.0f} " + rows[0][len("| | | "):]

@@ -121,6 +121,7 @@ TD_VNNI float legacy_decode_row(const MatmulQ8Args& a, std::int64_t r) {
       }
     }
     const __m256i sums = legacy_block_sums(v);
+    // A whole run's n as a constant: the masks of legacy_run_added fold away.
     lanes = n == kRunBlocks ? q8_avx2::legacy_run_added<kType>(lanes, run, kRunBlocks, sums, a.x.d + b0, a.x.ds + b0)
                             : q8_avx2::legacy_run_added<kType>(lanes, run, n, sums, a.x.d + b0, a.x.ds + b0);
   }
