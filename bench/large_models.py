@@ -9,8 +9,9 @@ bench/results/large_models.md.
 Timing. llama.cpp: pp = one llama_eval of the prompt, tg = one-token evals after a one-token
 prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so its figures
 are differences of whole `tapdiff run` commands that differ only in the work measured:
-tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 127 / (T(128 tokens, -n 1) -
-T(1 token, -n 1)); loading, hashing and startup cancel, and the two runs of a difference are
+tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 511 / (T(512 tokens, -n 1) -
+T(1 token, -n 1)) (llama-bench's default prompt: with 128 tokens the startup's noise was the size
+of the work); loading, hashing and startup cancel, and the two runs of a difference are
 back to back. The measurements are interleaved: each of --reps rounds times llama.cpp once
 (a child process) and each tapdiff figure once, llama.cpp first in even rounds and last in odd
 ones, so that a shared machine whose speed drifts slows both sides of a round alike. Each
@@ -82,7 +83,7 @@ class Tapdiff:
         return (self.run_time(backend, model, n_prompt, n_predict, precision) -
                 self.run_time(backend, model, 1, 1, precision))
 
-    def speeds(self, backend, model, pp=128, tg=64, precision="f32"):
+    def speeds(self, backend, model, pp, tg, precision="f32"):
         """Tokens/s; infinite where the timing noise of a round exceeded the work measured (a
         median over the rounds stays finite unless that happened in half of them)."""
         def speed(tokens, seconds):
@@ -95,7 +96,7 @@ class Tapdiff:
 
 def llama_speeds_here(model, reps, pp, tg):
     from llama_cpp import Llama
-    m = Llama(model_path=str(model), n_ctx=512, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS,
+    m = Llama(model_path=str(model), n_ctx=1024, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS,
               verbose=False)
     pps, tgs = [], []
     for _ in range(reps):
@@ -127,7 +128,7 @@ def child(*args):
     return p.stdout
 
 
-def llama_speeds(model, reps, pp=128, tg=64):
+def llama_speeds(model, reps, pp, tg):
     return json.loads(child("--llama-speeds", model, reps, pp, tg))
 
 
@@ -189,7 +190,7 @@ def main():
     speed_rows = []
     for name, path in models:
         small = path != big
-        pp, tg = (128, 64) if small else (32, 16)
+        pp, tg = (512, 64) if small else (32, 16)
         # q8 multiplies quantized matrices as llama.cpp does; on F32 weights it is f32.
         measures = [("engine", p) for p in (("f32",) if "F32" in name else ("f32", "q8"))]
         if small:
