@@ -87,8 +87,8 @@ inline bool legacy_in_registers(const Encoded& w) {
 }
 
 // One run's q8_block_term floats added into a row's eight lanes, lane i taking block i of the
-// run at `run` (the n < 8 blocks present; the other lanes are left as they are): the run's
-// integer sums, the activations' scales dx and scaled sums dsx of those blocks. The same
+// run at `run` (its first n <= 8 blocks; the other lanes are left as they are, their blocks not
+// read): the run's integer sums, the activations' scales dx and scaled sums dsx of those blocks. The same
 // operations in the same order as matmul_q8_row's (no FMA).
 template <GgmlType kType>
 __attribute__((target("avx2,f16c"), always_inline)) static inline __m256 legacy_run_added(
