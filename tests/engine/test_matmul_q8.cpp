@@ -212,30 +212,37 @@ TEST(Q8, TheHostKQuantLanesAreThePortableLanesBitForBit) {
     expect_host_is_portable(*ex, type, 768, kQ8KBlock, matmul_q8k_row<KDotLoop>);
 }
 
+// One activation row of `type` in blocks of `block` against arbitrary bytes (finite, then any),
+// 37 rows (not whole tasks of 16), k = each of ks: matmul_q8_decode takes it exactly where the
+// CPU has AVX-512 VNNI, and the executor's floats are portable_row's.
+void expect_decode_is_portable(Executor& ex, GgmlType type, std::int64_t cols, std::vector<std::int64_t> ks, int block,
+                               RowBody portable_row) {
+  const std::int64_t rows = 37;
+  Quantized xq = quantize_rows(ex, test_values(std::size_t(cols), 95, 2.0f), 1, cols, block);
+  for (const bool finite : {true, false})
+    for (const std::int64_t k : ks) {
+      const std::vector<std::uint8_t> bytes = arbitrary_bytes(ggml_type_traits(type), rows * cols, finite);
+      std::vector<float> host(std::size_t(rows), -7.0f), portable(std::size_t(rows), -7.0f);
+      const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, k, xq.rows(), 1, host.data(), rows};
+      EXPECT_EQ(matmul_q8_decode(a), q8_tiles_supported()) << ggml_type_traits(type).name;
+      ex.matmul_q8(a);
+      MatmulQ8Args loop = a;
+      loop.y = portable.data();
+      for (std::int64_t r = 0; r < rows; ++r) portable_row(loop, r, 0, 1);
+      EXPECT_TRUE(same_floats(host, portable))
+          << ggml_type_traits(type).name << (finite ? ", finite" : ", any bytes") << ", k " << k;
+    }
+}
+
 TEST(Q8, DecodeOfKQuantsIsThePortableRowForAnyBytes) {
-  // One activation row against the K-quants: where the CPU has AVX-512 VNNI it takes
-  // matmul_q8_decode (two blocks a register, from the encoded bytes), and gives
   // matmul_q8k_row's floats for any bytes: every integer and 6-bit scale a block can hold,
-  // Q6_K's negative scales, subnormal, huge and (not finite) NaN and infinite d and dmin; 37
-  // rows (not whole tasks of 16), every column or the first 512 of 768.
+  // Q6_K's negative scales, subnormal, huge and (not finite) NaN and infinite d and dmin; every
+  // column or the first 512 of 768.
   auto ex = make_host_executor();
-  const std::int64_t rows = 37, cols = 768;
-  Quantized xq = quantize_rows(*ex, test_values(std::size_t(cols), 95, 2.0f), 1, cols, kQ8KBlock);
   for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
-    for (const bool finite : {true, false})
-      for (const std::int64_t k : {cols, std::int64_t{512}}) {
-        const std::vector<std::uint8_t> bytes = arbitrary_bytes(ggml_type_traits(type), rows * cols, finite);
-        std::vector<float> host(std::size_t(rows), -7.0f), portable(std::size_t(rows), -7.0f);
-        const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, k, xq.rows(), 1, host.data(), rows};
-        EXPECT_EQ(matmul_q8_decode(a), q8_tiles_supported()) << ggml_type_traits(type).name;
-        ex->matmul_q8(a);
-        MatmulQ8Args loop = a;
-        loop.y = portable.data();
-        for (std::int64_t r = 0; r < rows; ++r) matmul_q8k_row<KDotLoop>(loop, r, 0, 1);
-        EXPECT_TRUE(same_floats(host, portable))
-            << ggml_type_traits(type).name << (finite ? ", finite" : ", any bytes") << ", k " << k;
-      }
+    expect_decode_is_portable(*ex, type, 768, {768, 512}, kQ8KBlock, matmul_q8k_row<KDotLoop>);
   // Not one row, or not blocks of 256: the caller's.
+  const std::int64_t rows = 37, cols = 768;
   const std::vector<std::uint8_t> q4_k = quantize(GgmlType::Q4_K, test_values(std::size_t(rows * cols), 96, 0.3f));
   Quantized two = quantize_rows(*ex, test_values(std::size_t(2 * cols), 97), 2, cols, kQ8KBlock);
   Quantized small = quantize_rows(*ex, test_values(std::size_t(cols), 98), 1, cols, kQ8Block);
@@ -245,29 +252,15 @@ TEST(Q8, DecodeOfKQuantsIsThePortableRowForAnyBytes) {
 }
 
 TEST(Q8, DecodeOfLegacyTypesIsThePortableRowForAnyBytes) {
-  // One activation row against Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0: where the CPU has AVX-512 VNNI
-  // it takes matmul_q8_decode (two blocks a register, from the encoded bytes) and gives
-  // matmul_q8_row's floats for any bytes (every nibble, fifth bit and Q8_0 integer, -128
-  // included; subnormal, huge, NaN and infinite d and m); 37 rows; 10 blocks (a short last run
-  // of two) or 9 (a run of one: a pair without its second block).
+  // matmul_q8_row's floats for any bytes of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0: every nibble, fifth
+  // bit and Q8_0 integer (-128 included); subnormal, huge, NaN and infinite d and m; 10 blocks (a
+  // short last run of two) or 9 (a run of one: a pair without its second block).
   auto ex = make_host_executor();
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0})
+    expect_decode_is_portable(*ex, type, 320, {320, 288}, kQ8Block, matmul_q8_row<IntDotLoop>);
+  // A decoder quirk (a fault) is matmul_q8_row's to decode.
   const std::int64_t rows = 37, cols = 320;
   Quantized xq = quantize_rows(*ex, test_values(std::size_t(cols), 99, 2.0f), 1, cols, kQ8Block);
-  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0})
-    for (const bool finite : {true, false})
-      for (const std::int64_t k : {cols, std::int64_t{288}}) {
-        const std::vector<std::uint8_t> bytes = arbitrary_bytes(ggml_type_traits(type), rows * cols, finite);
-        std::vector<float> host(std::size_t(rows), -7.0f), portable(std::size_t(rows), -7.0f);
-        const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, k, xq.rows(), 1, host.data(), rows};
-        EXPECT_EQ(matmul_q8_decode(a), q8_tiles_supported()) << ggml_type_traits(type).name;
-        ex->matmul_q8(a);
-        MatmulQ8Args loop = a;
-        loop.y = portable.data();
-        for (std::int64_t r = 0; r < rows; ++r) matmul_q8_row<IntDotLoop>(loop, r, 0, 1);
-        EXPECT_TRUE(same_floats(host, portable))
-            << ggml_type_traits(type).name << (finite ? ", finite" : ", any bytes") << ", k " << k;
-      }
-  // A decoder quirk (a fault) is matmul_q8_row's to decode.
   const std::vector<std::uint8_t> q8 = quantize(GgmlType::Q8_0, test_values(std::size_t(rows * cols), 100, 0.3f));
   DequantQuirks quirk;
   quirk.q8_scale_as_bf16 = true;
