@@ -69,8 +69,8 @@ def measure(cmd, env=None):
 
 
 class Tapdiff:
-    def __init__(self, exe, reps):
-        self.exe, self.reps = exe, reps
+    def __init__(self, exe):
+        self.exe = exe
         self.env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OMP_WAIT_POLICY="active")
 
     def run_time(self, backend, model, n_prompt, n_predict, precision):
@@ -94,23 +94,20 @@ class Tapdiff:
         return out
 
 
-def llama_speeds_here(model, reps, pp, tg):
+def llama_speeds_here(model, pp, tg):
     from llama_cpp import Llama
     m = Llama(model_path=str(model), n_ctx=1024, n_batch=512, n_threads=THREADS, n_threads_batch=THREADS,
               verbose=False)
-    pps, tgs = [], []
-    for _ in range(reps):
-        m.reset()
-        t0 = time.perf_counter()
-        m.eval(tokens(pp))
-        pps.append(pp / (time.perf_counter() - t0))
-        m.reset()
-        m.eval(tokens(1))
-        t0 = time.perf_counter()
-        for t in tokens(tg + 1)[1:]:
-            m.eval([t])
-        tgs.append(tg / (time.perf_counter() - t0))
-    return {"pp": statistics.median(pps), "tg": statistics.median(tgs)}
+    t0 = time.perf_counter()
+    m.eval(tokens(pp))
+    speeds = {"pp": pp / (time.perf_counter() - t0)}
+    m.reset()
+    m.eval(tokens(1))
+    t0 = time.perf_counter()
+    for t in tokens(tg + 1)[1:]:
+        m.eval([t])
+    speeds["tg"] = tg / (time.perf_counter() - t0)
+    return speeds
 
 
 def quantize_here(src, dst, ftype):
@@ -128,8 +125,8 @@ def child(*args):
     return p.stdout
 
 
-def llama_speeds(model, reps, pp, tg):
-    return json.loads(child("--llama-speeds", model, reps, pp, tg))
+def llama_speeds(model, pp, tg):
+    return json.loads(child("--llama-speeds", model, pp, tg))
 
 
 def quantize(src, dst, ftype):
@@ -160,19 +157,19 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "large_models.md"))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--skip-7b", action="store_true", help="leave out the 7B fixture (about 15 minutes)")
-    ap.add_argument("--llama-speeds", nargs=4, metavar=("MODEL", "REPS", "PP", "TG"), help=argparse.SUPPRESS)
+    ap.add_argument("--llama-speeds", nargs=3, metavar=("MODEL", "PP", "TG"), help=argparse.SUPPRESS)
     ap.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "FTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.llama_speeds:
-        model, reps, pp, tg = args.llama_speeds
-        print(json.dumps(llama_speeds_here(model, int(reps), int(pp), int(tg))))
+        model, pp, tg = args.llama_speeds
+        print(json.dumps(llama_speeds_here(model, int(pp), int(tg))))
         return
     if args.quantize:
         sys.exit(quantize_here(*args.quantize))
     if not SMOLLM2.exists():
         raise SystemExit(f"{SMOLLM2} is absent: make models")
     WORK.mkdir(parents=True, exist_ok=True)
-    td = Tapdiff(args.tapdiff, args.reps)
+    td = Tapdiff(args.tapdiff)
     f32 = quantize(SMOLLM2, WORK / "SmolLM2-135M-Instruct.llama-F32.gguf", "LLAMA_FTYPE_ALL_F32")
     q8 = quantize(f32, WORK / "SmolLM2-135M-Instruct.llama-Q8_0.gguf", "LLAMA_FTYPE_MOSTLY_Q8_0")
     # 576-wide rows are no multiple of 256: llama.cpp's Q4_K_M rule keeps those matrices in a
@@ -192,22 +189,20 @@ def main():
         small = path != big
         pp, tg = (512, 64) if small else (32, 16)
         # q8 multiplies quantized matrices as llama.cpp does; on F32 weights it is f32.
-        measures = [("engine", p) for p in (("f32",) if "F32" in name else ("f32", "q8"))]
+        measures = [("host", p) for p in (("f32",) if "F32" in name else ("f32", "q8"))]
         if small:
-            measures.append(("reference", "f32"))
+            measures.append(("reference", "f32"))  # decode only
         theirs, mine = [], {m: [] for m in measures}
         for r in range(args.reps):
             if r % 2 == 0:
-                theirs.append(llama_speeds(path, 1, pp, tg))
+                theirs.append(llama_speeds(path, pp, tg))
             for backend, precision in measures:
-                mine[(backend, precision)].append(
-                    td.speeds("host" if backend == "engine" else backend, path, pp if backend == "engine" else 0, tg,
-                              precision))
+                mine[(backend, precision)].append(td.speeds(backend, path, pp if backend == "host" else 0, tg, precision))
             if r % 2 == 1:
-                theirs.append(llama_speeds(path, 1, pp, tg))
+                theirs.append(llama_speeds(path, pp, tg))
         rows = []
         for (backend, precision), rounds in mine.items():
-            label = f"engine {precision}" if backend == "engine" else "reference"
+            label = f"engine {precision}" if backend == "host" else "reference"
             for what, n in (("pp", pp), ("tg", tg)):
                 if what not in rounds[0]:
                     continue

@@ -58,8 +58,7 @@ TD_VNNI_INLINE __m512i legacy_pair_ints(const std::uint8_t* a, const std::uint8_
     // Quarters: a's low nibbles (elements 0..15), a's high (16..31), then b's.
     const __m512i packed = _mm512_inserti64x4(_mm512_castsi256_si512(twice(a + offsetof(Block, qs))),
                                               twice(b + offsetof(Block, qs)), 1);
-    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
-                                            0x0004000400040004, 0, 0);
+    const __m512i shifts = _mm512_broadcast_i64x4(_mm256_setr_m128i(_mm_setzero_si128(), _mm_set1_epi16(4)));
     const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(packed, shifts), _mm512_set1_epi8(0x0F));
     if constexpr (kType == GgmlType::Q5_0 || kType == GgmlType::Q5_1) {
       std::uint32_t ha, hb;  // bit j: bit 4 of element j
