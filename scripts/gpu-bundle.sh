@@ -2,10 +2,11 @@
 # Packs the CUDA build for a GPU machine that has the NVIDIA driver and cuBLAS but none of
 # tapdiff's build dependencies (HDF5, OpenBLAS, fmt, ...): tapdiff, test_engine_cuda and
 # bench_engine (stripped), the shared libraries they load apart from the C runtime and cuBLAS,
-# and bench/cuda_device.sh behind a wrapper. On the GPU machine:
+# and bench/cuda_device.sh and bench/cuda_7b.sh behind wrappers. On the GPU machine:
 #   tar -xzf tapdiff-gpu.tar.gz -C /tmp && /tmp/tapdiff-gpu/run.sh OUT_DIR
 # runs the CUDA tests, the fault table, check --backend cuda and bench_engine, and writes the
-# figures to OUT_DIR (docs/engine.md, "Benchmark").
+# figures to OUT_DIR (docs/engine.md, "Benchmark"); /tmp/tapdiff-gpu/run-7b.sh OUT_DIR runs the
+# 7B-shaped fixture on the GPU (about 6 minutes).
 #
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR] [ARCHIVE]   (default: build, BUILD_DIR/tapdiff-gpu.tar.gz)
 # Exit codes: 0 written; 2 BUILD_DIR holds no CUDA build.
@@ -29,19 +30,27 @@ for p in "${programs[@]}"; do strip -o "$dir/bin/$(basename "$p")" "$build/$p"; 
 ldd "$dir"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|libcublas|libcublasLt)\.so' |
   xargs -r cp -L -t "$dir/lib"
-cp "$repo/bench/cuda_device.sh" "$dir/"
-cat >"$dir/run.sh" <<'RUN'
-#!/usr/bin/env bash
-# Runs cuda_device.sh on this bundle's programs: run.sh [OUT_DIR] (default: ./results here).
-set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+cp "$repo/bench/cuda_device.sh" "$repo/bench/cuda_7b.sh" "$dir/"
+cat >"$dir/env.sh" <<'ENV'
+# Sourced by run.sh and run-7b.sh: this bundle's libraries first, then the machine's cuBLAS.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cublas="$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 /{print $NF; exit}')"
 [ -n "$cublas" ] || cublas="$(find /usr/local /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)"
 export LD_LIBRARY_PATH="$here/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-TAPDIFF="$here/bin/tapdiff" TEST_ENGINE_CUDA="$here/bin/test_engine_cuda" BENCH_ENGINE="$here/bin/bench_engine" \
-  exec "$here/cuda_device.sh" "$here" "${1:-$here/results}"
+export TAPDIFF="$here/bin/tapdiff" TEST_ENGINE_CUDA="$here/bin/test_engine_cuda" BENCH_ENGINE="$here/bin/bench_engine"
+ENV
+for script in cuda_device cuda_7b; do
+  runner=run.sh
+  [ $script = cuda_7b ] && runner=run-7b.sh
+  cat >"$dir/$runner" <<RUN
+#!/usr/bin/env bash
+# Runs $script.sh on this bundle's programs: $runner [OUT_DIR] (default: ./results here).
+set -uo pipefail
+source "\$(dirname "\$0")/env.sh"
+exec "\$here/$script.sh" "\$here" "\${1:-\$here/results}"
 RUN
-chmod +x "$dir/run.sh" "$dir/cuda_device.sh"
+done
+chmod +x "$dir/run.sh" "$dir/run-7b.sh" "$dir/cuda_device.sh" "$dir/cuda_7b.sh"
 mkdir -p "$(dirname "$archive")"
 tar -C "$stage" -czf "$archive" tapdiff-gpu
 echo "wrote $archive ($(du -h "$archive" | cut -f1)): tar -xzf it on the GPU machine, then tapdiff-gpu/run.sh OUT_DIR"

@@ -1,6 +1,6 @@
 """scripts/gpu-bundle.sh: the CUDA build packed for a GPU machine without tapdiff's build
 dependencies. Every library the programs load (but the C runtime and cuBLAS) comes from the
-bundle, the programs start from it, and its runner refuses plainly where there is no GPU."""
+bundle, the programs start from it, and its runners refuse plainly where there is no GPU."""
 import os
 import re
 import shutil
@@ -50,10 +50,11 @@ def test_the_bundled_tapdiff_runs(bundle, tmp_path):
     assert p.returncode == 0 and p.stdout.startswith("tokens: 1,2,"), p.stderr
 
 
-def test_the_runner_without_a_gpu_says_so(bundle, tmp_path):
+@pytest.mark.parametrize("runner", ["run.sh", "run-7b.sh"])
+def test_the_runners_without_a_gpu_say_so(bundle, tmp_path, runner):
     if shutil.which("nvidia-smi"):
-        pytest.skip("nvidia-smi exists here: run.sh would run the whole device check")
-    p = subprocess.run([bundle / "run.sh", tmp_path / "out"], capture_output=True, text=True)
+        pytest.skip(f"nvidia-smi exists here: {runner} would run the whole device check")
+    p = subprocess.run([bundle / runner, tmp_path / "out"], capture_output=True, text=True)
     assert p.returncode == 125 and "no GPU" in p.stderr, p.stderr
 
 
