@@ -90,6 +90,11 @@ TD_HD inline float head_dot(const float* q, const void* k, std::int64_t at, int 
   return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail;
 }
 
+// A key's score from its dot product with the query.
+TD_HD inline float attention_logit(const AttentionArgs& a, float dot) {
+  return a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
+}
+
 // The score of key t, before the softmax.
 TD_HD inline float attention_score(const AttentionArgs& a, const AttentionSpan& s, std::int64_t t) {
   const std::int64_t k_row = t * a.n_head_kv * a.head_dim + s.k_offset;
@@ -105,7 +110,7 @@ TD_HD inline float attention_score(const AttentionArgs& a, const AttentionSpan& 
       dot = head_dot<ElemType::bf16>(s.q, a.k_cache, k_row, a.head_dim);
       break;
   }
-  return a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
+  return attention_logit(a, dot);
 }
 
 // Output element d: the visible keys' values weighted by their probabilities, in key order.
@@ -130,18 +135,23 @@ TD_HD inline void attention_outputs(const AttentionArgs& a, const AttentionSpan&
   }
 }
 
-TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
-  const AttentionSpan s = attention_span(a, index);
+// The scores of keys [first, softmax_len) into the probs row.
+TD_HD inline void attention_scores(const AttentionArgs& a, const AttentionSpan& s) {
+  for (std::int64_t t = s.first; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
+}
+
+// The scores in the probs row become the softmax; zeros around the visible keys.
+TD_HD inline void attention_softmax(const AttentionArgs& a, const AttentionSpan& s) {
   float max = -INFINITY;
-  for (std::int64_t t = s.first; t < s.softmax_len; ++t) {
-    s.p[t] = attention_score(a, s, t);
-    max = s.p[t] > max ? s.p[t] : max;
-  }
+  for (std::int64_t t = s.first; t < s.softmax_len; ++t) max = s.p[t] > max ? s.p[t] : max;
   float sum = 0.0f;
   for (std::int64_t t = s.first; t < s.softmax_len; ++t) sum += (s.p[t] = expf(s.p[t] - max));
   for (std::int64_t t = s.first; t < s.visible; ++t) s.p[t] /= sum;
   for (std::int64_t t = 0; t < s.first && t < a.probs_stride; ++t) s.p[t] = 0.0f;
   for (std::int64_t t = s.visible > 0 ? s.visible : 0; t < a.probs_stride; ++t) s.p[t] = 0.0f;
+}
+
+TD_HD inline void attention_values(const AttentionArgs& a, const AttentionSpan& s) {
   switch (a.cache_type) {
     case ElemType::f32:
       return attention_outputs<ElemType::f32>(a, s);
@@ -150,6 +160,13 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
     case ElemType::bf16:
       return attention_outputs<ElemType::bf16>(a, s);
   }
+}
+
+TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index) {
+  const AttentionSpan s = attention_span(a, index);
+  attention_scores(a, s);
+  attention_softmax(a, s);
+  attention_values(a, s);
 }
 
 void validate(const AttentionArgs& a);

@@ -1,16 +1,115 @@
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/host_loop.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TD_ATTENTION_AVX2 1
+#endif
+
 namespace tapdiff::engine {
 namespace {
 
+#if TD_ATTENTION_AVX2
+// attention_scores for a float32 cache, eight keys at a time: one register of head_dot's eight
+// lanes per key, so eight independent sums run where head_dot's one waits on its additions.
+// Two horizontal adds and the halves' sum make each key's (((l0 + l1) + (l2 + l3)) + ((l4 + l5)
+// + (l6 + l7))), then + tail: head_dot's floats bit for bit (tests/engine/test_kernels.cpp).
+__attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionArgs& a, const AttentionSpan& s) {
+  const auto* k = static_cast<const float*>(a.k_cache);
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  const int full = a.head_dim / 8 * 8;
+  std::int64_t t = s.first;
+  for (; t + 8 <= s.softmax_len; t += 8) {
+    const float* keys = k + t * kv_row + s.k_offset;
+    __m256 lanes[8];
+#pragma GCC unroll 8
+    for (__m256& l : lanes) l = _mm256_setzero_ps();
+    for (int d = 0; d < full; d += 8) {
+      const __m256 q = _mm256_loadu_ps(s.q + d);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        lanes[j] = _mm256_add_ps(lanes[j], _mm256_mul_ps(q, _mm256_loadu_ps(keys + j * kv_row + d)));
+    }
+    alignas(32) float tails[8];
+    for (int j = 0; j < 8; ++j) {
+      tails[j] = 0.0f;
+      for (int d = full; d < a.head_dim; ++d) tails[j] += s.q[d] * keys[j * kv_row + d];
+    }
+    // Per 128-bit half: (l0 + l1), (l2 + l3) of keys 0, 1, then of 2, 3; then their sums.
+    const __m256 k0123 = _mm256_hadd_ps(_mm256_hadd_ps(lanes[0], lanes[1]), _mm256_hadd_ps(lanes[2], lanes[3]));
+    const __m256 k4567 = _mm256_hadd_ps(_mm256_hadd_ps(lanes[4], lanes[5]), _mm256_hadd_ps(lanes[6], lanes[7]));
+    const __m256 low = _mm256_permute2f128_ps(k0123, k4567, 0x20), high = _mm256_permute2f128_ps(k0123, k4567, 0x31);
+    alignas(32) float dots[8];
+    _mm256_store_ps(dots, _mm256_add_ps(_mm256_add_ps(low, high), _mm256_load_ps(tails)));
+    for (int j = 0; j < 8; ++j) s.p[t + j] = attention_logit(a, dots[j]);
+  }
+  for (; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
+}
+
+
+// attention_values for a float32 cache with the sums in registers, where attention_outputs
+// keeps them in the output row: each element still adds its keys' weighted values in key order
+// from 0, eight elements a register and up to eight registers at a time.
+__attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s) {
+  const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  int d = 0;
+  for (; d + 64 <= a.head_dim; d += 64) {
+    __m256 sums[8];
+#pragma GCC unroll 8
+    for (__m256& sum : sums) sum = _mm256_setzero_ps();
+    for (std::int64_t t = s.first; t < s.visible; ++t) {
+      const __m256 p = _mm256_set1_ps(s.p[t]);
+      const float* row = values + t * kv_row + d;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, _mm256_loadu_ps(row + 8 * j)));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
+  }
+  for (; d + 8 <= a.head_dim; d += 8) {
+    __m256 sum = _mm256_setzero_ps();
+    for (std::int64_t t = s.first; t < s.visible; ++t)
+      sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_set1_ps(s.p[t]), _mm256_loadu_ps(values + t * kv_row + d)));
+    _mm256_storeu_ps(s.out + d, sum);
+  }
+  for (; d < a.head_dim; ++d) {
+    float sum = 0.0f;
+    for (std::int64_t t = s.first; t < s.visible; ++t) sum += s.p[t] * values[t * kv_row + d];
+    s.out[d] = sum;
+  }
+}
+
+bool avx2_f32(const AttentionArgs& a) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2 && a.cache_type == ElemType::f32;
+}
+#endif
+
+void scores(const AttentionArgs& a, const AttentionSpan& s) {
+#if TD_ATTENTION_AVX2
+  if (avx2_f32(a)) return scores_f32_avx2(a, s);
+#endif
+  attention_scores(a, s);
+}
+
+void values(const AttentionArgs& a, const AttentionSpan& s) {
+#if TD_ATTENTION_AVX2
+  if (avx2_f32(a)) return values_f32_avx2(a, s);
+#endif
+  attention_values(a, s);
+}
+
 // Compiled with AVX2 and for any x86-64, picked at load time (as matvec_host.cpp's rows): the
-// head dot products and the weighted values run eight floats wide where the CPU has AVX2.
+// scores and weighted values of 16-bit caches run eight floats wide where the CPU has AVX2.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default"), flatten))
 #endif
 void attention_one(const AttentionArgs& a, std::int64_t i) {
-  attention_row_head(a, i);
+  const AttentionSpan s = attention_span(a, i);
+  scores(a, s);
+  attention_softmax(a, s);
+  values(a, s);
 }
 
 }  // namespace

@@ -477,6 +477,54 @@ TEST_F(HostOps, Attention) {
   }
 }
 
+// The host takes a float32 cache's scores eight keys at a time (AVX2): attention_row_head's
+// floats bit for bit, for head sizes with and without a tail of fewer than eight dims, key
+// counts that end inside a group of eight, windows that start inside one, and the soft-cap.
+TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
+  struct Case {
+    const char* what;
+    int dim;
+    std::int64_t window;
+    float softcap;
+    bool all_keys;
+  };
+  const Case cases[] = {{"head_dim 64", 64, 0, 0.0f, false},   {"head_dim 128, window 13", 128, 13, 0.0f, false},
+                        {"head_dim 76", 76, 0, 0.0f, false},   {"head_dim 4", 4, 0, 0.0f, false},
+                        {"soft-cap 30", 64, 0, 30.0f, false},  {"softmax over all keys", 36, 0, 0.0f, true}};
+  const int heads = 6, kv_heads = 2;
+  const std::vector<std::int32_t> positions = {0, 5, 7, 8, 9, 16, 30, 44};
+  const std::int64_t n_keys = 45, capacity = 48, rows = std::int64_t(positions.size());
+  for (const Case& c : cases) {
+    const std::vector<float> q = test_values(std::size_t(rows * heads * c.dim), 71, 3.0f);
+    const std::vector<float> k = test_values(std::size_t(capacity * kv_heads * c.dim), 72, 2.0f);
+    const std::vector<float> v = test_values(std::size_t(capacity * kv_heads * c.dim), 73);
+    AttentionArgs a;
+    a.q = q.data();
+    a.k_cache = k.data();
+    a.v_cache = v.data();
+    a.positions = positions.data();
+    a.n_rows = rows;
+    a.n_head = heads;
+    a.n_head_kv = kv_heads;
+    a.head_dim = c.dim;
+    a.n_keys = n_keys;
+    a.probs_stride = capacity;
+    a.scale = 1.0f / std::sqrt(float(c.dim));
+    a.window = c.window;
+    a.softcap = c.softcap;
+    a.softmax_over_all_keys = c.all_keys;
+    std::vector<float> want_p(std::size_t(rows * heads * capacity), -1.0f), got_p(want_p), want_o(q.size()), got_o(q.size());
+    a.probs = want_p.data();
+    a.out = want_o.data();
+    for (std::int64_t i = 0; i < rows * heads; ++i) attention_row_head(a, i);
+    a.probs = got_p.data();
+    a.out = got_o.data();
+    ex->attention(a);
+    EXPECT_TRUE(same_floats(got_p, want_p)) << c.what << ": probs";
+    EXPECT_TRUE(same_floats(got_o, want_o)) << c.what << ": out";
+  }
+}
+
 TEST_F(HostOps, ArgmaxTakesTheFirstOfTies) {
   const std::vector<float> x = {1, 5, 5, -2, /* row 2 */ -1, -1, -3, -1, /* row 3 */ 0, 0, 0, 9};
   std::vector<std::int32_t> out(3, -1);
