@@ -23,20 +23,19 @@ constexpr int kPanel = 32;  // columns of op(B) a tile spans: two vectors of 16
 
 // op(B) copied in panels of kPanel columns, so that a tile reads element p of its kPanel
 // columns as two vectors: element (p, j) of op(B) lands at kPanel·k·q + kPanel·p + j % kPanel,
-// q = j / kPanel; the last panel is zero past column n.
+// q = j / kPanel; the last panel is zero past column n. Written in order, one p at a time: the
+// panel is larger than L1, and filling it a column at a time missed on every write.
 void pack_panel(const GemmArgs& g, int q, float* packed) {
-  const auto* b = static_cast<const float*>(g.b);
+  // Element (p, j) of op(B) is B[p + j·ldb] (op N: column j contiguous) or B[j + p·ldb] (op T).
+  const std::int64_t p_step = g.op_b == GemmOp::N ? 1 : g.ldb, j_step = g.op_b == GemmOp::N ? g.ldb : 1;
+  const float* first = static_cast<const float*>(g.b) + std::int64_t(q) * kPanel * j_step;
+  const int cols = std::min(kPanel, g.n - q * kPanel);
   float* dst = packed + std::int64_t(q) * kPanel * g.k;
-  for (int jj = 0; jj < kPanel; ++jj) {
-    const int j = q * kPanel + jj;
-    if (j >= g.n) {
-      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = 0.0f;
-    } else if (g.op_b == GemmOp::N) {  // column j of B, contiguous
-      const float* col = b + std::int64_t(j) * g.ldb;
-      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = col[p];
-    } else {  // row j of B, its elements ldb apart
-      for (int p = 0; p < g.k; ++p) dst[std::int64_t(p) * kPanel + jj] = b[j + std::int64_t(p) * g.ldb];
-    }
+  for (int p = 0; p < g.k; ++p, dst += kPanel) {
+    const float* at = first + p * p_step;
+    int jj = 0;
+    for (; jj < cols; ++jj) dst[jj] = at[jj * j_step];
+    for (; jj < kPanel; ++jj) dst[jj] = 0.0f;
   }
 }
 
