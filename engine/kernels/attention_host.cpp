@@ -30,22 +30,30 @@ __attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionAr
       for (int j = 0; j < 8; ++j)
         lanes[j] = _mm256_add_ps(lanes[j], _mm256_mul_ps(q, _mm256_loadu_ps(keys + j * kv_row + d)));
     }
-    alignas(32) float tails[8];
-    for (int j = 0; j < 8; ++j) {
-      tails[j] = 0.0f;
-      for (int d = full; d < a.head_dim; ++d) tails[j] += s.q[d] * keys[j * kv_row + d];
+    __m256 tails = _mm256_setzero_ps();
+    if (full < a.head_dim) {
+      alignas(32) float tail[8];
+      for (int j = 0; j < 8; ++j) {
+        tail[j] = 0.0f;
+        for (int d = full; d < a.head_dim; ++d) tail[j] += s.q[d] * keys[j * kv_row + d];
+      }
+      tails = _mm256_load_ps(tail);
     }
     // Per 128-bit half: (l0 + l1), (l2 + l3) of keys 0, 1, then of 2, 3; then their sums.
     const __m256 k0123 = _mm256_hadd_ps(_mm256_hadd_ps(lanes[0], lanes[1]), _mm256_hadd_ps(lanes[2], lanes[3]));
     const __m256 k4567 = _mm256_hadd_ps(_mm256_hadd_ps(lanes[4], lanes[5]), _mm256_hadd_ps(lanes[6], lanes[7]));
     const __m256 low = _mm256_permute2f128_ps(k0123, k4567, 0x20), high = _mm256_permute2f128_ps(k0123, k4567, 0x31);
-    alignas(32) float dots[8];
-    _mm256_store_ps(dots, _mm256_add_ps(_mm256_add_ps(low, high), _mm256_load_ps(tails)));
-    for (int j = 0; j < 8; ++j) s.p[t + j] = attention_logit(a, dots[j]);
+    const __m256 dots = _mm256_add_ps(_mm256_add_ps(low, high), tails);
+    if (a.softcap > 0.0f) {
+      alignas(32) float dot[8];
+      _mm256_store_ps(dot, dots);
+      for (int j = 0; j < 8; ++j) s.p[t + j] = attention_logit(a, dot[j]);
+    } else {  // attention_logit without the cap: scale · dot
+      _mm256_storeu_ps(s.p + t, _mm256_mul_ps(_mm256_set1_ps(a.scale), dots));
+    }
   }
   for (; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
 }
-
 
 // attention_values for a float32 cache with the sums in registers, where attention_outputs
 // keeps them in the output row: each element still adds its keys' weighted values in key order
