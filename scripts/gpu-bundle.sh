@@ -39,17 +39,17 @@ cublas="$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 /{print $NF; exit}
 export LD_LIBRARY_PATH="$here/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TAPDIFF="$here/bin/tapdiff" TEST_ENGINE_CUDA="$here/bin/test_engine_cuda" BENCH_ENGINE="$here/bin/bench_engine"
 ENV
-for script in cuda_device cuda_7b; do
-  runner=run.sh
-  [ $script = cuda_7b ] && runner=run-7b.sh
-  cat >"$dir/$runner" <<RUN
+runner() {  # runner NAME SCRIPT: NAME runs SCRIPT on this bundle's programs
+  cat >"$dir/$1" <<RUN
 #!/usr/bin/env bash
-# Runs $script.sh on this bundle's programs: $runner [OUT_DIR] (default: ./results here).
+# Runs $2 on this bundle's programs: $1 [OUT_DIR] (default: ./results here).
 set -uo pipefail
 source "\$(dirname "\$0")/env.sh"
-exec "\$here/$script.sh" "\$here" "\${1:-\$here/results}"
+exec "\$here/$2" "\$here" "\${1:-\$here/results}"
 RUN
-done
+}
+runner run.sh cuda_device.sh
+runner run-7b.sh cuda_7b.sh
 chmod +x "$dir/run.sh" "$dir/run-7b.sh" "$dir/cuda_device.sh" "$dir/cuda_7b.sh"
 mkdir -p "$(dirname "$archive")"
 tar -C "$stage" -czf "$archive" tapdiff-gpu

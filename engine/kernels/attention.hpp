@@ -171,6 +171,9 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
 
 void validate(const AttentionArgs& a);
 void attention_host(const AttentionArgs& a);
+// Whether attention_host scores and sums eight floats a register with its own AVX2 loops (the
+// body's floats bit for bit): a float32 cache on a CPU with AVX2.
+bool attention_host_in_eights(const AttentionArgs& a);
 void attention_cuda(const AttentionArgs& a, CudaStream stream);
 
 }  // namespace tapdiff::engine

@@ -55,79 +55,76 @@ __attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionAr
   for (; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
 }
 
-// attention_values for a float32 cache with the sums in registers, where attention_outputs
-// keeps them in the output row: each element still adds its keys' weighted values in key order
-// from 0, eight elements a register and up to eight registers at a time.
+// Output elements [d, d + 8·kRegs) of attention_values for a float32 cache, the sums in
+// registers where attention_outputs keeps them in the output row: each element still adds its
+// keys' weighted values in key order from 0.
+template <int kRegs>
+__attribute__((target("avx2"), always_inline)) inline void value_sums(const AttentionSpan& s, const float* values,
+                                                                      std::int64_t kv_row, int d) {
+  __m256 sums[kRegs];
+#pragma GCC unroll 8
+  for (__m256& sum : sums) sum = _mm256_setzero_ps();
+  for (std::int64_t t = s.first; t < s.visible; ++t) {
+    const __m256 p = _mm256_set1_ps(s.p[t]);
+    const float* row = values + t * kv_row + d;
+#pragma GCC unroll 8
+    for (int j = 0; j < kRegs; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, _mm256_loadu_ps(row + 8 * j)));
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
+}
+
 __attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s) {
   const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
   const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
   int d = 0;
-  for (; d + 64 <= a.head_dim; d += 64) {
-    __m256 sums[8];
-#pragma GCC unroll 8
-    for (__m256& sum : sums) sum = _mm256_setzero_ps();
-    for (std::int64_t t = s.first; t < s.visible; ++t) {
-      const __m256 p = _mm256_set1_ps(s.p[t]);
-      const float* row = values + t * kv_row + d;
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, _mm256_loadu_ps(row + 8 * j)));
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
-  }
-  for (; d + 8 <= a.head_dim; d += 8) {
-    __m256 sum = _mm256_setzero_ps();
-    for (std::int64_t t = s.first; t < s.visible; ++t)
-      sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_set1_ps(s.p[t]), _mm256_loadu_ps(values + t * kv_row + d)));
-    _mm256_storeu_ps(s.out + d, sum);
-  }
+  for (; d + 64 <= a.head_dim; d += 64) value_sums<8>(s, values, kv_row, d);
+  for (; d + 8 <= a.head_dim; d += 8) value_sums<1>(s, values, kv_row, d);
   for (; d < a.head_dim; ++d) {
     float sum = 0.0f;
     for (std::int64_t t = s.first; t < s.visible; ++t) sum += s.p[t] * values[t * kv_row + d];
     s.out[d] = sum;
   }
 }
-
-bool avx2_f32(const AttentionArgs& a) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2 && a.cache_type == ElemType::f32;
-}
 #endif
-
-void scores(const AttentionArgs& a, const AttentionSpan& s) {
-#if TD_ATTENTION_AVX2
-  if (avx2_f32(a)) return scores_f32_avx2(a, s);
-#endif
-  attention_scores(a, s);
-}
-
-void values(const AttentionArgs& a, const AttentionSpan& s) {
-#if TD_ATTENTION_AVX2
-  if (avx2_f32(a)) return values_f32_avx2(a, s);
-#endif
-  attention_values(a, s);
-}
 
 // Compiled with AVX2 and for any x86-64, picked at load time (as matvec_host.cpp's rows): the
 // scores and weighted values of 16-bit caches run eight floats wide where the CPU has AVX2.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default"), flatten))
 #endif
-void attention_one(const AttentionArgs& a, std::int64_t i) {
+void attention_one(const AttentionArgs& a, std::int64_t i, [[maybe_unused]] bool in_eights) {
   const AttentionSpan s = attention_span(a, i);
-  scores(a, s);
+#if TD_ATTENTION_AVX2
+  if (in_eights) {
+    scores_f32_avx2(a, s);
+    attention_softmax(a, s);
+    return values_f32_avx2(a, s);
+  }
+#endif
+  attention_scores(a, s);
   attention_softmax(a, s);
-  values(a, s);
+  attention_values(a, s);
 }
 
 }  // namespace
 
+bool attention_host_in_eights(const AttentionArgs& a) {
+#if TD_ATTENTION_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2 && a.cache_type == ElemType::f32;
+#else
+  return false;
+#endif
+}
+
 // Under a causal mask later rows see more keys: rows are taken from both ends in turn, so each
 // thread's contiguous share of the loop holds about the same work.
 void attention_host(const AttentionArgs& a) {
+  const bool in_eights = attention_host_in_eights(a);
   host_for(a.n_rows * a.n_head, 4 * a.n_keys * a.head_dim, [&](std::int64_t i) {
     const std::int64_t k = i / a.n_head, row = k % 2 == 0 ? k / 2 : a.n_rows - 1 - k / 2;
-    attention_one(a, row * a.n_head + i % a.n_head);
+    attention_one(a, row * a.n_head + i % a.n_head, in_eights);
   });
 }
 

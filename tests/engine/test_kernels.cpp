@@ -513,6 +513,7 @@ TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
     a.window = c.window;
     a.softcap = c.softcap;
     a.softmax_over_all_keys = c.all_keys;
+    EXPECT_EQ(attention_host_in_eights(a), bool(__builtin_cpu_supports("avx2"))) << c.what;
     std::vector<float> want_p(std::size_t(rows * heads * capacity), -1.0f), got_p(want_p), want_o(q.size()), got_o(q.size());
     a.probs = want_p.data();
     a.out = want_o.data();
@@ -523,6 +524,9 @@ TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
     EXPECT_TRUE(same_floats(got_p, want_p)) << c.what << ": probs";
     EXPECT_TRUE(same_floats(got_o, want_o)) << c.what << ": out";
   }
+  AttentionArgs f16;
+  f16.cache_type = ElemType::f16;
+  EXPECT_FALSE(attention_host_in_eights(f16)) << "a 16-bit cache is the body's";
 }
 
 TEST_F(HostOps, ArgmaxTakesTheFirstOfTies) {
