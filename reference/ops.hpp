@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace tapdiff::ref {
@@ -35,23 +36,31 @@ void rmsnorm(const T* x, const float* w, int n, float eps, T* out) {
 // Σ_i w[i] x[i], the dot product of every matvec row: sixteen partial sums (element i into
 // sum i % 16) added in order at the end. One running sum would make every add wait for the
 // last, and a decode step would wait on that chain rather than on memory. The sixteen sums are
-// one AVX-512 register where the CPU has it (the same additions, lane by lane: the top
-// CMakeLists keeps the multiplies and adds unfused); four SSE registers take a decode step's
-// time in instructions, not memory.
+// one vector (one AVX-512 register where the CPU has it, four SSE registers elsewhere; the
+// top CMakeLists keeps the multiplies and adds unfused). A decode step reads every weight once
+// and the hardware prefetchers alone keep too few lines in flight, so each line 4 KB ahead is
+// asked for (bench/bench_reference.cpp measures the step).
 template <typename T>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "default")))
 #endif
 T dot(const float* w, const T* x, int n) {
-  constexpr int kSums = 16;
-  T sums[kSums] = {};
+  constexpr int kSums = 16, kPrefetchAhead = 1024;  // floats
+  typedef float Weights16 __attribute__((vector_size(kSums * sizeof(float))));
+  typedef T Sums16 __attribute__((vector_size(kSums * sizeof(T))));
+  Sums16 sums = {};
   int i = 0;
-  for (; i + kSums <= n; i += kSums)
-#pragma GCC unroll 16
-    for (int j = 0; j < kSums; ++j) sums[j] += T(w[i + j]) * x[i + j];
+  for (; i + kSums <= n; i += kSums) {
+    __builtin_prefetch(w + i + kPrefetchAhead);
+    Weights16 wi;
+    Sums16 xi;
+    std::memcpy(&wi, w + i, sizeof wi);
+    std::memcpy(&xi, x + i, sizeof xi);
+    sums += __builtin_convertvector(wi, Sums16) * xi;
+  }
   for (int j = 0; i < n; ++i, ++j) sums[j] += T(w[i]) * x[i];
   T acc = 0;
-  for (const T s : sums) acc += s;
+  for (int j = 0; j < kSums; ++j) acc += sums[j];
   return acc;
 }
 
