@@ -38,7 +38,7 @@ __global__ void matvec_warps(MatvecArgs a) {
   }
   float slots[kMatvecSlots];
   for (int s = 0; s < kMatvecSlots; ++s) slots[s] = __shfl_sync(kAllLanes, acc, s);
-  if (lane == 0) a.y[r] = matvec_sum_slots(tail, slots);
+  if (lane == 0) a.y[r] = sum_slots(tail, slots);
 }
 
 }  // namespace

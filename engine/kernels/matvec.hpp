@@ -10,6 +10,7 @@
 
 #include "engine/device/stream.hpp"
 #include "engine/kernels/dequant.hpp"
+#include "engine/kernels/slots.hpp"
 
 namespace tapdiff::engine {
 
@@ -52,13 +53,8 @@ inline float lane(const Lanes& a, int u) { return a[u]; }
 // The order of a row's sums, which every executor keeps: slot s (0..31) adds the products of
 // the columns c = s (mod 32) below k rounded down to a multiple of 32, in column order (the
 // host's four accumulators of eight lanes; a CUDA warp's lanes); the columns after that add
-// into `tail`, in order; then the slots are summed thus.
-inline constexpr int kMatvecSlots = 32;
-TD_HD inline float matvec_sum_slots(float tail, const float* slots) {
-  float sum = tail;
-  for (int u = 0; u < 8; ++u) sum += (slots[u] + slots[u + 8]) + (slots[u + 16] + slots[u + 24]);
-  return sum;
-}
+// into `tail`, in order; then the slots are summed as sum_slots adds them.
+inline constexpr int kMatvecSlots = kSlots;
 
 TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
   float w[kDecodeRun];
@@ -90,7 +86,7 @@ TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
     slots[u + 16] = lane(acc2, u);
     slots[u + 24] = lane(acc3, u);
   }
-  a.y[r] = matvec_sum_slots(tail, slots);
+  a.y[r] = sum_slots(tail, slots);
 }
 
 void validate(const MatvecArgs& a);

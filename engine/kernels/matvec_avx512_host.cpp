@@ -283,7 +283,7 @@ TD_AVX512 void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int
     float slots[kMatvecSlots];
     _mm512_storeu_ps(slots, acc.lo);
     _mm512_storeu_ps(slots + 16, acc.hi);
-    a.y[r] = matvec_sum_slots(tail, slots);
+    a.y[r] = sum_slots(tail, slots);
   }
 }
 

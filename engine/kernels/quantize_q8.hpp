@@ -35,33 +35,49 @@ struct QuantizeQ8Args {
   Q8Rows out = {};
 };
 
+// The pieces of a block, shared by the host's thread per block and the CUDA executor's warp per
+// block: the maximum, a sum of ±0 and NaN, and integer sums come out the same in any order.
+
+// amax folded with one more value's magnitude; poison += x * 0 (NaN when x is not finite).
+TD_HD inline void q8_fold(float x, float& amax, float& poison) {
+  const float v = fabsf(x);
+  amax = v > amax ? v : amax;
+  poison += x * 0.0f;
+}
+
+TD_HD inline float q8_inverse_scale(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+TD_HD inline std::int8_t q8_round(float x, float id) {
+  float v = roundf(x * id);
+  v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+  return v == v ? std::int8_t(v) : std::int8_t(0);
+}
+
+// Writes the sum of the 32 integers starting at element `at` of the rows (t k + b size + j0).
+TD_HD inline void q8_store_sum(const QuantizeQ8Args& a, std::int64_t at, float scale, std::int32_t sum) {
+  if (a.out.block == kQ8Block)
+    a.out.ds[at / kQ8Block] = scale * float(sum);
+  else
+    a.out.sums[at / kQ8Block] = std::int16_t(sum);
+}
+
 // Block i: values [block (i % (k / block)), + block) of row i / (k / block).
 TD_HD inline void quantize_q8_block(const QuantizeQ8Args& a, std::int64_t i) {
   const int size = a.out.block;
   const std::int64_t blocks = a.k / size, t = i / blocks, b = i % blocks;
   const float* x = a.x + t * a.ldx + b * size;
-  float amax = 0.0f, poison = 0.0f;  // poison: NaN when a value is not finite
-  for (int j = 0; j < size; ++j) {
-    const float v = fabsf(x[j]);
-    amax = v > amax ? v : amax;
-    poison += x[j] * 0.0f;
-  }
+  float amax = 0.0f, poison = 0.0f;
+  for (int j = 0; j < size; ++j) q8_fold(x[j], amax, poison);
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = q8_inverse_scale(d);
   std::int8_t* q = a.out.q + t * a.k + b * size;
   for (int j0 = 0; j0 < size; j0 += kQ8Block) {
     std::int32_t sum = 0;
     for (int j = j0; j < j0 + kQ8Block; ++j) {
-      float v = roundf(x[j] * id);
-      v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-      q[j] = v == v ? std::int8_t(v) : std::int8_t(0);
+      q[j] = q8_round(x[j], id);
       sum += q[j];
     }
-    const std::int64_t sub = (t * a.k + b * size + j0) / kQ8Block;
-    if (size == kQ8Block)
-      a.out.ds[sub] = (d + poison) * float(sum);
-    else
-      a.out.sums[sub] = std::int16_t(sum);
+    q8_store_sum(a, t * a.k + b * size + j0, d + poison, sum);
   }
   a.out.d[t * blocks + b] = d + poison;
 }

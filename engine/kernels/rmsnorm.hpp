@@ -1,5 +1,5 @@
-// RMSNorm per row: out = x / sqrt(mean(x²) + eps) * w. The sum of squares runs in float32
-// in index order (one row per thread), so both executors sum identically.
+// RMSNorm per row: out = x / sqrt(mean(x²) + eps) * w. The sum of squares runs in float32 in
+// 32 slots (slots.hpp), so both executors sum identically.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include "engine/device/stream.hpp"
 #include "engine/device/td_hd.hpp"
+#include "engine/kernels/slots.hpp"
 
 namespace tapdiff::engine {
 
@@ -23,29 +24,41 @@ struct RmsNormArgs {
   bool subtract_mean = false;
 };
 
+// A row's statistics sum in slots (slots.hpp): slot s's share of Σ (x[i] - center), or of
+// Σ (x[i] - center)² when `square`. center is 0 but for the mean-centered fault.
+TD_HD inline float rmsnorm_slot(const float* x, std::int64_t n, int s, float center, bool square) {
+  float sum = 0.0f;
+  for (std::int64_t i = s; i < n; i += kSlots) {
+    const float d = x[i] - center;
+    sum += square ? d * d : d;
+  }
+  return sum;
+}
+
+// Element i of a row, given its mean (0 unless subtract_mean) and 1 / sqrt(mean square + eps).
+TD_HD inline float rmsnorm_element(const RmsNormArgs& a, const float* x, std::int64_t i, float mean, float inv) {
+  float w = a.weight != nullptr ? a.weight[i] : 1.0f;
+  if (a.weight_plus_one && a.weight != nullptr && !a.subtract_mean) w = 1.0f + w;
+  return (x[i] - mean) * inv * w;
+}
+
+TD_HD inline float rmsnorm_inv(const RmsNormArgs& a, const float* squares) {
+  return 1.0f / sqrtf(sum_slots(0.0f, squares) / float(a.n) + a.eps);
+}
+
+// The host's row: the slots one after another. The CUDA executor runs a warp per row.
 TD_HD inline void rmsnorm_row(const RmsNormArgs& a, std::int64_t r) {
   const float* x = a.x + r * a.n;
   float* out = a.out + r * a.n;
+  float slots[kSlots];
+  float mean = 0.0f;
   if (a.subtract_mean) {
-    float sum = 0.0f;
-    for (std::int64_t i = 0; i < a.n; ++i) sum += x[i];
-    const float mean = sum / float(a.n);
-    float var = 0.0f;
-    for (std::int64_t i = 0; i < a.n; ++i) var += (x[i] - mean) * (x[i] - mean);
-    const float inv_std = 1.0f / sqrtf(var / float(a.n) + a.eps);
-    for (std::int64_t i = 0; i < a.n; ++i)
-      out[i] = (x[i] - mean) * inv_std * (a.weight != nullptr ? a.weight[i] : 1.0f);
-    return;
+    for (int s = 0; s < kSlots; ++s) slots[s] = rmsnorm_slot(x, a.n, s, 0.0f, false);
+    mean = sum_slots(0.0f, slots) / float(a.n);
   }
-  float ss = 0.0f;
-  for (std::int64_t i = 0; i < a.n; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / sqrtf(ss / float(a.n) + a.eps);
-  if (a.weight_plus_one && a.weight != nullptr) {
-    for (std::int64_t i = 0; i < a.n; ++i) out[i] = x[i] * inv * (1.0f + a.weight[i]);
-    return;
-  }
-  for (std::int64_t i = 0; i < a.n; ++i)
-    out[i] = x[i] * inv * (a.weight != nullptr ? a.weight[i] : 1.0f);
+  for (int s = 0; s < kSlots; ++s) slots[s] = rmsnorm_slot(x, a.n, s, mean, true);
+  const float inv = rmsnorm_inv(a, slots);
+  for (std::int64_t i = 0; i < a.n; ++i) out[i] = rmsnorm_element(a, x, i, mean, inv);
 }
 
 void validate(const RmsNormArgs& a);

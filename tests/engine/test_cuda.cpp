@@ -1,8 +1,11 @@
 // The CUDA executor against the host executor. These tests run only where a CUDA device
 // exists; elsewhere they skip with the reason (and never pretend to have run). Without a
 // device, asking for the CUDA backend must be a NoDeviceError that says why.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <gtest/gtest.h>
 
@@ -127,7 +130,7 @@ std::vector<T> from_device(Executor& ex, const Buffer& b) {
 }
 
 // A warp a row on the device, four accumulators of eight lanes on the host: the same 32
-// partial sums in the same order (matvec_sum_slots), so the same floats. Rows not a multiple of
+// partial sums in the same order (sum_slots), so the same floats. Rows not a multiple of
 // the warps in a block, k below cols, and for the plain floats columns past the last 32.
 TEST_F(Cuda, MatvecBitForBitWithHost) {
   auto host = make_host_executor();
@@ -257,6 +260,64 @@ TEST_F(Cuda, ArgmaxEqualsHost) {
   };
   EXPECT_EQ(short_run(*host), std::vector<std::int32_t>{2});
   EXPECT_EQ(short_run(*cuda), std::vector<std::int32_t>{2});
+}
+
+// The row reductions a decode step runs besides its products, a warp a row (or block) on the
+// device and a thread a row on the host, which add in the same order: RMSNorm in every variant
+// the faults use, in place too, on rows not a multiple of 32 long; q8 quantization in blocks of
+// 32 and 256 with a zero block, a NaN and an infinity.
+TEST_F(Cuda, RowReductionsBitForBitWithHost) {
+  auto host = make_host_executor();
+  auto cuda = make_executor(Backend::cuda);
+  for (const std::int64_t n : {std::int64_t{576}, std::int64_t{77}}) {
+    const std::int64_t rows = 6;
+    const std::vector<float> x = test_values(std::size_t(rows * n), 21, 3.0f);
+    const std::vector<float> w = test_values(std::size_t(n), 22, 1.0f);
+    for (int variant = 0; variant < 5; ++variant) {
+      const auto run = [&](Executor& ex) {
+        Buffer xb = on_device(ex, x), wb = on_device(ex, w), out = ex.allocate(xb.bytes());
+        RmsNormArgs a{xb.as<float>(), variant == 1 ? nullptr : wb.as<float>(), out.as<float>(), rows, n, 1e-5f};
+        a.weight_plus_one = variant == 2;
+        a.subtract_mean = variant == 3;
+        if (variant == 4) a.out = xb.as<float>();
+        ex.rmsnorm(a);
+        return from_device<float>(ex, variant == 4 ? xb : out);
+      };
+      const std::vector<float> want = run(*host), got = run(*cuda);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << "rmsnorm n " << n << ", variant " << variant;
+    }
+  }
+  const std::int64_t rows = 3, cols = 1024;
+  std::vector<float> x = test_values(std::size_t(rows * cols), 23, 5.0f);
+  std::fill_n(x.begin() + 256, 256, 0.0f);
+  x[600] = std::numeric_limits<float>::quiet_NaN();
+  x[1500] = std::numeric_limits<float>::infinity();
+  for (const int block : {kQ8Block, kQ8KBlock}) {
+    const auto run = [&](Executor& ex) {
+      const std::size_t values = x.size(), blocks = values / kQ8Block;
+      Buffer xb = on_device(ex, x), q = ex.allocate(values), d = ex.allocate(values / block * sizeof(float)),
+             ds = ex.allocate(blocks * sizeof(float)), sums = ex.allocate(blocks * sizeof(std::int16_t));
+      ex.quantize_q8(QuantizeQ8Args{xb.as<float>(), cols, rows, cols,
+                                    Q8Rows{q.as<std::int8_t>(), d.as<float>(), ds.as<float>(), sums.as<std::int16_t>(), block}});
+      return std::tuple{from_device<std::int8_t>(ex, q), from_device<float>(ex, d),
+                        block == kQ8Block ? from_device<float>(ex, ds) : std::vector<float>{},
+                        block == kQ8Block ? std::vector<std::int16_t>{} : from_device<std::int16_t>(ex, sums)};
+    };
+    const auto want = run(*host), got = run(*cuda);
+    EXPECT_EQ(std::get<0>(got), std::get<0>(want)) << "quantized values, blocks of " << block;
+    // The first element whose bits differ, -1 for none; NaNs are NaNs whatever their sign and
+    // payload (x86 makes 0 × ∞ a negative NaN, CUDA a positive one).
+    const auto first_difference = [](const std::vector<float>& a, const std::vector<float>& b) {
+      if (a.size() != b.size()) return std::int64_t(std::min(a.size(), b.size()));
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (f32_bits(a[i]) != f32_bits(b[i]) && !(std::isnan(a[i]) && std::isnan(b[i]))) return std::int64_t(i);
+      return std::int64_t{-1};
+    };
+    EXPECT_EQ(-1, first_difference(std::get<1>(got), std::get<1>(want))) << "scales, blocks of " << block;
+    EXPECT_EQ(-1, first_difference(std::get<2>(got), std::get<2>(want))) << "scaled sums, blocks of " << block;
+    EXPECT_EQ(std::get<3>(got), std::get<3>(want)) << "sums, blocks of " << block;
+  }
 }
 
 // Precision q8: activations quantized on each executor, then multiplied, in blocks of 32 and
