@@ -44,4 +44,10 @@ __device__ inline int lane_index() { return int(threadIdx.x) % kWarp; }
 __device__ inline int warp_in_block() { return int(threadIdx.x) / kWarp; }
 __device__ inline std::int64_t warp_index() { return std::int64_t(blockIdx.x) * kWarpsPerBlock + warp_in_block(); }
 
+// Every lane gets every lane's value (slot s from lane s), so each lane can add them in
+// sum_slots's order itself.
+__device__ inline void gather_slots(float mine, float* slots) {
+  for (int s = 0; s < kWarp; ++s) slots[s] = __shfl_sync(kAllLanes, mine, s);
+}
+
 }  // namespace tapdiff::engine

@@ -37,7 +37,7 @@ __global__ void matvec_warps(MatvecArgs a) {
     for (int j = 0; j < len; ++j) tail += tile[j] * a.x[full + j];
   }
   float slots[kMatvecSlots];
-  for (int s = 0; s < kMatvecSlots; ++s) slots[s] = __shfl_sync(kAllLanes, acc, s);
+  gather_slots(acc, slots);
   if (lane == 0) a.y[r] = sum_slots(tail, slots);
 }
 

@@ -6,11 +6,6 @@ namespace {
 
 static_assert(kSlots == kWarp, "a lane per slot");
 
-// Every lane gets every lane's slot, so each lane adds them in sum_slots's order itself.
-__device__ void gather_slots(float mine, float* slots) {
-  for (int s = 0; s < kSlots; ++s) slots[s] = __shfl_sync(kAllLanes, mine, s);
-}
-
 // A warp per row: lane s sums slot s, then writes the elements s, s + 32, ...
 __global__ void rmsnorm_warps(RmsNormArgs a) {
   const std::int64_t r = warp_index();
