@@ -1,5 +1,6 @@
 #include "engine/kernels/matvec_avx512.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -34,6 +35,15 @@ TD_AVX512_INLINE void multiply_add(Halves& acc, const Halves& w, const float* x)
   acc.hi = _mm512_add_ps(acc.hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + 16)));
 }
 
+// The float at p in every lane, by the load itself. GCC would otherwise forward a vector just
+// stored there into a register and extract the lane with a shuffle, on the port the table
+// lookups need.
+TD_AVX512_INLINE __m512 broadcast(const float& p) {
+  __m512 v;
+  __asm__("vbroadcastss %1, %0" : "=v"(v) : "m"(p));
+  return v;
+}
+
 // A block's fp16 scale: the hardware conversion, f16_bits_to_f32's value but for a NaN's bits.
 TD_AVX512_INLINE float scale_f16(const std::uint8_t* p) { return _cvtsh_ss(dd::u16(p)); }
 
@@ -42,10 +52,35 @@ TD_AVX512_INLINE __m512i widen16(const std::uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// first, first + 1, ..., first + 15 as floats (small integers: exact).
-TD_AVX512_INLINE __m512 iota(float first) {
-  return _mm512_add_ps(_mm512_set1_ps(first),
-                       _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+// 0, 1, ..., 15; and first, first + 1, ..., first + 15 as floats (small integers: exact).
+TD_AVX512_INLINE __m512i iota_epi32() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+TD_AVX512_INLINE __m512 iota(float first) { return _mm512_add_ps(_mm512_set1_ps(first), _mm512_cvtepi32_ps(iota_epi32())); }
+
+// R rows side by side: row i's first byte; and how far ahead of a read to ask for the lines
+// (prefetch.hpp), one or more passes of the group ahead: the rows are contiguous, so the
+// group reads R streams that each next group continues.
+template <int R>
+struct RowGroup {
+  const std::uint8_t* row[R];
+  std::int64_t ahead;
+};
+
+// The fp16 field at kOffset of blocks [b0, b0 + n) of each row (n <= 16) as floats in first,
+// and where kSecond the field after it (a legacy block's m) in second: one gather of the 32
+// bits there (inside the block for every legacy type) and a conversion for sixteen blocks,
+// which the loops then broadcast from memory. A block's own scalar conversion and broadcast
+// had been a third of its instructions.
+template <int R, std::size_t kBlockBytes, std::size_t kOffset, bool kSecond>
+TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n, float (*first)[16],
+                                   float (*second)[16]) {
+  static_assert(offsetof(BlockQ4_1, m) == offsetof(BlockQ4_1, d) + 2 && offsetof(BlockQ5_1, m) == offsetof(BlockQ5_1, d) + 2);
+  const __m512i at = _mm512_mullo_epi32(iota_epi32(), _mm512_set1_epi32(int(kBlockBytes)));
+  for (int i = 0; i < R; ++i) {
+    const std::uint8_t* base = g.row[i] + b0 * std::int64_t(kBlockBytes) + kOffset;
+    const __m512i both = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), __mmask16((1u << n) - 1), at, base, 1);
+    _mm512_store_ps(first[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both)));
+    if (kSecond) _mm512_store_ps(second[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16))));
+  }
 }
 
 // Table lookups: lane i of the result is table[idx_i], idx_i's low 4 bits (permutexvar) or low
@@ -57,14 +92,21 @@ TD_AVX512_INLINE Halves look_up(const Halves& table, __m512i lo, __m512i hi) {
   return {_mm512_permutex2var_ps(table.lo, lo, table.hi), _mm512_permutex2var_ps(table.lo, hi, table.hi)};
 }
 
-// The products of the columns [0, full) of one row (full a multiple of 32) into acc, per
-// encoding; `row` is the row's first byte.
+// The products of the columns [0, full) of R rows (full a multiple of 32) into acc[i], per
+// encoding; g.row[i] is row i's first byte. Each row adds its products in its own order, the
+// same as alone; R rows at once give the core R independent chains of additions, where one
+// row waits on the latency of every add (4 cycles a sub-block on the CPUs measured).
 
-TD_AVX512_INLINE void sum_f32(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  const float* w = reinterpret_cast<const float*>(row);
+#define TD_FOR_ROWS _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
+
+template <int R>
+TD_AVX512_INLINE void sum_f32(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   for (std::int64_t c = 0; c < full; c += 32) {
-    prefetch_ahead<128>(w + c);
-    multiply_add(acc, {_mm512_loadu_ps(w + c), _mm512_loadu_ps(w + c + 16)}, x + c);
+    TD_FOR_ROWS {
+      const float* w = reinterpret_cast<const float*>(g.row[i]) + c;
+      prefetch_from<128>(w, g.ahead);
+      multiply_add(acc[i], {_mm512_loadu_ps(w), _mm512_loadu_ps(w + 16)}, x + c);
+    }
   }
 }
 
@@ -77,97 +119,132 @@ TD_AVX512_INLINE __m512 widen_bf16(const std::uint8_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-TD_AVX512_INLINE void sum_f16(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
+template <int R>
+TD_AVX512_INLINE void sum_f16(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   for (std::int64_t c = 0; c < full; c += 32) {
-    prefetch_ahead<64>(row + 2 * c);
-    multiply_add(acc, {widen_f16(row + 2 * c), widen_f16(row + 2 * c + 32)}, x + c);
+    TD_FOR_ROWS {
+      const std::uint8_t* w = g.row[i] + 2 * c;
+      prefetch_from<64>(w, g.ahead);
+      multiply_add(acc[i], {widen_f16(w), widen_f16(w + 32)}, x + c);
+    }
   }
 }
-TD_AVX512_INLINE void sum_bf16(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
+template <int R>
+TD_AVX512_INLINE void sum_bf16(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   for (std::int64_t c = 0; c < full; c += 32) {
-    prefetch_ahead<64>(row + 2 * c);
-    multiply_add(acc, {widen_bf16(row + 2 * c), widen_bf16(row + 2 * c + 32)}, x + c);
+    TD_FOR_ROWS {
+      const std::uint8_t* w = g.row[i] + 2 * c;
+      prefetch_from<64>(w, g.ahead);
+      multiply_add(acc[i], {widen_bf16(w), widen_bf16(w + 32)}, x + c);
+    }
   }
 }
 
 // Q8_0: float(q) * d.
-TD_AVX512_INLINE void sum_q8_0(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  for (std::int64_t c = 0; c < full; c += 32) {
-    const std::uint8_t* b = row + c / 32 * sizeof(BlockQ8_0);
-    prefetch_ahead<sizeof(BlockQ8_0)>(b);
-    const __m512 d = _mm512_set1_ps(scale_f16(b));
-    const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
-    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
-    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
-    multiply_add(acc, {_mm512_mul_ps(lo, d), _mm512_mul_ps(hi, d)}, x + c);
+template <int R>
+TD_AVX512_INLINE void sum_q8_0(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
+    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
+    alignas(64) float d[R][16];
+    block_scales<R, sizeof(BlockQ8_0), offsetof(BlockQ8_0, d), false>(g, c0 / 32, n, d, d);
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t c = c0 + 32 * k;
+      TD_FOR_ROWS {
+        const std::uint8_t* b = g.row[i] + c / 32 * sizeof(BlockQ8_0);
+        prefetch_from<sizeof(BlockQ8_0)>(b, g.ahead);
+        const __m512 dk = _mm512_set1_ps(d[i][k]);
+        const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
+        multiply_add(acc[i], {_mm512_mul_ps(lo, dk), _mm512_mul_ps(hi, dk)}, x + c);
+      }
+    }
   }
 }
 
 // Q4_0 and Q4_1: element j < 16 the low nibble of qs[j], element 16 + j its high nibble;
 // the table holds float(q - 8) * d, or float(q) * d + m.
-template <bool kOffset>
-TD_AVX512_INLINE void sum_q4_legacy(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
+template <int R, bool kOffset>
+TD_AVX512_INLINE void sum_q4_legacy(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
   constexpr std::size_t kQs = kOffset ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
-  for (std::int64_t c = 0; c < full; c += 32) {
-    const std::uint8_t* b = row + c / 32 * kBytes;
-    prefetch_ahead<kBytes>(b);
-    const __m512 d = _mm512_set1_ps(scale_f16(b));
-    const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), _mm512_set1_ps(scale_f16(b + offsetof(BlockQ4_1, m))))
-                                 : _mm512_mul_ps(iota(-8), d);
-    const __m512i q = widen16(b + kQs);
-    multiply_add(acc, look_up(table, q, _mm512_srli_epi32(q, 4)), x + c);
+  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
+    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
+    alignas(64) float d[R][16], m[R][16];
+    block_scales<R, kBytes, offsetof(BlockQ4_0, d), kOffset>(g, c0 / 32, n, d, m);
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t c = c0 + 32 * k;
+      TD_FOR_ROWS {
+        const std::uint8_t* b = g.row[i] + c / 32 * kBytes;
+        prefetch_from<kBytes>(b, g.ahead);
+        const __m512 dk = _mm512_set1_ps(d[i][k]);
+        const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), dk), _mm512_set1_ps(m[i][k])) : _mm512_mul_ps(iota(-8), dk);
+        const __m512i q = widen16(b + kQs);
+        multiply_add(acc[i], look_up(table, q, _mm512_srli_epi32(q, 4)), x + c);
+      }
+    }
   }
 }
 
 // Q5_0 and Q5_1: Q4's nibbles with bit j of qh as bit 4 of element j; the table holds
 // float(q - 16) * d, or float(q) * d + m, for q = 0..31.
-template <bool kOffset>
-TD_AVX512_INLINE void sum_q5_legacy(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
+template <int R, bool kOffset>
+TD_AVX512_INLINE void sum_q5_legacy(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
   constexpr std::size_t kQh = kOffset ? offsetof(BlockQ5_1, qh) : offsetof(BlockQ5_0, qh);
   constexpr std::size_t kQs = kOffset ? offsetof(BlockQ5_1, qs) : offsetof(BlockQ5_0, qs);
-  const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10);
-  for (std::int64_t c = 0; c < full; c += 32) {
-    const std::uint8_t* b = row + c / 32 * kBytes;
-    prefetch_ahead<kBytes>(b);
-    const __m512 d = _mm512_set1_ps(scale_f16(b));
-    Halves table;
-    if (kOffset) {
-      const __m512 m = _mm512_set1_ps(scale_f16(b + offsetof(BlockQ5_1, m)));
-      table = {_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)};
-    } else {
-      table = {_mm512_mul_ps(iota(-16), d), _mm512_mul_ps(iota(0), d)};
+  // Rotated left by these, qh has bit j (elements j < 16) or bit 16 + j in bit 4, the index
+  // bit above a nibble; the lookup ignores the bits above.
+  const __m512i rotate_lo = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(4), iota_epi32()), _mm512_set1_epi32(31));
+  const __m512i rotate_hi = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(20), iota_epi32()), _mm512_set1_epi32(31));
+  const __m512i nibble = _mm512_set1_epi32(0x0f);
+  constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
+  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
+    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
+    alignas(64) float d[R][16], m[R][16];
+    block_scales<R, kBytes, offsetof(BlockQ5_0, d), kOffset>(g, c0 / 32, n, d, m);
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t c = c0 + 32 * k;
+      TD_FOR_ROWS {
+        const std::uint8_t* b = g.row[i] + c / 32 * kBytes;
+        prefetch_from<kBytes>(b, g.ahead);
+        const __m512 dk = _mm512_set1_ps(d[i][k]);
+        Halves table;
+        if (kOffset) {
+          const __m512 mk = _mm512_set1_ps(m[i][k]);
+          table = {_mm512_add_ps(_mm512_mul_ps(iota(0), dk), mk), _mm512_add_ps(_mm512_mul_ps(iota(16), dk), mk)};
+        } else {
+          table = {_mm512_mul_ps(iota(-16), dk), _mm512_mul_ps(iota(0), dk)};
+        }
+        const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
+        const __m512i q = widen16(b + kQs);
+        multiply_add(acc[i],
+                     look_up(table, _mm512_ternarylogic_epi32(q, _mm512_rolv_epi32(qh, rotate_lo), nibble, kNibbleElseSecond),
+                             _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi), nibble,
+                                                       kNibbleElseSecond)),
+                     x + c);
+      }
     }
-    const std::uint32_t qh = dd::u32(b + kQh);
-    const __m512i q = widen16(b + kQs);
-    const __m512i lo = _mm512_and_si512(q, nibble), hi = _mm512_srli_epi32(q, 4);
-    multiply_add(acc,
-                 look_up(table, _mm512_mask_or_epi32(lo, __mmask16(qh), lo, bit4),
-                         _mm512_mask_or_epi32(hi, __mmask16(qh >> 16), hi, bit4)),
-                 x + c);
   }
 }
 
-// A K-quant superblock's eight sub-block scales dj = d * sc[j] in lanes 0..7 and mins
-// mj = dmin * m[j] in lanes 8..15 (dequant.hpp's products), and lane j of such a vector in
-// every lane.
+// A K-quant superblock's eight sub-block scales dj = d * sc[j] in out[0..7] and mins
+// mj = dmin * m[j] in out[8..15] (dequant.hpp's products), stored for the loops to broadcast.
 template <typename Block>
-TD_AVX512_INLINE __m512 k_scales(const std::uint8_t* b) {
+TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
   const dd::KScales s = dd::k_scales_mins(b + offsetof(Block, scales));
   const __m512 ints = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&s))));
   const __m512 d = _mm512_set1_ps(scale_f16(b + offsetof(Block, d)));
   const __m512 dmin = _mm512_set1_ps(scale_f16(b + offsetof(Block, dmin)));
-  return _mm512_mul_ps(ints, _mm512_mask_blend_ps(0xff00, d, dmin));
+  _mm512_store_ps(out, _mm512_mul_ps(ints, _mm512_mask_blend_ps(0xff00, d, dmin)));
 }
-TD_AVX512_INLINE __m512 lane(const __m512& v, int j) { return _mm512_permutexvar_ps(_mm512_set1_epi32(j), v); }
 
 // Q4_K and Q5_K sub-block j: its table of dj * float(q) - mj (q < 16, or q < 32 for Q5_K)
 // and its values, from the 32-bit lanes holding its nibbles in their low 4 bits (Q5_K: with
 // bit j of qh[l] as bit 4).
 template <bool kFiveBits>
-TD_AVX512_INLINE Halves k_sub_values(const __m512& scales, int j, const __m512i (&qh)[2], __m512i lo, __m512i hi) {
-  const __m512 dj = lane(scales, j), mj = lane(scales, 8 + j);
+TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (&qh)[2], __m512i lo, __m512i hi) {
+  const __m512 dj = broadcast(scales[j]), mj = broadcast(scales[8 + j]);
   const __m512 table = _mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj);
   if (!kFiveBits) return look_up(table, lo, hi);
   const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10), bit = _mm512_set1_epi32(1 << j);
@@ -178,29 +255,47 @@ TD_AVX512_INLINE Halves k_sub_values(const __m512& scales, int j, const __m512i 
                  _mm512_mask_or_epi32(hi, _mm512_test_epi32_mask(qh[1], bit), hi, bit4));
 }
 
+// The sub-blocks [0, subs) of superblock sb of each row; x its first column's activation.
 // Q4_K and Q5_K: sub-blocks j and j + 1 take the low and high nibbles of the same 32 bytes.
-template <bool kFiveBits>
-TD_AVX512_INLINE void sum_k4_k5(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
+// The loop over sub-block pairs stays a loop: unrolled, R rows' superblocks were more code
+// than the decoded-instruction cache holds, and decoding them became the bound.
+template <int R, bool kFiveBits>
+TD_AVX512_INLINE void k4_k5_superblock(const RowGroup<R>& g, std::int64_t sb, const float* x, int subs, Halves* acc) {
   using Block = std::conditional_t<kFiveBits, BlockQ5_K, BlockQ4_K>;
-  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
-    const std::uint8_t* b = row + c0 / kQK_K * sizeof(Block);
-    prefetch_ahead<sizeof(Block)>(b);
-    const __m512 scales = k_scales<Block>(b);
-    __m512i qh[2] = {};
+  const std::uint8_t* b[R];
+  alignas(64) float scales[R][16];
+  __m512i qh[R][2] = {};
+  TD_FOR_ROWS {
+    b[i] = g.row[i] + sb * std::int64_t(sizeof(Block));
+    prefetch_from<sizeof(Block)>(b[i], g.ahead);
+    k_scales<Block>(b[i], scales[i]);
     if (kFiveBits) {
-      qh[0] = widen16(b + offsetof(BlockQ5_K, qh));
-      qh[1] = widen16(b + offsetof(BlockQ5_K, qh) + 16);
+      qh[i][0] = widen16(b[i] + offsetof(BlockQ5_K, qh));
+      qh[i][1] = widen16(b[i] + offsetof(BlockQ5_K, qh) + 16);
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < 8; j += 2) {
-      if (c0 + 32 * j >= full) break;
-      const std::uint8_t* ql = b + offsetof(Block, qs) + 32 * (j / 2);
+  }
+#pragma GCC unroll 1
+  for (int j = 0; j < subs; j += 2) {
+    TD_FOR_ROWS {
+      const std::uint8_t* ql = b[i] + offsetof(Block, qs) + 32 * (j / 2);
       const __m512i lo = widen16(ql), hi = widen16(ql + 16);
-      multiply_add(acc, k_sub_values<kFiveBits>(scales, j, qh, lo, hi), x + c0 + 32 * j);
-      if (c0 + 32 * (j + 1) >= full) break;
-      multiply_add(acc, k_sub_values<kFiveBits>(scales, j + 1, qh, _mm512_srli_epi32(lo, 4), _mm512_srli_epi32(hi, 4)),
-                   x + c0 + 32 * (j + 1));
+      multiply_add(acc[i], k_sub_values<kFiveBits>(scales[i], j, qh[i], lo, hi), x + 32 * j);
+      if (j + 1 < subs) {
+        multiply_add(acc[i], k_sub_values<kFiveBits>(scales[i], j + 1, qh[i], _mm512_srli_epi32(lo, 4), _mm512_srli_epi32(hi, 4)),
+                     x + 32 * (j + 1));
+      }
     }
+  }
+}
+
+// Whole superblocks with the sub-block count a constant, so that their loops unroll with no
+// exits and the sums stay in registers; a last partial one (k inside it) on its own.
+template <int R, bool kFiveBits>
+TD_AVX512_INLINE void sum_k4_k5(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
+    const int subs = int(std::min<std::int64_t>(8, (full - c0) / 32));
+    if (subs == 8) k4_k5_superblock<R, kFiveBits>(g, c0 / kQK_K, x + c0, 8, acc);
+    else k4_k5_superblock<R, kFiveBits>(g, c0 / kQK_K, x + c0, subs, acc);
   }
 }
 
@@ -214,47 +309,92 @@ TD_AVX512_INLINE __m512 q6_k_ints(const __m512i (&low)[2][2], const __m512i (&hi
 
 // Q6_K: each half of 128 elements reads 64 bytes of ql and 32 of qh; its elements are
 // (d * scale) * float(q - 32), a scale each 16.
-TD_AVX512_INLINE void sum_q6_k(const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
-    const std::uint8_t* b = row + c0 / kQK_K * sizeof(BlockQ6_K);
-    prefetch_ahead<sizeof(BlockQ6_K)>(b);
-    // The sixteen scales d * sc[i] (dequant.hpp's products), a lane each.
-    const __m512 scales = _mm512_mul_ps(
-        _mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales))))));
+template <int R>
+TD_AVX512_INLINE void q6_k_superblock(const RowGroup<R>& g, std::int64_t sb, const float* x, int subs, Halves* acc) {
+  TD_FOR_ROWS {
+    const std::uint8_t* b = g.row[i] + sb * std::int64_t(sizeof(BlockQ6_K));
+    prefetch_from<sizeof(BlockQ6_K)>(b, g.ahead);
+    // The sixteen scales d * sc[i] (dequant.hpp's products), stored for the loop to broadcast.
+    alignas(64) float scales[16];
+    _mm512_store_ps(scales, _mm512_mul_ps(_mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
+                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                              reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales)))))));
     for (int half = 0; half < 2; ++half) {
-      if (c0 + 128 * half >= full) break;
+      if (4 * half >= subs) break;
       const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * half;
       const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * half;
       const __m512i low[2][2] = {{widen16(ql), widen16(ql + 16)}, {widen16(ql + 32), widen16(ql + 48)}};
       const __m512i high[2] = {widen16(qh), widen16(qh + 16)};
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const std::int64_t c = c0 + 128 * half + 32 * k;
-        if (c >= full) break;
-        const __m512 d0 = lane(scales, 8 * half + 2 * k), d1 = lane(scales, 8 * half + 2 * k + 1);
-        multiply_add(acc, {_mm512_mul_ps(d0, q6_k_ints(low, high, k, 0)), _mm512_mul_ps(d1, q6_k_ints(low, high, k, 1))},
-                     x + c);
+        if (4 * half + k >= subs) break;
+        const __m512 d0 = broadcast(scales[8 * half + 2 * k]), d1 = broadcast(scales[8 * half + 2 * k + 1]);
+        multiply_add(acc[i], {_mm512_mul_ps(d0, q6_k_ints(low, high, k, 0)), _mm512_mul_ps(d1, q6_k_ints(low, high, k, 1))},
+                     x + 128 * half + 32 * k);
       }
     }
   }
 }
 
-TD_AVX512 void sum_row(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t full, Halves& acc) {
-  switch (type) {
-    case GgmlType::F32: return sum_f32(row, x, full, acc);
-    case GgmlType::F16: return sum_f16(row, x, full, acc);
-    case GgmlType::BF16: return sum_bf16(row, x, full, acc);
-    case GgmlType::Q8_0: return sum_q8_0(row, x, full, acc);
-    case GgmlType::Q4_0: return sum_q4_legacy<false>(row, x, full, acc);
-    case GgmlType::Q4_1: return sum_q4_legacy<true>(row, x, full, acc);
-    case GgmlType::Q5_0: return sum_q5_legacy<false>(row, x, full, acc);
-    case GgmlType::Q5_1: return sum_q5_legacy<true>(row, x, full, acc);
-    case GgmlType::Q4_K: return sum_k4_k5<false>(row, x, full, acc);
-    case GgmlType::Q5_K: return sum_k4_k5<true>(row, x, full, acc);
-    case GgmlType::Q6_K: return sum_q6_k(row, x, full, acc);
+template <int R>
+TD_AVX512_INLINE void sum_q6_k(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
+    const int subs = int(std::min<std::int64_t>(8, (full - c0) / 32));
+    if (subs == 8) q6_k_superblock<R>(g, c0 / kQK_K, x + c0, 8, acc);
+    else q6_k_superblock<R>(g, c0 / kQK_K, x + c0, subs, acc);
   }
 }
+
+template <int R>
+TD_AVX512_INLINE void sum_rows(GgmlType type, const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  switch (type) {
+    case GgmlType::F32: return sum_f32<R>(g, x, full, acc);
+    case GgmlType::F16: return sum_f16<R>(g, x, full, acc);
+    case GgmlType::BF16: return sum_bf16<R>(g, x, full, acc);
+    case GgmlType::Q8_0: return sum_q8_0<R>(g, x, full, acc);
+    case GgmlType::Q4_0: return sum_q4_legacy<R, false>(g, x, full, acc);
+    case GgmlType::Q4_1: return sum_q4_legacy<R, true>(g, x, full, acc);
+    case GgmlType::Q5_0: return sum_q5_legacy<R, false>(g, x, full, acc);
+    case GgmlType::Q5_1: return sum_q5_legacy<R, true>(g, x, full, acc);
+    case GgmlType::Q4_K: return sum_k4_k5<R, false>(g, x, full, acc);
+    case GgmlType::Q5_K: return sum_k4_k5<R, true>(g, x, full, acc);
+    case GgmlType::Q6_K: return sum_q6_k<R>(g, x, full, acc);
+  }
+}
+
+// Rows [r, r + R) of `a`: their sums, then each row's tail and slots as matvec_row adds them.
+template <int R>
+TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, std::int64_t row_bytes, std::int64_t r) {
+  const std::int64_t full = a.k / kMatvecSlots * kMatvecSlots;
+  const std::int64_t group_bytes = R * row_bytes;
+  RowGroup<R> g;
+  g.ahead = (kPrefetchAhead + group_bytes - 1) / group_bytes * group_bytes;
+  Halves acc[R];
+  TD_FOR_ROWS {
+    g.row[i] = a.w.bytes + (r + i) * row_bytes;
+    acc[i] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  }
+  sum_rows<R>(a.w.type, g, a.x, full, acc);
+  const bool blocks = ggml_type_traits(a.w.type).block_elems > 1;
+  for (int i = 0; i < R; ++i) {
+    // The columns after the last whole 32 add in order into the tail, as matvec_row's do: a
+    // block type's are the start of one sub-block, a plain type's exactly what is left.
+    float tail = 0.0f;
+    if (full < a.k) {
+      float w[kDecodeRun];
+      if (blocks) decode_sub_block(a.w, (r + i) * a.cols + full, w);
+      else decode_run(a.w, (r + i) * a.cols + full, int(a.k - full), w);
+      for (std::int64_t c = full; c < a.k; ++c) tail += w[c - full] * a.x[c];
+    }
+    float slots[kMatvecSlots];
+    _mm512_storeu_ps(slots, acc[i].lo);
+    _mm512_storeu_ps(slots + 16, acc[i].hi);
+    a.y[r + i] = sum_slots(tail, slots);
+  }
+}
+
+// Rows a group: on the machine measured 4 and 8 were alike, 1 and 2 slower (legacy encodings).
+constexpr int kRowGroup = 4;
 
 }  // namespace
 
@@ -263,29 +403,15 @@ bool matvec_avx512_applies(const MatvecArgs& a) {
   return supported && a.round == ElemType::f32 && !a.w.quirks.any();
 }
 
-TD_AVX512 void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
+void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
   const std::int64_t row_bytes = a.cols / traits.block_elems * std::int64_t(traits.block_bytes);
-  const std::int64_t full = a.k / kMatvecSlots * kMatvecSlots;
-  const bool blocks = traits.block_elems > 1;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    Halves acc = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    sum_row(a.w.type, a.w.bytes + r * row_bytes, a.x, full, acc);
-    // The columns after the last whole 32 add in order into the tail, as matvec_row's do: a
-    // block type's are the start of one sub-block, a plain type's exactly what is left.
-    float tail = 0.0f;
-    if (full < a.k) {
-      float w[kDecodeRun];
-      if (blocks) decode_sub_block(a.w, r * a.cols + full, w);
-      else decode_run(a.w, r * a.cols + full, int(a.k - full), w);
-      for (std::int64_t c = full; c < a.k; ++c) tail += w[c - full] * a.x[c];
-    }
-    float slots[kMatvecSlots];
-    _mm512_storeu_ps(slots, acc.lo);
-    _mm512_storeu_ps(slots + 16, acc.hi);
-    a.y[r] = sum_slots(tail, slots);
-  }
+  std::int64_t r = r0;
+  for (; r + kRowGroup <= r1; r += kRowGroup) matvec_row_group<kRowGroup>(a, row_bytes, r);
+  for (; r < r1; ++r) matvec_row_group<1>(a, row_bytes, r);
 }
+
+#undef TD_FOR_ROWS
 
 #else
 

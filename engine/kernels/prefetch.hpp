@@ -11,10 +11,16 @@ namespace tapdiff::engine {
 
 inline constexpr std::int64_t kPrefetchAhead = 4096;
 
-// Every cache line of the kBytes bytes kPrefetchAhead past p (one line when kBytes <= 64).
+// Every cache line of the kBytes bytes `ahead` past p (one line when kBytes <= 64).
+template <std::int64_t kBytes>
+__attribute__((always_inline)) inline void prefetch_from(const void* p, std::int64_t ahead) {
+  for (std::int64_t at = 0; at < kBytes; at += 64) __builtin_prefetch(static_cast<const char*>(p) + ahead + at);
+}
+
+// The same kPrefetchAhead past p.
 template <std::int64_t kBytes>
 __attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
-  for (std::int64_t at = 0; at < kBytes; at += 64) __builtin_prefetch(static_cast<const char*>(p) + kPrefetchAhead + at);
+  prefetch_from<kBytes>(p, kPrefetchAhead);
 }
 
 }  // namespace tapdiff::engine
