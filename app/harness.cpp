@@ -230,9 +230,13 @@ std::vector<int> run_model(const RunSpec& spec) {
   const Producer producer = reference                           ? Producer::reference
                             : backend == engine::Backend::cuda ? Producer::engine_cuda
                                                                : Producer::engine_host;
-  TraceMetadata metadata = trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict);
-  if (s.prefill_chunk > 0) metadata.settings["prefill_chunk"] = std::int64_t(s.prefill_chunk);
-  std::optional<TraceWriter> trace = open_trace(s, std::move(metadata));
+  // Only a run that writes a trace declares its model: the hash of a 7B file takes seconds.
+  std::optional<TraceWriter> trace;
+  if (!s.trace.empty()) {
+    TraceMetadata metadata = trace_metadata_for(file, producer, s.precision, s.fault, s.prompt, s.n_predict);
+    if (s.prefill_chunk > 0) metadata.settings["prefill_chunk"] = std::int64_t(s.prefill_chunk);
+    trace = open_trace(s, std::move(metadata));
+  }
   TraceWriter* writer = trace ? &*trace : nullptr;
   auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);
   if (trace) trace->close();

@@ -11,7 +11,7 @@ prompt (llama-bench's definitions). tapdiff has no in-process API for Python, so
 are differences of whole `tapdiff run` commands that differ only in the work measured:
 tg = 64 / (T(1 token, -n 65) - T(1 token, -n 1)) and pp = 511 / (T(512 tokens, -n 1) -
 T(1 token, -n 1)) (llama-bench's default prompt: with 128 tokens the startup's noise was the size
-of the work); loading, hashing and startup cancel, and the two runs of a difference are
+of the work); loading and startup cancel (a run that writes no trace does not hash its model), and the two runs of a difference are
 back to back. The measurements are interleaved: each of --reps rounds times llama.cpp once
 (a child process) and each tapdiff figure once, llama.cpp first in even rounds and last in odd
 ones, so that a shared machine whose speed drifts slows both sides of a round alike. Each
