@@ -65,18 +65,20 @@ struct RowGroup {
   std::int64_t ahead;
 };
 
-// The fp16 field at kOffset of blocks [b0, b0 + n) of each row (n <= 16) as floats in first,
-// and where kSecond the field after it (a legacy block's m) in second: one gather of the 32
-// bits there (inside the block for every legacy type) and a conversion for sixteen blocks,
-// which the loops then broadcast from memory. A block's own scalar conversion and broadcast
-// had been a third of its instructions.
-template <int R, std::size_t kBlockBytes, std::size_t kOffset, bool kSecond>
+// The scale d of blocks [b0, b0 + n) of each row (n <= 16) as floats in first, and where
+// kSecond the offset m in second: one gather of a legacy block's first 32 bits (d, then m or
+// the block's next field) and a conversion for sixteen blocks, which the loops then broadcast
+// from memory. A block's own scalar conversion and broadcast had been a third of its
+// instructions.
+template <int R, std::size_t kBlockBytes, bool kSecond>
 TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n, float (*first)[16],
                                    float (*second)[16]) {
-  static_assert(offsetof(BlockQ4_1, m) == offsetof(BlockQ4_1, d) + 2 && offsetof(BlockQ5_1, m) == offsetof(BlockQ5_1, d) + 2);
+  static_assert(offsetof(BlockQ4_0, d) == 0 && offsetof(BlockQ5_0, d) == 0 && offsetof(BlockQ8_0, d) == 0 &&
+                offsetof(BlockQ4_1, d) == 0 && offsetof(BlockQ4_1, m) == 2 && offsetof(BlockQ5_1, d) == 0 &&
+                offsetof(BlockQ5_1, m) == 2);
   const __m512i at = _mm512_mullo_epi32(iota_epi32(), _mm512_set1_epi32(int(kBlockBytes)));
   for (int i = 0; i < R; ++i) {
-    const std::uint8_t* base = g.row[i] + b0 * std::int64_t(kBlockBytes) + kOffset;
+    const std::uint8_t* base = g.row[i] + b0 * std::int64_t(kBlockBytes);
     const __m512i both = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), __mmask16((1u << n) - 1), at, base, 1);
     _mm512_store_ps(first[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both)));
     if (kSecond) _mm512_store_ps(second[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16))));
@@ -140,26 +142,37 @@ TD_AVX512_INLINE void sum_bf16(const RowGroup<R>& g, const float* x, std::int64_
   }
 }
 
-// Q8_0: float(q) * d.
-template <int R>
-TD_AVX512_INLINE void sum_q8_0(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+// The legacy encodings' blocks of 32 in [0, full), each row's in turn per column:
+// body(i, b, c, d, m) for row i's block at b, columns c..c + 31, d its scale and m its offset
+// in every lane (m where kOffset only).
+template <int R, std::size_t kBytes, bool kOffset, typename Body>
+TD_AVX512_INLINE void legacy_blocks(const RowGroup<R>& g, std::int64_t full, const Body& body) {
   for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
     const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
-    alignas(64) float d[R][16];
-    block_scales<R, sizeof(BlockQ8_0), offsetof(BlockQ8_0, d), false>(g, c0 / 32, n, d, d);
+    alignas(64) float d[R][16], m[R][16];
+    block_scales<R, kBytes, kOffset>(g, c0 / 32, n, d, m);
     for (int k = 0; k < n; ++k) {
       const std::int64_t c = c0 + 32 * k;
       TD_FOR_ROWS {
-        const std::uint8_t* b = g.row[i] + c / 32 * sizeof(BlockQ8_0);
-        prefetch_from<sizeof(BlockQ8_0)>(b, g.ahead);
-        const __m512 dk = _mm512_set1_ps(d[i][k]);
-        const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
-        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
-        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
-        multiply_add(acc[i], {_mm512_mul_ps(lo, dk), _mm512_mul_ps(hi, dk)}, x + c);
+        const std::uint8_t* b = g.row[i] + c / 32 * std::int64_t(kBytes);
+        prefetch_from<kBytes>(b, g.ahead);
+        body(i, b, c, _mm512_set1_ps(d[i][k]), kOffset ? _mm512_set1_ps(m[i][k]) : _mm512_setzero_ps());
       }
     }
   }
+}
+#define TD_BLOCK_BODY \
+  [&](int i, const std::uint8_t* b, std::int64_t c, __m512 d, [[maybe_unused]] __m512 m) TD_AVX512 __attribute__((always_inline))
+
+// Q8_0: float(q) * d.
+template <int R>
+TD_AVX512_INLINE void sum_q8_0(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  legacy_blocks<R, sizeof(BlockQ8_0), false>(g, full, TD_BLOCK_BODY {
+    const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
+    multiply_add(acc[i], {_mm512_mul_ps(lo, d), _mm512_mul_ps(hi, d)}, x + c);
+  });
 }
 
 // Q4_0 and Q4_1: element j < 16 the low nibble of qs[j], element 16 + j its high nibble;
@@ -168,22 +181,11 @@ template <int R, bool kOffset>
 TD_AVX512_INLINE void sum_q4_legacy(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
   constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
   constexpr std::size_t kQs = kOffset ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
-  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
-    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
-    alignas(64) float d[R][16], m[R][16];
-    block_scales<R, kBytes, offsetof(BlockQ4_0, d), kOffset>(g, c0 / 32, n, d, m);
-    for (int k = 0; k < n; ++k) {
-      const std::int64_t c = c0 + 32 * k;
-      TD_FOR_ROWS {
-        const std::uint8_t* b = g.row[i] + c / 32 * kBytes;
-        prefetch_from<kBytes>(b, g.ahead);
-        const __m512 dk = _mm512_set1_ps(d[i][k]);
-        const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), dk), _mm512_set1_ps(m[i][k])) : _mm512_mul_ps(iota(-8), dk);
-        const __m512i q = widen16(b + kQs);
-        multiply_add(acc[i], look_up(table, q, _mm512_srli_epi32(q, 4)), x + c);
-      }
-    }
-  }
+  legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
+    const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), m) : _mm512_mul_ps(iota(-8), d);
+    const __m512i q = widen16(b + kQs);
+    multiply_add(acc[i], look_up(table, q, _mm512_srli_epi32(q, 4)), x + c);
+  });
 }
 
 // Q5_0 and Q5_1: Q4's nibbles with bit j of qh as bit 4 of element j; the table holds
@@ -199,33 +201,17 @@ TD_AVX512_INLINE void sum_q5_legacy(const RowGroup<R>& g, const float* x, std::i
   const __m512i rotate_hi = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(20), iota_epi32()), _mm512_set1_epi32(31));
   const __m512i nibble = _mm512_set1_epi32(0x0f);
   constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
-  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
-    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
-    alignas(64) float d[R][16], m[R][16];
-    block_scales<R, kBytes, offsetof(BlockQ5_0, d), kOffset>(g, c0 / 32, n, d, m);
-    for (int k = 0; k < n; ++k) {
-      const std::int64_t c = c0 + 32 * k;
-      TD_FOR_ROWS {
-        const std::uint8_t* b = g.row[i] + c / 32 * kBytes;
-        prefetch_from<kBytes>(b, g.ahead);
-        const __m512 dk = _mm512_set1_ps(d[i][k]);
-        Halves table;
-        if (kOffset) {
-          const __m512 mk = _mm512_set1_ps(m[i][k]);
-          table = {_mm512_add_ps(_mm512_mul_ps(iota(0), dk), mk), _mm512_add_ps(_mm512_mul_ps(iota(16), dk), mk)};
-        } else {
-          table = {_mm512_mul_ps(iota(-16), dk), _mm512_mul_ps(iota(0), dk)};
-        }
-        const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
-        const __m512i q = widen16(b + kQs);
-        multiply_add(acc[i],
-                     look_up(table, _mm512_ternarylogic_epi32(q, _mm512_rolv_epi32(qh, rotate_lo), nibble, kNibbleElseSecond),
-                             _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi), nibble,
-                                                       kNibbleElseSecond)),
-                     x + c);
-      }
-    }
-  }
+  legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
+    const Halves table = kOffset ? Halves{_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)}
+                                 : Halves{_mm512_mul_ps(iota(-16), d), _mm512_mul_ps(iota(0), d)};
+    const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
+    const __m512i q = widen16(b + kQs);
+    multiply_add(acc[i],
+                 look_up(table, _mm512_ternarylogic_epi32(q, _mm512_rolv_epi32(qh, rotate_lo), nibble, kNibbleElseSecond),
+                         _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi), nibble,
+                                                   kNibbleElseSecond)),
+                 x + c);
+  });
 }
 
 // A K-quant superblock's eight sub-block scales dj = d * sc[j] in out[0..7] and mins
@@ -412,6 +398,7 @@ void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
 }
 
 #undef TD_FOR_ROWS
+#undef TD_BLOCK_BODY
 
 #else
 
