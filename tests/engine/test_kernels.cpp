@@ -198,7 +198,8 @@ TEST_F(HostOps, MatvecOnEveryEncodingMatchesItsDecodedWeights) {
 // Where the CPU has AVX-512 a decode step's products decode into registers
 // (kernels/matvec_avx512_host.cpp): the kernel body's results bit for bit, for quantized
 // weights and for arbitrary bytes (subnormal, NaN and infinite values and scales), every
-// encoding, with k ending inside a sub-block (the tail) and rows that leave a short last task.
+// encoding, with k ending inside a sub-block (the tail), rows that leave a short last task and
+// row ranges off the kernel's groups of four.
 TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
   // Taken exactly where the CPU supports it, on every CPU; never for a rounding precision or a
   // decoder quirk, which keep the kernel body's decoders.
@@ -227,6 +228,13 @@ TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
         for (std::int64_t r = 0; r < rows; ++r) matvec_row(a, r);
         a.y = got.data();
         matvec_avx512_rows(a, 0, rows);
+        // Rows go four at a time: ranges that start and end off that grid give the same rows.
+        std::vector<float> split(want.size(), -7.0f);
+        a.y = split.data();
+        matvec_avx512_rows(a, 0, 5);
+        matvec_avx512_rows(a, 5, 7);
+        matvec_avx512_rows(a, 7, rows);
+        EXPECT_TRUE(same_floats(split, want)) << t.name << ", k " << k << ", " << names[set] << ", split rows";
         a.y = launched.data();
         ex->matvec(a);
         EXPECT_TRUE(same_floats(got, want)) << t.name << ", k " << k << ", " << names[set];
