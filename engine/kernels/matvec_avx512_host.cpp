@@ -274,15 +274,23 @@ TD_AVX512_INLINE void k4_k5_superblock(const RowGroup<R>& g, std::int64_t sb, co
   }
 }
 
-// Whole superblocks with the sub-block count a constant, so that their loops unroll with no
-// exits and the sums stay in registers; a last partial one (k inside it) on its own.
-template <int R, bool kFiveBits>
-TD_AVX512_INLINE void sum_k4_k5(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+// Every superblock in [0, full): superblock(sb, x, subs) with x its first column's activation
+// and subs its whole sub-blocks. A whole superblock passes the constant 8, so that an unrolled
+// loop over its sub-blocks has no exits and the sums stay in registers; a last partial one
+// (k inside it) passes its count.
+template <typename Superblock>
+TD_AVX512_INLINE void for_superblocks(const float* x, std::int64_t full, const Superblock& superblock) {
   for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
     const int subs = int(std::min<std::int64_t>(8, (full - c0) / 32));
-    if (subs == 8) k4_k5_superblock<R, kFiveBits>(g, c0 / kQK_K, x + c0, 8, acc);
-    else k4_k5_superblock<R, kFiveBits>(g, c0 / kQK_K, x + c0, subs, acc);
+    if (subs == 8) superblock(c0 / kQK_K, x + c0, 8);
+    else superblock(c0 / kQK_K, x + c0, subs);
   }
+}
+#define TD_SUPERBLOCK_BODY [&](std::int64_t sb, const float* xs, int subs) TD_AVX512 __attribute__((always_inline))
+
+template <int R, bool kFiveBits>
+TD_AVX512_INLINE void sum_k4_k5(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
+  for_superblocks(x, full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, kFiveBits>(g, sb, xs, subs, acc); });
 }
 
 // Q6_K quarter k of a half, lanes h = 0 (elements 0..15) or 1: float(q - 32), q the low
@@ -324,11 +332,7 @@ TD_AVX512_INLINE void q6_k_superblock(const RowGroup<R>& g, std::int64_t sb, con
 
 template <int R>
 TD_AVX512_INLINE void sum_q6_k(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
-    const int subs = int(std::min<std::int64_t>(8, (full - c0) / 32));
-    if (subs == 8) q6_k_superblock<R>(g, c0 / kQK_K, x + c0, 8, acc);
-    else q6_k_superblock<R>(g, c0 / kQK_K, x + c0, subs, acc);
-  }
+  for_superblocks(x, full, TD_SUPERBLOCK_BODY { q6_k_superblock<R>(g, sb, xs, subs, acc); });
 }
 
 template <int R>
@@ -399,6 +403,7 @@ void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
 
 #undef TD_FOR_ROWS
 #undef TD_BLOCK_BODY
+#undef TD_SUPERBLOCK_BODY
 
 #else
 
