@@ -52,6 +52,10 @@ public:
   // the GEMM: where the host's AVX-512 matvec streams float32 faster than OpenBLAS's dot
   // products (docs/engine.md, "Weights in their encoding"); cuBLAS's own GEMV otherwise.
   virtual bool matvec_streams_f32() const = 0;
+  // Whether gemm_encoded multiplies a weight of this encoding at this precision: the host's
+  // AVX-512 tiles at f32 (gemm_tiles.hpp). Elsewhere Forward decodes slices of the weight into
+  // a scratch matrix and multiplies each with gemm, as llama.cpp's CUDA backend does.
+  virtual bool gemm_decodes(const Encoded&, ElemType /*precision*/) const { return false; }
 
   // Memory. Buffers come zero-filled. upload/download copy bytes between host memory and a
   // buffer of this executor; download returns once the data is on the host.
@@ -117,6 +121,10 @@ public:
     validate(a);
     launch(a);
   }
+  void gemm_encoded(const EncodedGemmArgs& a) {
+    validate(a);
+    launch(a);
+  }
   void matvec(const MatvecArgs& a) {
     validate(a);
     launch(a);
@@ -147,6 +155,8 @@ protected:
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
   virtual void launch(const MatvecArgs& a) = 0;
+  // Only where gemm_decodes says so: the others' default refuses.
+  virtual void launch(const EncodedGemmArgs& a);
   virtual void launch(const QuantizeQ8Args& a) = 0;
   virtual void launch(const MatmulQ8Args& a) = 0;
 };

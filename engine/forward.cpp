@@ -77,9 +77,11 @@ void Forward::norm(const Buffer& weight, int n) {
 // runs the matvec kernel, which decodes as it goes, except for an F32 weight at f32 precision
 // where the executor's GEMM streams float32 faster (cuBLAS; OpenBLAS on a CPU without
 // AVX-512). A batch multiplies a weight the GEMM reads as it is (float32, or the CUDA
-// executor's 16-bit operand type at that precision) directly, and otherwise decodes slices of
-// W's rows into a scratch matrix and multiplies each, as llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading
-// dimension, as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
+// executor's 16-bit operand type at that precision) directly; W in its encoding where the
+// executor's GEMM decodes it as it goes (gemm_decodes: the host's AVX-512 tiles at f32); and
+// otherwise decodes slices of W's rows into a scratch matrix and multiplies each, as
+// llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading dimension,
+// as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
 // At precision q8 a block-quantized W read by rows multiplies 8-bit activations instead, decode
 // and batch alike (gemm_q8), as llama.cpp's CPU backend does.
 void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, const float* b, int ldb,
@@ -95,6 +97,8 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   const auto stored = operand_as_stored(w.type);
   if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);
   if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
+  if (k == w.cols && ex_.gemm_decodes(w.encoded(), precision_))
+    return ex_.gemm_encoded(EncodedGemmArgs{w.encoded(), m, n, k, b, ldb, c, ldc});
   const int slice = int(std::max<std::int64_t>(1, scratch_elements_ / w.cols));
   for (int r0 = 0; r0 < m; r0 += slice) {
     const int rows = std::min(slice, m - r0);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "engine/gemm/gemm_tiles.hpp"
 #include "engine/host_kernels.hpp"
 #include "engine/kernels/matvec_avx512.hpp"
 
@@ -27,6 +28,7 @@ void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
 void HostKernels::launch(const MatvecArgs& a) { matvec_host(a); }
+void HostKernels::launch(const EncodedGemmArgs& a) { gemm_encoded_host(a); }
 void HostKernels::launch(const QuantizeQ8Args& a) { quantize_q8_host(a); }
 void HostKernels::launch(const MatmulQ8Args& a) { matmul_q8_host(a); }
 
@@ -42,6 +44,9 @@ public:
   bool host_visible() const override { return true; }
   ElemType weight_storage(ElemType) const override { return ElemType::f32; }
   bool matvec_streams_f32() const override { return matvec_avx512_applies(MatvecArgs{}); }
+  bool gemm_decodes(const Encoded& w, ElemType precision) const override {
+    return precision == ElemType::f32 && gemm_tiles_decode(w);
+  }
 
   Buffer allocate(std::size_t bytes) override { return allocate_host(bytes); }
   void upload(void* dst, const void* src, std::size_t bytes) override {

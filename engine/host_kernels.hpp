@@ -28,6 +28,7 @@ protected:
   void launch(const ArgmaxArgs& a) override;
   void launch(const GemmArgs& a) override;
   void launch(const MatvecArgs& a) override;
+  void launch(const EncodedGemmArgs& a) override;
   void launch(const QuantizeQ8Args& a) override;
   void launch(const MatmulQ8Args& a) override;
 };

@@ -1,4 +1,5 @@
 // Argument rules shared by both executors' GEMM.
+#include <algorithm>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,17 @@ void validate(const GemmArgs& g) {
   require(g.ldc >= (g.m > 1 ? g.m : 1), fmt::format("ldc {} < m {}", g.ldc, g.m));
   if (g.m > 0 && g.n > 0)
     require(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)), "null operand");
+}
+
+void validate(const EncodedGemmArgs& g) {
+  const GgmlTypeTraits& traits = ggml_type_traits(g.w.type);
+  require(g.m >= 0 && g.n >= 0 && g.k >= 0, fmt::format("m {} n {} k {}", g.m, g.n, g.k));
+  require(g.k % traits.block_elems == 0,
+          fmt::format("rows of {} {} elements: expected whole blocks of {}", g.k, traits.name, traits.block_elems));
+  require(g.ldb >= std::max(g.k, 1), fmt::format("ldb {} < k {}", g.ldb, g.k));
+  require(g.ldc >= std::max(g.m, 1), fmt::format("ldc {} < m {}", g.ldc, g.m));
+  if (g.m > 0 && g.n > 0)
+    require(g.c != nullptr && (g.k == 0 || (g.w.bytes != nullptr && g.b != nullptr)), "null operand");
 }
 
 std::int64_t gemm_b_extent(const GemmArgs& g) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engine/device/elem_type.hpp"
+#include "engine/kernels/dequant.hpp"
 
 namespace tapdiff::engine {
 
@@ -36,14 +37,32 @@ struct GemmArgs {
   int ldc = 0;
 };
 
+// A product of a weight in its GGUF encoding, as Forward multiplies a weight read by rows:
+// C (m × n, ld ldc) = gemm(T, N, m, n, k, 1, W, k, B, ldb, 0, C, ldc) for rows [0, m) of W,
+// row-major with k elements a row, decoded as dequantize decodes it. The host's AVX-512 tiles
+// decode W a group of rows at a time into cache (gemm_tiles.hpp), where a decoded copy of a
+// 7B model's matrix would be written out to memory and read back.
+struct EncodedGemmArgs {
+  Encoded w = {};
+  int m = 0, n = 0, k = 0;
+  const float* b = nullptr;
+  int ldb = 0;
+  float* c = nullptr;
+  int ldc = 0;
+};
+
 // cuBLAS's argument rules (dimensions >= 0, leading dimensions large enough); throws
 // std::invalid_argument naming the argument.
 void validate(const GemmArgs& g);
+// The same for the product of an encoded W, whose rows are whole blocks of its type.
+void validate(const EncodedGemmArgs& g);
 
 // Elements of B as stored (what a converted copy of B must hold).
 std::int64_t gemm_b_extent(const GemmArgs& g);
 
 // OpenBLAS, float32 operands only (the host executor stores 16-bit weights as rounded float32).
 void gemm_host(const GemmArgs& g);
+// The AVX-512 tiles on an encoded W; throws where they do not apply (gemm_tiles_decode).
+void gemm_encoded_host(const EncodedGemmArgs& g);
 
 }  // namespace tapdiff::engine

@@ -74,4 +74,12 @@ void gemm_host(const GemmArgs& g) {
   }
 }
 
+void gemm_encoded_host(const EncodedGemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  const std::int64_t flops = 2 * std::int64_t(g.m) * g.n * g.k;
+  if (!gemm_tiles_encoded(g, flops >= min_parallel_flops() ? omp_get_max_threads() : 1))
+    throw std::invalid_argument(
+        fmt::format("gemm_encoded: the host's tiles do not multiply {} here", ggml_type_traits(g.w.type).name));
+}
+
 }  // namespace tapdiff::engine

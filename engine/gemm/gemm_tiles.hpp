@@ -22,4 +22,14 @@ bool gemm_tiles_supported();
 // tiles do not apply (op(A) not Aᵀ, a single column of B, no AVX-512): the caller then does.
 bool gemm_tiles(const GemmArgs& g, int threads);
 
+// Whether gemm_tiles_encoded multiplies a weight of this encoding: the tiles run here and
+// dequant_avx512 decodes it (no decoder quirk).
+bool gemm_tiles_decode(const Encoded& w);
+
+// The product of a weight in its encoding (EncodedGemmArgs), each group of kGemmTileRows rows
+// decoded into the thread's cache just before its tiles multiply it: the C that decoding W into
+// a scratch matrix and gemm_tiles on it give, without that matrix going out to memory and back.
+// False where it does not apply (gemm_tiles_decode).
+bool gemm_tiles_encoded(const EncodedGemmArgs& g, int threads);
+
 }  // namespace tapdiff::engine

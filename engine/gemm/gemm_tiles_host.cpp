@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/dequant_avx512.hpp"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TD_GEMM_TILES 1
@@ -76,17 +78,19 @@ const std::array<std::array<TileFn, kGemmTileRows>, 2> kTiles = {
     tiles_by_rows<1>(std::make_integer_sequence<int, kGemmTileRows>{}),
     tiles_by_rows<2>(std::make_integer_sequence<int, kGemmTileRows>{})};
 
-// Rows i0..i1 of C from the packed panels: each group of kGemmTileRows weight rows against every
-// panel in turn (the group's rows stay in cache across the panels).
-void tile_rows(const GemmArgs& g, const float* packed, int i0, int i1) {
-  const auto* a = static_cast<const float*>(g.a);
+// Rows i0..i1 of C from the packed panels: each group of kGemmTileRows rows of op(A), which
+// rows_of_a(i, rows) returns (lda apart), against every panel in turn (the group's rows stay
+// in cache across the panels).
+template <typename RowsOfA>
+void tile_rows(const GemmArgs& g, const float* packed, int i0, int i1, int lda, const RowsOfA& rows_of_a) {
   const int panels = (g.n + kPanel - 1) / kPanel;
   float out[kGemmTileRows][kPanel];
   for (int i = i0; i < i1; i += kGemmTileRows) {
     const int rows = std::min(kGemmTileRows, i1 - i);
+    const float* a = rows_of_a(i, rows);
     for (int q = 0; q < panels; ++q) {
       const int cols = std::min(kPanel, g.n - q * kPanel);
-      kTiles[cols > 16][rows - 1](a + std::int64_t(i) * g.lda, g.lda, packed + std::int64_t(q) * kPanel * g.k, g.k, out);
+      kTiles[cols > 16][rows - 1](a, lda, packed + std::int64_t(q) * kPanel * g.k, g.k, out);
       for (int jj = 0; jj < cols; ++jj) {
         float* c = g.c + std::int64_t(q * kPanel + jj) * g.ldc + i;
         for (int r = 0; r < rows; ++r)
@@ -96,15 +100,10 @@ void tile_rows(const GemmArgs& g, const float* packed, int i0, int i1) {
   }
 }
 
-}  // namespace
-
-bool gemm_tiles_supported() {
-  static const bool supported = __builtin_cpu_supports("avx512f");
-  return supported;
-}
-
-bool gemm_tiles(const GemmArgs& g, int threads) {
-  if (g.op_a != GemmOp::T || g.n < 2 || !gemm_tiles_supported()) return false;
+// C on up to `threads` OpenMP threads: op(B) packed into panels, then each thread's slice of
+// whole row groups.
+template <typename RowsOfA>
+void tiles(const GemmArgs& g, int threads, int lda, const RowsOfA& rows_of_a) {
   const int panels = (g.n + kPanel - 1) / kPanel;
   static thread_local std::vector<float> buffer;  // the caller's, grown to the largest B
   buffer.resize(std::size_t(panels) * kPanel * g.k);
@@ -117,8 +116,43 @@ bool gemm_tiles(const GemmArgs& g, int threads) {
 #pragma omp for schedule(static)
     for (int q = 0; q < panels; ++q) pack_panel(g, q, packed);
     const int i0 = std::min(g.m, omp_get_thread_num() * slice);
-    tile_rows(g, packed, i0, std::min(g.m, i0 + slice));
+    tile_rows(g, packed, i0, std::min(g.m, i0 + slice), lda, rows_of_a);
   }
+}
+
+}  // namespace
+
+bool gemm_tiles_supported() {
+  static const bool supported = __builtin_cpu_supports("avx512f");
+  return supported;
+}
+
+bool gemm_tiles(const GemmArgs& g, int threads) {
+  if (g.op_a != GemmOp::T || g.n < 2 || !gemm_tiles_supported()) return false;
+  const auto* a = static_cast<const float*>(g.a);
+  tiles(g, threads, g.lda, [&](int i, int) { return a + std::int64_t(i) * g.lda; });
+  return true;
+}
+
+bool gemm_tiles_decode(const Encoded& w) {
+  DequantArgs d;
+  d.type = w.type;
+  d.quirks = w.quirks;
+  return gemm_tiles_supported() && dequant_avx512_applies(d);
+}
+
+bool gemm_tiles_encoded(const EncodedGemmArgs& e, int threads) {
+  if (!gemm_tiles_decode(e.w)) return false;
+  const GemmArgs g{GemmOp::T, GemmOp::N, e.m, e.n, e.k, 1.0f, nullptr, ElemType::f32, e.k, e.b, ElemType::f32, e.ldb,
+                   0.0f, e.c, e.ldc};
+  tiles(g, threads, e.k, [&](int i, int rows) {
+    static thread_local std::vector<float> decoded;  // each thread's group of rows
+    decoded.resize(std::size_t(kGemmTileRows) * std::size_t(e.k));
+    DequantArgs d{e.w.bytes, e.w.type, decoded.data(), std::int64_t(rows) * e.k, e.w.quirks};
+    d.first = std::int64_t(i) * e.k;
+    dequant_avx512_range(d, 0, d.n);
+    return static_cast<const float*>(decoded.data());
+  });
   return true;
 }
 
@@ -126,6 +160,8 @@ bool gemm_tiles(const GemmArgs& g, int threads) {
 
 bool gemm_tiles_supported() { return false; }
 bool gemm_tiles(const GemmArgs&, int) { return false; }
+bool gemm_tiles_decode(const Encoded&) { return false; }
+bool gemm_tiles_encoded(const EncodedGemmArgs&, int) { return false; }
 
 #endif
 

@@ -1,10 +1,8 @@
 // Decode products (matvec) on a CPU with AVX-512: matvec_row's products and order of sums, with
-// each sub-block of 32 weights decoded into two registers of sixteen floats and multiplied
-// there, never stored. The four- and five-bit encodings decode through a table of the 16 or 32
-// values a block's integers can take, each computed with dequant.hpp's expression, so every
-// weight is dequant.hpp's bit for bit; the others convert their integers as dequant.hpp does.
-// Register lane s of the low half is matvec_row's slot s, of the high half slot 16 + s, so the
-// results are matvec_row's bit for bit (tests/engine/test_kernels.cpp).
+// each sub-block of 32 weights decoded into two registers of sixteen floats
+// (decode_avx512.hpp) and multiplied there, never stored. Register lane s of the low half is
+// matvec_row's slot s, of the high half slot 16 + s, so the results are matvec_row's bit for
+// bit (tests/engine/test_kernels.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,356 +1,13 @@
 #include "engine/kernels/matvec_avx512.hpp"
 
-#include <algorithm>
-#include <cstddef>
-#include <type_traits>
-
-#include "engine/kernels/prefetch.hpp"
-#include "model/ggml_type.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define TD_MATVEC_AVX512 1
-// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined here: every lane of their results is written.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "engine/kernels/decode_avx512.hpp"
 
 namespace tapdiff::engine {
 
-#if TD_MATVEC_AVX512
+#if TD_DECODE_AVX512
 namespace {
 
-#define TD_AVX512 __attribute__((target("avx512f,f16c")))
-#define TD_AVX512_INLINE TD_AVX512 __attribute__((always_inline)) static inline
-
-namespace dd = dequant_detail;
-
-// A sub-block's 32 values: elements 0..15 and 16..31. As accumulators: matvec_row's slots.
-struct Halves {
-  __m512 lo, hi;
-};
-
-TD_AVX512_INLINE void multiply_add(Halves& acc, const Halves& w, const float* x) {
-  acc.lo = _mm512_add_ps(acc.lo, _mm512_mul_ps(w.lo, _mm512_loadu_ps(x)));
-  acc.hi = _mm512_add_ps(acc.hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + 16)));
-}
-
-// The float at p in every lane, by the load itself. GCC would otherwise forward a vector just
-// stored there into a register and extract the lane with a shuffle, on the port the table
-// lookups need.
-TD_AVX512_INLINE __m512 broadcast(const float& p) {
-  __m512 v;
-  __asm__("vbroadcastss %1, %0" : "=v"(v) : "m"(p));
-  return v;
-}
-
-// A block's fp16 scale: the hardware conversion, f16_bits_to_f32's value but for a NaN's bits.
-TD_AVX512_INLINE float scale_f16(const std::uint8_t* p) { return _cvtsh_ss(dd::u16(p)); }
-
-// Sixteen bytes, each in a 32-bit lane.
-TD_AVX512_INLINE __m512i widen16(const std::uint8_t* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// 0, 1, ..., 15; and first, first + 1, ..., first + 15 as floats (small integers: exact).
-TD_AVX512_INLINE __m512i iota_epi32() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
-TD_AVX512_INLINE __m512 iota(float first) { return _mm512_add_ps(_mm512_set1_ps(first), _mm512_cvtepi32_ps(iota_epi32())); }
-
-// R rows side by side: row i's first byte; and how far ahead of a read to ask for the lines
-// (prefetch.hpp), one or more passes of the group ahead: the rows are contiguous, so the
-// group reads R streams that each next group continues.
-template <int R>
-struct RowGroup {
-  const std::uint8_t* row[R];
-  std::int64_t ahead;
-};
-
-// The scale d of blocks [b0, b0 + n) of each row (n <= 16) as floats in first, and where
-// kSecond the offset m in second: one gather of a legacy block's first 32 bits (d, then m or
-// the block's next field) and a conversion for sixteen blocks, which the loops then broadcast
-// from memory. A block's own scalar conversion and broadcast had been a third of its
-// instructions.
-template <int R, std::size_t kBlockBytes, bool kSecond>
-TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n, float (*first)[16],
-                                   float (*second)[16]) {
-  static_assert(offsetof(BlockQ4_0, d) == 0 && offsetof(BlockQ5_0, d) == 0 && offsetof(BlockQ8_0, d) == 0 &&
-                offsetof(BlockQ4_1, d) == 0 && offsetof(BlockQ4_1, m) == 2 && offsetof(BlockQ5_1, d) == 0 &&
-                offsetof(BlockQ5_1, m) == 2);
-  const __m512i at = _mm512_mullo_epi32(iota_epi32(), _mm512_set1_epi32(int(kBlockBytes)));
-  for (int i = 0; i < R; ++i) {
-    const std::uint8_t* base = g.row[i] + b0 * std::int64_t(kBlockBytes);
-    const __m512i both = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), __mmask16((1u << n) - 1), at, base, 1);
-    _mm512_store_ps(first[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both)));
-    if (kSecond) _mm512_store_ps(second[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16))));
-  }
-}
-
-// Table lookups: lane i of the result is table[idx_i], idx_i's low 4 bits (permutexvar) or low
-// 5 bits (bit 4 picking the second table) taken.
-TD_AVX512_INLINE Halves look_up(const __m512& table, __m512i lo, __m512i hi) {
-  return {_mm512_permutexvar_ps(lo, table), _mm512_permutexvar_ps(hi, table)};
-}
-TD_AVX512_INLINE Halves look_up(const Halves& table, __m512i lo, __m512i hi) {
-  return {_mm512_permutex2var_ps(table.lo, lo, table.hi), _mm512_permutex2var_ps(table.lo, hi, table.hi)};
-}
-
-// The products of the columns [0, full) of R rows (full a multiple of 32) into acc[i], per
-// encoding; g.row[i] is row i's first byte. Each row adds its products in its own order, the
-// same as alone; R rows at once give the core R independent chains of additions, where one
-// row waits on the latency of every add (4 cycles a sub-block on the CPUs measured).
-
-#define TD_FOR_ROWS _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)
-
-template <int R>
-TD_AVX512_INLINE void sum_f32(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for (std::int64_t c = 0; c < full; c += 32) {
-    TD_FOR_ROWS {
-      const float* w = reinterpret_cast<const float*>(g.row[i]) + c;
-      prefetch_from<128>(w, g.ahead);
-      multiply_add(acc[i], {_mm512_loadu_ps(w), _mm512_loadu_ps(w + 16)}, x + c);
-    }
-  }
-}
-
-// 16-bit floats widened: f16_bits_to_f32's and bf16_bits_to_f32's values (the hardware's f16
-// conversion gives a NaN other bits; a NaN weight's products are NaN either way).
-TD_AVX512_INLINE __m512 widen_f16(const std::uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-TD_AVX512_INLINE __m512 widen_bf16(const std::uint8_t* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-template <int R>
-TD_AVX512_INLINE void sum_f16(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for (std::int64_t c = 0; c < full; c += 32) {
-    TD_FOR_ROWS {
-      const std::uint8_t* w = g.row[i] + 2 * c;
-      prefetch_from<64>(w, g.ahead);
-      multiply_add(acc[i], {widen_f16(w), widen_f16(w + 32)}, x + c);
-    }
-  }
-}
-template <int R>
-TD_AVX512_INLINE void sum_bf16(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for (std::int64_t c = 0; c < full; c += 32) {
-    TD_FOR_ROWS {
-      const std::uint8_t* w = g.row[i] + 2 * c;
-      prefetch_from<64>(w, g.ahead);
-      multiply_add(acc[i], {widen_bf16(w), widen_bf16(w + 32)}, x + c);
-    }
-  }
-}
-
-// The legacy encodings' blocks of 32 in [0, full), each row's in turn per column:
-// body(i, b, c, d, m) for row i's block at b, columns c..c + 31, d its scale and m its offset
-// in every lane (m where kOffset only).
-template <int R, std::size_t kBytes, bool kOffset, typename Body>
-TD_AVX512_INLINE void legacy_blocks(const RowGroup<R>& g, std::int64_t full, const Body& body) {
-  for (std::int64_t c0 = 0; c0 < full; c0 += 16 * 32) {
-    const int n = int(std::min<std::int64_t>(16, (full - c0) / 32));
-    alignas(64) float d[R][16], m[R][16];
-    block_scales<R, kBytes, kOffset>(g, c0 / 32, n, d, m);
-    for (int k = 0; k < n; ++k) {
-      const std::int64_t c = c0 + 32 * k;
-      TD_FOR_ROWS {
-        const std::uint8_t* b = g.row[i] + c / 32 * std::int64_t(kBytes);
-        prefetch_from<kBytes>(b, g.ahead);
-        body(i, b, c, _mm512_set1_ps(d[i][k]), kOffset ? _mm512_set1_ps(m[i][k]) : _mm512_setzero_ps());
-      }
-    }
-  }
-}
-#define TD_BLOCK_BODY \
-  [&](int i, const std::uint8_t* b, std::int64_t c, __m512 d, [[maybe_unused]] __m512 m) TD_AVX512 __attribute__((always_inline))
-
-// Q8_0: float(q) * d.
-template <int R>
-TD_AVX512_INLINE void sum_q8_0(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  legacy_blocks<R, sizeof(BlockQ8_0), false>(g, full, TD_BLOCK_BODY {
-    const auto* qs = reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs));
-    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
-    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
-    multiply_add(acc[i], {_mm512_mul_ps(lo, d), _mm512_mul_ps(hi, d)}, x + c);
-  });
-}
-
-// Q4_0 and Q4_1: element j < 16 the low nibble of qs[j], element 16 + j its high nibble;
-// the table holds float(q - 8) * d, or float(q) * d + m.
-template <int R, bool kOffset>
-TD_AVX512_INLINE void sum_q4_legacy(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
-  constexpr std::size_t kQs = kOffset ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
-  legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
-    const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), m) : _mm512_mul_ps(iota(-8), d);
-    const __m512i q = widen16(b + kQs);
-    multiply_add(acc[i], look_up(table, q, _mm512_srli_epi32(q, 4)), x + c);
-  });
-}
-
-// Q5_0 and Q5_1: Q4's nibbles with bit j of qh as bit 4 of element j; the table holds
-// float(q - 16) * d, or float(q) * d + m, for q = 0..31.
-template <int R, bool kOffset>
-TD_AVX512_INLINE void sum_q5_legacy(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
-  constexpr std::size_t kQh = kOffset ? offsetof(BlockQ5_1, qh) : offsetof(BlockQ5_0, qh);
-  constexpr std::size_t kQs = kOffset ? offsetof(BlockQ5_1, qs) : offsetof(BlockQ5_0, qs);
-  // Rotated left by these, qh has bit j (elements j < 16) or bit 16 + j in bit 4, the index
-  // bit above a nibble; the lookup ignores the bits above.
-  const __m512i rotate_lo = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(4), iota_epi32()), _mm512_set1_epi32(31));
-  const __m512i rotate_hi = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(20), iota_epi32()), _mm512_set1_epi32(31));
-  const __m512i nibble = _mm512_set1_epi32(0x0f);
-  constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
-  legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
-    const Halves table = kOffset ? Halves{_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)}
-                                 : Halves{_mm512_mul_ps(iota(-16), d), _mm512_mul_ps(iota(0), d)};
-    const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
-    const __m512i q = widen16(b + kQs);
-    multiply_add(acc[i],
-                 look_up(table, _mm512_ternarylogic_epi32(q, _mm512_rolv_epi32(qh, rotate_lo), nibble, kNibbleElseSecond),
-                         _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi), nibble,
-                                                   kNibbleElseSecond)),
-                 x + c);
-  });
-}
-
-// A K-quant superblock's eight sub-block scales dj = d * sc[j] in out[0..7] and mins
-// mj = dmin * m[j] in out[8..15] (dequant.hpp's products), stored for the loops to broadcast.
-template <typename Block>
-TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
-  const dd::KScales s = dd::k_scales_mins(b + offsetof(Block, scales));
-  const __m512 ints = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&s))));
-  const __m512 d = _mm512_set1_ps(scale_f16(b + offsetof(Block, d)));
-  const __m512 dmin = _mm512_set1_ps(scale_f16(b + offsetof(Block, dmin)));
-  _mm512_store_ps(out, _mm512_mul_ps(ints, _mm512_mask_blend_ps(0xff00, d, dmin)));
-}
-
-// Q4_K and Q5_K sub-block j: its table of dj * float(q) - mj (q < 16, or q < 32 for Q5_K)
-// and its values, from the 32-bit lanes holding its nibbles in their low 4 bits (Q5_K: with
-// bit j of qh[l] as bit 4).
-template <bool kFiveBits>
-TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (&qh)[2], __m512i lo, __m512i hi) {
-  const __m512 dj = broadcast(scales[j]), mj = broadcast(scales[8 + j]);
-  const __m512 table = _mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj);
-  if (!kFiveBits) return look_up(table, lo, hi);
-  const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10), bit = _mm512_set1_epi32(1 << j);
-  lo = _mm512_and_si512(lo, nibble);
-  hi = _mm512_and_si512(hi, nibble);
-  return look_up(Halves{table, _mm512_sub_ps(_mm512_mul_ps(dj, iota(16)), mj)},
-                 _mm512_mask_or_epi32(lo, _mm512_test_epi32_mask(qh[0], bit), lo, bit4),
-                 _mm512_mask_or_epi32(hi, _mm512_test_epi32_mask(qh[1], bit), hi, bit4));
-}
-
-// The sub-blocks [0, subs) of superblock sb of each row; x its first column's activation.
-// Q4_K and Q5_K: sub-blocks j and j + 1 take the low and high nibbles of the same 32 bytes.
-// The loop over sub-block pairs stays a loop: unrolled, R rows' superblocks were more code
-// than the decoded-instruction cache holds, and decoding them became the bound.
-template <int R, bool kFiveBits>
-TD_AVX512_INLINE void k4_k5_superblock(const RowGroup<R>& g, std::int64_t sb, const float* x, int subs, Halves* acc) {
-  using Block = std::conditional_t<kFiveBits, BlockQ5_K, BlockQ4_K>;
-  const std::uint8_t* b[R];
-  alignas(64) float scales[R][16];
-  __m512i qh[R][2] = {};
-  TD_FOR_ROWS {
-    b[i] = g.row[i] + sb * std::int64_t(sizeof(Block));
-    prefetch_from<sizeof(Block)>(b[i], g.ahead);
-    k_scales<Block>(b[i], scales[i]);
-    if (kFiveBits) {
-      qh[i][0] = widen16(b[i] + offsetof(BlockQ5_K, qh));
-      qh[i][1] = widen16(b[i] + offsetof(BlockQ5_K, qh) + 16);
-    }
-  }
-#pragma GCC unroll 1
-  for (int j = 0; j < subs; j += 2) {
-    TD_FOR_ROWS {
-      const std::uint8_t* ql = b[i] + offsetof(Block, qs) + 32 * (j / 2);
-      const __m512i lo = widen16(ql), hi = widen16(ql + 16);
-      multiply_add(acc[i], k_sub_values<kFiveBits>(scales[i], j, qh[i], lo, hi), x + 32 * j);
-      if (j + 1 < subs) {
-        multiply_add(acc[i], k_sub_values<kFiveBits>(scales[i], j + 1, qh[i], _mm512_srli_epi32(lo, 4), _mm512_srli_epi32(hi, 4)),
-                     x + 32 * (j + 1));
-      }
-    }
-  }
-}
-
-// Every superblock in [0, full): superblock(sb, x, subs) with x its first column's activation
-// and subs its whole sub-blocks. A whole superblock passes the constant 8, so that an unrolled
-// loop over its sub-blocks has no exits and the sums stay in registers; a last partial one
-// (k inside it) passes its count.
-template <typename Superblock>
-TD_AVX512_INLINE void for_superblocks(const float* x, std::int64_t full, const Superblock& superblock) {
-  for (std::int64_t c0 = 0; c0 < full; c0 += kQK_K) {
-    const int subs = int(std::min<std::int64_t>(8, (full - c0) / 32));
-    if (subs == 8) superblock(c0 / kQK_K, x + c0, 8);
-    else superblock(c0 / kQK_K, x + c0, subs);
-  }
-}
-#define TD_SUPERBLOCK_BODY [&](std::int64_t sb, const float* xs, int subs) TD_AVX512 __attribute__((always_inline))
-
-template <int R, bool kFiveBits>
-TD_AVX512_INLINE void sum_k4_k5(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for_superblocks(x, full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, kFiveBits>(g, sb, xs, subs, acc); });
-}
-
-// Q6_K quarter k of a half, lanes h = 0 (elements 0..15) or 1: float(q - 32), q the low
-// (k < 2) or high nibbles of ql[32 (k % 2) + l] with bits 2k, 2k + 1 of qh[l] as bits 4, 5.
-TD_AVX512_INLINE __m512 q6_k_ints(const __m512i (&low)[2][2], const __m512i (&high)[2], int k, int h) {
-  const __m512i l4 = _mm512_and_si512(_mm512_srli_epi32(low[k % 2][h], 4 * (k / 2)), _mm512_set1_epi32(0x0f));
-  const __m512i h2 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high[h], 2 * k), _mm512_set1_epi32(0x03)), 4);
-  return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(l4, h2), _mm512_set1_epi32(32)));
-}
-
-// Q6_K: each half of 128 elements reads 64 bytes of ql and 32 of qh; its elements are
-// (d * scale) * float(q - 32), a scale each 16.
-template <int R>
-TD_AVX512_INLINE void q6_k_superblock(const RowGroup<R>& g, std::int64_t sb, const float* x, int subs, Halves* acc) {
-  TD_FOR_ROWS {
-    const std::uint8_t* b = g.row[i] + sb * std::int64_t(sizeof(BlockQ6_K));
-    prefetch_from<sizeof(BlockQ6_K)>(b, g.ahead);
-    // The sixteen scales d * sc[i] (dequant.hpp's products), stored for the loop to broadcast.
-    alignas(64) float scales[16];
-    _mm512_store_ps(scales, _mm512_mul_ps(_mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
-                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                              reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales)))))));
-    for (int half = 0; half < 2; ++half) {
-      if (4 * half >= subs) break;
-      const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * half;
-      const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * half;
-      const __m512i low[2][2] = {{widen16(ql), widen16(ql + 16)}, {widen16(ql + 32), widen16(ql + 48)}};
-      const __m512i high[2] = {widen16(qh), widen16(qh + 16)};
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        if (4 * half + k >= subs) break;
-        const __m512 d0 = broadcast(scales[8 * half + 2 * k]), d1 = broadcast(scales[8 * half + 2 * k + 1]);
-        multiply_add(acc[i], {_mm512_mul_ps(d0, q6_k_ints(low, high, k, 0)), _mm512_mul_ps(d1, q6_k_ints(low, high, k, 1))},
-                     x + 128 * half + 32 * k);
-      }
-    }
-  }
-}
-
-template <int R>
-TD_AVX512_INLINE void sum_q6_k(const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  for_superblocks(x, full, TD_SUPERBLOCK_BODY { q6_k_superblock<R>(g, sb, xs, subs, acc); });
-}
-
-template <int R>
-TD_AVX512_INLINE void sum_rows(GgmlType type, const RowGroup<R>& g, const float* x, std::int64_t full, Halves* acc) {
-  switch (type) {
-    case GgmlType::F32: return sum_f32<R>(g, x, full, acc);
-    case GgmlType::F16: return sum_f16<R>(g, x, full, acc);
-    case GgmlType::BF16: return sum_bf16<R>(g, x, full, acc);
-    case GgmlType::Q8_0: return sum_q8_0<R>(g, x, full, acc);
-    case GgmlType::Q4_0: return sum_q4_legacy<R, false>(g, x, full, acc);
-    case GgmlType::Q4_1: return sum_q4_legacy<R, true>(g, x, full, acc);
-    case GgmlType::Q5_0: return sum_q5_legacy<R, false>(g, x, full, acc);
-    case GgmlType::Q5_1: return sum_q5_legacy<R, true>(g, x, full, acc);
-    case GgmlType::Q4_K: return sum_k4_k5<R, false>(g, x, full, acc);
-    case GgmlType::Q5_K: return sum_k4_k5<R, true>(g, x, full, acc);
-    case GgmlType::Q6_K: return sum_q6_k<R>(g, x, full, acc);
-  }
-}
+using namespace decode_avx512;
 
 // Rows [r, r + R) of `a`: their sums, then each row's tail and slots as matvec_row adds them.
 template <int R>
@@ -360,11 +17,18 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
   RowGroup<R> g;
   g.ahead = (kPrefetchAhead + group_bytes - 1) / group_bytes * group_bytes;
   Halves acc[R];
-  TD_FOR_ROWS {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
     g.row[i] = a.w.bytes + (r + i) * row_bytes;
     acc[i] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   }
-  sum_rows<R>(a.w.type, g, a.x, full, acc);
+  // Each row's products add into matvec_row's slots: lane s of the low half is slot s, of the
+  // high half slot 16 + s.
+  const float* x = a.x;
+  decode_rows<R>(a.w.type, g, full, [&](int i, std::int64_t c, const Halves& w) TD_DECODE_SINK {
+    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(w.lo, _mm512_loadu_ps(x + c)));
+    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + c + 16)));
+  });
   const bool blocks = ggml_type_traits(a.w.type).block_elems > 1;
   for (int i = 0; i < R; ++i) {
     // The columns after the last whole 32 add in order into the tail, as matvec_row's do: a
@@ -389,8 +53,7 @@ constexpr int kRowGroup = 4;
 }  // namespace
 
 bool matvec_avx512_applies(const MatvecArgs& a) {
-  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
-  return supported && a.round == ElemType::f32 && !a.w.quirks.any();
+  return supported() && a.round == ElemType::f32 && !a.w.quirks.any();
 }
 
 void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
@@ -400,10 +63,6 @@ void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
   for (; r + kRowGroup <= r1; r += kRowGroup) matvec_row_group<kRowGroup>(a, row_bytes, r);
   for (; r < r1; ++r) matvec_row_group<1>(a, row_bytes, r);
 }
-
-#undef TD_FOR_ROWS
-#undef TD_BLOCK_BODY
-#undef TD_SUPERBLOCK_BODY
 
 #else
 

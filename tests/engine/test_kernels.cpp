@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/executor.hpp"
+#include "engine/kernels/dequant_avx512.hpp"
 #include "engine/kernels/matvec_avx512.hpp"
 #include "kernel_test_util.hpp"
 #include "model/dequantize.hpp"
@@ -59,6 +60,50 @@ TEST_F(HostOps, SubBlocksDecodeAsRunsDo) {
       for (std::int64_t first = 0; first < n; first += kSubBlock) decode_sub_block(w, first, subs.data() + first);
       EXPECT_EQ(0, std::memcmp(runs.data(), subs.data(), runs.size() * sizeof(float)))
           << t.name << (quirk ? " with the bf16 scale quirk" : "");
+    }
+  }
+}
+
+// The host's AVX-512 dequantizer: dequant_body's values (a NaN's bits aside) on every encoding,
+// on quantized and arbitrary bytes, from an offset into the tensor, over ranges the launcher's
+// tasks do not split at, and through the executor.
+TEST_F(HostOps, DequantAvx512IsTheKernelBodyBitForBit) {
+  const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  EXPECT_EQ(cpu, dequant_avx512_applies(DequantArgs{}));
+  DequantArgs rounded, stored16, quirky;
+  rounded.round = ElemType::bf16;
+  stored16.dst_type = ElemType::f16;
+  quirky.quirks.q8_scale_as_bf16 = true;
+  EXPECT_FALSE(dequant_avx512_applies(rounded));
+  EXPECT_FALSE(dequant_avx512_applies(stored16));
+  EXPECT_FALSE(dequant_avx512_applies(quirky));
+  if (!cpu) GTEST_SKIP() << "no AVX-512 F here: dequantization runs the kernel body's loops";
+  const std::int64_t total = 24 * 256;
+  for (const GgmlTypeTraits& t : kGgmlTypes) {
+    const std::vector<std::uint8_t> sets[3] = {quantize(t.type, test_values(std::size_t(total), 63, 0.1f)),
+                                               arbitrary_bytes(t, total, false), arbitrary_bytes(t, total, true)};
+    const char* names[3] = {"quantized", "arbitrary bytes", "arbitrary finite bytes"};
+    // A plain type's n need not be a multiple of 32; a block type's is whole blocks.
+    const std::int64_t first = 2 * 256, n = t.block_elems == 1 ? total - first - 7 : total - first - 256;
+    for (int set = 0; set < 3; ++set) {
+      DequantArgs a{sets[set].data(), t.type, nullptr, n};
+      a.first = first;
+      std::vector<float> want(std::size_t(n), -7.0f), got(want.size(), -7.0f), split(want.size(), -7.0f),
+          launched(want.size(), -7.0f);
+      a.dst = want.data();
+      for (std::int64_t u = 0; u < decode_runs(n); ++u) dequant_body(a, u);
+      a.dst = got.data();
+      dequant_avx512_range(a, 0, n);
+      const std::int64_t cut = t.block_elems == 256 ? 768 : 96;
+      a.dst = split.data();
+      dequant_avx512_range(a, 0, cut);
+      dequant_avx512_range(a, cut, 2 * cut);
+      dequant_avx512_range(a, 2 * cut, n);
+      a.dst = launched.data();
+      ex->dequantize(a);
+      EXPECT_TRUE(same_floats(got, want)) << t.name << ", " << names[set];
+      EXPECT_TRUE(same_floats(split, want)) << t.name << ", " << names[set] << ", split";
+      EXPECT_TRUE(same_floats(launched, want)) << t.name << ", " << names[set] << ", launched";
     }
   }
 }

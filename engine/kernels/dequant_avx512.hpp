@@ -1,0 +1,21 @@
+// Dequantization on a CPU with AVX-512: dequant_body's values, decoded a sub-block of 32 at a
+// time into registers (decode_avx512.hpp) and stored, several times faster than the kernel
+// body's scalar loops. A prefill at f32 precision decodes every quantized weight this way
+// before its GEMM.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/dequant.hpp"
+
+namespace tapdiff::engine {
+
+// Whether dequant_avx512_range computes `a`: float32 values stored as float32, no decoder
+// quirk (the faults' decoders stay dequant_body's), and a CPU with AVX-512 F.
+bool dequant_avx512_applies(const DequantArgs& a);
+
+// Elements [e0, e1) of a's destination, e0 a multiple of the type's block size and e1 too or
+// a.n, where dequant_avx512_applies(a). The values are dequant_body's, but for a NaN's bits.
+void dequant_avx512_range(const DequantArgs& a, std::int64_t e0, std::int64_t e1);
+
+}  // namespace tapdiff::engine
