@@ -2,7 +2,7 @@
 #include "engine/kernels/host_loop.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "engine/kernels/avx512.hpp"
 #define TD_ATTENTION_AVX2 1
 #endif
 
@@ -14,11 +14,12 @@ namespace {
 // lanes per key, so eight independent sums run where head_dot's one waits on its additions.
 // Two horizontal adds and the halves' sum make each key's (((l0 + l1) + (l2 + l3)) + ((l4 + l5)
 // + (l6 + l7))), then + tail: head_dot's floats bit for bit (tests/engine/test_kernels.cpp).
-__attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionArgs& a, const AttentionSpan& s) {
+// From key t on (the AVX-512 loop below takes the keys before it sixteen at a time).
+__attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionArgs& a, const AttentionSpan& s,
+                                                               std::int64_t t) {
   const auto* k = static_cast<const float*>(a.k_cache);
   const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
   const int full = a.head_dim / 8 * 8;
-  std::int64_t t = s.first;
   for (; t + 8 <= s.softmax_len; t += 8) {
     const float* keys = k + t * kv_row + s.k_offset;
     __m256 lanes[8];
@@ -55,6 +56,82 @@ __attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionAr
   for (; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
 }
 
+// _mm256_hadd_ps(x, y) in each 256-bit half: x0 + x1, x2 + x3, y0 + y1, y2 + y3 per 128 bits.
+__attribute__((target("avx512f"), always_inline)) inline __m512 add_pairs(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+}
+
+// The same sixteen keys at a time where the CPU has AVX-512 F: keys t + j and t + 8 + j share
+// register j, one in each 256-bit half, the query in both. The horizontal adds become
+// shuffles of even and odd elements within 128-bit lanes and their sum, the same additions
+// of the same pairs; the lanes are put back in key order before the halves' sum. Returns the
+// first key it left to the eight-key loop.
+__attribute__((target("avx512f"), noinline)) std::int64_t scores_f32_avx512(const AttentionArgs& a,
+                                                                            const AttentionSpan& s) {
+  const auto* k = static_cast<const float*>(a.k_cache);
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  const int full = a.head_dim / 8 * 8;
+  std::int64_t t = s.first;
+  for (; t + 16 <= s.softmax_len; t += 16) {
+    const float* keys = k + t * kv_row + s.k_offset;
+    __m512 lanes[8];
+#pragma GCC unroll 8
+    for (__m512& l : lanes) l = _mm512_setzero_ps();
+    for (int d = 0; d < full; d += 8) {
+      const __m512 q = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(s.q + d))));
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512 both = _mm512_castpd_ps(_mm512_insertf64x4(
+            _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(keys + j * kv_row + d))),
+            _mm256_castps_pd(_mm256_loadu_ps(keys + (8 + j) * kv_row + d)), 1));
+        lanes[j] = _mm512_add_ps(lanes[j], _mm512_mul_ps(q, both));
+      }
+    }
+    __m512 tails = _mm512_setzero_ps();
+    if (full < a.head_dim) {
+      alignas(64) float tail[16];
+      for (int j = 0; j < 16; ++j) {
+        tail[j] = 0.0f;
+        for (int d = full; d < a.head_dim; ++d) tail[j] += s.q[d] * keys[j * kv_row + d];
+      }
+      tails = _mm512_load_ps(tail);
+    }
+    // 128-bit lanes of k0123: keys 0-3's (l0 + l1) + (l2 + l3), their (l4 + l5) + (l6 + l7),
+    // then the same of keys 8-11; k4567 of keys 4-7 and 12-15.
+    const __m512 k0123 = add_pairs(add_pairs(lanes[0], lanes[1]), add_pairs(lanes[2], lanes[3]));
+    const __m512 k4567 = add_pairs(add_pairs(lanes[4], lanes[5]), add_pairs(lanes[6], lanes[7]));
+    const __m512 low = _mm512_shuffle_f32x4(k0123, k4567, 0x88), high = _mm512_shuffle_f32x4(k0123, k4567, 0xdd);
+    // low + high holds keys 0-3, 8-11, 4-7, 12-15.
+    const __m512 sums = _mm512_shuffle_f32x4(_mm512_add_ps(low, high), _mm512_add_ps(low, high), 0xd8);
+    const __m512 dots = _mm512_add_ps(sums, tails);
+    if (a.softcap > 0.0f) {
+      alignas(64) float dot[16];
+      _mm512_store_ps(dot, dots);
+      for (int j = 0; j < 16; ++j) s.p[t + j] = attention_logit(a, dot[j]);
+    } else {
+      _mm512_storeu_ps(s.p + t, _mm512_mul_ps(_mm512_set1_ps(a.scale), dots));
+    }
+  }
+  return t;
+}
+
+// Output elements [d, d + 16·kRegs) as value_sums below adds them, sixteen to a register.
+template <int kRegs>
+__attribute__((target("avx512f"), always_inline)) inline void value_sums16(const AttentionSpan& s, const float* values,
+                                                                           std::int64_t kv_row, int d) {
+  __m512 sums[kRegs];
+#pragma GCC unroll 8
+  for (__m512& sum : sums) sum = _mm512_setzero_ps();
+  for (std::int64_t t = s.first; t < s.visible; ++t) {
+    const __m512 p = _mm512_set1_ps(s.p[t]);
+    const float* row = values + t * kv_row + d;
+#pragma GCC unroll 8
+    for (int j = 0; j < kRegs; ++j) sums[j] = _mm512_add_ps(sums[j], _mm512_mul_ps(p, _mm512_loadu_ps(row + 16 * j)));
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < kRegs; ++j) _mm512_storeu_ps(s.out + d + 16 * j, sums[j]);
+}
+
 // Output elements [d, d + 8·kRegs) of attention_values for a float32 cache, the sums in
 // registers where attention_outputs keeps them in the output row: each element still adds its
 // keys' weighted values in key order from 0.
@@ -74,10 +151,10 @@ __attribute__((target("avx2"), always_inline)) inline void value_sums(const Atte
   for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
 }
 
-__attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s) {
+// From element d on.
+__attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s, int d) {
   const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
   const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
-  int d = 0;
   for (; d + 64 <= a.head_dim; d += 64) value_sums<8>(s, values, kv_row, d);
   for (; d + 8 <= a.head_dim; d += 8) value_sums<1>(s, values, kv_row, d);
   for (; d < a.head_dim; ++d) {
@@ -85,6 +162,20 @@ __attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionAr
     for (std::int64_t t = s.first; t < s.visible; ++t) sum += s.p[t] * values[t * kv_row + d];
     s.out[d] = sum;
   }
+}
+
+// The elements before the one it returns, 64 at a time, where the CPU has AVX-512 F.
+__attribute__((target("avx512f"), noinline)) int values_f32_avx512(const AttentionArgs& a, const AttentionSpan& s) {
+  const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
+  const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
+  int d = 0;
+  for (; d + 64 <= a.head_dim; d += 64) value_sums16<4>(s, values, kv_row, d);
+  return d;
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
 }
 #endif
 
@@ -97,9 +188,10 @@ void attention_one(const AttentionArgs& a, std::int64_t i, [[maybe_unused]] bool
   const AttentionSpan s = attention_span(a, i);
 #if TD_ATTENTION_AVX2
   if (in_eights) {
-    scores_f32_avx2(a, s);
+    const bool wide = has_avx512();
+    scores_f32_avx2(a, s, wide ? scores_f32_avx512(a, s) : s.first);
     attention_softmax(a, s);
-    return values_f32_avx2(a, s);
+    return values_f32_avx2(a, s, wide ? values_f32_avx512(a, s) : 0);
   }
 #endif
   attention_scores(a, s);

@@ -21,11 +21,8 @@
 #include "model/ggml_type.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "engine/kernels/avx512.hpp"
 #define TD_DECODE_AVX512 1
-// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined here: every lane of their results is written.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #if TD_DECODE_AVX512

@@ -3,11 +3,7 @@
 // halves. Host only: include from x86-64 translation units compiled by GCC.
 #pragma once
 
-#include <immintrin.h>
-
-// GCC 12's AVX-512 inserts start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined into an includer: every lane of their results is written.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "engine/kernels/avx512.hpp"
 
 #define TD_VNNI __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define TD_VNNI_INLINE TD_VNNI __attribute__((always_inline)) static inline
