@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <omp.h>
 #include <utility>
 #include <vector>
 
@@ -78,30 +77,28 @@ const std::array<std::array<TileFn, kGemmTileRows>, 2> kTiles = {
     tiles_by_rows<1>(std::make_integer_sequence<int, kGemmTileRows>{}),
     tiles_by_rows<2>(std::make_integer_sequence<int, kGemmTileRows>{})};
 
-// Rows i0..i1 of C from the packed panels: each group of kGemmTileRows rows of op(A), which
-// rows_of_a(i, rows) returns (lda apart), against every panel in turn (the group's rows stay
-// in cache across the panels).
+// Rows [i, i + rows) of C from the packed panels, rows <= kGemmTileRows: the rows of op(A)
+// that rows_of_a(i, rows) returns (lda apart) against every panel in turn (they stay in cache
+// across the panels).
 template <typename RowsOfA>
-void tile_rows(const GemmArgs& g, const float* packed, int i0, int i1, int lda, const RowsOfA& rows_of_a) {
+void tile_group(const GemmArgs& g, const float* packed, int i, int rows, int lda, const RowsOfA& rows_of_a) {
   const int panels = (g.n + kPanel - 1) / kPanel;
   float out[kGemmTileRows][kPanel];
-  for (int i = i0; i < i1; i += kGemmTileRows) {
-    const int rows = std::min(kGemmTileRows, i1 - i);
-    const float* a = rows_of_a(i, rows);
-    for (int q = 0; q < panels; ++q) {
-      const int cols = std::min(kPanel, g.n - q * kPanel);
-      kTiles[cols > 16][rows - 1](a, lda, packed + std::int64_t(q) * kPanel * g.k, g.k, out);
-      for (int jj = 0; jj < cols; ++jj) {
-        float* c = g.c + std::int64_t(q * kPanel + jj) * g.ldc + i;
-        for (int r = 0; r < rows; ++r)
-          c[r] = g.beta == 0.0f ? g.alpha * out[r][jj] : g.alpha * out[r][jj] + g.beta * c[r];
-      }
+  const float* a = rows_of_a(i, rows);
+  for (int q = 0; q < panels; ++q) {
+    const int cols = std::min(kPanel, g.n - q * kPanel);
+    kTiles[cols > 16][rows - 1](a, lda, packed + std::int64_t(q) * kPanel * g.k, g.k, out);
+    for (int jj = 0; jj < cols; ++jj) {
+      float* c = g.c + std::int64_t(q * kPanel + jj) * g.ldc + i;
+      for (int r = 0; r < rows; ++r)
+        c[r] = g.beta == 0.0f ? g.alpha * out[r][jj] : g.alpha * out[r][jj] + g.beta * c[r];
     }
   }
 }
 
-// C on up to `threads` OpenMP threads: op(B) packed into panels, then each thread's slice of
-// whole row groups.
+// C on up to `threads` OpenMP threads: op(B) packed into panels, then the groups of
+// kGemmTileRows rows handed out a few at a time as threads come free (a VM's two threads do
+// not always run at the same speed).
 template <typename RowsOfA>
 void tiles(const GemmArgs& g, int threads, int lda, const RowsOfA& rows_of_a) {
   const int panels = (g.n + kPanel - 1) / kPanel;
@@ -110,13 +107,15 @@ void tiles(const GemmArgs& g, int threads, int lda, const RowsOfA& rows_of_a) {
   float* packed = buffer.data();  // a thread_local named inside the region would be each thread's own
   const int groups = (g.m + kGemmTileRows - 1) / kGemmTileRows;
   const int parts = std::max(1, std::min(threads, groups));
-  const int slice = (groups + parts - 1) / parts * kGemmTileRows;
 #pragma omp parallel num_threads(parts) if (parts > 1)
   {
 #pragma omp for schedule(static)
     for (int q = 0; q < panels; ++q) pack_panel(g, q, packed);
-    const int i0 = std::min(g.m, omp_get_thread_num() * slice);
-    tile_rows(g, packed, i0, std::min(g.m, i0 + slice), lda, rows_of_a);
+#pragma omp for schedule(dynamic, 2)
+    for (int group = 0; group < groups; ++group) {
+      const int i = group * kGemmTileRows;
+      tile_group(g, packed, i, std::min(kGemmTileRows, g.m - i), lda, rows_of_a);
+    }
   }
 }
 

@@ -32,4 +32,13 @@ void host_for(std::int64_t n, std::int64_t cost, const Body& body) {
   for (std::int64_t i = 0; i < n; ++i) body(i);
 }
 
+// host_for for loops of few, long indices, handed out in chunks as threads come free. Each
+// index is still computed whole by one thread, so results still do not depend on the thread
+// count or on which thread took it.
+template <typename Body>
+void host_for_balanced(std::int64_t n, std::int64_t cost, const Body& body) {
+#pragma omp parallel for schedule(dynamic, 8) if (n > 1 && n * cost >= kMinParallelWork)
+  for (std::int64_t i = 0; i < n; ++i) body(i);
+}
+
 }  // namespace tapdiff::engine

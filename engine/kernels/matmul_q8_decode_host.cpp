@@ -261,7 +261,7 @@ bool matmul_q8_decode(const MatmulQ8Args& a) {
   if (a.n != 1 || !q8_tiles_supported()) return false;
   const Rows rows = decode_rows(a);
   if (rows == nullptr) return false;
-  host_for((a.rows + kRowsPerTask - 1) / kRowsPerTask, kRowsPerTask * a.k, [&](std::int64_t task) {
+  host_for_balanced((a.rows + kRowsPerTask - 1) / kRowsPerTask, kRowsPerTask * a.k, [&](std::int64_t task) {
     const std::int64_t r0 = task * kRowsPerTask;
     rows(a, r0, r0 + kRowsPerTask < a.rows ? r0 + kRowsPerTask : a.rows);
   });

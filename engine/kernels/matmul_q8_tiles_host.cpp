@@ -286,7 +286,7 @@ void legacy_tiles(const MatmulQ8Args& a) {
   const LegacyTile tile = tile_for(a);
   for (std::int64_t t0 = 0; t0 < a.n; t0 += kActTile) {
     const std::int64_t t1 = std::min(a.n, t0 + kActTile);
-    host_for(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, xi.data(), g * kTileRows, t0, t1); });
+    host_for_balanced(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, xi.data(), g * kTileRows, t0, t1); });
   }
 }
 
@@ -458,7 +458,7 @@ void k_tiles(const MatmulQ8Args& a) {
   const std::int64_t groups = (a.rows + kTileRows - 1) / kTileRows;
   for (std::int64_t t0 = 0; t0 < a.n; t0 += kActTile) {
     const std::int64_t t1 = std::min(a.n, t0 + kActTile);
-    host_for(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, g * kTileRows, t0, t1); });
+    host_for_balanced(groups, kTileRows * a.k * (t1 - t0), [&](std::int64_t g) { tile(a, g * kTileRows, t0, t1); });
   }
 }
 

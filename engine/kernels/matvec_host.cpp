@@ -22,7 +22,7 @@ constexpr std::int64_t kRowsPerTask = 16;
 void matvec_host(const MatvecArgs& a) {
   const std::int64_t tasks = (a.rows + kRowsPerTask - 1) / kRowsPerTask;
   const bool avx512 = matvec_avx512_applies(a);
-  host_for(tasks, kRowsPerTask * a.k, [&](std::int64_t t) {
+  host_for_balanced(tasks, kRowsPerTask * a.k, [&](std::int64_t t) {
     const std::int64_t r0 = t * kRowsPerTask, r1 = r0 + kRowsPerTask < a.rows ? r0 + kRowsPerTask : a.rows;
     if (avx512) matvec_avx512_rows(a, r0, r1);
     else matvec_rows(a, r0, r1);
