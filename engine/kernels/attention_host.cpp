@@ -10,6 +10,16 @@ namespace tapdiff::engine {
 namespace {
 
 #if TD_ATTENTION_AVX2
+// The tails head_dot adds last, of n keys from `keys` on: each key's products over the
+// columns after the last whole eight, in order.
+inline void dot_tails(const AttentionArgs& a, const AttentionSpan& s, const float* keys, std::int64_t kv_row, int n,
+                      float* tail) {
+  for (int j = 0; j < n; ++j) {
+    tail[j] = 0.0f;
+    for (int d = a.head_dim / 8 * 8; d < a.head_dim; ++d) tail[j] += s.q[d] * keys[j * kv_row + d];
+  }
+}
+
 // attention_scores for a float32 cache, eight keys at a time: one register of head_dot's eight
 // lanes per key, so eight independent sums run where head_dot's one waits on its additions.
 // Two horizontal adds and the halves' sum make each key's (((l0 + l1) + (l2 + l3)) + ((l4 + l5)
@@ -34,10 +44,7 @@ __attribute__((target("avx2"), noinline)) void scores_f32_avx2(const AttentionAr
     __m256 tails = _mm256_setzero_ps();
     if (full < a.head_dim) {
       alignas(32) float tail[8];
-      for (int j = 0; j < 8; ++j) {
-        tail[j] = 0.0f;
-        for (int d = full; d < a.head_dim; ++d) tail[j] += s.q[d] * keys[j * kv_row + d];
-      }
+      dot_tails(a, s, keys, kv_row, 8, tail);
       tails = _mm256_load_ps(tail);
     }
     // Per 128-bit half: (l0 + l1), (l2 + l3) of keys 0, 1, then of 2, 3; then their sums.
@@ -90,10 +97,7 @@ __attribute__((target("avx512f"), noinline)) std::int64_t scores_f32_avx512(cons
     __m512 tails = _mm512_setzero_ps();
     if (full < a.head_dim) {
       alignas(64) float tail[16];
-      for (int j = 0; j < 16; ++j) {
-        tail[j] = 0.0f;
-        for (int d = full; d < a.head_dim; ++d) tail[j] += s.q[d] * keys[j * kv_row + d];
-      }
+      dot_tails(a, s, keys, kv_row, 16, tail);
       tails = _mm512_load_ps(tail);
     }
     // 128-bit lanes of k0123: keys 0-3's (l0 + l1) + (l2 + l3), their (l4 + l5) + (l6 + l7),
