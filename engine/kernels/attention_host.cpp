@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/host_loop.hpp"
 
@@ -119,48 +121,37 @@ __attribute__((target("avx512f"), noinline)) std::int64_t scores_f32_avx512(cons
   return t;
 }
 
-// Output elements [d, d + 16·kRegs) as value_sums below adds them, sixteen to a register.
-template <int kRegs>
-__attribute__((target("avx512f"), always_inline)) inline void value_sums16(const AttentionSpan& s, const float* values,
-                                                                           std::int64_t kv_row, int d) {
-  __m512 sums[kRegs];
-#pragma GCC unroll 8
-  for (__m512& sum : sums) sum = _mm512_setzero_ps();
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats16 __attribute__((vector_size(64)));
+
+// Output elements [d, d + kRegs·lanes) of attention_values for a float32 cache, Vec a vector
+// of 8 or 16 floats: the sums in registers where attention_outputs keeps them in the output
+// row, each element still adding its keys' weighted values in key order from 0. Inlined into
+// the AVX2 and AVX-512 functions below, it compiles to their instructions.
+template <typename Vec, int kRegs>
+__attribute__((always_inline)) inline void value_sums(const AttentionSpan& s, const float* values, std::int64_t kv_row,
+                                                      int d) {
+  constexpr int kLanes = sizeof(Vec) / sizeof(float);
+  Vec sums[kRegs] = {};
   for (std::int64_t t = s.first; t < s.visible; ++t) {
-    const __m512 p = _mm512_set1_ps(s.p[t]);
+    Vec p;
+    for (int l = 0; l < kLanes; ++l) p[l] = s.p[t];
     const float* row = values + t * kv_row + d;
 #pragma GCC unroll 8
-    for (int j = 0; j < kRegs; ++j) sums[j] = _mm512_add_ps(sums[j], _mm512_mul_ps(p, _mm512_loadu_ps(row + 16 * j)));
+    for (int j = 0; j < kRegs; ++j) {
+      Vec v;
+      std::memcpy(&v, row + kLanes * j, sizeof v);
+      sums[j] += p * v;
+    }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < kRegs; ++j) _mm512_storeu_ps(s.out + d + 16 * j, sums[j]);
+  std::memcpy(s.out + d, sums, sizeof sums);
 }
-
-// Output elements [d, d + 8·kRegs) of attention_values for a float32 cache, the sums in
-// registers where attention_outputs keeps them in the output row: each element still adds its
-// keys' weighted values in key order from 0.
-template <int kRegs>
-__attribute__((target("avx2"), always_inline)) inline void value_sums(const AttentionSpan& s, const float* values,
-                                                                      std::int64_t kv_row, int d) {
-  __m256 sums[kRegs];
-#pragma GCC unroll 8
-  for (__m256& sum : sums) sum = _mm256_setzero_ps();
-  for (std::int64_t t = s.first; t < s.visible; ++t) {
-    const __m256 p = _mm256_set1_ps(s.p[t]);
-    const float* row = values + t * kv_row + d;
-#pragma GCC unroll 8
-    for (int j = 0; j < kRegs; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, _mm256_loadu_ps(row + 8 * j)));
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
-}
-
 // From element d on.
 __attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s, int d) {
   const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
   const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
-  for (; d + 64 <= a.head_dim; d += 64) value_sums<8>(s, values, kv_row, d);
-  for (; d + 8 <= a.head_dim; d += 8) value_sums<1>(s, values, kv_row, d);
+  for (; d + 64 <= a.head_dim; d += 64) value_sums<Floats8, 8>(s, values, kv_row, d);
+  for (; d + 8 <= a.head_dim; d += 8) value_sums<Floats8, 1>(s, values, kv_row, d);
   for (; d < a.head_dim; ++d) {
     float sum = 0.0f;
     for (std::int64_t t = s.first; t < s.visible; ++t) sum += s.p[t] * values[t * kv_row + d];
@@ -173,7 +164,7 @@ __attribute__((target("avx512f"), noinline)) int values_f32_avx512(const Attenti
   const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
   const std::int64_t kv_row = std::int64_t(a.n_head_kv) * a.head_dim;
   int d = 0;
-  for (; d + 64 <= a.head_dim; d += 64) value_sums16<4>(s, values, kv_row, d);
+  for (; d + 64 <= a.head_dim; d += 64) value_sums<Floats16, 4>(s, values, kv_row, d);
   return d;
 }
 

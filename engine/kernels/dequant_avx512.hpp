@@ -1,7 +1,6 @@
 // Dequantization on a CPU with AVX-512: dequant_body's values, decoded a sub-block of 32 at a
-// time into registers (decode_avx512.hpp) and stored, several times faster than the kernel
-// body's scalar loops. A prefill at f32 precision decodes every quantized weight this way
-// before its GEMM.
+// time into registers (decode_avx512.hpp) and stored, instead of the kernel body's scalar
+// loops. The host's GEMM tiles decode an encoded weight's rows this way (gemm_tiles.hpp).
 #pragma once
 
 #include <cstdint>

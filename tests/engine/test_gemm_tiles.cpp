@@ -92,7 +92,7 @@ TEST(GemmTiles, BetaZeroNeverReadsC) {
 // A weight in its encoding, decoded a group of rows at a time inside the tiles: the C of
 // decoding it whole with the kernel body (dequant_body) and multiplying that, bit for bit.
 TEST(GemmTiles, AnEncodedWeightGivesTheProductOfItsDecodedMatrix) {
-  if (!gemm_tiles_supported()) GTEST_SKIP() << "no AVX-512 F here: the host GEMM takes OpenBLAS for every product";
+  if (!gemm_tiles_supported()) GTEST_SKIP() << "no AVX-512 F here: an encoded weight is decoded into scratch slices for OpenBLAS";
   struct Shape {
     int m, n;
   };
