@@ -7,7 +7,7 @@
 //   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
 //     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
 //   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, and the
-//     trace bytes per token; then `tapdiff diff`'s throughput on those traces against a raw
+//     trace bytes per token, with the model hash a file's first traced run adds; then `tapdiff diff`'s throughput on those traces against a raw
 //     HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
@@ -33,6 +33,8 @@
 #include "f32_copy.hpp"
 #include "hdf5_read.hpp"
 #include "machine.hpp"
+#include "model/mapped_file.hpp"
+#include "model/sha256.hpp"
 #include "model/config.hpp"
 #include "reference/forward.hpp"
 #include "sgemm_probe.hpp"
@@ -94,13 +96,21 @@ EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::Pre
   return {best(pp), best(tg)};
 }
 
-// One whole `tapdiff run` (load, prefill, decode, close) with every tap traced or none.
+// One whole `tapdiff run` (load, prefill, decode, close) with every tap traced or none, rounds
+// taking turns, medians. A traced run declares its model's sha256: the first run of a model file
+// computes it, later runs find it in the hash cache (model/hash_cache.hpp), which holds it here
+// from the warm-up; hash_s is that first run's extra cost, timed alone.
 struct TracedRun {
-  double untraced_s = 0, traced_s = 0;
+  double untraced_s = 0, traced_s = 0, hash_s = 0;
   std::uintmax_t trace_bytes = 0;
 };
 
-TracedRun traced_run(const std::string& model, const std::string& backend, const std::string& trace) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+TracedRun traced_run(const std::string& model, const std::string& backend, const std::string& trace, int rounds) {
   RunSpec s;
   s.backend = backend;
   s.model = model;
@@ -108,13 +118,24 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
   s.n_predict = kTraceGenerated;
   s.progress = false;
   TracedRun r;
+  const MappedFile bytes(model);
   auto t0 = Clock::now();
-  run_model(s);
-  r.untraced_s = seconds_since(t0);
-  s.trace = trace;
-  t0 = Clock::now();
-  run_model(s);
-  r.traced_s = seconds_since(t0);
+  const std::string hex = sha256_hex(bytes.data(), bytes.size());
+  r.hash_s = seconds_since(t0);
+  if (GgufFile::open(model).sha256() != hex) throw std::runtime_error("the hash cache disagrees with " + model);
+  std::vector<double> untraced, traced;
+  for (int i = 0; i < rounds; ++i) {
+    s.trace.clear();
+    t0 = Clock::now();
+    run_model(s);
+    untraced.push_back(seconds_since(t0));
+    s.trace = trace;
+    t0 = Clock::now();
+    run_model(s);
+    traced.push_back(seconds_since(t0));
+  }
+  r.untraced_s = median(untraced);
+  r.traced_s = median(traced);
   r.trace_bytes = std::filesystem::file_size(trace);
   return r;
 }
@@ -180,6 +201,9 @@ int main(int argc, char** argv) {
   app.add_option("--work", work, "Directory for the traces (default next to this executable)");
   app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // The hash cache of this run alone, in its work folder: nothing from the user's earlier runs.
+  std::filesystem::remove_all(work + "/hash-cache");
+  ::setenv("XDG_CACHE_HOME", (std::filesystem::absolute(work) / "hash-cache").c_str(), 1);
   std::string command = std::getenv("OMP_WAIT_POLICY") != nullptr
                             ? fmt::format("OMP_WAIT_POLICY={} ", std::getenv("OMP_WAIT_POLICY"))
                             : std::string();
@@ -240,8 +264,8 @@ int main(int argc, char** argv) {
                1 / gemv_engine_s, 1 / gemv_split_s);
 
     std::filesystem::create_directories(work);
-    const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5");
-    const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5");
+    const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5", reps);
+    const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", reps);
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     omp_pause_resource_all(omp_pause_soft);  // this process's spinning threads: ended, not to compete
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
@@ -301,13 +325,18 @@ int main(int argc, char** argv) {
     md << fmt::format("\nThe GEMVs alone take {} of the engine's decode step.\n", percent(gemv_engine_s * engine_tg_f32));
     const int positions = kTracePrompt + kTraceGenerated;
     md << fmt::format("\n## Tracing: every tap on vs none\n\nA whole run (load, one prefill step of {} prompt "
-                      "tokens, {} decode steps, close) of the Q4_1 model, every tap written to an uncompressed trace.\n\n",
-                      kTracePrompt, kTraceGenerated - 1)
-       << "| program | untraced s | traced s | overhead | trace MB | trace bytes per token |\n|---|---|---|---|---|---|\n";
+                      "tokens, {} decode steps, close) of the Q4_1 model, every tap written to an uncompressed trace; "
+                      "medians of {} rounds taking turns. A trace declares its model's sha256: the first traced run of "
+                      "a model file computes it (the last column, the hash timed alone added), every later run reads "
+                      "it from the hash cache (docs/guide.md, \"Model hashes\").\n\n",
+                      kTracePrompt, kTraceGenerated - 1, reps)
+       << "| program | untraced s | traced s | overhead | trace MB | trace bytes per token | first traced run of the "
+          "file |\n|---|---|---|---|---|---|---|\n";
     for (const auto& [what, r] : {std::pair{"reference", ref}, std::pair{"engine host f32", eng}})
-      md << fmt::format("| {} | {:.2f} | {:.2f} | {:+.0f}% | {:.1f} | {:.0f} |\n", what, r.untraced_s, r.traced_s,
-                        100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
-                        double(r.trace_bytes) / positions);
+      md << fmt::format("| {} | {:.2f} | {:.2f} | {:+.1f}% | {:.1f} | {:.0f} | {:+.1f}% (hash {:.2f} s) |\n", what,
+                        r.untraced_s, r.traced_s, 100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
+                        double(r.trace_bytes) / positions, 100 * ((r.traced_s + r.hash_s) / r.untraced_s - 1),
+                        r.hash_s);
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
                       "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns, in a process of "
                       "their own (as `tapdiff diff` runs). Both read the files from the page cache (just written). "

@@ -13,9 +13,14 @@
 
 namespace tapdiff {
 
-bool FileIdentity::operator<(const FileIdentity& o) const {
-  return std::tie(device, inode, size, mtime_s, mtime_ns) < std::tie(o.device, o.inode, o.size, o.mtime_s, o.mtime_ns);
+namespace {
+auto fields(const FileIdentity& f) {
+  return std::tie(f.device, f.inode, f.size, f.mtime_s, f.mtime_ns, f.ctime_s, f.ctime_ns);
 }
+}  // namespace
+
+bool FileIdentity::operator<(const FileIdentity& o) const { return fields(*this) < fields(o); }
+bool FileIdentity::operator==(const FileIdentity& o) const { return fields(*this) == fields(o); }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -27,7 +32,8 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = static_cast<std::size_t>(st.st_size);
   identity_ = {std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
-               std::int64_t(st.st_mtim.tv_sec), std::int64_t(st.st_mtim.tv_nsec)};
+               std::int64_t(st.st_mtim.tv_sec), std::int64_t(st.st_mtim.tv_nsec),
+               std::int64_t(st.st_ctim.tv_sec), std::int64_t(st.st_ctim.tv_nsec)};
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -7,12 +7,14 @@
 
 namespace tapdiff {
 
-// Which file a mapping holds, as fstat saw it when mapping: same device, inode, size and
-// modification time is the same content (sha256_of_mapping remembers hashes by it).
+// Which file a mapping holds, as fstat saw it when mapping: same device, inode, size,
+// modification and status-change times is the same content (model/hash_cache.hpp remembers
+// hashes by it). The change time cannot be set back, as the modification time can.
 struct FileIdentity {
   std::uint64_t device = 0, inode = 0, size = 0;
-  std::int64_t mtime_s = 0, mtime_ns = 0;
+  std::int64_t mtime_s = 0, mtime_ns = 0, ctime_s = 0, ctime_ns = 0;
   bool operator<(const FileIdentity& o) const;
+  bool operator==(const FileIdentity& o) const;
 };
 
 class MappedFile {

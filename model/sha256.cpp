@@ -4,13 +4,12 @@
 #include <cstring>
 #include <ctime>
 #include <fmt/format.h>
-#include <map>
-#include <mutex>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
 
+#include "model/hash_cache.hpp"
 #include "model/mapped_file.hpp"
 
 namespace tapdiff {
@@ -127,20 +126,16 @@ std::string sha256_hex(const std::uint8_t* data, std::size_t size, Sha256Impl im
 }
 
 std::string sha256_of_mapping(const MappedFile& file) {
-  static std::mutex mutex;
-  static std::map<FileIdentity, std::string> known;
-  // Timestamps move in kernel ticks: a file modified in the last seconds may be rewritten
-  // again within the same tick, so it is hashed every time.
-  const bool settled = file.identity().mtime_s + 2 < std::int64_t(::time(nullptr));
+  // Timestamps move in kernel ticks: a file changed in the last seconds may change again
+  // within the same tick, keeping its identity, so it is hashed every time.
+  const FileIdentity& id = file.identity();
+  const std::int64_t now = ::time(nullptr);
+  const bool settled = id.mtime_s + 2 < now && id.ctime_s + 2 < now;
   if (settled) {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(file.identity()); it != known.end()) return it->second;
+    if (auto hex = remembered_sha256(id)) return *hex;
   }
   std::string hex = sha256_hex(file.data(), file.size());
-  if (settled) {
-    const std::lock_guard<std::mutex> lock(mutex);
-    known.emplace(file.identity(), hex);
-  }
+  if (settled) remember_sha256(id, hex);
   return hex;
 }
 

@@ -16,9 +16,9 @@ namespace tapdiff {
 enum class Sha256Impl { fastest, portable };
 
 std::string sha256_hex(const std::uint8_t* data, std::size_t size, Sha256Impl impl = Sha256Impl::fastest);
-// Computed once per process for each FileIdentity of a file settled on disk: `check` needs its
-// model's hash for the reference trace, the engine trace and the diff's replay, and a 7B file
-// takes seconds.
+// Computed once for each FileIdentity of a file settled on disk and remembered across runs
+// (model/hash_cache.hpp): every traced run declares its model's hash, and a 7B file takes
+// seconds.
 std::string sha256_of_mapping(const MappedFile& file);
 std::string sha256_file(const std::string& path);  // throws InputError naming the path
 

@@ -2,12 +2,17 @@
 #include <filesystem>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "model/hash_cache.hpp"
+#include "model/mapped_file.hpp"
 #include "model/sha256.hpp"
 
 namespace tapdiff {
@@ -60,22 +65,88 @@ void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// A file is hashed once per process (check hashes its model three times): the second call
-// answers from what the first computed, for the same device, inode, size and mtime.
-TEST(Sha256, AFileSettledOnDiskIsHashedOncePerProcess) {
-  const std::string path = ::testing::TempDir() + "sha256-settled-" + std::to_string(::getpid());
-  write_file(path, "first content");
-  const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), long_ago, 0), 0);
-  EXPECT_EQ(sha256_file(path), hash("first content"));
-  // Same size, same mtime put back: only the remembered hash can answer "first content".
-  write_file(path, "other content");
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), long_ago, 0), 0);
-  EXPECT_EQ(sha256_file(path), hash("first content"));
-  // A new mtime is a new file.
-  const timespec later[2] = {{1000000001, 0}, {1000000001, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), later, 0), 0);
-  EXPECT_EQ(sha256_file(path), hash("other content"));
+// A file no change can reach without changing its identity: its change time is seconds old.
+std::string settled_file(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + name + "-" + std::to_string(::getpid());
+  write_file(path, bytes);
+  const std::int64_t changed = MappedFile(path).identity().ctime_s;
+  while (::time(nullptr) <= changed + 2) ::usleep(100000);
+  return path;
+}
+
+struct CacheHome {
+  std::filesystem::path dir;
+  explicit CacheHome(const std::string& name)
+      : dir(std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir);
+    ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  }
+  ~CacheHome() { std::filesystem::remove_all(dir); }
+};
+
+std::string read_all(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The hash of a settled file is kept in the cache folder, whole, with the identity it belongs to.
+TEST(Sha256, ASettledFileLeavesItsHashInTheCache) {
+  const CacheHome home("sha256-cache-write");
+  const std::string path = settled_file("sha256-cached", "cached content");
+  EXPECT_EQ(sha256_file(path), hash("cached content"));
+  const std::vector<std::filesystem::directory_entry> entries{
+      std::filesystem::directory_iterator(home.dir / "tapdiff" / "sha256"), {}};
+  ASSERT_EQ(entries.size(), 1u) << "one entry, no partial file left behind";
+  const std::string entry = read_all(entries[0].path());
+  EXPECT_NE(entry.find(hash("cached content")), std::string::npos) << entry;
+  std::filesystem::remove(path);
+}
+
+// Another process's entry answers for exactly the identity it names: a planted hash proves the
+// file is not hashed again, and any other size or time is a miss.
+TEST(Sha256, AnEntryAnswersOnlyForTheIdentityItNames) {
+  const CacheHome home("sha256-cache-read");
+  const std::string path = settled_file("sha256-planted", "real content");
+  const FileIdentity id = MappedFile(path).identity();
+  const std::string planted(64, 'a');
+  const auto plant = [&](const FileIdentity& f) {
+    const auto dir = home.dir / "tapdiff" / "sha256";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / fmt::format("{:x}-{:x}", id.device, id.inode), std::ios::trunc)
+        << "tapdiff sha256 cache 1\n"
+        << fmt::format("{} {} {} {} {} {} {}\n", f.device, f.inode, f.size, f.mtime_s, f.mtime_ns, f.ctime_s,
+                       f.ctime_ns)
+        << planted << "\n";
+  };
+  FileIdentity other_change = id;
+  other_change.ctime_ns += 1;
+  plant(other_change);
+  EXPECT_EQ(remembered_sha256(id), std::nullopt);
+  FileIdentity other_size = id;
+  other_size.size += 1;
+  plant(other_size);
+  EXPECT_EQ(remembered_sha256(id), std::nullopt);
+  plant(id);
+  EXPECT_EQ(sha256_file(path), planted);
+  std::filesystem::remove(path);
+}
+
+// A broken entry (truncated, not hex) is a miss, never an error.
+TEST(Sha256, ABrokenEntryIsHashedAgain) {
+  const CacheHome home("sha256-cache-broken");
+  const std::string path = settled_file("sha256-broken", "some content");
+  const FileIdentity id = MappedFile(path).identity();
+  const auto dir = home.dir / "tapdiff" / "sha256";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / fmt::format("{:x}-{:x}", id.device, id.inode), std::ios::trunc)
+      << "tapdiff sha256 cache 1\n"
+      << fmt::format("{} {} {} {} {} {} {}\n", id.device, id.inode, id.size, id.mtime_s, id.mtime_ns, id.ctime_s,
+                     id.ctime_ns)
+      << "not a hash\n";
+  EXPECT_EQ(sha256_file(path), hash("some content"));
+  EXPECT_NE(read_all(dir / fmt::format("{:x}-{:x}", id.device, id.inode)).find(hash("some content")),
+            std::string::npos)
+      << "the entry is rewritten";
   std::filesystem::remove(path);
 }
 
