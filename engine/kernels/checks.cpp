@@ -2,6 +2,7 @@
 // so a shape or pointer mistake in the orchestration is an exception, not a wild write.
 #include <fmt/format.h>
 #include <stdexcept>
+#include <type_traits>
 
 #include "engine/kernels/add.hpp"
 #include "engine/kernels/argmax.hpp"
@@ -24,8 +25,15 @@
 namespace tapdiff::engine {
 namespace {
 
-void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw std::invalid_argument(fmt::format("{}: {}", op, what));
+// what: the message, or a function that builds it. Every launch runs these checks, so a
+// message with numbers in it is formatted only when its check fails.
+template <class Message>
+void require(bool ok, const char* op, const Message& what) {
+  if (ok) return;
+  if constexpr (std::is_invocable_v<Message>)
+    throw std::invalid_argument(fmt::format("{}: {}", op, what()));
+  else
+    throw std::invalid_argument(fmt::format("{}: {}", op, what));
 }
 
 void require_pointers(const char* op, std::int64_t n, std::initializer_list<const void*> ptrs) {
@@ -39,27 +47,29 @@ void validate(const DequantArgs& a) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.type);
   require(a.n >= 0 && a.n % traits.block_elems == 0 && a.first >= 0 && a.first % traits.block_elems == 0,
           "dequantize",
-          fmt::format("elements [{}, {}) of {}: expected whole blocks of {}", a.first, a.first + a.n,
-                      traits.name, traits.block_elems));
+          [&] { return fmt::format("elements [{}, {}) of {}: expected whole blocks of {}", a.first, a.first + a.n,
+                                   traits.name, traits.block_elems); });
   require_pointers("dequantize", a.n, {a.src, a.dst});
 }
 
 void validate(const MatvecArgs& a) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
   require(a.cols > 0 && a.cols % traits.block_elems == 0, "matvec",
-          fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
-                      traits.block_elems));
+          [&] { return fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
+                                   traits.block_elems); });
   require(a.rows >= 0 && a.k >= 0 && a.k <= a.cols, "matvec",
-          fmt::format("{} rows summing {} of {} columns", a.rows, a.k, a.cols));
+          [&] { return fmt::format("{} rows summing {} of {} columns", a.rows, a.k, a.cols); });
   require_pointers("matvec", a.rows, {a.w.bytes, a.x, a.y});
 }
 
 void validate(const QuantizeQ8Args& a) {
   const int block = a.out.block;
   require(block == kQ8Block || block == kQ8KBlock, "quantize_q8",
-          fmt::format("blocks of {}: expected {} or {}", block, kQ8Block, kQ8KBlock));
+          [&] { return fmt::format("blocks of {}: expected {} or {}", block, kQ8Block, kQ8KBlock); });
   require(a.n >= 0 && a.k >= 0 && a.k % block == 0 && a.ldx >= a.k, "quantize_q8",
-          fmt::format("{} rows of {} values (ld {}): expected whole blocks of {}", a.n, a.k, a.ldx, block));
+          [&] {
+            return fmt::format("{} rows of {} values (ld {}): expected whole blocks of {}", a.n, a.k, a.ldx, block);
+          });
   require_pointers("quantize_q8", a.n * a.k,
                    {a.x, a.out.q, a.out.d, block == kQ8Block ? static_cast<const void*>(a.out.ds) : a.out.sums});
 }
@@ -67,63 +77,69 @@ void validate(const QuantizeQ8Args& a) {
 void validate(const MatmulQ8Args& a) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
   require(q8_multipliable(a.w), "matmul_q8",
-          fmt::format("{} weights: expected a block type with 8-bit integers", traits.name));
+          [&] { return fmt::format("{} weights: expected a block type with 8-bit integers", traits.name); });
   require(a.cols > 0 && a.cols % traits.block_elems == 0, "matmul_q8",
-          fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
-                      traits.block_elems));
+          [&] { return fmt::format("rows of {} {} elements: expected whole blocks of {}", a.cols, traits.name,
+                                   traits.block_elems); });
   require(a.rows >= 0 && a.n >= 0 && a.k >= 0 && a.k <= a.cols && a.k % kQ8Block == 0 && a.ldy >= a.rows,
-          "matmul_q8", fmt::format("{} rows summing {} of {} columns, {} activation rows, ld {}", a.rows, a.k,
-                                   a.cols, a.n, a.ldy));
+          "matmul_q8", [&] {
+            return fmt::format("{} rows summing {} of {} columns, {} activation rows, ld {}", a.rows, a.k, a.cols,
+                               a.n, a.ldy);
+          });
   const bool k_blocks = a.x.block == kQ8KBlock;
   require(a.x.block == kQ8Block || (k_blocks && q8k_multipliable(a.w) && a.k % kQ8KBlock == 0), "matmul_q8",
-          fmt::format("{} weights, {} columns, activations in blocks of {}: expected blocks of {}, or of {} for "
-                      "Q4_K, Q5_K and Q6_K summing whole blocks",
-                      traits.name, a.k, a.x.block, kQ8Block, kQ8KBlock));
+          [&] {
+            return fmt::format("{} weights, {} columns, activations in blocks of {}: expected blocks of {}, or of {} "
+                               "for Q4_K, Q5_K and Q6_K summing whole blocks",
+                               traits.name, a.k, a.x.block, kQ8Block, kQ8KBlock);
+          });
   require_pointers("matmul_q8", a.rows * a.n,
                    {a.w.bytes, a.x.q, a.x.d, k_blocks ? static_cast<const void*>(a.x.sums) : a.x.ds, a.y});
 }
 
 void validate(const ConvertArgs& a) {
-  require(a.n >= 0, "convert", fmt::format("n = {}", a.n));
+  require(a.n >= 0, "convert", [&] { return fmt::format("n = {}", a.n); });
   require_pointers("convert", a.n, {a.src, a.dst});
 }
 
 void validate(const RoundArgs& a) {
-  require(a.n >= 0, "round", fmt::format("n = {}", a.n));
+  require(a.n >= 0, "round", [&] { return fmt::format("n = {}", a.n); });
   require_pointers("round", a.n, {a.x});
 }
 
 void validate(const EmbedArgs& a) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.table.type);
   require(a.n_rows >= 0 && a.n_embd > 0 && a.n_vocab > 0 && a.n_embd % traits.block_elems == 0, "embed",
-          fmt::format("shape rows {} embd {} vocab {} of {}", a.n_rows, a.n_embd, a.n_vocab, traits.name));
+          [&] {
+            return fmt::format("shape rows {} embd {} vocab {} of {}", a.n_rows, a.n_embd, a.n_vocab, traits.name);
+          });
   require_pointers("embed", a.n_rows, {a.table.bytes, a.tokens, a.out});
 }
 
 void validate(const RmsNormArgs& a) {
-  require(a.n_rows >= 0 && a.n > 0, "rmsnorm", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require(a.n_rows >= 0 && a.n > 0, "rmsnorm", [&] { return fmt::format("shape ({}, {})", a.n_rows, a.n); });
   require_pointers("rmsnorm", a.n_rows, {a.x, a.out});
 }
 
 void validate(const BiasArgs& a) {
-  require(a.n_rows >= 0 && a.n > 0, "bias", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require(a.n_rows >= 0 && a.n > 0, "bias", [&] { return fmt::format("shape ({}, {})", a.n_rows, a.n); });
   require_pointers("bias", a.n_rows, {a.x, a.bias});
 }
 
 void validate(const RopeArgs& a) {
   require(a.n_rows >= 0 && a.n_heads > 0 && a.head_dim > 0, "rope",
-          fmt::format("shape ({}, {}, {})", a.n_rows, a.n_heads, a.head_dim));
+          [&] { return fmt::format("shape ({}, {}, {})", a.n_rows, a.n_heads, a.head_dim); });
   require(a.n_rot >= 2 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim, "rope",
-          fmt::format("n_rot {}: expected even, in [2, head_dim {}]", a.n_rot, a.head_dim));
-  require(a.base > 0, "rope", fmt::format("base {}", a.base));
+          [&] { return fmt::format("n_rot {}: expected even, in [2, head_dim {}]", a.n_rot, a.head_dim); });
+  require(a.base > 0, "rope", [&] { return fmt::format("base {}", a.base); });
   require_pointers("rope", a.n_rows, {a.x, a.positions});
 }
 
 void validate(const KvAppendArgs& a) {
-  require(a.n_rows >= 0 && a.row > 0, "kv_append", fmt::format("shape ({}, {})", a.n_rows, a.row));
+  require(a.n_rows >= 0 && a.row > 0, "kv_append", [&] { return fmt::format("shape ({}, {})", a.n_rows, a.row); });
   require(a.offset >= 0 && a.offset + a.n_rows * a.row <= a.capacity * a.row, "kv_append",
-          fmt::format("elements [{}, {}) outside the cache's {} rows of {}", a.offset,
-                      a.offset + a.n_rows * a.row, a.capacity, a.row));
+          [&] { return fmt::format("elements [{}, {}) outside the cache's {} rows of {}", a.offset,
+                                   a.offset + a.n_rows * a.row, a.capacity, a.row); });
   require_pointers("kv_append", a.n_rows, {a.src, a.cache});
 }
 
@@ -131,30 +147,30 @@ void validate(const AttentionArgs& a) {
   require(a.n_rows >= 0 && a.n_head > 0 && a.n_head_kv > 0 && a.head_dim > 0 &&
               a.n_head % a.n_head_kv == 0,
           "attention",
-          fmt::format("shape rows {} heads {} kv heads {} head_dim {}", a.n_rows, a.n_head,
-                      a.n_head_kv, a.head_dim));
+          [&] { return fmt::format("shape rows {} heads {} kv heads {} head_dim {}", a.n_rows, a.n_head,
+                                   a.n_head_kv, a.head_dim); });
   require(a.n_keys >= 1 && a.n_keys <= a.probs_stride, "attention",
-          fmt::format("n_keys {}: expected in [1, capacity {}]", a.n_keys, a.probs_stride));
+          [&] { return fmt::format("n_keys {}: expected in [1, capacity {}]", a.n_keys, a.probs_stride); });
   require_pointers("attention", a.n_rows, {a.q, a.k_cache, a.v_cache, a.positions, a.probs, a.out});
 }
 
 void validate(const SiluMulArgs& a) {
-  require(a.n >= 0, "silu_mul", fmt::format("n = {}", a.n));
+  require(a.n >= 0, "silu_mul", [&] { return fmt::format("n = {}", a.n); });
   require_pointers("silu_mul", a.n, {a.gate, a.up, a.out});
 }
 
 void validate(const AddArgs& a) {
-  require(a.n >= 0, "add", fmt::format("n = {}", a.n));
+  require(a.n >= 0, "add", [&] { return fmt::format("n = {}", a.n); });
   require_pointers("add", a.n, {a.x, a.y});
 }
 
 void validate(const SoftcapArgs& a) {
-  require(a.n >= 0 && a.cap > 0, "softcap", fmt::format("n = {}, cap = {}", a.n, a.cap));
+  require(a.n >= 0 && a.cap > 0, "softcap", [&] { return fmt::format("n = {}, cap = {}", a.n, a.cap); });
   require_pointers("softcap", a.n, {a.x});
 }
 
 void validate(const ArgmaxArgs& a) {
-  require(a.n_rows >= 0 && a.n > 0, "argmax", fmt::format("shape ({}, {})", a.n_rows, a.n));
+  require(a.n_rows >= 0 && a.n > 0, "argmax", [&] { return fmt::format("shape ({}, {})", a.n_rows, a.n); });
   require_pointers("argmax", a.n_rows, {a.x, a.out});
 }
 

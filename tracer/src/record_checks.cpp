@@ -44,9 +44,9 @@ bool hex_digest(const std::string& text) {
 void check_record(const std::string& path, std::string_view name, int layer,
                   std::int64_t first_position, std::int64_t n_rows, const RowShape& row_shape,
                   const float* rows) {
-  const std::string object = "/taps/" + std::string(name);
-  const std::string tap = tap_layer_prefix(layer);
-  auto reject = [&](const std::string& problem) { throw TraceError(path, object, tap + problem); };
+  auto reject = [&](const std::string& problem) {
+    throw TraceError(path, "/taps/" + std::string(name), tap_layer_prefix(layer) + problem);
+  };
   if (const std::string problem = name_problem(name, layer); !problem.empty()) reject(problem);
   if (layer < -1 || layer > kMaxLayer)
     reject("layer " + std::to_string(layer) + " is not in -1.." + std::to_string(kMaxLayer));
