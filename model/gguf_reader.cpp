@@ -22,6 +22,7 @@ public:
       : file_(file), data_(data), size_(size) {}
 
   std::uint64_t pos() const { return pos_; }
+  void seek(std::uint64_t at) { pos_ = at; }
   std::uint64_t remaining() const { return size_ - pos_; }
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem,
@@ -46,7 +47,8 @@ public:
 
   std::string read_string(const std::string& field) {
     const std::uint64_t at = pos_;
-    const auto len = read<std::uint64_t>(field + " length");
+    if (remaining() < sizeof(std::uint64_t)) need(sizeof(std::uint64_t), field + " length");
+    const auto len = read<std::uint64_t>(field);
     if (len > remaining())
       fail(field, fmt::format("string length {} runs past the end of the file ({} bytes remain)",
                               len, remaining()),
@@ -125,8 +127,18 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& field, in
                count_at);
       std::vector<GgufValue> items;
       items.reserve(count);
-      for (std::uint64_t i = 0; i < count; ++i)
-        items.push_back(read_value(c, elem_type, fmt::format("{}[{}]", field, i), depth + 1));
+      // Items are named only when one fails (a vocabulary is 50k-150k of them): it is read again
+      // under its own name, which the error then carries.
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::uint64_t item_at = c.pos();
+        try {
+          items.push_back(read_value(c, elem_type, field, depth + 1));
+        } catch (const InputError&) {
+          c.seek(item_at);
+          read_value(c, elem_type, fmt::format("{}[{}]", field, i), depth + 1);
+          throw;
+        }
+      }
       return GgufValue::array(elem_type, std::move(items));
     }
   }

@@ -68,6 +68,11 @@ std::vector<MalformedCase> malformed_cases() {
       "metadata[0] \"k\" type (offset 33): expected a value type 0..12, got 13");
   add("absurd array count", GgufBytes{}.header(0, 1).str("k").u32(9).u32(4).u64(kHuge / 2),
       "metadata[0] \"k\" count (offset 41): count 4611686018427387904 cannot fit");
+  // Array items are named only when one fails: the message still says which.
+  add("string item past the end", GgufBytes{}.header(0, 1).str("k").u32(9).u32(8).u64(2).str("ab").u64(1000),
+      "metadata[0] \"k\"[1] (offset 59): string length 1000 runs past the end of the file");
+  add("string item length cut short", GgufBytes{}.header(0, 1).str("k").u32(9).u32(8).u64(2).str("a").zeros(7),
+      "metadata[0] \"k\"[1] length (offset 58): expected 8 more bytes, the file ends after 7");
   add("unknown array element type", GgufBytes{}.header(0, 1).str("k").u32(9).u32(77).u64(1),
       "metadata[0] \"k\" element type (offset 37): expected a value type 0..12, got 77");
   add("bool that is not 0 or 1", GgufBytes{}.header(0, 1).str("k").u32(7).put<std::uint8_t>(2),
