@@ -1,6 +1,7 @@
 // The host executor: op bodies in OpenMP loops, GEMM through OpenBLAS, memory in aligned
 // host allocations.
 #include <cblas.h>
+#include <dlfcn.h>
 #include <cstring>
 #include <fmt/format.h>
 #include <omp.h>
@@ -11,7 +12,15 @@
 
 namespace tapdiff::engine {
 
-HostKernels::HostKernels() { openblas_set_num_threads(1); }
+// OpenBLAS runs single-threaded inside OpenMP's slices. A pthread build of it also starts a
+// pool of its own at load, whose threads spin for work for the first ~0.15 s of every process
+// on the cores OpenMP needs: the pool is ended where the library has one to end.
+HostKernels::HostKernels() {
+  openblas_set_num_threads(1);
+  using Shutdown = int (*)();
+  if (const auto shutdown = reinterpret_cast<Shutdown>(::dlsym(RTLD_DEFAULT, "blas_thread_shutdown_")))
+    shutdown();
+}
 
 void HostKernels::launch(const DequantArgs& a) { dequant_host(a); }
 void HostKernels::launch(const ConvertArgs& a) { convert_host(a); }
