@@ -84,6 +84,21 @@ struct CacheHome {
   ~CacheHome() { std::filesystem::remove_all(dir); }
 };
 
+// The entry another process would have written for the file `id` names, claiming `fields` as
+// the identity it was hashed at and `hex` as its hash.
+std::filesystem::path plant_entry(const CacheHome& home, const FileIdentity& id, const FileIdentity& fields,
+                                  const std::string& hex) {
+  const auto dir = home.dir / "tapdiff" / "sha256";
+  std::filesystem::create_directories(dir);
+  const auto entry = dir / fmt::format("{:x}-{:x}", id.device, id.inode);
+  std::ofstream(entry, std::ios::trunc)
+      << "tapdiff sha256 cache 1\n"
+      << fmt::format("{} {} {} {} {} {} {}\n", fields.device, fields.inode, fields.size, fields.mtime_s,
+                     fields.mtime_ns, fields.ctime_s, fields.ctime_ns)
+      << hex << "\n";
+  return entry;
+}
+
 std::string read_all(const std::filesystem::path& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -109,15 +124,7 @@ TEST(Sha256, AnEntryAnswersOnlyForTheIdentityItNames) {
   const std::string path = settled_file("sha256-planted", "real content");
   const FileIdentity id = MappedFile(path).identity();
   const std::string planted(64, 'a');
-  const auto plant = [&](const FileIdentity& f) {
-    const auto dir = home.dir / "tapdiff" / "sha256";
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / fmt::format("{:x}-{:x}", id.device, id.inode), std::ios::trunc)
-        << "tapdiff sha256 cache 1\n"
-        << fmt::format("{} {} {} {} {} {} {}\n", f.device, f.inode, f.size, f.mtime_s, f.mtime_ns, f.ctime_s,
-                       f.ctime_ns)
-        << planted << "\n";
-  };
+  const auto plant = [&](const FileIdentity& fields) { plant_entry(home, id, fields, planted); };
   FileIdentity other_change = id;
   other_change.ctime_ns += 1;
   plant(other_change);
@@ -136,16 +143,9 @@ TEST(Sha256, ABrokenEntryIsHashedAgain) {
   const CacheHome home("sha256-cache-broken");
   const std::string path = settled_file("sha256-broken", "some content");
   const FileIdentity id = MappedFile(path).identity();
-  const auto dir = home.dir / "tapdiff" / "sha256";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / fmt::format("{:x}-{:x}", id.device, id.inode), std::ios::trunc)
-      << "tapdiff sha256 cache 1\n"
-      << fmt::format("{} {} {} {} {} {} {}\n", id.device, id.inode, id.size, id.mtime_s, id.mtime_ns, id.ctime_s,
-                     id.ctime_ns)
-      << "not a hash\n";
+  const auto entry = plant_entry(home, id, id, "not a hash");
   EXPECT_EQ(sha256_file(path), hash("some content"));
-  EXPECT_NE(read_all(dir / fmt::format("{:x}-{:x}", id.device, id.inode)).find(hash("some content")),
-            std::string::npos)
+  EXPECT_NE(read_all(entry).find(hash("some content")), std::string::npos)
       << "the entry is rewritten";
   std::filesystem::remove(path);
 }
