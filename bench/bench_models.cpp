@@ -6,9 +6,9 @@
 //     GGUF writer;
 //   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
 //     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
-//   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, and the
-//     trace bytes per token, with the model hash a file's first traced run adds; then `tapdiff diff`'s throughput on those traces against a raw
-//     HDF5 read of the same files.
+//   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, the
+//     trace bytes per token and the model hash a file's first traced run adds; then
+//     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
 //   bench_models [--model Q4_1.gguf] [--f32 PATH] [--threads N] [--reps N] [--work DIR] [--out PATH]
@@ -33,6 +33,7 @@
 #include "f32_copy.hpp"
 #include "hdf5_read.hpp"
 #include "machine.hpp"
+#include "stats.hpp"
 #include "model/mapped_file.hpp"
 #include "model/sha256.hpp"
 #include "model/config.hpp"
@@ -105,11 +106,6 @@ struct TracedRun {
   std::uintmax_t trace_bytes = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 TracedRun traced_run(const std::string& model, const std::string& backend, const std::string& trace, int rounds) {
   RunSpec s;
   s.backend = backend;
@@ -134,8 +130,8 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
     run_model(s);
     traced.push_back(seconds_since(t0));
   }
-  r.untraced_s = median(untraced);
-  r.traced_s = median(traced);
+  r.untraced_s = bench::median(untraced);
+  r.traced_s = bench::median(traced);
   r.trace_bytes = std::filesystem::file_size(trace);
   return r;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "machine.hpp"
+#include "stats.hpp"
 #include "tracer_workloads.hpp"
 
 using namespace tapdiff::bench;
@@ -27,11 +28,6 @@ struct Result {
   double mb_per_s = 0;
   double raw_mb_per_s = 0;  // the raw baseline of the same shape
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::string filesystem_of(const std::string& dir) {
   struct statfs fs {};

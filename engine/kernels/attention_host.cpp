@@ -146,6 +146,7 @@ __attribute__((always_inline)) inline void value_sums(const AttentionSpan& s, co
   }
   std::memcpy(s.out + d, sums, sizeof sums);
 }
+
 // From element d on.
 __attribute__((target("avx2"), noinline)) void values_f32_avx2(const AttentionArgs& a, const AttentionSpan& s, int d) {
   const float* values = static_cast<const float*>(a.v_cache) + s.k_offset;
