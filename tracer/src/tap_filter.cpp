@@ -118,14 +118,21 @@ std::string tap_layer_prefix(int layer) {
   return layer < 0 ? std::string() : "layer " + std::to_string(layer) + ": ";
 }
 
-std::string full_tap_name(std::string_view name, int layer) {
-  if (layer < 0) return std::string(name);
+void full_tap_name(std::string_view name, int layer, std::string& out) {
+  out.clear();
+  if (layer < 0) {
+    out.append(name);
+    return;
+  }
   char digits[16];
   const auto [end, error] = std::to_chars(digits, digits + sizeof digits, layer);
   (void)error;
+  out.append("blk.").append(digits, end).append(".").append(name);
+}
+
+std::string full_tap_name(std::string_view name, int layer) {
   std::string full;
-  full.reserve(6 + static_cast<std::size_t>(end - digits) + name.size());
-  full.append("blk.").append(digits, end).append(".").append(name);
+  full_tap_name(name, layer, full);
   return full;
 }
 

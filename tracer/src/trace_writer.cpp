@@ -222,7 +222,7 @@ TraceWriter::Impl::TapRef TraceWriter::Impl::add_tap(std::string_view name, int 
 // that shape, leaving an empty slot behind.
 TraceWriter::Impl::TapRef TraceWriter::Impl::tap_for_record(std::string_view name, int layer,
                                                             const RowShape& shape) {
-  key = full_tap_name(name, layer);
+  full_tap_name(name, layer, key);
   const auto it = taps.find(key);
   if (it == taps.end()) return add_tap(name, layer, shape);
   const TapStack& stack = *stacks[it->second.stack];

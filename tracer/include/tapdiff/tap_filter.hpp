@@ -144,6 +144,8 @@ private:
 
 // "blk.3.attn_q" for layer 3, "output" for a global tap (layer -1).
 std::string full_tap_name(std::string_view name, int layer);
+// The same into `out`, reusing its buffer: what a lookup on every record uses.
+void full_tap_name(std::string_view name, int layer, std::string& out);
 // "layer 3: " for a per-layer tap, "" for a global one: how messages about a slot of a stack
 // (/taps/<name>) say which tap they mean.
 std::string tap_layer_prefix(int layer);
