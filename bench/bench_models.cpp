@@ -6,8 +6,9 @@
 //     GGUF writer;
 //   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
 //     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
-//   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, the
-//     trace bytes per token and the model hash a file's first traced run adds; then
+//   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, in this
+//     process and as `tapdiff run` processes, the trace bytes per token and the model hash a
+//     file's first traced run adds; then
 //     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
@@ -23,6 +24,7 @@
 #include <omp.h>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>
 
 #include "app/harness.hpp"
 #include "bandwidth.hpp"
@@ -98,14 +100,42 @@ EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::Pre
 }
 
 // One whole `tapdiff run` (load, prefill, decode, close) with every tap traced or none, rounds
-// taking turns, medians. A traced run declares its model's sha256: the first run of a model file
-// computes it, later runs find it in the hash cache (model/hash_cache.hpp), which holds it here
-// from the warm-up; hash_s is that first run's extra cost, timed alone.
+// taking turns, medians. Each round writes a file of its own, as a run to a new path does
+// (replacing a trace adds its unlink to the run); the last round's is kept at `trace`. Every run
+// starts with nothing left to write back: the kernel writes a trace to disk some seconds after
+// its run, and on two cores that writeback would slow whichever run came then.
 struct TracedRun {
   double untraced_s = 0, traced_s = 0, hash_s = 0;
   std::uintmax_t trace_bytes = 0;
 };
 
+// run(path) runs once, untraced when path is empty.
+template <typename Run>
+TracedRun time_rounds(const std::string& trace, int rounds, const Run& run) {
+  const auto round_trace = [&](int i) { return fmt::format("{}.round{}", trace, i); };
+  const auto timed = [&](const std::string& path) {
+    ::sync();
+    const auto t0 = Clock::now();
+    run(path);
+    return seconds_since(t0);
+  };
+  std::vector<double> untraced, traced;
+  for (int i = 0; i < rounds; ++i) {
+    untraced.push_back(timed(""));
+    traced.push_back(timed(round_trace(i)));
+  }
+  std::filesystem::rename(round_trace(rounds - 1), trace);
+  for (int i = 0; i + 1 < rounds; ++i) std::filesystem::remove(round_trace(i));
+  TracedRun r;
+  r.untraced_s = bench::median(untraced);
+  r.traced_s = bench::median(traced);
+  r.trace_bytes = std::filesystem::file_size(trace);
+  return r;
+}
+
+// In this process. A traced run declares its model's sha256: the first run of a model file
+// computes it, later runs find it in the hash cache (model/hash_cache.hpp), which holds it here
+// from the warm-up; hash_s is that first run's extra cost, timed alone.
 TracedRun traced_run(const std::string& model, const std::string& backend, const std::string& trace, int rounds) {
   RunSpec s;
   s.backend = backend;
@@ -113,26 +143,33 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
   s.prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
   s.n_predict = kTraceGenerated;
   s.progress = false;
-  TracedRun r;
   const MappedFile bytes(model);
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   const std::string hex = sha256_hex(bytes.data(), bytes.size());
-  r.hash_s = seconds_since(t0);
+  const double hash_s = seconds_since(t0);
   if (GgufFile::open(model).sha256() != hex) throw std::runtime_error("the hash cache disagrees with " + model);
-  std::vector<double> untraced, traced;
-  for (int i = 0; i < rounds; ++i) {
-    s.trace.clear();
-    t0 = Clock::now();
+  TracedRun r = time_rounds(trace, rounds, [&](const std::string& path) {
+    s.trace = path;
     run_model(s);
-    untraced.push_back(seconds_since(t0));
-    s.trace = trace;
-    t0 = Clock::now();
-    run_model(s);
-    traced.push_back(seconds_since(t0));
-  }
-  r.untraced_s = bench::median(untraced);
-  r.traced_s = bench::median(traced);
-  r.trace_bytes = std::filesystem::file_size(trace);
+  });
+  r.hash_s = hash_s;
+  return r;
+}
+
+// The host engine through the CLI, a process per run (`tapdiff run`, as users run it): nothing
+// of an earlier run's memory is left to reuse.
+TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, const std::string& trace, int threads,
+                         int rounds) {
+  const std::vector<int> prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
+  const std::string log = trace + ".stderr";
+  const std::string run = fmt::format("OMP_NUM_THREADS={} '{}' run --backend host -m '{}' --tokens {} -n {}", threads,
+                                      tapdiff, model, fmt::join(prompt, ","), kTraceGenerated);
+  const TracedRun r = time_rounds(trace, rounds, [&](const std::string& path) {
+    const std::string command = path.empty() ? run : fmt::format("{} -o '{}'", run, path);
+    if (std::system(fmt::format("{} > /dev/null 2> '{}'", command, log).c_str()) != 0)
+      throw std::runtime_error(command + " failed: see " + log);
+  });
+  std::filesystem::remove(log);
   return r;
 }
 
@@ -262,8 +299,9 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(work);
     const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5", reps);
     const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", reps);
-    const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     omp_pause_resource_all(omp_pause_soft);  // this process's spinning threads: ended, not to compete
+    const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, reps);
+    const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
                                                               work + "/reference.h5", work + "/engine-host.h5");
     const double diff_s = diff_timing.diff_s, raw_s = diff_timing.raw_s;
@@ -333,6 +371,13 @@ int main(int argc, char** argv) {
                         r.untraced_s, r.traced_s, 100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
                         double(r.trace_bytes) / positions, 100 * ((r.traced_s + r.hash_s) / r.untraced_s - 1),
                         r.hash_s);
+    md << fmt::format("| engine host f32, a `tapdiff run` process per run | {:.2f} | {:.2f} | {:+.1f}% | {:.1f} | {:.0f} "
+                      "| |\n",
+                      eng_cli.untraced_s, eng_cli.traced_s, 100 * (eng_cli.traced_s / eng_cli.untraced_s - 1),
+                      double(eng_cli.trace_bytes) / 1e6, double(eng_cli.trace_bytes) / positions);
+    md << "\nIn one process (the first two rows; `selftest`, `bisect` and a bench run so) a trace's staging memory "
+          "is reused by the next trace (tracer/include/tapdiff/float_memory.hpp); a process per run faults it in "
+          "fresh every time.\n";
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
                       "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns, in a process of "
                       "their own (as `tapdiff diff` runs). Both read the files from the page cache (just written). "
