@@ -136,6 +136,7 @@ TEST(TraceStacks, SlotsKeepTheirOwnRowsRunsAndPositions) {
   const Variant variants[] = {{"commit every step", 1, 256u << 20, false},
                               {"commit every 3 steps", 3, 256u << 20, false},
                               {"stage limit of one row", 1, 1, false},
+                              {"stage limit of two rows", 1, 2 * kWidth * sizeof(float), false},
                               {"gzip at close", 2, 256u << 20, true}};
   for (const Variant& v : variants) {
     TempDir dir;
@@ -171,6 +172,48 @@ TEST(TraceStacks, SlotsKeepTheirOwnRowsRunsAndPositions) {
       }
     }
     EXPECT_EQ(r.tap("ffn_up", 2).runs.size(), 2u) << v.what;
+  }
+}
+
+// A prefill larger than the stage limit goes out a few layers at a time, each group staged in
+// the window of slots the last one used; layers recorded in either order, then decode steps.
+TEST(TraceStacks, APrefillWrittenAFewLayersAtATimeKeepsEveryRow) {
+  constexpr int kLayers = 6;
+  constexpr std::int64_t kPrefill = 16, kDecode = 3;
+  for (const bool descending : {false, true}) {
+    const char* what = descending ? "layers descending" : "layers ascending";
+    TempDir dir;
+    const std::string path = dir.file("prefill.h5");
+    WriterOptions options;
+    options.stage_limit_bytes = 2 * kPrefill * kWidth * sizeof(float);  // two layers' prefill rows
+    {
+      TraceWriter w(path, sample_metadata(), options);
+      const auto record_step = [&](std::int64_t first, std::int64_t n) {
+        for (int i = 0; i < kLayers; ++i) {
+          const int layer = descending ? kLayers - 1 - i : i;
+          std::vector<float> rows;
+          for (std::int64_t p = first; p < first + n; ++p) {
+            const std::vector<float> row = test::tap_row(5, layer, p, kWidth);
+            rows.insert(rows.end(), row.begin(), row.end());
+          }
+          w.record("attn_q", layer, first, n, {kWidth}, rows.data());
+        }
+        w.end_step();
+      };
+      record_step(0, kPrefill);
+      for (std::int64_t p = kPrefill; p < kPrefill + kDecode; ++p) record_step(p, 1);
+      w.close();
+    }
+    const TraceReader r(path);
+    for (int layer = 0; layer < kLayers; ++layer) {
+      const TapRows rows = r.read(r.tap("attn_q", layer));
+      ASSERT_EQ(rows.size(), static_cast<std::size_t>(kPrefill + kDecode)) << what;
+      for (std::int64_t p = 0; p < kPrefill + kDecode; ++p) {
+        const std::vector<float> expected = test::tap_row(5, layer, p, kWidth);
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), rows.row(static_cast<std::size_t>(p))))
+            << what << ", layer " << layer << ", position " << p;
+      }
+    }
   }
 }
 

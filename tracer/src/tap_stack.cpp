@@ -42,7 +42,6 @@ std::string TapStack::tap_text(std::size_t slot) const {
 }
 
 std::size_t TapStack::add_slot(int layer, std::int64_t index) {
-  reserve_staging(row_capacity_, slots_.size() + 1);
   Slot slot;
   slot.layer = layer;
   slot.index = index;
@@ -50,27 +49,45 @@ std::size_t TapStack::add_slot(int layer, std::int64_t index) {
   return slots_.size() - 1;
 }
 
-// Makes room for `rows` staged rows of `slots` slots, keeping what is staged. Capacities
-// double, so a stack whose layers arrive one by one (no dims declared) or whose rows pile up
-// over several steps (commit_every) moves its staged rows only a few times. Not zeroed: only
-// staged rows are ever written out.
-void TapStack::reserve_staging(std::int64_t rows, std::size_t slots) {
-  if (rows <= row_capacity_ && slots <= slot_capacity_) return;
-  const std::int64_t new_rows =
-      rows <= row_capacity_ ? row_capacity_ : std::max(rows, 2 * row_capacity_);
-  const std::size_t new_slots = slots <= slot_capacity_ ? slot_capacity_
-                                : staged_rows_ == 0    ? slots
-                                                       : std::max(slots, 2 * slot_capacity_);
+// The slot columns the staging buffer needs to take rows of `slot`: its window [slot_base_,
+// slot_base_ + slot_capacity_) when the slot is in it, else that window grown (doubled) to reach
+// it. With nothing staged the window starts at the slot.
+std::size_t TapStack::window_for(std::size_t slot) const {
+  if (staged_rows_ == 0) return std::max<std::size_t>(slot_capacity_, 1);
+  if (slot >= slot_base_ && slot < slot_base_ + slot_capacity_) return slot_capacity_;
+  const std::size_t span = slot < slot_base_ ? slot_base_ + slot_capacity_ - slot : slot + 1 - slot_base_;
+  return std::max(span, 2 * slot_capacity_);
+}
+
+// Makes room for `rows` staged rows of `slot`, keeping what is staged. The buffer holds a window
+// of slots (column c is slot slot_base_ + c) that starts at the first slot staged after a write:
+// a prefill the stage limit writes out a few layers at a time stages each group of layers in the
+// memory of the last, which on these machines costs far less than fresh memory. Capacities
+// double, so rows that pile up over several steps (commit_every) or slots that arrive one by one
+// move only a few times. Not zeroed: only staged rows are ever written out.
+void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
+  const std::size_t window = window_for(slot);
+  if (staged_rows_ == 0 && window == slot_capacity_) slot_base_ = slot;
+  if (rows <= row_capacity_ && window == slot_capacity_ && slot >= slot_base_) return;
+  const std::int64_t new_rows = rows <= row_capacity_ ? row_capacity_ : std::max(rows, 2 * row_capacity_);
+  std::size_t new_base = slot_base_;
+  if (staged_rows_ == 0) {
+    new_base = slot;
+  } else if (slot < slot_base_) {  // grow downwards, keeping the top of the window
+    const std::size_t top = slot_base_ + slot_capacity_;
+    new_base = top >= window ? std::min(slot, top - window) : 0;
+  }
   const std::size_t row = static_cast<std::size_t>(row_size_);
-  FloatMemory grown = allocate_floats(static_cast<std::size_t>(new_rows) * new_slots * row);
+  FloatMemory grown = allocate_floats(static_cast<std::size_t>(new_rows) * window * row);
   for (std::int64_t r = 0; r < staged_rows_; ++r) {
-    std::memcpy(grown.get() + static_cast<std::size_t>(r) * new_slots * row,
+    std::memcpy(grown.get() + (static_cast<std::size_t>(r) * window + (slot_base_ - new_base)) * row,
                 staged_.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,
-                slots_.size() * row * sizeof(float));
+                slot_capacity_ * row * sizeof(float));
   }
   staged_ = std::move(grown);
   row_capacity_ = new_rows;
-  slot_capacity_ = new_slots;
+  slot_capacity_ = window;
+  slot_base_ = new_base;
 }
 
 void TapStack::check_position(std::size_t slot, std::int64_t first_position,
@@ -89,11 +106,11 @@ void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t
   Slot& s = slots_[slot];
   note_rows(s, first_position, n_rows);
   const std::size_t row = static_cast<std::size_t>(row_size_);
-  reserve_staging(s.staged + n_rows, slots_.size());
+  reserve_staging(s.staged + n_rows, slot);
   staged_rows_ = std::max(staged_rows_, s.staged + n_rows);
   for (std::int64_t r = 0; r < n_rows; ++r) {
     std::memcpy(staged_.get() +
-                    (static_cast<std::size_t>(s.staged + r) * slot_capacity_ + slot) * row,
+                    (static_cast<std::size_t>(s.staged + r) * slot_capacity_ + (slot - slot_base_)) * row,
                 rows + static_cast<std::size_t>(r) * row, row * sizeof(float));
   }
   s.staged += n_rows;
@@ -132,7 +149,7 @@ void TapStack::note_rows(Slot& s, std::int64_t first_position, std::int64_t n_ro
 
 std::uint64_t TapStack::staging_bytes_after(std::size_t slot, std::int64_t n_rows) const {
   const auto rows = static_cast<std::uint64_t>(std::max(row_capacity_, slots_[slot].staged + n_rows));
-  return rows * std::max(slot_capacity_, slots_.size()) * static_cast<std::uint64_t>(row_size_) * sizeof(float);
+  return rows * window_for(slot) * static_cast<std::uint64_t>(row_size_) * sizeof(float);
 }
 
 void TapStack::write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
@@ -246,7 +263,7 @@ void TapStack::write_rows(const std::string& path) {
     }
     if (s.staged > 0) {
       write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first, last - first,
-                  staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first, where);
+                  staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first - slot_base_, where);
     }
     first = last;
   }
@@ -322,6 +339,7 @@ void TapStack::write_staged(hid_t taps_group, const StreamConfig& config,
   if (capacity_bytes > kReleaseStagingBytes) {
     staged_.reset();
     row_capacity_ = 0;
+    slot_capacity_ = 0;
   }
 }
 

@@ -51,8 +51,7 @@ public:
   void stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
              const float* rows);
 
-  // Bytes of staging buffer that staging n_rows more rows of `slot` would hold (the buffer
-  // spans every slot, so one layer's prefill rows cost as much as every layer's).
+  // Bytes of staging buffer that staging n_rows more rows of `slot` would hold.
   std::uint64_t staging_bytes_after(std::size_t slot, std::int64_t n_rows) const;
   // Writes rows of a slot with nothing staged straight from `rows` (n_rows, shape().elements()).
   void write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
@@ -92,7 +91,8 @@ private:
   void write_slot_attrs(const std::string& path);
   void write_rows(const std::string& path);
   void write_runs(const std::string& path);
-  void reserve_staging(std::int64_t rows, std::size_t slots);
+  std::size_t window_for(std::size_t slot) const;
+  void reserve_staging(std::int64_t rows, std::size_t slot);
 
   std::string name_;
   std::string group_name_;
@@ -101,9 +101,10 @@ private:
   std::int64_t keys_;  // the last dimension of a sparse stack's rows; 0 for every other stack
   std::vector<Slot> slots_;
 
-  FloatMemory staged_;  // (row_capacity_, slot_capacity_, row size)
+  FloatMemory staged_;  // (row_capacity_, slot_capacity_, row size): slots from slot_base_ on
   std::int64_t row_capacity_ = 0;
   std::size_t slot_capacity_ = 0;
+  std::size_t slot_base_ = 0;
   std::int64_t staged_rows_ = 0;  // the most rows any slot staged
   std::uint64_t staged_bytes_ = 0;
 

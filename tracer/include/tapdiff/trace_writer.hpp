@@ -4,7 +4,7 @@
 //
 // Disabled taps cost one enabled() call: no allocation, no copy, no HDF5 call. Enabled rows
 // are copied into their stack's staging buffer by record() (every layer of a tap name side
-// by side) and written by end_step(), one block per stack.
+// by side) and written by end_step(), one block per stack (earlier past stage_limit_bytes).
 // One thread at a time (HDF5 is built serial here). The tracer silences HDF5's error printing
 // and, when it initialises HDF5, disables its exit-time cleanup (see docs/trace-schema.md).
 #pragma once
@@ -35,9 +35,11 @@ struct WriterOptions {
   int gzip_level = 4;
   bool fsync = false;  // fsync after every commit: survive power loss, not just a kill
   std::size_t chunk_bytes = 64 * 1024;  // target HDF5 chunk size (rows of every slot)
-  // Staged rows are written early beyond this: a prefill larger than the limit writes its
-  // stacks in column blocks that later steps complete (slower, bounded memory).
-  std::size_t stage_limit_bytes = 256u << 20;
+  // Staged rows are written early beyond this, so a long prefill goes out a few layers at a
+  // time, each group staged in the memory of the last: faulting in fresh memory for a whole
+  // prefill cost a `tapdiff run` more than the extra writes (docs/guide.md, "What tracing
+  // costs"). A record larger than the limit goes to the file directly.
+  std::size_t stage_limit_bytes = 16u << 20;
 };
 
 class TraceWriter {
