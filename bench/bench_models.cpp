@@ -156,8 +156,8 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
   return r;
 }
 
-// The host engine through the CLI, a process per run (`tapdiff run`, as users run it): nothing
-// of an earlier run's memory is left to reuse.
+// The host engine through the CLI, a process per run (`tapdiff run`, as users run it): all of a
+// run's memory is faulted in fresh.
 TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, const std::string& trace, int threads,
                          int rounds) {
   const std::vector<int> prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
@@ -375,9 +375,9 @@ int main(int argc, char** argv) {
                       "| |\n",
                       eng_cli.untraced_s, eng_cli.traced_s, 100 * (eng_cli.traced_s / eng_cli.untraced_s - 1),
                       double(eng_cli.trace_bytes) / 1e6, double(eng_cli.trace_bytes) / positions);
-    md << "\nIn one process (the first two rows; `selftest`, `bisect` and a bench run so) a trace's staging memory "
-          "is reused by the next trace (tracer/include/tapdiff/float_memory.hpp); a process per run faults it in "
-          "fresh every time.\n";
+    md << "\nIn one process (the first two rows) a run finds memory that earlier runs faulted in; a process per "
+          "run, as users run `tapdiff run`, faults all of its memory in fresh, which on a virtual machine can cost "
+          "more than the writes (docs/guide.md, \"What tracing costs\").\n";
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
                       "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns, in a process of "
                       "their own (as `tapdiff diff` runs). Both read the files from the page cache (just written). "
