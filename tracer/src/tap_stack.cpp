@@ -67,15 +67,13 @@ std::size_t TapStack::window_for(std::size_t slot) const {
 // move only a few times. Not zeroed: only staged rows are ever written out.
 void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
   const std::size_t window = window_for(slot);
-  if (staged_rows_ == 0 && window == slot_capacity_) slot_base_ = slot;
-  if (rows <= row_capacity_ && window == slot_capacity_ && slot >= slot_base_) return;
+  if (staged_rows_ == 0) slot_base_ = slot;
+  if (rows <= row_capacity_ && window == slot_capacity_) return;
   const std::int64_t new_rows = rows <= row_capacity_ ? row_capacity_ : std::max(rows, 2 * row_capacity_);
   std::size_t new_base = slot_base_;
-  if (staged_rows_ == 0) {
-    new_base = slot;
-  } else if (slot < slot_base_) {  // grow downwards, keeping the top of the window
+  if (slot < slot_base_) {  // grow downwards, keeping the top of the window
     const std::size_t top = slot_base_ + slot_capacity_;
-    new_base = top >= window ? std::min(slot, top - window) : 0;
+    new_base = top >= window ? top - window : 0;
   }
   const std::size_t row = static_cast<std::size_t>(row_size_);
   FloatMemory grown = allocate_floats(static_cast<std::size_t>(new_rows) * window * row);
