@@ -247,7 +247,8 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
       "A step costs the tracer {:.1f} us against {:.1f} us for the raw baseline's single write. "
       "A prefill stages its rows up to the stage limit (16 MiB by default) and writes them out "
       "a few layers at a time, each group staged in the memory of the last (in huge pages: "
-      "faulting in hundreds of MB 4 KiB at a time cost more than the writes). `commit_every` batches steps into fewer writes and flushes, at the price of "
+      "faulting in hundreds of MB 4 KiB at a time cost more than the writes). `commit_every` "
+      "batches steps into fewer writes and flushes, at the price of "
       "losing up to that many steps to a crash; with stacks a step is already cheap, and the "
       "larger staging buffers cost about what the batching saves.\n\n",
       w.taps, w.layers * w.taps, 1e6 * median_of("tracer decode") / w.positions,
