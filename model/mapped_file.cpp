@@ -13,14 +13,10 @@
 
 namespace tapdiff {
 
-namespace {
-auto fields(const FileIdentity& f) {
-  return std::tie(f.device, f.inode, f.size, f.mtime_s, f.mtime_ns, f.ctime_s, f.ctime_ns);
+bool FileIdentity::operator<(const FileIdentity& o) const {
+  return std::tie(device, inode, size, mtime_s, mtime_ns, ctime_s, ctime_ns) <
+         std::tie(o.device, o.inode, o.size, o.mtime_s, o.mtime_ns, o.ctime_s, o.ctime_ns);
 }
-}  // namespace
-
-bool FileIdentity::operator<(const FileIdentity& o) const { return fields(*this) < fields(o); }
-bool FileIdentity::operator==(const FileIdentity& o) const { return fields(*this) == fields(o); }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

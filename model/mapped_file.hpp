@@ -14,7 +14,6 @@ struct FileIdentity {
   std::uint64_t device = 0, inode = 0, size = 0;
   std::int64_t mtime_s = 0, mtime_ns = 0, ctime_s = 0, ctime_ns = 0;
   bool operator<(const FileIdentity& o) const;
-  bool operator==(const FileIdentity& o) const;
 };
 
 class MappedFile {

@@ -1,51 +1,38 @@
 // Argument rules shared by both executors' GEMM.
 #include <algorithm>
 #include <fmt/format.h>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
 
 #include "engine/gemm/gemm.hpp"
+#include "engine/require.hpp"
 
 namespace tapdiff::engine {
-namespace {
-
-// what: the message, or a function that builds it only when the check fails (every GEMM runs
-// these).
-template <class Message>
-void require(bool ok, const Message& what) {
-  if (ok) return;
-  if constexpr (std::is_invocable_v<Message>)
-    throw std::invalid_argument("gemm: " + what());
-  else
-    throw std::invalid_argument(std::string("gemm: ") + what);
-}
-
-}  // namespace
 
 void validate(const GemmArgs& g) {
-  require(g.m >= 0 && g.n >= 0 && g.k >= 0, [&] { return fmt::format("m {} n {} k {}", g.m, g.n, g.k); });
+  require(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm",
+          [&] { return fmt::format("m {} n {} k {}", g.m, g.n, g.k); });
   const int a_rows = g.op_a == GemmOp::N ? g.m : g.k;
   const int b_rows = g.op_b == GemmOp::N ? g.k : g.n;
-  require(g.lda >= (a_rows > 1 ? a_rows : 1), [&] { return fmt::format("lda {} < {}", g.lda, a_rows); });
-  require(g.ldb >= (b_rows > 1 ? b_rows : 1), [&] { return fmt::format("ldb {} < {}", g.ldb, b_rows); });
-  require(g.ldc >= (g.m > 1 ? g.m : 1), [&] { return fmt::format("ldc {} < m {}", g.ldc, g.m); });
+  require(g.lda >= (a_rows > 1 ? a_rows : 1), "gemm",
+          [&] { return fmt::format("lda {} < {}", g.lda, a_rows); });
+  require(g.ldb >= (b_rows > 1 ? b_rows : 1), "gemm",
+          [&] { return fmt::format("ldb {} < {}", g.ldb, b_rows); });
+  require(g.ldc >= (g.m > 1 ? g.m : 1), "gemm", [&] { return fmt::format("ldc {} < m {}", g.ldc, g.m); });
   if (g.m > 0 && g.n > 0)
-    require(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)), "null operand");
+    require(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)), "gemm", "null operand");
 }
 
 void validate(const EncodedGemmArgs& g) {
   const GgmlTypeTraits& traits = ggml_type_traits(g.w.type);
-  require(g.m >= 0 && g.n >= 0 && g.k >= 0, [&] { return fmt::format("m {} n {} k {}", g.m, g.n, g.k); });
-  require(g.k % traits.block_elems == 0,
-          [&] {
-            return fmt::format("rows of {} {} elements: expected whole blocks of {}", g.k, traits.name,
-                               traits.block_elems);
-          });
-  require(g.ldb >= std::max(g.k, 1), [&] { return fmt::format("ldb {} < k {}", g.ldb, g.k); });
-  require(g.ldc >= std::max(g.m, 1), [&] { return fmt::format("ldc {} < m {}", g.ldc, g.m); });
+  require(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm",
+          [&] { return fmt::format("m {} n {} k {}", g.m, g.n, g.k); });
+  require(g.k % traits.block_elems == 0, "gemm", [&] {
+    return fmt::format("rows of {} {} elements: expected whole blocks of {}", g.k, traits.name, traits.block_elems);
+  });
+  require(g.ldb >= std::max(g.k, 1), "gemm", [&] { return fmt::format("ldb {} < k {}", g.ldb, g.k); });
+  require(g.ldc >= std::max(g.m, 1), "gemm", [&] { return fmt::format("ldc {} < m {}", g.ldc, g.m); });
   if (g.m > 0 && g.n > 0)
-    require(g.c != nullptr && (g.k == 0 || (g.w.bytes != nullptr && g.b != nullptr)), "null operand");
+    require(g.c != nullptr && (g.k == 0 || (g.w.bytes != nullptr && g.b != nullptr)), "gemm",
+            "null operand");
 }
 
 std::int64_t gemm_b_extent(const GemmArgs& g) {

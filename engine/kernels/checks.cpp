@@ -1,8 +1,6 @@
 // Argument checks of every op: the checked entries (Executor) call these before launching,
 // so a shape or pointer mistake in the orchestration is an exception, not a wild write.
 #include <fmt/format.h>
-#include <stdexcept>
-#include <type_traits>
 
 #include "engine/kernels/add.hpp"
 #include "engine/kernels/argmax.hpp"
@@ -21,20 +19,10 @@
 #include "engine/kernels/round.hpp"
 #include "engine/kernels/silu_mul.hpp"
 #include "engine/kernels/softcap.hpp"
+#include "engine/require.hpp"
 
 namespace tapdiff::engine {
 namespace {
-
-// what: the message, or a function that builds it. Every launch runs these checks, so a
-// message with numbers in it is formatted only when its check fails.
-template <class Message>
-void require(bool ok, const char* op, const Message& what) {
-  if (ok) return;
-  if constexpr (std::is_invocable_v<Message>)
-    throw std::invalid_argument(fmt::format("{}: {}", op, what()));
-  else
-    throw std::invalid_argument(fmt::format("{}: {}", op, what));
-}
 
 void require_pointers(const char* op, std::int64_t n, std::initializer_list<const void*> ptrs) {
   if (n == 0) return;

@@ -19,7 +19,7 @@ long threads_of_this_process() {
 
 TEST(HostExecutor, EndsOpenBlasOwnThreadPool) {
   if (::dlsym(RTLD_DEFAULT, "blas_thread_shutdown_") == nullptr)
-    GTEST_SKIP() << "this OpenBLAS has no thread pool of its own to end (not a pthread build)";
+    GTEST_SKIP() << "this OpenBLAS has no blas_thread_shutdown_ (not a pthread build): no pool of its own to end";
   // The pool holds one thread fewer than OpenBLAS's thread count, unless an executor of this
   // process ended it already (the count is 1 then).
   const long pool = openblas_get_num_threads() - 1;
