@@ -29,7 +29,8 @@ void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, 
                 const StreamConfig& config, SpaceReserve& reserve, const std::string& path,
                 std::vector<std::int64_t>& committed) {
   const TapInfo& first = *taps.front();
-  TapStack out(first.name, first.stack, RowShape(first.row_shape));
+  StagingPool staging;
+  TapStack out(first.name, first.stack, RowShape(first.row_shape), staging);
   std::int64_t max_rows = 0;
   for (const TapInfo* tap : taps) {
     out.add_slot(tap->layer, static_cast<std::int64_t>(committed.size() / 2));

@@ -32,10 +32,10 @@ void SlotTable::set_slots(hsize_t slots, const h5::Where& where) {
   set_extent(where);
 }
 
-void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
-                      const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
-                      const h5::Where& where, hsize_t mem_row, hsize_t last_extent) {
-  if (n_rows == 0 || n_slots == 0) return;
+// The file space with rows [row, row + n_rows) of slots [slot, slot + n_slots) selected, and of
+// the last dimension `count` elements from `first` (count 0: all); grows the extent to the rows.
+h5::Id SlotTable::select(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hsize_t first, hsize_t count,
+                         const h5::Where& where) {
   const hsize_t end = row + n_rows;
   if (end > dims_[0]) {
     // Small appends grow by whole chunks (no metadata change for most steps); a batch of at
@@ -45,30 +45,58 @@ void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots
     set_extent(where);
   }
   std::array<hsize_t, kMaxRank> start{row, slot};
-  std::array<hsize_t, kMaxRank> count = dims_;
-  count[0] = n_rows;
-  count[1] = n_slots;
-  if (last_extent > 0) count[rank_ - 1] = std::min(last_extent, dims_[rank_ - 1]);
-  const h5::Id file_space =
-      h5::space_id(H5Dget_space(dataset_.get()), where, "cannot get the dataspace");
-  h5::check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
-                                count.data(), nullptr),
+  std::array<hsize_t, kMaxRank> counts = dims_;
+  counts[0] = n_rows;
+  counts[1] = n_slots;
+  if (count > 0) {
+    start[rank_ - 1] = first;
+    counts[rank_ - 1] = count;
+  }
+  h5::Id file_space = h5::space_id(H5Dget_space(dataset_.get()), where, "cannot get the dataspace");
+  h5::check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
             where, "cannot select rows");
+  return file_space;
+}
+
+void SlotTable::write_selected(hid_t mem_type, hid_t mem_space, hid_t file_space, const void* mem, hsize_t row,
+                               hsize_t n_rows, hsize_t slot, hsize_t n_slots, const h5::Where& where) {
+  h5::check(H5Dwrite(dataset_.get(), mem_type, mem_space, file_space, H5P_DEFAULT, mem), where,
+            "cannot write rows " + std::to_string(row) + ".." + std::to_string(row + n_rows - 1) + " of slots " +
+                std::to_string(slot) + ".." + std::to_string(slot + n_slots - 1));
+}
+
+void SlotTable::write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
+                      const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
+                      const h5::Where& where) {
+  if (n_rows == 0 || n_slots == 0) return;
+  const h5::Id file_space = select(row, n_rows, slot, n_slots, 0, 0, where);
   std::array<hsize_t, kMaxRank> mem_dims = dims_;
   mem_dims[0] = mem_rows;
   mem_dims[1] = mem_slots;
   const h5::Id mem_space = h5::space_id(H5Screate_simple(rank_, mem_dims.data(), nullptr), where,
                                         "cannot create a dataspace");
-  if (n_rows != mem_rows || n_slots != mem_slots || count[rank_ - 1] != dims_[rank_ - 1]) {
-    const std::array<hsize_t, kMaxRank> origin{mem_row, mem_slot};
-    h5::check(H5Sselect_hyperslab(mem_space.get(), H5S_SELECT_SET, origin.data(), nullptr,
-                                  count.data(), nullptr),
+  if (n_rows != mem_rows || n_slots != mem_slots) {
+    std::array<hsize_t, kMaxRank> count = dims_;
+    count[0] = n_rows;
+    count[1] = n_slots;
+    const std::array<hsize_t, kMaxRank> origin{0, mem_slot};
+    h5::check(H5Sselect_hyperslab(mem_space.get(), H5S_SELECT_SET, origin.data(), nullptr, count.data(), nullptr),
               where, "cannot select rows");
   }
-  h5::check(H5Dwrite(dataset_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, mem),
-            where,
-            "cannot write rows " + std::to_string(row) + ".." + std::to_string(end - 1) +
-                " of slots " + std::to_string(slot) + ".." + std::to_string(slot + n_slots - 1));
+  write_selected(mem_type, mem_space.get(), file_space.get(), mem, row, n_rows, slot, n_slots, where);
+}
+
+void SlotTable::write_last_range(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
+                                 const void* mem, hsize_t first, hsize_t count, const h5::Where& where) {
+  if (n_rows == 0 || n_slots == 0 || count == 0) return;
+  const h5::Id file_space = select(row, n_rows, slot, n_slots, first, count, where);
+  std::array<hsize_t, kMaxRank> mem_dims = dims_;
+  mem_dims[0] = n_rows;
+  mem_dims[1] = n_slots;
+  mem_dims[rank_ - 1] = count;
+  const h5::Id mem_space = h5::space_id(H5Screate_simple(rank_, mem_dims.data(), nullptr), where,
+                                        "cannot create a dataspace");
+  write_selected(mem_type, mem_space.get(), file_space.get(), mem, row, n_rows, slot, n_slots, where);
 }
 
 void SlotTable::trim(hsize_t rows, const h5::Where& where) {

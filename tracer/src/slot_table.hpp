@@ -25,17 +25,24 @@ public:
   hsize_t chunk_slots() const { return chunk_[1]; }
 
   // Writes rows [row, row + n_rows) of slots [slot, slot + n_slots) from `mem`, which holds
-  // (mem_rows, mem_slots, *inner) elements with the block at (mem_row, mem_slot); grows the
-  // extent. last_extent: when not 0, only the first last_extent elements of the last dimension.
+  // (mem_rows, mem_slots, *inner) elements with the block at (0, mem_slot); grows the extent.
   void write(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
              const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
-             const h5::Where& where, hsize_t mem_row = 0, hsize_t last_extent = 0);
+             const h5::Where& where);
+  // The same rows and slots, elements [first, first + count) of the last dimension, from `mem`
+  // holding exactly those: (n_rows, n_slots, ..., count).
+  void write_last_range(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
+                        const void* mem, hsize_t first, hsize_t count, const h5::Where& where);
   void set_slots(hsize_t slots, const h5::Where& where);
   void trim(hsize_t rows, const h5::Where& where);
   void close() { dataset_.reset(); }
 
 private:
   void set_extent(const h5::Where& where);
+  h5::Id select(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hsize_t first, hsize_t count,
+                const h5::Where& where);
+  void write_selected(hid_t mem_type, hid_t mem_space, hid_t file_space, const void* mem, hsize_t row,
+                      hsize_t n_rows, hsize_t slot, hsize_t n_slots, const h5::Where& where);
 
   h5::Id dataset_;
   std::array<hsize_t, kMaxRank> dims_{};   // extent

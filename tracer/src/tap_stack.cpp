@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 
 #include "h5_attr.hpp"
 #include "schema.hpp"
@@ -14,7 +15,6 @@
 namespace tapdiff {
 namespace {
 
-constexpr std::size_t kReleaseStagingBytes = 16u << 20;  // keep smaller buffers for reuse
 constexpr std::uint64_t kNewStackMetadataBytes = 16 * 1024;
 constexpr std::uint64_t kMaxChunkRows = 256;        // narrow taps: keep a barely used chunk small
 constexpr std::uint64_t kMaxChunkBytes = 1u << 20;  // wide rows: split the slots across chunks
@@ -26,14 +26,15 @@ constexpr hsize_t kKeyBlock = 64;
 
 }  // namespace
 
-TapStack::TapStack(std::string name, std::string group, const RowShape& shape)
+TapStack::TapStack(std::string name, std::string group, const RowShape& shape, StagingPool& pool)
     : name_(std::move(name)),
       group_name_(std::move(group)),
       shape_(shape),
       row_size_(shape.elements()),
       keys_(shape.rank() == 2 && static_cast<hsize_t>(shape.to_vector().back()) > kKeyBlock
                 ? shape.to_vector().back()
-                : 0) {}
+                : 0),
+      pool_(pool) {}
 
 std::string TapStack::object() const { return std::string("/") + schema::kTaps + "/" + group_name_; }
 
@@ -60,30 +61,41 @@ std::size_t TapStack::window_for(std::size_t slot) const {
 }
 
 // Makes room for `rows` staged rows of `slot`, keeping what is staged. The buffer holds a window
-// of slots (column c is slot slot_base_ + c) that starts at the first slot staged after a write:
-// a prefill the stage limit writes out a few layers at a time stages each group of layers in the
-// memory of the last, which on these machines costs far less than fresh memory. Capacities
-// double, so rows that pile up over several steps (commit_every) or slots that arrive one by one
-// move only a few times. Not zeroed: only staged rows are ever written out.
+// of slots (column c is slot slot_base_ + c) that starts at the first slot staged after a write
+// and keeps its width from one write to the next: a prefill the stage limit writes out a few
+// layers at a time stages each group of layers in a window as wide as the last. Windows and rows
+// grow by doubling, so slots that arrive one by one or rows that pile up over several steps
+// (commit_every) move only a few times. Blocks come from the writer's pool and go back to it.
+// Not zeroed: only staged rows are ever written out.
 void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
   const std::size_t window = window_for(slot);
-  if (staged_rows_ == 0) slot_base_ = slot;
+  const std::size_t row = static_cast<std::size_t>(row_size_);
+  if (staged_rows_ == 0) {
+    const std::size_t floats = static_cast<std::size_t>(rows) * window * row;
+    if (staged_.capacity < floats) {
+      pool_.give_back(std::exchange(staged_, {}));
+      staged_ = pool_.take(floats);
+    }
+    slot_base_ = slot;
+    slot_capacity_ = window;
+    row_capacity_ = static_cast<std::int64_t>(staged_.capacity / (window * row));
+    return;
+  }
   if (rows <= row_capacity_ && window == slot_capacity_) return;
-  const std::int64_t new_rows = rows <= row_capacity_ ? row_capacity_ : std::max(rows, 2 * row_capacity_);
+  const std::int64_t new_rows = rows <= row_capacity_ ? std::max(rows, staged_rows_) : std::max(rows, 2 * staged_rows_);
   std::size_t new_base = slot_base_;
   if (slot < slot_base_) {  // grow downwards, keeping the top of the window
     const std::size_t top = slot_base_ + slot_capacity_;
     new_base = top >= window ? top - window : 0;
   }
-  const std::size_t row = static_cast<std::size_t>(row_size_);
-  FloatMemory grown = allocate_floats(static_cast<std::size_t>(new_rows) * window * row);
+  FloatBlock grown = pool_.take(static_cast<std::size_t>(new_rows) * window * row);
   for (std::int64_t r = 0; r < staged_rows_; ++r) {
-    std::memcpy(grown.get() + (static_cast<std::size_t>(r) * window + (slot_base_ - new_base)) * row,
-                staged_.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,
+    std::memcpy(grown.memory.get() + (static_cast<std::size_t>(r) * window + (slot_base_ - new_base)) * row,
+                staged_.memory.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,
                 slot_capacity_ * row * sizeof(float));
   }
-  staged_ = std::move(grown);
-  row_capacity_ = new_rows;
+  pool_.give_back(std::exchange(staged_, std::move(grown)));
+  row_capacity_ = static_cast<std::int64_t>(staged_.capacity / (window * row));
   slot_capacity_ = window;
   slot_base_ = new_base;
 }
@@ -107,7 +119,7 @@ void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t
   reserve_staging(s.staged + n_rows, slot);
   staged_rows_ = std::max(staged_rows_, s.staged + n_rows);
   for (std::int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(staged_.get() +
+    std::memcpy(staged_.memory.get() +
                     (static_cast<std::size_t>(s.staged + r) * slot_capacity_ + (slot - slot_base_)) * row,
                 rows + static_cast<std::size_t>(r) * row, row * sizeof(float));
   }
@@ -122,8 +134,9 @@ std::int64_t TapStack::chunk_row_elements() const {
 }
 
 // Rows [row, row + n_rows) of slots [slot, slot + n_slots) from mem ((mem_rows, mem_slots, row
-// size), the block at column mem_slot); a sparse stack's rows one at a time, each up to the
-// keys it uses.
+// size), the block at column mem_slot). A sparse stack's rows go out a key block at a time, each
+// row up to the keys it uses: the rows using a block are gathered in its chunks' own order (slot,
+// head, key), so that a chunk is one write to the file, not one for every head of every slot.
 void TapStack::write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots,
                            const float* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
                            const h5::Where& where) {
@@ -132,9 +145,31 @@ void TapStack::write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::s
     return;
   }
   const auto row_size = static_cast<std::size_t>(row_size_);
-  for (hsize_t r = 0; r < n_rows; ++r)
-    data_.write(row + r, 1, slot, n_slots, H5T_NATIVE_FLOAT, mem, mem_rows, mem_slots, mem_slot, where, r,
-                keys_in_use(mem + (r * mem_slots + mem_slot) * row_size, n_slots));
+  const auto keys = static_cast<std::size_t>(keys_);
+  const std::size_t heads = row_size / keys;
+  const auto row_at = [&](hsize_t r, std::size_t s) { return mem + (r * mem_slots + mem_slot + s) * row_size; };
+  std::vector<hsize_t> used(n_rows);
+  hsize_t most = 0;
+  for (hsize_t r = 0; r < n_rows; ++r) most = std::max(most, used[r] = keys_in_use(row_at(r, 0), n_slots));
+  for (hsize_t first = 0; first < most; first += kKeyBlock) {
+    const std::size_t width = std::min<std::size_t>(kKeyBlock, keys - first);
+    for (hsize_t r0 = 0; r0 < n_rows;) {
+      if (used[r0] <= first) {
+        ++r0;
+        continue;
+      }
+      hsize_t r1 = r0 + 1;
+      while (r1 < n_rows && used[r1] > first) ++r1;
+      float* out = gather_.reserve((r1 - r0) * n_slots * heads * width);
+      for (hsize_t r = r0; r < r1; ++r)
+        for (std::size_t s = 0; s < n_slots; ++s)
+          for (std::size_t h = 0; h < heads; ++h)
+            std::memcpy(out + (((r - r0) * n_slots + s) * heads + h) * width, row_at(r, s) + h * keys + first,
+                        width * sizeof(float));
+      data_.write_last_range(row + r0, r1 - r0, slot, n_slots, H5T_NATIVE_FLOAT, out, first, width, where);
+      r0 = r1;
+    }
+  }
 }
 
 void TapStack::note_rows(Slot& s, std::int64_t first_position, std::int64_t n_rows) {
@@ -146,7 +181,7 @@ void TapStack::note_rows(Slot& s, std::int64_t first_position, std::int64_t n_ro
 }
 
 std::uint64_t TapStack::staging_bytes_after(std::size_t slot, std::int64_t n_rows) const {
-  const auto rows = static_cast<std::uint64_t>(std::max(row_capacity_, slots_[slot].staged + n_rows));
+  const auto rows = static_cast<std::uint64_t>(std::max(staged_rows_, slots_[slot].staged + n_rows));
   return rows * window_for(slot) * static_cast<std::uint64_t>(row_size_) * sizeof(float);
 }
 
@@ -261,7 +296,7 @@ void TapStack::write_rows(const std::string& path) {
     }
     if (s.staged > 0) {
       write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first, last - first,
-                  staged_.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first - slot_base_, where);
+                  staged_.memory.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first - slot_base_, where);
     }
     first = last;
   }
@@ -331,14 +366,8 @@ void TapStack::write_staged(hid_t taps_group, const StreamConfig& config,
   write_runs(path);
   staged_rows_ = 0;
   staged_bytes_ = 0;
-  const std::uint64_t capacity_bytes = static_cast<std::uint64_t>(row_capacity_) *
-                                       slot_capacity_ * static_cast<std::uint64_t>(row_size_) *
-                                       sizeof(float);
-  if (capacity_bytes > kReleaseStagingBytes) {
-    staged_.reset();
-    row_capacity_ = 0;
-    slot_capacity_ = 0;
-  }
+  pool_.give_back(std::exchange(staged_, {}));
+  row_capacity_ = 0;
 }
 
 void TapStack::trim(const std::string& path) {

@@ -13,7 +13,7 @@
 
 #include "h5.hpp"
 #include "slot_table.hpp"
-#include "tapdiff/float_memory.hpp"
+#include "staging_pool.hpp"
 #include "tapdiff/row_shape.hpp"
 
 namespace tapdiff {
@@ -26,7 +26,8 @@ struct StreamConfig {
 class TapStack {
 public:
   // group: the stack's name under /taps (the tap name, or "<name>#<k>" for a further shape).
-  TapStack(std::string name, std::string group, const RowShape& shape);
+  // Staging memory comes from `pool`, which outlives the stack.
+  TapStack(std::string name, std::string group, const RowShape& shape, StagingPool& pool);
 
   const RowShape& shape() const { return shape_; }
   std::size_t slots() const { return slots_.size(); }
@@ -101,7 +102,9 @@ private:
   std::int64_t keys_;  // the last dimension of a sparse stack's rows; 0 for every other stack
   std::vector<Slot> slots_;
 
-  FloatMemory staged_;  // (row_capacity_, slot_capacity_, row size): slots from slot_base_ on
+  StagingPool& pool_;
+  FloatBlock staged_;  // (row_capacity_, slot_capacity_, row size): slots from slot_base_ on
+  FloatBuffer gather_;  // a sparse stack's rows of one key block, as its chunks hold them
   std::int64_t row_capacity_ = 0;
   std::size_t slot_capacity_ = 0;
   std::size_t slot_base_ = 0;

@@ -73,6 +73,7 @@ struct TraceWriter::Impl {
     std::size_t stack;
     std::size_t slot;
   };
+  StagingPool staging;  // the stacks' staging memory: declared first, destroyed last
   std::vector<std::unique_ptr<TapStack>> stacks;
   std::unordered_map<std::string, std::vector<std::size_t>> stacks_by_name;
   std::unordered_map<std::string, TapRef> taps;  // by full name
@@ -205,7 +206,7 @@ std::size_t TraceWriter::Impl::stack_for(std::string_view name, const RowShape& 
   std::string group(name);
   if (!of_name.empty()) group += sc::kStackSuffix + std::to_string(of_name.size() + 1);
   of_name.push_back(stacks.size());
-  stacks.push_back(std::make_unique<TapStack>(std::string(name), std::move(group), shape));
+  stacks.push_back(std::make_unique<TapStack>(std::string(name), std::move(group), shape, staging));
   return stacks.size() - 1;
 }
 
