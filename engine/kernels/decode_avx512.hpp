@@ -44,6 +44,26 @@ struct Halves {
   __m512 lo, hi;
 };
 
+// round_to(kRound, v) of sixteen floats (half.hpp), bit for bit. f16 converts there and back in
+// hardware: nearest even, infinity from 65520 on, subnormals kept, a NaN quieted with the top
+// ten bits of its payload, as round_to_f16 does. bf16 is round_to_bf16's integer expression.
+template <ElemType kRound>
+TD_AVX512_INLINE __m512 round_lanes(__m512 v) {
+  if constexpr (kRound == ElemType::f16) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else if constexpr (kRound == ElemType::bf16) {
+    const __m512i u = _mm512_castps_si512(v), high = _mm512_set1_epi32(int(0xffff0000u));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), high);
+    const __m512i quiet_nan = _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, rounded, quiet_nan));
+  } else {
+    return v;
+  }
+}
+
 // The float at p in every lane, by the load itself. GCC would otherwise forward a vector just
 // stored there into a register and extract the lane with a shuffle, on the port the table
 // lookups need.

@@ -11,8 +11,9 @@
 
 namespace tapdiff::engine {
 
-// Whether matvec_avx512_rows computes `a`: float32 weights (no rounding precision), no decoder
-// quirk (the faults' decoders stay matvec_row's), and a CPU with AVX-512 F.
+// Whether matvec_avx512_rows computes `a`: no decoder quirk (the faults' decoders stay
+// matvec_row's) and a CPU with AVX-512 F. Every precision: weights rounded to f16 or bf16 round
+// in registers, as round_run rounds them.
 bool matvec_avx512_applies(const MatvecArgs& a);
 
 // Rows [r0, r1) of `a`, where matvec_avx512_applies(a).

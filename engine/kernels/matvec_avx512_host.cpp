@@ -9,8 +9,9 @@ namespace {
 
 using namespace decode_avx512;
 
-// Rows [r, r + R) of `a`: their sums, then each row's tail and slots as matvec_row adds them.
-template <int R>
+// Rows [r, r + R) of `a`: their sums, then each row's tail and slots as matvec_row adds them,
+// every weight rounded to kRound (a.round) first.
+template <int R, ElemType kRound>
 TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, std::int64_t row_bytes, std::int64_t r) {
   const std::int64_t full = a.k / kMatvecSlots * kMatvecSlots;
   const std::int64_t group_bytes = R * row_bytes;
@@ -26,8 +27,8 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
   // high half slot 16 + s.
   const float* x = a.x;
   decode_rows<R>(a.w.type, g, full, [&](int i, std::int64_t c, const Halves& w) TD_DECODE_SINK {
-    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(w.lo, _mm512_loadu_ps(x + c)));
-    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + c + 16)));
+    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(round_lanes<kRound>(w.lo), _mm512_loadu_ps(x + c)));
+    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(round_lanes<kRound>(w.hi), _mm512_loadu_ps(x + c + 16)));
   });
   const bool blocks = ggml_type_traits(a.w.type).block_elems > 1;
   for (int i = 0; i < R; ++i) {
@@ -38,6 +39,7 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
       float w[kDecodeRun];
       if (blocks) decode_sub_block(a.w, (r + i) * a.cols + full, w);
       else decode_run(a.w, (r + i) * a.cols + full, int(a.k - full), w);
+      round_run(kRound, w, int(a.k - full));
       for (std::int64_t c = full; c < a.k; ++c) tail += w[c - full] * a.x[c];
     }
     float slots[kMatvecSlots];
@@ -50,18 +52,28 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
 // Rows a group: on the machine measured 4 and 8 were alike, 1 and 2 slower (legacy encodings).
 constexpr int kRowGroup = 4;
 
-}  // namespace
-
-bool matvec_avx512_applies(const MatvecArgs& a) {
-  return supported() && a.round == ElemType::f32 && !a.w.quirks.any();
-}
-
-void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
+template <ElemType kRound>
+void rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
   const std::int64_t row_bytes = a.cols / traits.block_elems * std::int64_t(traits.block_bytes);
   std::int64_t r = r0;
-  for (; r + kRowGroup <= r1; r += kRowGroup) matvec_row_group<kRowGroup>(a, row_bytes, r);
-  for (; r < r1; ++r) matvec_row_group<1>(a, row_bytes, r);
+  for (; r + kRowGroup <= r1; r += kRowGroup) matvec_row_group<kRowGroup, kRound>(a, row_bytes, r);
+  for (; r < r1; ++r) matvec_row_group<1, kRound>(a, row_bytes, r);
+}
+
+}  // namespace
+
+bool matvec_avx512_applies(const MatvecArgs& a) { return supported() && !a.w.quirks.any(); }
+
+void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
+  switch (a.round) {
+    case ElemType::f32:
+      return rows<ElemType::f32>(a, r0, r1);
+    case ElemType::f16:
+      return rows<ElemType::f16>(a, r0, r1);
+    case ElemType::bf16:
+      return rows<ElemType::bf16>(a, r0, r1);
+  }
 }
 
 #else

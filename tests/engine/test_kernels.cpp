@@ -243,16 +243,17 @@ TEST_F(HostOps, MatvecOnEveryEncodingMatchesItsDecodedWeights) {
 // Where the CPU has AVX-512 a decode step's products decode into registers
 // (kernels/matvec_avx512_host.cpp): the kernel body's results bit for bit, for quantized
 // weights and for arbitrary bytes (subnormal, NaN and infinite values and scales), every
-// encoding, with k ending inside a sub-block (the tail), rows that leave a short last task and
-// row ranges off the kernel's groups of four.
+// encoding, every precision (weights rounded to f16 or bf16 first), with k ending inside a
+// sub-block (the tail), rows that leave a short last task and row ranges off the kernel's
+// groups of four.
 TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
-  // Taken exactly where the CPU supports it, on every CPU; never for a rounding precision or a
-  // decoder quirk, which keep the kernel body's decoders.
+  // Taken exactly where the CPU supports it, at every precision; never for a decoder quirk,
+  // which keeps the kernel body's decoders.
   const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
   EXPECT_EQ(cpu, matvec_avx512_applies(MatvecArgs{}));
   MatvecArgs rounded;
   rounded.round = ElemType::bf16;
-  EXPECT_FALSE(matvec_avx512_applies(rounded));
+  EXPECT_EQ(cpu, matvec_avx512_applies(rounded));
   MatvecArgs quirky;
   quirky.w.quirks.q8_quant_unsigned = true;
   EXPECT_FALSE(matvec_avx512_applies(quirky));
@@ -266,26 +267,30 @@ TEST_F(HostOps, MatvecAvx512IsTheKernelBodyBitForBit) {
     const char* names[3] = {"quantized", "arbitrary bytes", "arbitrary finite bytes"};
     for (int set = 0; set < 3; ++set) {
       for (const std::int64_t k : {cols, std::int64_t(300), std::int64_t(37), std::int64_t(0)}) {
-        MatvecArgs a{Encoded{sets[set].data(), t.type, {}}, cols, rows, k, x.data(), nullptr};
-        ASSERT_TRUE(matvec_avx512_applies(a));
-        std::vector<float> want(static_cast<std::size_t>(rows)), got(want.size(), -7.0f), launched(want.size(), -7.0f);
-        a.y = want.data();
-        for (std::int64_t r = 0; r < rows; ++r) matvec_row(a, r);
-        a.y = got.data();
-        matvec_avx512_rows(a, 0, rows);
-        // Rows go four at a time: ranges that start and end off that grid give the same rows.
-        std::vector<float> split(want.size(), -7.0f);
-        a.y = split.data();
-        matvec_avx512_rows(a, 0, 5);
-        matvec_avx512_rows(a, 5, 7);
-        matvec_avx512_rows(a, 7, rows);
-        EXPECT_TRUE(same_floats(split, want)) << t.name << ", k " << k << ", " << names[set] << ", split rows";
-        a.y = launched.data();
-        ex->matvec(a);
-        EXPECT_TRUE(same_floats(got, want)) << t.name << ", k " << k << ", " << names[set];
-        EXPECT_TRUE(same_floats(launched, want)) << t.name << ", k " << k << ", " << names[set];
-        if (set == 2) {
-          EXPECT_FALSE(std::isnan(want[0])) << t.name << ": a finite row";
+        for (const ElemType round : {ElemType::f32, ElemType::f16, ElemType::bf16}) {
+          const std::string what = std::string(t.name) + ", k " + std::to_string(k) + ", " + names[set] + ", " +
+                                   std::string(elem_type_name(round));
+          MatvecArgs a{Encoded{sets[set].data(), t.type, {}}, cols, rows, k, x.data(), nullptr, round};
+          ASSERT_TRUE(matvec_avx512_applies(a));
+          std::vector<float> want(static_cast<std::size_t>(rows)), got(want.size(), -7.0f), launched(want.size(), -7.0f);
+          a.y = want.data();
+          for (std::int64_t r = 0; r < rows; ++r) matvec_row(a, r);
+          a.y = got.data();
+          matvec_avx512_rows(a, 0, rows);
+          // Rows go four at a time: ranges that start and end off that grid give the same rows.
+          std::vector<float> split(want.size(), -7.0f);
+          a.y = split.data();
+          matvec_avx512_rows(a, 0, 5);
+          matvec_avx512_rows(a, 5, 7);
+          matvec_avx512_rows(a, 7, rows);
+          EXPECT_TRUE(same_floats(split, want)) << what << ", split rows";
+          a.y = launched.data();
+          ex->matvec(a);
+          EXPECT_TRUE(same_floats(got, want)) << what;
+          EXPECT_TRUE(same_floats(launched, want)) << what;
+          if (set == 2) {
+            EXPECT_FALSE(std::isnan(want[0])) << what << ": a finite row";
+          }
         }
       }
     }
