@@ -64,6 +64,11 @@ TD_AVX512_INLINE __m512 round_lanes(__m512 v) {
   }
 }
 
+template <ElemType kRound>
+TD_AVX512_INLINE Halves round_halves(const Halves& w) {
+  return {round_lanes<kRound>(w.lo), round_lanes<kRound>(w.hi)};
+}
+
 // The float at p in every lane, by the load itself. GCC would otherwise forward a vector just
 // stored there into a register and extract the lane with a shuffle, on the port the table
 // lookups need.
@@ -195,12 +200,13 @@ TD_AVX512_INLINE void decode_q8_0(const RowGroup<R>& g, std::int64_t full, const
 
 // Q4_0 and Q4_1: element j < 16 the low nibble of qs[j], element 16 + j its high nibble;
 // the table holds float(q - 8) * d, or float(q) * d + m.
-template <int R, bool kOffset, typename Sink>
+template <int R, bool kOffset, ElemType kRound, typename Sink>
 TD_AVX512_INLINE void decode_q4_legacy(const RowGroup<R>& g, std::int64_t full, const Sink& sink) {
   constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
   constexpr std::size_t kQs = kOffset ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
   legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
-    const __m512 table = kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), m) : _mm512_mul_ps(iota(-8), d);
+    const __m512 table =
+        round_lanes<kRound>(kOffset ? _mm512_add_ps(_mm512_mul_ps(iota(0), d), m) : _mm512_mul_ps(iota(-8), d));
     const __m512i q = widen16(b + kQs);
     sink(i, c, look_up(table, q, _mm512_srli_epi32(q, 4)));
   });
@@ -208,7 +214,7 @@ TD_AVX512_INLINE void decode_q4_legacy(const RowGroup<R>& g, std::int64_t full, 
 
 // Q5_0 and Q5_1: Q4's nibbles with bit j of qh as bit 4 of element j; the table holds
 // float(q - 16) * d, or float(q) * d + m, for q = 0..31.
-template <int R, bool kOffset, typename Sink>
+template <int R, bool kOffset, ElemType kRound, typename Sink>
 TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, const Sink& sink) {
   constexpr std::size_t kBytes = kOffset ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
   constexpr std::size_t kQh = kOffset ? offsetof(BlockQ5_1, qh) : offsetof(BlockQ5_0, qh);
@@ -220,8 +226,9 @@ TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, 
   const __m512i nibble = _mm512_set1_epi32(0x0f);
   constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
   legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
-    const Halves table = kOffset ? Halves{_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)}
-                                 : Halves{_mm512_mul_ps(iota(-16), d), _mm512_mul_ps(iota(0), d)};
+    const Halves table = round_halves<kRound>(
+        kOffset ? Halves{_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)}
+                : Halves{_mm512_mul_ps(iota(-16), d), _mm512_mul_ps(iota(0), d)});
     const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
     const __m512i q = widen16(b + kQs);
     sink(i, c,
@@ -245,15 +252,15 @@ TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
 // Q4_K and Q5_K sub-block j: its table of dj * float(q) - mj (q < 16, or q < 32 for Q5_K)
 // and its values, from the 32-bit lanes holding its nibbles in their low 4 bits (Q5_K: with
 // bit j of qh[l] as bit 4).
-template <bool kFiveBits>
+template <bool kFiveBits, ElemType kRound>
 TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (&qh)[2], __m512i lo, __m512i hi) {
   const __m512 dj = broadcast(scales[j]), mj = broadcast(scales[8 + j]);
-  const __m512 table = _mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj);
+  const __m512 table = round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj));
   if (!kFiveBits) return look_up(table, lo, hi);
   const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10), bit = _mm512_set1_epi32(1 << j);
   lo = _mm512_and_si512(lo, nibble);
   hi = _mm512_and_si512(hi, nibble);
-  return look_up(Halves{table, _mm512_sub_ps(_mm512_mul_ps(dj, iota(16)), mj)},
+  return look_up(Halves{table, round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(16)), mj))},
                  _mm512_mask_or_epi32(lo, _mm512_test_epi32_mask(qh[0], bit), lo, bit4),
                  _mm512_mask_or_epi32(hi, _mm512_test_epi32_mask(qh[1], bit), hi, bit4));
 }
@@ -262,7 +269,7 @@ TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (
 // Q4_K and Q5_K: sub-blocks j and j + 1 take the low and high nibbles of the same 32 bytes.
 // The loop over sub-block pairs stays a loop: unrolled, R rows' superblocks were more code
 // than the decoded-instruction cache holds, and decoding them became the bound.
-template <int R, bool kFiveBits, typename Sink>
+template <int R, bool kFiveBits, ElemType kRound, typename Sink>
 TD_AVX512_INLINE void k4_k5_superblock(const RowGroup<R>& g, std::int64_t sb, std::int64_t c0, int subs, const Sink& sink) {
   using Block = std::conditional_t<kFiveBits, BlockQ5_K, BlockQ4_K>;
   const std::uint8_t* b[R];
@@ -282,10 +289,10 @@ TD_AVX512_INLINE void k4_k5_superblock(const RowGroup<R>& g, std::int64_t sb, st
     TD_FOR_ROWS {
       const std::uint8_t* ql = b[i] + offsetof(Block, qs) + 32 * (j / 2);
       const __m512i lo = widen16(ql), hi = widen16(ql + 16);
-      sink(i, c0 + 32 * j, k_sub_values<kFiveBits>(scales[i], j, qh[i], lo, hi));
+      sink(i, c0 + 32 * j, k_sub_values<kFiveBits, kRound>(scales[i], j, qh[i], lo, hi));
       if (j + 1 < subs)
         sink(i, c0 + 32 * (j + 1),
-             k_sub_values<kFiveBits>(scales[i], j + 1, qh[i], _mm512_srli_epi32(lo, 4), _mm512_srli_epi32(hi, 4)));
+             k_sub_values<kFiveBits, kRound>(scales[i], j + 1, qh[i], _mm512_srli_epi32(lo, 4), _mm512_srli_epi32(hi, 4)));
     }
   }
 }
@@ -341,24 +348,29 @@ TD_AVX512_INLINE void q6_k_superblock(const RowGroup<R>& g, std::int64_t sb, std
   }
 }
 
-// Every sub-block of columns [0, full) of the R rows of an encoding, into sink.
-template <int R, typename Sink>
+// Every sub-block of columns [0, full) of the R rows of an encoding, into sink, each value
+// rounded to kRound (round_lanes): the four- and five-bit encodings round their tables, 16 or 32
+// values a block, the others every value.
+template <int R, ElemType kRound = ElemType::f32, typename Sink>
 TD_AVX512_INLINE void decode_rows(GgmlType type, const RowGroup<R>& g, std::int64_t full, const Sink& sink) {
+  const auto rounded = [&](int i, std::int64_t c, const Halves& w) TD_AVX512 __attribute__((always_inline)) {
+    sink(i, c, round_halves<kRound>(w));
+  };
   switch (type) {
-    case GgmlType::F32: return decode_f32<R>(g, full, sink);
-    case GgmlType::F16: return decode_16bit<R, false>(g, full, sink);
-    case GgmlType::BF16: return decode_16bit<R, true>(g, full, sink);
-    case GgmlType::Q8_0: return decode_q8_0<R>(g, full, sink);
-    case GgmlType::Q4_0: return decode_q4_legacy<R, false>(g, full, sink);
-    case GgmlType::Q4_1: return decode_q4_legacy<R, true>(g, full, sink);
-    case GgmlType::Q5_0: return decode_q5_legacy<R, false>(g, full, sink);
-    case GgmlType::Q5_1: return decode_q5_legacy<R, true>(g, full, sink);
+    case GgmlType::F32: return decode_f32<R>(g, full, rounded);
+    case GgmlType::F16: return decode_16bit<R, false>(g, full, rounded);
+    case GgmlType::BF16: return decode_16bit<R, true>(g, full, rounded);
+    case GgmlType::Q8_0: return decode_q8_0<R>(g, full, rounded);
+    case GgmlType::Q4_0: return decode_q4_legacy<R, false, kRound>(g, full, sink);
+    case GgmlType::Q4_1: return decode_q4_legacy<R, true, kRound>(g, full, sink);
+    case GgmlType::Q5_0: return decode_q5_legacy<R, false, kRound>(g, full, sink);
+    case GgmlType::Q5_1: return decode_q5_legacy<R, true, kRound>(g, full, sink);
     case GgmlType::Q4_K:
-      return for_superblocks(full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, false>(g, sb, c0, subs, sink); });
+      return for_superblocks(full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, false, kRound>(g, sb, c0, subs, sink); });
     case GgmlType::Q5_K:
-      return for_superblocks(full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, true>(g, sb, c0, subs, sink); });
+      return for_superblocks(full, TD_SUPERBLOCK_BODY { k4_k5_superblock<R, true, kRound>(g, sb, c0, subs, sink); });
     case GgmlType::Q6_K:
-      return for_superblocks(full, TD_SUPERBLOCK_BODY { q6_k_superblock<R>(g, sb, c0, subs, sink); });
+      return for_superblocks(full, TD_SUPERBLOCK_BODY { q6_k_superblock<R>(g, sb, c0, subs, rounded); });
   }
 }
 

@@ -26,9 +26,9 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
   // Each row's products add into matvec_row's slots: lane s of the low half is slot s, of the
   // high half slot 16 + s.
   const float* x = a.x;
-  decode_rows<R>(a.w.type, g, full, [&](int i, std::int64_t c, const Halves& w) TD_DECODE_SINK {
-    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(round_lanes<kRound>(w.lo), _mm512_loadu_ps(x + c)));
-    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(round_lanes<kRound>(w.hi), _mm512_loadu_ps(x + c + 16)));
+  decode_rows<R, kRound>(a.w.type, g, full, [&](int i, std::int64_t c, const Halves& w) TD_DECODE_SINK {
+    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(w.lo, _mm512_loadu_ps(x + c)));
+    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + c + 16)));
   });
   const bool blocks = ggml_type_traits(a.w.type).block_elems > 1;
   for (int i = 0; i < R; ++i) {
