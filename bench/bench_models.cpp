@@ -12,7 +12,8 @@
 //     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
-//   bench_models [--model Q4_1.gguf] [--f32 PATH] [--threads N] [--reps N] [--work DIR] [--out PATH]
+//   bench_models [--model Q4_1.gguf] [--f32 PATH] [--threads N] [--reps N] [--trace-rounds N] [--work DIR]
+//                [--out PATH]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -106,6 +107,9 @@ EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::Pre
 // its run, and on two cores that writeback would slow whichever run came then.
 struct TracedRun {
   double untraced_s = 0, traced_s = 0, hash_s = 0;
+  // traced / untraced - 1 of each round (the two runs next to each other in time, so a machine
+  // whose speed drifts between rounds moves both): their median, least and most.
+  double overhead = 0, least = 0, most = 0;
   std::uintmax_t trace_bytes = 0;
 };
 
@@ -129,6 +133,11 @@ TracedRun time_rounds(const std::string& trace, int rounds, const Run& run) {
   TracedRun r;
   r.untraced_s = bench::median(untraced);
   r.traced_s = bench::median(traced);
+  std::vector<double> overheads;
+  for (int i = 0; i < rounds; ++i) overheads.push_back(traced[i] / untraced[i] - 1);
+  r.overhead = bench::median(overheads);
+  r.least = *std::min_element(overheads.begin(), overheads.end());
+  r.most = *std::max_element(overheads.begin(), overheads.end());
   r.trace_bytes = std::filesystem::file_size(trace);
   return r;
 }
@@ -171,6 +180,10 @@ TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, c
   });
   std::filesystem::remove(log);
   return r;
+}
+
+std::string overhead_text(const TracedRun& r) {
+  return fmt::format("{:+.1f}% ({:+.1f} to {:+.1f}%)", 100 * r.overhead, 100 * r.least, 100 * r.most);
 }
 
 // One decimal: a figure within a point of its target must not read as on it.
@@ -225,12 +238,14 @@ int main(int argc, char** argv) {
   std::string f32 = exe_dir + "/SmolLM2-135M-Instruct.F32.gguf";
   std::string work = exe_dir + "/models-traces";
   std::string out = "bench/results/models.md";
-  int threads = 2, reps = 3;
+  int threads = 2, reps = 3, trace_rounds = 5;
   app.add_option("--model", q4, "The Q4_1 original (scripts/fetch-models.sh fetches it)")->capture_default_str();
   app.add_option("--f32", f32, "Its F32 copy (written when absent; default next to this executable)");
   app.add_option("--threads", threads, "OpenMP threads")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "Repetitions; the best is reported")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--trace-rounds", trace_rounds, "Rounds of the tracing table (an untraced and a traced run each)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--work", work, "Directory for the traces (default next to this executable)");
   app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -297,10 +312,10 @@ int main(int argc, char** argv) {
                1 / gemv_engine_s, 1 / gemv_split_s);
 
     std::filesystem::create_directories(work);
-    const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5", reps);
-    const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", reps);
+    const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5", trace_rounds);
+    const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", trace_rounds);
     omp_pause_resource_all(omp_pause_soft);  // this process's spinning threads: ended, not to compete
-    const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, reps);
+    const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, trace_rounds);
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
                                                               work + "/reference.h5", work + "/engine-host.h5");
@@ -360,20 +375,21 @@ int main(int argc, char** argv) {
     const int positions = kTracePrompt + kTraceGenerated;
     md << fmt::format("\n## Tracing: every tap on vs none\n\nA whole run (load, one prefill step of {} prompt "
                       "tokens, {} decode steps, close) of the Q4_1 model, every tap written to an uncompressed trace; "
-                      "medians of {} rounds taking turns. A trace declares its model's sha256: the first traced run of "
+                      "{} rounds of an untraced run then a traced one, times their medians, overhead the median of "
+                      "the rounds' own ratios (least to most in brackets). A trace declares its model's sha256: the first traced run of "
                       "a model file computes it (the last column, the hash timed alone added), every later run reads "
                       "it from the hash cache (docs/guide.md, \"Model hashes\").\n\n",
-                      kTracePrompt, kTraceGenerated - 1, reps)
+                      kTracePrompt, kTraceGenerated - 1, trace_rounds)
        << "| program | untraced s | traced s | overhead | trace MB | trace bytes per token | first traced run of the "
           "file |\n|---|---|---|---|---|---|---|\n";
     for (const auto& [what, r] : {std::pair{"reference", ref}, std::pair{"engine host f32", eng}})
-      md << fmt::format("| {} | {:.2f} | {:.2f} | {:+.1f}% | {:.1f} | {:.0f} | {:+.1f}% (hash {:.2f} s) |\n", what,
-                        r.untraced_s, r.traced_s, 100 * (r.traced_s / r.untraced_s - 1), double(r.trace_bytes) / 1e6,
+      md << fmt::format("| {} | {:.2f} | {:.2f} | {} | {:.1f} | {:.0f} | {:+.1f}% (hash {:.2f} s) |\n", what,
+                        r.untraced_s, r.traced_s, overhead_text(r), double(r.trace_bytes) / 1e6,
                         double(r.trace_bytes) / positions, 100 * ((r.traced_s + r.hash_s) / r.untraced_s - 1),
                         r.hash_s);
-    md << fmt::format("| engine host f32, a `tapdiff run` process per run | {:.2f} | {:.2f} | {:+.1f}% | {:.1f} | {:.0f} "
+    md << fmt::format("| engine host f32, a `tapdiff run` process per run | {:.2f} | {:.2f} | {} | {:.1f} | {:.0f} "
                       "| |\n",
-                      eng_cli.untraced_s, eng_cli.traced_s, 100 * (eng_cli.traced_s / eng_cli.untraced_s - 1),
+                      eng_cli.untraced_s, eng_cli.traced_s, overhead_text(eng_cli),
                       double(eng_cli.trace_bytes) / 1e6, double(eng_cli.trace_bytes) / positions);
     md << "\nIn one process (the first two rows) a run finds memory that earlier runs faulted in; a process per "
           "run, as users run `tapdiff run`, faults all of its memory in fresh, which on a virtual machine can cost "
