@@ -53,7 +53,7 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
 constexpr int kRowGroup = 4;
 
 template <ElemType kRound>
-void rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
+void rows_rounded_to(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
   const GgmlTypeTraits& traits = ggml_type_traits(a.w.type);
   const std::int64_t row_bytes = a.cols / traits.block_elems * std::int64_t(traits.block_bytes);
   std::int64_t r = r0;
@@ -68,11 +68,11 @@ bool matvec_avx512_applies(const MatvecArgs& a) { return supported() && !a.w.qui
 void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
   switch (a.round) {
     case ElemType::f32:
-      return rows<ElemType::f32>(a, r0, r1);
+      return rows_rounded_to<ElemType::f32>(a, r0, r1);
     case ElemType::f16:
-      return rows<ElemType::f16>(a, r0, r1);
+      return rows_rounded_to<ElemType::f16>(a, r0, r1);
     case ElemType::bf16:
-      return rows<ElemType::bf16>(a, r0, r1);
+      return rows_rounded_to<ElemType::bf16>(a, r0, r1);
   }
 }
 
