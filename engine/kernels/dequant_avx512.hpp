@@ -9,8 +9,9 @@
 
 namespace tapdiff::engine {
 
-// Whether dequant_avx512_range computes `a`: float32 values stored as float32, no decoder
-// quirk (the faults' decoders stay dequant_body's), and a CPU with AVX-512 F.
+// Whether dequant_avx512_range computes `a`: values stored as float32 (rounded to a.round
+// first, as round_run rounds them), no decoder quirk (the faults' decoders stay
+// dequant_body's), and a CPU with AVX-512 F.
 bool dequant_avx512_applies(const DequantArgs& a);
 
 // Elements [e0, e1) of a's destination, e0 a multiple of the type's block size and e1 too or

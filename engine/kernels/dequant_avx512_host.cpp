@@ -7,10 +7,13 @@ namespace tapdiff::engine {
 #if TD_DECODE_AVX512
 
 bool dequant_avx512_applies(const DequantArgs& a) {
-  return decode_avx512::supported() && a.round == ElemType::f32 && a.dst_type == ElemType::f32 && !a.quirks.any();
+  return decode_avx512::supported() && a.dst_type == ElemType::f32 && !a.quirks.any();
 }
 
-TD_AVX512 void dequant_avx512_range(const DequantArgs& a, std::int64_t e0, std::int64_t e1) {
+namespace {
+
+template <ElemType kRound>
+TD_AVX512 void range_rounded_to(const DequantArgs& a, std::int64_t e0, std::int64_t e1) {
   using namespace decode_avx512;
   const GgmlTypeTraits& traits = ggml_type_traits(a.type);
   const std::int64_t first = a.first + e0;
@@ -19,12 +22,28 @@ TD_AVX512 void dequant_avx512_range(const DequantArgs& a, std::int64_t e0, std::
   g.ahead = kPrefetchAhead;
   float* out = static_cast<float*>(a.dst) + e0;
   const std::int64_t full = (e1 - e0) / 32 * 32;
-  decode_rows<1>(a.type, g, full, [&](int, std::int64_t c, const Halves& w) TD_DECODE_SINK {
+  decode_rows<1, kRound>(a.type, g, full, [&](int, std::int64_t c, const Halves& w) TD_DECODE_SINK {
     _mm512_storeu_ps(out + c, w.lo);
     _mm512_storeu_ps(out + c + 16, w.hi);
   });
   // A block type's length is whole blocks of 32 or 256; a plain type's may end inside 32.
-  if (full < e1 - e0) decode_run(Encoded{a.src, a.type, a.quirks}, first + full, int(e1 - e0 - full), out + full);
+  if (full < e1 - e0) {
+    decode_run(Encoded{a.src, a.type, a.quirks}, first + full, int(e1 - e0 - full), out + full);
+    round_run(kRound, out + full, int(e1 - e0 - full));
+  }
+}
+
+}  // namespace
+
+void dequant_avx512_range(const DequantArgs& a, std::int64_t e0, std::int64_t e1) {
+  switch (a.round) {
+    case ElemType::f32:
+      return range_rounded_to<ElemType::f32>(a, e0, e1);
+    case ElemType::f16:
+      return range_rounded_to<ElemType::f16>(a, e0, e1);
+    case ElemType::bf16:
+      return range_rounded_to<ElemType::bf16>(a, e0, e1);
+  }
 }
 
 #else

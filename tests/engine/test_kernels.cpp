@@ -65,8 +65,9 @@ TEST_F(HostOps, SubBlocksDecodeAsRunsDo) {
 }
 
 // The host's AVX-512 dequantizer: dequant_body's values (a NaN's bits aside) on every encoding,
-// on quantized and arbitrary bytes, from an offset into the tensor, over ranges the launcher's
-// tasks do not split at, and through the executor.
+// at every precision (values rounded to f16 or bf16), on quantized and arbitrary bytes, from an
+// offset into the tensor, over ranges the launcher's tasks do not split at, and through the
+// executor.
 TEST_F(HostOps, DequantAvx512IsTheKernelBodyBitForBit) {
   const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
   EXPECT_EQ(cpu, dequant_avx512_applies(DequantArgs{}));
@@ -74,7 +75,7 @@ TEST_F(HostOps, DequantAvx512IsTheKernelBodyBitForBit) {
   rounded.round = ElemType::bf16;
   stored16.dst_type = ElemType::f16;
   quirky.quirks.q8_scale_as_bf16 = true;
-  EXPECT_FALSE(dequant_avx512_applies(rounded));
+  EXPECT_EQ(cpu, dequant_avx512_applies(rounded));
   EXPECT_FALSE(dequant_avx512_applies(stored16));
   EXPECT_FALSE(dequant_avx512_applies(quirky));
   if (!cpu) GTEST_SKIP() << "no AVX-512 F here: dequantization runs the kernel body's loops";
@@ -86,24 +87,29 @@ TEST_F(HostOps, DequantAvx512IsTheKernelBodyBitForBit) {
     // A plain type's n need not be a multiple of 32; a block type's is whole blocks.
     const std::int64_t first = 2 * 256, n = t.block_elems == 1 ? total - first - 7 : total - first - 256;
     for (int set = 0; set < 3; ++set) {
-      DequantArgs a{sets[set].data(), t.type, nullptr, n};
-      a.first = first;
-      std::vector<float> want(std::size_t(n), -7.0f), got(want.size(), -7.0f), split(want.size(), -7.0f),
-          launched(want.size(), -7.0f);
-      a.dst = want.data();
-      for (std::int64_t u = 0; u < decode_runs(n); ++u) dequant_body(a, u);
-      a.dst = got.data();
-      dequant_avx512_range(a, 0, n);
-      const std::int64_t cut = t.block_elems == 256 ? 768 : 96;
-      a.dst = split.data();
-      dequant_avx512_range(a, 0, cut);
-      dequant_avx512_range(a, cut, 2 * cut);
-      dequant_avx512_range(a, 2 * cut, n);
-      a.dst = launched.data();
-      ex->dequantize(a);
-      EXPECT_TRUE(same_floats(got, want)) << t.name << ", " << names[set];
-      EXPECT_TRUE(same_floats(split, want)) << t.name << ", " << names[set] << ", split";
-      EXPECT_TRUE(same_floats(launched, want)) << t.name << ", " << names[set] << ", launched";
+      for (const ElemType round : {ElemType::f32, ElemType::f16, ElemType::bf16}) {
+        const std::string what = std::string(t.name) + ", " + names[set] + ", " + std::string(elem_type_name(round));
+        DequantArgs a{sets[set].data(), t.type, nullptr, n};
+        a.first = first;
+        a.round = round;
+        ASSERT_TRUE(dequant_avx512_applies(a));
+        std::vector<float> want(std::size_t(n), -7.0f), got(want.size(), -7.0f), split(want.size(), -7.0f),
+            launched(want.size(), -7.0f);
+        a.dst = want.data();
+        for (std::int64_t u = 0; u < decode_runs(n); ++u) dequant_body(a, u);
+        a.dst = got.data();
+        dequant_avx512_range(a, 0, n);
+        const std::int64_t cut = t.block_elems == 256 ? 768 : 96;
+        a.dst = split.data();
+        dequant_avx512_range(a, 0, cut);
+        dequant_avx512_range(a, cut, 2 * cut);
+        dequant_avx512_range(a, 2 * cut, n);
+        a.dst = launched.data();
+        ex->dequantize(a);
+        EXPECT_TRUE(same_floats(got, want)) << what;
+        EXPECT_TRUE(same_floats(split, want)) << what << ", split";
+        EXPECT_TRUE(same_floats(launched, want)) << what << ", launched";
+      }
     }
   }
 }
