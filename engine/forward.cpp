@@ -78,7 +78,7 @@ void Forward::norm(const Buffer& weight, int n) {
 // where the executor's GEMM streams float32 faster (cuBLAS; OpenBLAS on a CPU without
 // AVX-512). A batch multiplies a weight the GEMM reads as it is (float32, or the CUDA
 // executor's 16-bit operand type at that precision) directly; W in its encoding where the
-// executor's GEMM decodes it as it goes (gemm_decodes: the host's AVX-512 tiles at f32); and
+// executor's GEMM decodes it as it goes (gemm_decodes: the host's AVX-512 tiles); and
 // otherwise decodes slices of W's rows into a scratch matrix and multiplies each, as
 // llama.cpp's CUDA backend does. Any other reading of W (a wrong op flag or leading dimension,
 // as faults plant) decodes the whole matrix first, so it reads the same wrong numbers.
@@ -98,7 +98,7 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);
   if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
   if (k == w.cols && ex_.gemm_decodes(w.encoded(), precision_))
-    return ex_.gemm_encoded(EncodedGemmArgs{w.encoded(), m, n, k, b, ldb, c, ldc});
+    return ex_.gemm_encoded(EncodedGemmArgs{w.encoded(), m, n, k, b, ldb, c, ldc, precision_});
   const int slice = int(std::max<std::int64_t>(1, scratch_elements_ / w.cols));
   for (int r0 = 0; r0 < m; r0 += slice) {
     const int rows = std::min(slice, m - r0);

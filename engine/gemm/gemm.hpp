@@ -49,6 +49,7 @@ struct EncodedGemmArgs {
   int ldb = 0;
   float* c = nullptr;
   int ldc = 0;
+  ElemType round = ElemType::f32;  // the precision each weight is rounded to first
 };
 
 // cuBLAS's argument rules (dimensions >= 0, leading dimensions large enough); throws

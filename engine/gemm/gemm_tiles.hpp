@@ -27,8 +27,9 @@ bool gemm_tiles(const GemmArgs& g, int threads);
 bool gemm_tiles_decode(const Encoded& w);
 
 // The product of a weight in its encoding (EncodedGemmArgs), each group of kGemmTileRows rows
-// decoded into the thread's cache just before its tiles multiply it: the C that decoding W into
-// a scratch matrix and gemm_tiles on it give, without that matrix going out to memory and back.
+// decoded (and rounded to g.round) into the thread's cache just before its tiles multiply it:
+// the C that decoding W into a scratch matrix and gemm_tiles on it give, without that matrix
+// going out to memory and back.
 // False where it does not apply (gemm_tiles_decode).
 bool gemm_tiles_encoded(const EncodedGemmArgs& g, int threads);
 

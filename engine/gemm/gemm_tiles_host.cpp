@@ -149,6 +149,7 @@ bool gemm_tiles_encoded(const EncodedGemmArgs& e, int threads) {
     decoded.resize(std::size_t(kGemmTileRows) * std::size_t(e.k));
     DequantArgs d{e.w.bytes, e.w.type, decoded.data(), std::int64_t(rows) * e.k, e.w.quirks};
     d.first = std::int64_t(i) * e.k;
+    d.round = e.round;
     dequant_avx512_range(d, 0, d.n);
     return static_cast<const float*>(decoded.data());
   });

@@ -89,8 +89,9 @@ TEST(GemmTiles, BetaZeroNeverReadsC) {
   for (std::size_t e = 0; e < y.size(); ++e) ASSERT_TRUE(std::isfinite(y[e])) << "C[" << e % m << ", " << e / m << "]";
 }
 
-// A weight in its encoding, decoded a group of rows at a time inside the tiles: the C of
-// decoding it whole with the kernel body (dequant_body) and multiplying that, bit for bit.
+// A weight in its encoding, decoded a group of rows at a time inside the tiles and rounded to
+// the precision: the C of decoding it whole with the kernel body (dequant_body) and multiplying
+// that, bit for bit.
 TEST(GemmTiles, AnEncodedWeightGivesTheProductOfItsDecodedMatrix) {
   if (!gemm_tiles_supported()) GTEST_SKIP() << "no AVX-512 F here: an encoded weight is decoded into scratch slices for OpenBLAS";
   struct Shape {
@@ -100,37 +101,40 @@ TEST(GemmTiles, AnEncodedWeightGivesTheProductOfItsDecodedMatrix) {
   for (const GgmlTypeTraits& t : kGgmlTypes) {
     ASSERT_TRUE(gemm_tiles_decode(Encoded{nullptr, t.type, {}})) << t.name;
     const int k = 512;
-    for (const Shape& s : shapes)
-      for (const int threads : {1, 2, 3}) {
-        const int ldb = k + 3, ldc = s.m + 2;
-        const std::vector<std::uint8_t> w = quantize(t.type, values(std::size_t(s.m) * k, 6));
-        const std::vector<float> b = values(std::size_t(ldb) * s.n, 7);
-        std::vector<float> decoded(std::size_t(s.m) * k);
-        const DequantArgs whole{w.data(), t.type, decoded.data(), std::int64_t(decoded.size())};
-        for (std::int64_t u = 0; u < decode_runs(whole.n); ++u) dequant_body(whole, u);
-        const Case c{s.m, s.n, k, GemmOp::N, 0, 1.0f, 0.0f};
-        const std::vector<float> c0(std::size_t(ldc) * s.n, -3.0f);
-        const std::vector<float> want = chains(c, decoded, k, b, ldb, c0, ldc);
-        std::vector<float> y = c0;
-        ASSERT_TRUE(gemm_tiles_encoded(EncodedGemmArgs{Encoded{w.data(), t.type, {}}, s.m, s.n, k, b.data(), ldb, y.data(), ldc},
-                                       threads));
-        for (std::size_t e = 0; e < y.size(); ++e)
-          ASSERT_EQ(y[e], want[e]) << t.name << " " << s.m << " x " << s.n << ", " << threads << " threads, C["
-                                   << e % std::size_t(ldc) << ", " << e / std::size_t(ldc) << "]";
-      }
+    for (const ElemType round : {ElemType::f32, ElemType::f16, ElemType::bf16})
+      for (const Shape& s : shapes)
+        for (const int threads : {1, 2, 3}) {
+          const int ldb = k + 3, ldc = s.m + 2;
+          const std::vector<std::uint8_t> w = quantize(t.type, values(std::size_t(s.m) * k, 6));
+          const std::vector<float> b = values(std::size_t(ldb) * s.n, 7);
+          std::vector<float> decoded(std::size_t(s.m) * k);
+          DequantArgs whole{w.data(), t.type, decoded.data(), std::int64_t(decoded.size())};
+          whole.round = round;
+          for (std::int64_t u = 0; u < decode_runs(whole.n); ++u) dequant_body(whole, u);
+          const Case c{s.m, s.n, k, GemmOp::N, 0, 1.0f, 0.0f};
+          const std::vector<float> c0(std::size_t(ldc) * s.n, -3.0f);
+          const std::vector<float> want = chains(c, decoded, k, b, ldb, c0, ldc);
+          std::vector<float> y = c0;
+          ASSERT_TRUE(gemm_tiles_encoded(
+              EncodedGemmArgs{Encoded{w.data(), t.type, {}}, s.m, s.n, k, b.data(), ldb, y.data(), ldc, round}, threads));
+          for (std::size_t e = 0; e < y.size(); ++e)
+            ASSERT_EQ(y[e], want[e]) << t.name << " at " << elem_type_name(round) << ", " << s.m << " x " << s.n << ", "
+                                     << threads << " threads, C[" << e % std::size_t(ldc) << ", "
+                                     << e / std::size_t(ldc) << "]";
+        }
   }
   DequantQuirks quirk;
   quirk.q8_quant_unsigned = true;
   EXPECT_FALSE(gemm_tiles_decode(Encoded{nullptr, GgmlType::Q8_0, quirk})) << "a fault's decoder stays the kernel body's";
 }
 
-// The host executor multiplies an encoded weight only at f32 and checks its arguments; an
-// executor without the tiles refuses.
-TEST(GemmTiles, TheHostExecutorMultipliesEncodedWeightsAtF32) {
+// The host executor multiplies an encoded weight at every precision where the tiles run and
+// checks its arguments; an executor without the tiles refuses.
+TEST(GemmTiles, TheHostExecutorMultipliesEncodedWeightsWhereTheTilesRun) {
   const std::unique_ptr<Executor> ex = make_host_executor();
   const Encoded q4k{nullptr, GgmlType::Q4_K, {}};
-  EXPECT_EQ(ex->gemm_decodes(q4k, ElemType::f32), gemm_tiles_supported());
-  EXPECT_FALSE(ex->gemm_decodes(q4k, ElemType::bf16)) << "a rounding precision decodes into slices";
+  for (const ElemType precision : {ElemType::f32, ElemType::f16, ElemType::bf16})
+    EXPECT_EQ(ex->gemm_decodes(q4k, precision), gemm_tiles_supported()) << elem_type_name(precision);
   const std::vector<std::uint8_t> w = quantize(GgmlType::Q4_K, values(256, 8));
   const std::vector<float> b(512, 1.0f);
   std::vector<float> y(2);
