@@ -6,18 +6,9 @@
 #include <new>
 
 namespace tapdiff {
-namespace {
-
-constexpr std::size_t kHugePage = 2u << 20;
-
-}  // namespace
-
-std::size_t allocated_floats(std::size_t n) {
-  const std::size_t bytes = n * sizeof(float);
-  return bytes < kHugePage ? n : (bytes + kHugePage - 1) / kHugePage * kHugePage / sizeof(float);
-}
 
 FloatMemory allocate_floats(std::size_t n) {
+  constexpr std::size_t kHugePage = 2u << 20;
   const std::size_t bytes = std::max<std::size_t>(n * sizeof(float), 1);
   void* memory = nullptr;
   if (bytes < kHugePage) {

@@ -12,19 +12,14 @@
 
 namespace tapdiff {
 
-struct FloatBlock {
-  FloatMemory memory;
-  std::size_t capacity = 0;  // floats
-};
-
 class StagingPool {
 public:
   // The smallest block given back that holds `floats`, else a new one.
-  FloatBlock take(std::size_t floats);
-  void give_back(FloatBlock block);
+  FloatBuffer take(std::size_t floats);
+  void give_back(FloatBuffer block);  // an empty one is dropped
 
 private:
-  std::vector<FloatBlock> free_;
+  std::vector<FloatBuffer> free_;
 };
 
 }  // namespace tapdiff

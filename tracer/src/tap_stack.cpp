@@ -72,13 +72,13 @@ void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
   const std::size_t row = static_cast<std::size_t>(row_size_);
   if (staged_rows_ == 0) {
     const std::size_t floats = static_cast<std::size_t>(rows) * window * row;
-    if (staged_.capacity < floats) {
+    if (staged_.capacity() < floats) {
       pool_.give_back(std::exchange(staged_, {}));
       staged_ = pool_.take(floats);
     }
     slot_base_ = slot;
     slot_capacity_ = window;
-    row_capacity_ = static_cast<std::int64_t>(staged_.capacity / (window * row));
+    row_capacity_ = static_cast<std::int64_t>(staged_.capacity() / (window * row));
     return;
   }
   if (rows <= row_capacity_ && window == slot_capacity_) return;
@@ -88,14 +88,14 @@ void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
     const std::size_t top = slot_base_ + slot_capacity_;
     new_base = top >= window ? top - window : 0;
   }
-  FloatBlock grown = pool_.take(static_cast<std::size_t>(new_rows) * window * row);
+  FloatBuffer grown = pool_.take(static_cast<std::size_t>(new_rows) * window * row);
   for (std::int64_t r = 0; r < staged_rows_; ++r) {
-    std::memcpy(grown.memory.get() + (static_cast<std::size_t>(r) * window + (slot_base_ - new_base)) * row,
-                staged_.memory.get() + static_cast<std::size_t>(r) * slot_capacity_ * row,
+    std::memcpy(grown.data() + (static_cast<std::size_t>(r) * window + (slot_base_ - new_base)) * row,
+                staged_.data() + static_cast<std::size_t>(r) * slot_capacity_ * row,
                 slot_capacity_ * row * sizeof(float));
   }
   pool_.give_back(std::exchange(staged_, std::move(grown)));
-  row_capacity_ = static_cast<std::int64_t>(staged_.capacity / (window * row));
+  row_capacity_ = static_cast<std::int64_t>(staged_.capacity() / (window * row));
   slot_capacity_ = window;
   slot_base_ = new_base;
 }
@@ -119,7 +119,7 @@ void TapStack::stage(std::size_t slot, std::int64_t first_position, std::int64_t
   reserve_staging(s.staged + n_rows, slot);
   staged_rows_ = std::max(staged_rows_, s.staged + n_rows);
   for (std::int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(staged_.memory.get() +
+    std::memcpy(staged_.data() +
                     (static_cast<std::size_t>(s.staged + r) * slot_capacity_ + (slot - slot_base_)) * row,
                 rows + static_cast<std::size_t>(r) * row, row * sizeof(float));
   }
@@ -296,7 +296,7 @@ void TapStack::write_rows(const std::string& path) {
     }
     if (s.staged > 0) {
       write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(s.staged), first, last - first,
-                  staged_.memory.get(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first - slot_base_, where);
+                  staged_.data(), static_cast<hsize_t>(staged_rows_), slot_capacity_, first - slot_base_, where);
     }
     first = last;
   }

@@ -103,7 +103,7 @@ private:
   std::vector<Slot> slots_;
 
   StagingPool& pool_;
-  FloatBlock staged_;  // (row_capacity_, slot_capacity_, row size): slots from slot_base_ on
+  FloatBuffer staged_;  // (row_capacity_, slot_capacity_, row size): slots from slot_base_ on
   FloatBuffer gather_;  // a sparse stack's rows of one key block, as its chunks hold them
   std::int64_t row_capacity_ = 0;
   std::size_t slot_capacity_ = 0;

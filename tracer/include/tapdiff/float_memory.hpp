@@ -15,8 +15,6 @@ struct FreeDeleter {
 using FloatMemory = std::unique_ptr<float[], FreeDeleter>;
 
 FloatMemory allocate_floats(std::size_t n);  // throws std::bad_alloc
-// The floats allocate_floats(n) provides: n, or n rounded up to whole huge pages.
-std::size_t allocated_floats(std::size_t n);
 
 // A buffer reused for ever larger contents: grows (dropping its contents), never shrinks.
 class FloatBuffer {
@@ -30,6 +28,7 @@ public:
     return memory_.get();
   }
   float* data() const { return memory_.get(); }
+  std::size_t capacity() const { return capacity_; }
 
 private:
   FloatMemory memory_;

@@ -36,7 +36,7 @@ struct WriterOptions {
   bool fsync = false;  // fsync after every commit: survive power loss, not just a kill
   std::size_t chunk_bytes = 64 * 1024;  // target HDF5 chunk size (rows of every slot)
   // Staged rows are written early beyond this, so a long prefill goes out a few layers at a
-  // time, each group staged in the memory of the last: faulting in fresh memory for a whole
+  // time, each group staged in memory the last gave back: faulting in fresh memory for a whole
   // prefill cost a `tapdiff run` more than the extra writes (docs/guide.md, "What tracing
   // costs"). A record larger than the limit goes to the file directly.
   std::size_t stage_limit_bytes = 16u << 20;
