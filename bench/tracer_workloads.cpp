@@ -38,11 +38,11 @@ void check(herr_t status, const char* what) {
 
 }  // namespace
 
-double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bool compress,
+double time_tracer(const TapWorkload& w, int prefill, int rows_per_step, int commit_every, bool compress,
                    const std::string& path) {
   const std::vector<std::string> names = tap_names(w.taps);
-  // (rows_per_step, width): every tap records the same buffer; the writer copies it anyway.
-  std::vector<float> rows(static_cast<std::size_t>(rows_per_step) *
+  // (rows of the largest step, width): every tap records the same buffer; the writer copies it anyway.
+  std::vector<float> rows(static_cast<std::size_t>(std::max(prefill, rows_per_step)) *
                           static_cast<std::size_t>(w.width));
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 977) * 0.25f;
   TraceMetadata meta;
@@ -52,13 +52,15 @@ double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bo
   options.compress = compress;
   const auto start = Clock::now();
   TraceWriter trace(path, meta, options);
-  for (int first = 0; first < w.positions; first += rows_per_step) {
+  for (int first = 0; first < w.positions;) {
+    const int n = first == 0 && prefill > 0 ? prefill : rows_per_step;
     for (int l = 0; l < w.layers; ++l) {
       for (const std::string& name : names) {
-        trace.record(name, l, first, rows_per_step, {w.width}, rows.data());
+        trace.record(name, l, first, n, {w.width}, rows.data());
       }
     }
     trace.end_step();
+    first += n;
   }
   trace.close();
   return seconds_since(start);

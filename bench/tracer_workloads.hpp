@@ -19,8 +19,9 @@ struct TapWorkload {
 };
 
 // Seconds from creating the file to closing it.
-// rows_per_step: 1 is decode (one position per step), positions is one batched prefill step.
-double time_tracer(const TapWorkload& w, int rows_per_step, int commit_every, bool compress,
+// prefill: positions of a first, batched step (0: none); then rows_per_step positions a step
+// (1 is decode, positions is one batched prefill step).
+double time_tracer(const TapWorkload& w, int prefill, int rows_per_step, int commit_every, bool compress,
                    const std::string& path);
 // One (layers*taps*positions, width) float32 dataset, chunked like the tracer's, appended with
 // one H5Dwrite per step (the same rows a tracer step writes) and flushed per step.

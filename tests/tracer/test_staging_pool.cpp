@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "staging_pool.hpp"
+#include "tap_stack.hpp"
 
 namespace tapdiff {
 namespace {
@@ -29,6 +30,26 @@ TEST(StagingPool, TakesTheSmallestBlockGivenBackThatHoldsTheRequest) {
   pool.give_back(FloatBuffer{});  // an empty buffer is not a block
   pool.give_back(std::move(a));
   EXPECT_EQ(pool.take(100).data(), small_memory);
+}
+
+// The writer writes a stack out before staging a record that does not suit its block
+// (TapStack::suits_staging): rows of a later step on top of a prefill's would take a block as
+// long as the prefill and as wide as every layer.
+TEST(TapStackStaging, OnlyTheLayersOfOneStepWidenTheBlock) {
+  constexpr std::int64_t kWidth = 8, kPrefill = 16;
+  StagingPool pool;
+  TapStack stack("attn_q", "attn_q", RowShape({kWidth}), pool);
+  for (int layer = 0; layer < 6; ++layer) stack.add_slot(layer, layer);
+  const std::vector<float> rows(kPrefill * kWidth, 1.0f);
+
+  EXPECT_TRUE(stack.suits_staging(4, kPrefill));  // nothing staged
+  stack.stage(4, 0, kPrefill, rows.data());
+  EXPECT_TRUE(stack.suits_staging(5, kPrefill));  // the next layer of the same step
+  stack.stage(5, 0, kPrefill, rows.data());
+  EXPECT_TRUE(stack.suits_staging(3, kPrefill));  // a layer below, same rows
+
+  EXPECT_FALSE(stack.suits_staging(0, 1));  // the next step's first layer: a wider, long block
+  EXPECT_FALSE(stack.suits_staging(4, 1));  // the next step on top: a longer block
 }
 
 }  // namespace

@@ -180,12 +180,17 @@ TEST(TraceStacks, SlotsKeepTheirOwnRowsRunsAndPositions) {
 TEST(TraceStacks, APrefillWrittenAFewLayersAtATimeKeepsEveryRow) {
   constexpr int kLayers = 6;
   constexpr std::int64_t kPrefill = 16, kDecode = 3;
+  // Committed every 2 steps, the first decode step's rows find the last group's prefill rows
+  // staged: the writer writes those out first (TapStack::suits_staging).
+  for (const int commit_every : {1, 2})
   for (const bool descending : {false, true}) {
-    const char* what = descending ? "layers descending" : "layers ascending";
+    const std::string what = std::string(descending ? "layers descending" : "layers ascending") +
+                             ", commit every " + std::to_string(commit_every);
     TempDir dir;
     const std::string path = dir.file("prefill.h5");
     WriterOptions options;
     options.stage_limit_bytes = 2 * kPrefill * kWidth * sizeof(float);  // two layers' prefill rows
+    options.commit_every = commit_every;
     {
       TraceWriter w(path, sample_metadata(), options);
       const auto record_step = [&](std::int64_t first, std::int64_t n) {

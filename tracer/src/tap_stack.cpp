@@ -63,10 +63,10 @@ std::size_t TapStack::window_for(std::size_t slot) const {
 // Makes room for `rows` staged rows of `slot`, keeping what is staged. The buffer holds a window
 // of slots (column c is slot slot_base_ + c) that starts at the first slot staged after a write
 // and keeps its width from one write to the next: a prefill the stage limit writes out a few
-// layers at a time stages each group of layers in a window as wide as the last. Windows and rows
-// grow by doubling, so slots that arrive one by one or rows that pile up over several steps
-// (commit_every) move only a few times. Blocks come from the writer's pool and go back to it.
-// Not zeroed: only staged rows are ever written out.
+// layers at a time stages each group of layers in a window as wide as the last. Windows grow by
+// doubling, so slots that arrive one by one move only a few times; rows grow to what is asked
+// (the writer writes a stack out rather than let rows of a later step grow it: suits_staging). Blocks
+// come from the writer's pool and go back to it. Not zeroed: only staged rows are ever written.
 void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
   const std::size_t window = window_for(slot);
   const std::size_t row = static_cast<std::size_t>(row_size_);
@@ -82,7 +82,7 @@ void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
     return;
   }
   if (rows <= row_capacity_ && window == slot_capacity_) return;
-  const std::int64_t new_rows = rows <= row_capacity_ ? std::max(rows, staged_rows_) : std::max(rows, 2 * staged_rows_);
+  const std::int64_t new_rows = std::max(rows, staged_rows_);
   std::size_t new_base = slot_base_;
   if (slot < slot_base_) {  // grow downwards, keeping the top of the window
     const std::size_t top = slot_base_ + slot_capacity_;

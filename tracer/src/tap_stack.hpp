@@ -52,6 +52,14 @@ public:
   void stage(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
              const float* rows);
 
+  // Whether staging n_rows more rows of `slot` suits the block staged so far: nothing is staged,
+  // they fit it, or they widen it at the rows every staged slot holds (the layers of one step).
+  // Otherwise the writer writes the stack out first: rows of a later step (commit_every) on top
+  // of a long prefill's would take a fresh, longer and wider block at every step.
+  bool suits_staging(std::size_t slot, std::int64_t n_rows) const {
+    const std::int64_t rows = slots_[slot].staged + n_rows;
+    return staged_rows_ == 0 || rows == staged_rows_ || (rows <= row_capacity_ && window_for(slot) == slot_capacity_);
+  }
   // Bytes of staging buffer that staging n_rows more rows of `slot` would hold.
   std::uint64_t staging_bytes_after(std::size_t slot, std::int64_t n_rows) const;
   // Writes rows of a slot with nothing staged straight from `rows` (n_rows, shape().elements()).

@@ -101,7 +101,8 @@ struct TraceWriter::Impl {
   std::size_t stack_for(std::string_view name, const RowShape& shape);  // index in stacks
   TapRef add_tap(std::string_view name, int layer, const RowShape& shape);
   TapRef tap_for_record(std::string_view name, int layer, const RowShape& shape);
-  void write_out();
+  void write_out();              // every stack's staged rows, and the tokens
+  void write_out(TapStack& s);  // one stack's staged rows
   void commit();
   void finish();
   void flush(const char* why);
@@ -244,6 +245,12 @@ void TraceWriter::Impl::write_out() {
   tokens.append(pending_tokens.size(), H5T_NATIVE_INT32, pending_tokens.data(),
                 {path, object(sc::kTokens)});
   pending_tokens.clear();
+}
+
+void TraceWriter::Impl::write_out(TapStack& s) {
+  staged_bytes -= s.staged_bytes();
+  reserve.ensure(kMetadataMargin + s.write_bound(config));
+  s.write_staged(taps_group.get(), config, path);
 }
 
 void TraceWriter::Impl::flush(const char* why) {
@@ -407,6 +414,7 @@ void TraceWriter::record_rows(std::string_view name, int layer, std::int64_t fir
     });
     return;
   }
+  if (!s.suits_staging(ref.slot, n_rows)) w.guarded([&] { w.write_out(s); });
   const std::uint64_t before = s.staged_bytes();
   positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
     s.stage(ref.slot, p, n, rows + (p - first_position) * row_size);

@@ -1,20 +1,13 @@
-// Memory for many floats that are all written before they are read: not zeroed, and in huge
-// pages when large. On these machines faulting in fresh memory 4 KiB at a time costs more than
-// reading a trace from the page cache into it (bench/results/models.md, "Diff throughput").
+// Memory for many floats that are all written before they are read: not zeroed. In 4 KiB pages:
+// with the kernel's default THP defrag mode, a huge page asked for with MADV_HUGEPAGE compacts
+// memory at its first touch once no free one is left, which cost a traced run more than it saved
+// (docs/guide.md, "What tracing costs").
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 
 namespace tapdiff {
-
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using FloatMemory = std::unique_ptr<float[], FreeDeleter>;
-
-FloatMemory allocate_floats(std::size_t n);  // throws std::bad_alloc
 
 // A buffer reused for ever larger contents: grows (dropping its contents), never shrinks.
 class FloatBuffer {
@@ -22,7 +15,7 @@ public:
   float* reserve(std::size_t n) {
     if (n > capacity_) {
       memory_.reset();
-      memory_ = allocate_floats(n);
+      memory_.reset(new float[n]);  // default-initialized: not zeroed
       capacity_ = n;
     }
     return memory_.get();
@@ -31,7 +24,7 @@ public:
   std::size_t capacity() const { return capacity_; }
 
 private:
-  FloatMemory memory_;
+  std::unique_ptr<float[]> memory_;
   std::size_t capacity_ = 0;
 };
 

@@ -26,7 +26,8 @@ namespace tapdiff {
 struct WriterOptions {
   TapFilter filter;
   // Steps per durable commit. 1: a crash loses at most the step in progress. Larger values
-  // write fewer, bigger blocks and lose up to that many steps (bench/results/tracer.md).
+  // flush less often and lose up to that many steps (bench/results/tracer.md); rows still go to
+  // the file about once a step, as a stack's staging block fills.
   int commit_every = 1;
   // gzip + shuffle, applied by close(): it writes a compressed copy and renames it over the
   // trace (streaming compressed chunks is not crash-safe in HDF5). Costs a read and a
