@@ -172,7 +172,8 @@ TD_HD inline void attention_row_head(const AttentionArgs& a, std::int64_t index)
 void validate(const AttentionArgs& a);
 void attention_host(const AttentionArgs& a);
 // Whether attention_host scores and sums eight floats a register with its own AVX2 loops (the
-// body's floats bit for bit): a float32 cache on a CPU with AVX2.
+// body's floats bit for bit), widening a 16-bit cache's elements as it loads them: a CPU with
+// AVX2 and F16C.
 bool attention_host_in_eights(const AttentionArgs& a);
 void attention_cuda(const AttentionArgs& a, CudaStream stream);
 

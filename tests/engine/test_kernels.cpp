@@ -5,9 +5,13 @@
 #include <cstddef>
 #include <cstring>
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "engine/executor.hpp"
 #include "engine/kernels/dequant_avx512.hpp"
+#include "engine/kernels/element.hpp"
 #include "engine/kernels/matvec_avx512.hpp"
 #include "kernel_test_util.hpp"
 #include "model/dequantize.hpp"
@@ -541,9 +545,10 @@ TEST_F(HostOps, Attention) {
   }
 }
 
-// The host takes a float32 cache's scores eight keys at a time (AVX2): attention_row_head's
-// floats bit for bit, for head sizes with and without a tail of fewer than eight dims, key
-// counts that end inside a group of eight, windows that start inside one, and the soft-cap.
+// The host takes the scores eight or sixteen keys at a time (AVX2, AVX-512), widening a 16-bit
+// cache's elements as it loads them: attention_row_head's floats bit for bit, for every cache
+// type, head sizes with and without a tail of fewer than eight dims, key counts that end inside
+// a group of eight, windows that start inside one, and the soft-cap.
 TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
   struct Case {
     const char* what;
@@ -558,14 +563,26 @@ TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
   const int heads = 6, kv_heads = 2;
   const std::vector<std::int32_t> positions = {0, 5, 7, 8, 9, 16, 30, 44};
   const std::int64_t n_keys = 45, capacity = 48, rows = std::int64_t(positions.size());
+  // The cache as store_element writes it: every 13th element small enough to be an f16
+  // subnormal, every 29th -0.0.
+  const auto cache = [&](ElemType type, std::uint64_t seed, float scale) {
+    std::vector<float> values = test_values(std::size_t(capacity * kv_heads * 128), seed, scale);
+    for (std::size_t i = 0; i < values.size(); i += 13) values[i] *= 1e-6f;
+    for (std::size_t i = 0; i < values.size(); i += 29) values[i] = -0.0f;
+    std::vector<std::uint32_t> bytes(values.size());  // room for float32
+    for (std::size_t i = 0; i < values.size(); ++i) store_element(bytes.data(), type, std::int64_t(i), values[i]);
+    return bytes;
+  };
+  for (const ElemType type : {ElemType::f32, ElemType::f16, ElemType::bf16})
   for (const Case& c : cases) {
+    const std::string what = std::string(c.what) + ", " + std::string(elem_type_name(type)) + " cache";
     const std::vector<float> q = test_values(std::size_t(rows * heads * c.dim), 71, 3.0f);
-    const std::vector<float> k = test_values(std::size_t(capacity * kv_heads * c.dim), 72, 2.0f);
-    const std::vector<float> v = test_values(std::size_t(capacity * kv_heads * c.dim), 73);
+    const std::vector<std::uint32_t> k = cache(type, 72, 2.0f), v = cache(type, 73, 1.0f);
     AttentionArgs a;
     a.q = q.data();
     a.k_cache = k.data();
     a.v_cache = v.data();
+    a.cache_type = type;
     a.positions = positions.data();
     a.n_rows = rows;
     a.n_head = heads;
@@ -577,7 +594,7 @@ TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
     a.window = c.window;
     a.softcap = c.softcap;
     a.softmax_over_all_keys = c.all_keys;
-    EXPECT_EQ(attention_host_in_eights(a), bool(__builtin_cpu_supports("avx2"))) << c.what;
+    EXPECT_EQ(attention_host_in_eights(a), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) << what;
     std::vector<float> want_p(std::size_t(rows * heads * capacity), -1.0f), got_p(want_p), want_o(q.size()), got_o(q.size());
     a.probs = want_p.data();
     a.out = want_o.data();
@@ -585,13 +602,32 @@ TEST_F(HostOps, AttentionIsTheKernelBodyBitForBit) {
     a.probs = got_p.data();
     a.out = got_o.data();
     ex->attention(a);
-    EXPECT_TRUE(same_floats(got_p, want_p)) << c.what << ": probs";
-    EXPECT_TRUE(same_floats(got_o, want_o)) << c.what << ": out";
+    EXPECT_TRUE(same_floats(got_p, want_p)) << what << ": probs";
+    EXPECT_TRUE(same_floats(got_o, want_o)) << what << ": out";
   }
-  AttentionArgs f16;
-  f16.cache_type = ElemType::f16;
-  EXPECT_FALSE(attention_host_in_eights(f16)) << "a 16-bit cache is the body's";
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("f16c"))) float f16c_widen(std::uint16_t h) { return _cvtsh_ss(h); }
+
+// attention_host widens an f16 cache with F16C: f16_bits_to_f32's float for every 16-bit
+// pattern store_element can write, which is every one but the signaling NaNs.
+TEST(HalfCache, F16cWidensEveryStoredHalfAsTheBodyDoes) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C here: attention widens with the body's loads";
+  int compared = 0;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const bool nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+    if (nan && !(h & 0x200u)) continue;  // signaling: never stored
+    const float want = f16_bits_to_f32(std::uint16_t(h)), got = f16c_widen(std::uint16_t(h));
+    ASSERT_EQ(std::memcmp(&want, &got, sizeof want), 0) << "f16 bits 0x" << std::hex << h;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 0x10000 - 2 * 0x1ff);
+  std::uint16_t stored = 0;
+  store_element(&stored, ElemType::f16, 0, bits_f32(0x7f800001u));  // a signaling float32 NaN
+  EXPECT_TRUE(stored & 0x200u) << "store_element writes quiet NaNs";
+}
+#endif
 
 TEST_F(HostOps, ArgmaxTakesTheFirstOfTies) {
   const std::vector<float> x = {1, 5, 5, -2, /* row 2 */ -1, -1, -3, -1, /* row 3 */ 0, 0, 0, 9};
