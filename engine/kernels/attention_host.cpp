@@ -39,7 +39,8 @@ inline void dot_tails(const AttentionArgs& a, const AttentionSpan& s, std::int64
                       float* tail) {
   for (int j = 0; j < n; ++j) {
     tail[j] = 0.0f;
-    for (int d = a.head_dim / 8 * 8; d < a.head_dim; ++d) tail[j] += s.q[d] * load_element(a.k_cache, kType, at + j * kv_row + d);
+    for (int d = a.head_dim / 8 * 8; d < a.head_dim; ++d)
+      tail[j] += s.q[d] * load_element(a.k_cache, kType, at + j * kv_row + d);
   }
 }
 
@@ -155,7 +156,8 @@ __attribute__((target("avx2,f16c"), always_inline)) inline void value_sums(const
     const __m256 p = _mm256_set1_ps(s.p[t]);
     const std::int64_t row = t * kv_row + s.k_offset + d;
 #pragma GCC unroll 8
-    for (int j = 0; j < kRegs; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, load8<kType>(a.v_cache, row + 8 * j)));
+    for (int j = 0; j < kRegs; ++j)
+      sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(p, load8<kType>(a.v_cache, row + 8 * j)));
   }
   for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(s.out + d + 8 * j, sums[j]);
 }
