@@ -65,8 +65,9 @@ std::size_t TapStack::window_for(std::size_t slot) const {
 // and keeps its width from one write to the next: a prefill the stage limit writes out a few
 // layers at a time stages each group of layers in a window as wide as the last. Windows grow by
 // doubling, so slots that arrive one by one move only a few times; rows grow to what is asked
-// (the writer writes a stack out rather than let rows of a later step grow it: suits_staging). Blocks
-// come from the writer's pool and go back to it. Not zeroed: only staged rows are ever written.
+// (rather than let rows of a later step grow the block, the writer writes the stack out:
+// suits_staging). Blocks come from the writer's pool and go back to it. Not zeroed: only staged
+// rows are ever written.
 void TapStack::reserve_staging(std::int64_t rows, std::size_t slot) {
   const std::size_t window = window_for(slot);
   const std::size_t row = static_cast<std::size_t>(row_size_);

@@ -58,7 +58,8 @@ public:
   // of a long prefill's would take a fresh, longer and wider block at every step.
   bool suits_staging(std::size_t slot, std::int64_t n_rows) const {
     const std::int64_t rows = slots_[slot].staged + n_rows;
-    return staged_rows_ == 0 || rows == staged_rows_ || (rows <= row_capacity_ && window_for(slot) == slot_capacity_);
+    return staged_rows_ == 0 || rows == staged_rows_ ||
+           (rows <= row_capacity_ && window_for(slot) == slot_capacity_);
   }
   // Bytes of staging buffer that staging n_rows more rows of `slot` would hold.
   std::uint64_t staging_bytes_after(std::size_t slot, std::int64_t n_rows) const;
