@@ -52,11 +52,11 @@ public:
   // the GEMM: where the host's AVX-512 matvec streams float32 faster than OpenBLAS's dot
   // products (docs/engine.md, "Weights in their encoding"); cuBLAS's own GEMV otherwise.
   virtual bool matvec_streams_f32() const = 0;
-  // Whether gemm_encoded multiplies a weight of this encoding at this precision: the host's
+  // Whether gemm_encoded multiplies a weight of this encoding, at every precision: the host's
   // AVX-512 tiles, which round each weight to the precision as they decode it (gemm_tiles.hpp).
   // Elsewhere Forward decodes slices of the weight into a scratch matrix and multiplies each
   // with gemm, as llama.cpp's CUDA backend does.
-  virtual bool gemm_decodes(const Encoded&, ElemType /*precision*/) const { return false; }
+  virtual bool gemm_decodes(const Encoded&) const { return false; }
 
   // Memory. Buffers come zero-filled. upload/download copy bytes between host memory and a
   // buffer of this executor; download returns once the data is on the host.

@@ -97,7 +97,7 @@ void Forward::gemm(GemmOp op_w, int m, int n, int k, const Matrix& w, int ldw, c
   const auto stored = operand_as_stored(w.type);
   if (stored == operand_type_ && stored == precision_) return product(op_w, m, w.bytes.data(), *stored, c);
   if (!by_rows) return product(op_w, m, decode_to_scratch(w, 0, w.elements()), operand_type_, c);
-  if (k == w.cols && ex_.gemm_decodes(w.encoded(), precision_))
+  if (k == w.cols && ex_.gemm_decodes(w.encoded()))
     return ex_.gemm_encoded(EncodedGemmArgs{w.encoded(), m, n, k, b, ldb, c, ldc, precision_});
   const int slice = int(std::max<std::int64_t>(1, scratch_elements_ / w.cols));
   for (int r0 = 0; r0 < m; r0 += slice) {

@@ -53,7 +53,7 @@ public:
   bool host_visible() const override { return true; }
   ElemType weight_storage(ElemType) const override { return ElemType::f32; }
   bool matvec_streams_f32() const override { return matvec_avx512_applies(MatvecArgs{}); }
-  bool gemm_decodes(const Encoded& w, ElemType) const override { return gemm_tiles_decode(w); }
+  bool gemm_decodes(const Encoded& w) const override { return gemm_tiles_decode(w); }
 
   Buffer allocate(std::size_t bytes) override { return allocate_host(bytes); }
   void upload(void* dst, const void* src, std::size_t bytes) override {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace tapdiff::engine {
 
@@ -14,6 +15,19 @@ inline constexpr std::size_t elem_size(ElemType t) { return t == ElemType::f32 ?
 
 inline constexpr std::string_view elem_type_name(ElemType t) {
   return t == ElemType::f32 ? "f32" : t == ElemType::f16 ? "f16" : "bf16";
+}
+
+// fn(std::integral_constant<ElemType, t>{}): a type known at run time as a template argument.
+template <typename Fn>
+inline void with_elem_type(ElemType t, const Fn& fn) {
+  switch (t) {
+    case ElemType::f32:
+      return fn(std::integral_constant<ElemType, ElemType::f32>{});
+    case ElemType::f16:
+      return fn(std::integral_constant<ElemType, ElemType::f16>{});
+    case ElemType::bf16:
+      return fn(std::integral_constant<ElemType, ElemType::bf16>{});
+  }
 }
 
 }  // namespace tapdiff::engine

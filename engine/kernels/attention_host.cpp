@@ -217,24 +217,12 @@ void attention_in_eights(const AttentionArgs& a, const AttentionSpan& s) {
 }
 #endif
 
-// Compiled with AVX2 and for any x86-64, picked at load time (as matvec_host.cpp's rows): the
-// body's loops, where the CPU lacks AVX2, run eight floats wide where the compiler can.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default"), flatten))
-#endif
+// The body's loops run where the CPU has no AVX2 or F16C (or on another architecture).
 void attention_one(const AttentionArgs& a, std::int64_t i, [[maybe_unused]] bool in_eights) {
   const AttentionSpan s = attention_span(a, i);
 #if TD_ATTENTION_AVX2
-  if (in_eights) {
-    switch (a.cache_type) {
-      case ElemType::f32:
-        return attention_in_eights<ElemType::f32>(a, s);
-      case ElemType::f16:
-        return attention_in_eights<ElemType::f16>(a, s);
-      case ElemType::bf16:
-        return attention_in_eights<ElemType::bf16>(a, s);
-    }
-  }
+  if (in_eights)
+    return with_elem_type(a.cache_type, [&](auto type) { attention_in_eights<decltype(type)::value>(a, s); });
 #endif
   attention_scores(a, s);
   attention_softmax(a, s);

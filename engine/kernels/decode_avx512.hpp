@@ -69,20 +69,6 @@ TD_AVX512_INLINE Halves round_halves(const Halves& w) {
   return {round_lanes<kRound>(w.lo), round_lanes<kRound>(w.hi)};
 }
 
-// fn(std::integral_constant<ElemType, round>{}): a precision known at run time as the template
-// argument the decoders take.
-template <typename Fn>
-inline void with_precision(ElemType round, const Fn& fn) {
-  switch (round) {
-    case ElemType::f32:
-      return fn(std::integral_constant<ElemType, ElemType::f32>{});
-    case ElemType::f16:
-      return fn(std::integral_constant<ElemType, ElemType::f16>{});
-    case ElemType::bf16:
-      return fn(std::integral_constant<ElemType, ElemType::bf16>{});
-  }
-}
-
 // The float at p in every lane, by the load itself. GCC would otherwise forward a vector just
 // stored there into a register and extract the lane with a shuffle, on the port the table
 // lookups need.

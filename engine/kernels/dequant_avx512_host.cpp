@@ -36,7 +36,7 @@ TD_AVX512 void range_rounded_to(const DequantArgs& a, std::int64_t e0, std::int6
 }  // namespace
 
 void dequant_avx512_range(const DequantArgs& a, std::int64_t e0, std::int64_t e1) {
-  decode_avx512::with_precision(a.round, [&](auto round) { range_rounded_to<decltype(round)::value>(a, e0, e1); });
+  with_elem_type(a.round, [&](auto round) { range_rounded_to<decltype(round)::value>(a, e0, e1); });
 }
 
 #else

@@ -66,7 +66,7 @@ void rows_rounded_to(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
 bool matvec_avx512_applies(const MatvecArgs& a) { return supported() && !a.w.quirks.any(); }
 
 void matvec_avx512_rows(const MatvecArgs& a, std::int64_t r0, std::int64_t r1) {
-  with_precision(a.round, [&](auto round) { rows_rounded_to<decltype(round)::value>(a, r0, r1); });
+  with_elem_type(a.round, [&](auto round) { rows_rounded_to<decltype(round)::value>(a, r0, r1); });
 }
 
 #else
