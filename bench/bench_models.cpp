@@ -7,8 +7,8 @@
 //   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
 //     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
 //   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, in this
-//     process and as `tapdiff run` processes, the trace bytes per token and the model hash a
-//     file's first traced run adds; then
+//     process and as `tapdiff run` processes, the trace bytes per token, the model hash a
+//     file's first traced run adds and the trace's bytes written alone; then
 //     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -182,6 +183,32 @@ TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, c
   return r;
 }
 
+// The floor under a trace of `bytes`: those bytes alone written in 64 KiB pwrites, with nothing
+// else, each round to a file of its own after a sync, as time_rounds's traced runs write theirs
+// (a file kept until the last round takes memory the page cache has not held before); the median.
+double write_alone_s(const std::string& path, std::uintmax_t bytes, int rounds) {
+  const std::vector<char> block(64 * 1024, 1);
+  std::vector<double> times;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string round_path = fmt::format("{}.round{}", path, i);
+    ::sync();
+    const auto t0 = Clock::now();
+    const int fd = ::open(round_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot create " + round_path);
+    for (std::uintmax_t at = 0; at < bytes; at += block.size()) {
+      const std::size_t n = std::min<std::uintmax_t>(block.size(), bytes - at);
+      if (::pwrite(fd, block.data(), n, off_t(at)) != ssize_t(n)) {
+        ::close(fd);
+        throw std::runtime_error("cannot write " + round_path);
+      }
+    }
+    ::close(fd);
+    times.push_back(seconds_since(t0));
+  }
+  for (int i = 0; i < rounds; ++i) std::filesystem::remove(fmt::format("{}.round{}", path, i));
+  return bench::median(times);
+}
+
 std::string overhead_text(const TracedRun& r) {
   return fmt::format("{:+.1f}% ({:+.1f} to {:+.1f}%)", 100 * r.overhead, 100 * r.least, 100 * r.most);
 }
@@ -316,6 +343,7 @@ int main(int argc, char** argv) {
     const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", trace_rounds);
     omp_pause_resource_all(omp_pause_soft);  // this process's spinning threads: ended, not to compete
     const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, trace_rounds);
+    const double write_s = write_alone_s(work + "/written-alone.bin", eng_cli.trace_bytes, trace_rounds);
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
                                                               work + "/reference.h5", work + "/engine-host.h5");
@@ -394,6 +422,11 @@ int main(int argc, char** argv) {
     md << "\nIn one process (the first two rows) a run finds memory that earlier runs faulted in; a process per "
           "run, as users run `tapdiff run`, faults all of its memory in fresh, which on a virtual machine can cost "
           "more than the writes (docs/guide.md, \"What tracing costs\").\n";
+    md << fmt::format("\nThe trace's {:.1f} MB written alone, with nothing else (64 KiB `pwrite`s, a new file each "
+                      "round kept until the last, as the traced runs keep theirs; the median of {} rounds): {:.3f} s, "
+                      "{} of the untraced `tapdiff run` process. Any writer of a file that size through this "
+                      "machine's page cache pays that much on top of the run.\n",
+                      double(eng_cli.trace_bytes) / 1e6, trace_rounds, write_s, percent(write_s / eng_cli.untraced_s));
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
                       "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns, in a process of "
                       "their own (as `tapdiff diff` runs). Both read the files from the page cache (just written). "

@@ -1,8 +1,8 @@
 // The host GEMM's own products where op(A) is Aᵀ (the engine's weights, row-major [out, in])
 // and the CPU has AVX-512: register tiles of kGemmTileRows rows of op(A) by 32 columns of
-// op(B). OpenBLAS runs its AVX2 kernels on these machines (the environment pins
-// OPENBLAS_CORETYPE=Haswell), at half the FMA width; docs/engine.md, "Host GEMM", has the
-// measurements.
+// op(B). Where the environment pins OPENBLAS_CORETYPE=Haswell (some of the machines measured),
+// OpenBLAS runs AVX2 kernels at half the FMA width; where it does not, OpenBLAS is about as fast
+// as the tiles. docs/engine.md, "Host GEMM", has the measurements.
 //
 // Each element of C is alpha times one fused multiply-add chain over p = 0..k-1 in order
 // (plus beta times C): its value depends neither on the tile it falls in, nor on the slice of
