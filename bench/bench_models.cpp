@@ -114,23 +114,27 @@ struct TracedRun {
   std::uintmax_t trace_bytes = 0;
 };
 
+std::string round_path(const std::string& path, int round) { return fmt::format("{}.round{}", path, round); }
+
+// Seconds f() takes, started with nothing left to write back.
+template <typename F>
+double seconds_after_sync(const F& f) {
+  ::sync();
+  const auto t0 = Clock::now();
+  f();
+  return seconds_since(t0);
+}
+
 // run(path) runs once, untraced when path is empty.
 template <typename Run>
 TracedRun time_rounds(const std::string& trace, int rounds, const Run& run) {
-  const auto round_trace = [&](int i) { return fmt::format("{}.round{}", trace, i); };
-  const auto timed = [&](const std::string& path) {
-    ::sync();
-    const auto t0 = Clock::now();
-    run(path);
-    return seconds_since(t0);
-  };
   std::vector<double> untraced, traced;
   for (int i = 0; i < rounds; ++i) {
-    untraced.push_back(timed(""));
-    traced.push_back(timed(round_trace(i)));
+    untraced.push_back(seconds_after_sync([&] { run(""); }));
+    traced.push_back(seconds_after_sync([&] { run(round_path(trace, i)); }));
   }
-  std::filesystem::rename(round_trace(rounds - 1), trace);
-  for (int i = 0; i + 1 < rounds; ++i) std::filesystem::remove(round_trace(i));
+  std::filesystem::rename(round_path(trace, rounds - 1), trace);
+  for (int i = 0; i + 1 < rounds; ++i) std::filesystem::remove(round_path(trace, i));
   TracedRun r;
   r.untraced_s = bench::median(untraced);
   r.traced_s = bench::median(traced);
@@ -188,24 +192,21 @@ TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, c
 // (a file kept until the last round takes memory the page cache has not held before); the median.
 double write_alone_s(const std::string& path, std::uintmax_t bytes, int rounds) {
   const std::vector<char> block(64 * 1024, 1);
-  std::vector<double> times;
-  for (int i = 0; i < rounds; ++i) {
-    const std::string round_path = fmt::format("{}.round{}", path, i);
-    ::sync();
-    const auto t0 = Clock::now();
-    const int fd = ::open(round_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot create " + round_path);
+  const auto write_file = [&](const std::string& file) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot create " + file);
     for (std::uintmax_t at = 0; at < bytes; at += block.size()) {
       const std::size_t n = std::min<std::uintmax_t>(block.size(), bytes - at);
       if (::pwrite(fd, block.data(), n, off_t(at)) != ssize_t(n)) {
         ::close(fd);
-        throw std::runtime_error("cannot write " + round_path);
+        throw std::runtime_error("cannot write " + file);
       }
     }
     ::close(fd);
-    times.push_back(seconds_since(t0));
-  }
-  for (int i = 0; i < rounds; ++i) std::filesystem::remove(fmt::format("{}.round{}", path, i));
+  };
+  std::vector<double> times;
+  for (int i = 0; i < rounds; ++i) times.push_back(seconds_after_sync([&] { write_file(round_path(path, i)); }));
+  for (int i = 0; i < rounds; ++i) std::filesystem::remove(round_path(path, i));
   return bench::median(times);
 }
 
