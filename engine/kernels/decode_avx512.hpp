@@ -311,12 +311,18 @@ TD_AVX512_INLINE void for_superblocks(std::int64_t full, const Superblock& super
 }
 #define TD_SUPERBLOCK_BODY [&](std::int64_t sb, std::int64_t c0, int subs) TD_AVX512 __attribute__((always_inline))
 
-// Q6_K quarter k of a half, lanes h = 0 (elements 0..15) or 1: float(q - 32), q the low
+// Q6_K quarter k of a half, lanes h = 0 (elements 0..15) or 1: float(q - 32) * 2^26, q the low
 // (k < 2) or high nibbles of ql[32 (k % 2) + l] with bits 2k, 2k + 1 of qh[l] as bits 4, 5.
-TD_AVX512_INLINE __m512 q6_k_ints(const __m512i (&low)[2][2], const __m512i (&high)[2], int k, int h) {
-  const __m512i l4 = _mm512_and_si512(_mm512_srli_epi32(low[k % 2][h], 4 * (k / 2)), _mm512_set1_epi32(0x0f));
-  const __m512i h2 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high[h], 2 * k), _mm512_set1_epi32(0x03)), 4);
-  return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(l4, h2), _mm512_set1_epi32(32)));
+// q - 32 is q with bit 5 flipped read as a signed 6-bit integer: `flipped` holds qh[l] ^ 0xaa
+// (and that >> 4), so shifts put the nibble and the two bits in a lane's top six bits, one
+// ternary-logic op joins them over zeros, and the conversion is exact. A scale multiplied by
+// 2^-26 (exact: every product stays normal) then gives dequant.hpp's products bit for bit, in
+// half the integer operations of extracting q and subtracting 32.
+TD_AVX512_INLINE __m512 q6_k_ints_2p26(const __m512i (&low)[2][2], const __m512i (&flipped)[2][2], int k, int h) {
+  constexpr int kTopNibbleElseSecond = 0xe4;  // (a & c) | (b & ~c), c the nibble's bits 26..29
+  const __m512i nibble = k < 2 ? _mm512_slli_epi32(low[k % 2][h], 26) : _mm512_slli_epi32(low[k % 2][h], 22);
+  const __m512i bits = k < 3 ? _mm512_slli_epi32(flipped[0][h], 30 - 2 * k) : _mm512_slli_epi32(flipped[1][h], 28);
+  return _mm512_cvtepi32_ps(_mm512_ternarylogic_epi32(nibble, bits, _mm512_set1_epi32(0x3c000000), kTopNibbleElseSecond));
 }
 
 // Q6_K: each half of 128 elements reads 64 bytes of ql and 32 of qh; its elements are
@@ -326,23 +332,28 @@ TD_AVX512_INLINE void q6_k_superblock(const RowGroup<R>& g, std::int64_t sb, std
   TD_FOR_ROWS {
     const std::uint8_t* b = g.row[i] + sb * std::int64_t(sizeof(BlockQ6_K));
     prefetch_from<sizeof(BlockQ6_K)>(b, g.ahead);
-    // The sixteen scales d * sc[i] (dequant.hpp's products), stored for the loop to broadcast.
+    // The sixteen scales d * sc[i] (dequant.hpp's products) times 2^-26, stored for the loop to
+    // broadcast.
     alignas(64) float scales[16];
-    _mm512_store_ps(scales, _mm512_mul_ps(_mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
-                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                              reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales)))))));
+    _mm512_store_ps(scales, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(scale_f16(b + offsetof(BlockQ6_K, d))),
+                                                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                                            reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales)))))),
+                                          _mm512_set1_ps(0x1p-26f)));
     for (int half = 0; half < 2; ++half) {
       if (4 * half >= subs) break;
       const std::uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * half;
       const std::uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * half;
       const __m512i low[2][2] = {{widen16(ql), widen16(ql + 16)}, {widen16(ql + 32), widen16(ql + 48)}};
-      const __m512i high[2] = {widen16(qh), widen16(qh + 16)};
+      const __m512i flip = _mm512_set1_epi32(0xaa);
+      const __m512i f0 = _mm512_xor_si512(widen16(qh), flip), f1 = _mm512_xor_si512(widen16(qh + 16), flip);
+      const __m512i flipped[2][2] = {{f0, f1}, {_mm512_srli_epi32(f0, 4), _mm512_srli_epi32(f1, 4)}};
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         if (4 * half + k >= subs) break;
         const __m512 d0 = broadcast(scales[8 * half + 2 * k]), d1 = broadcast(scales[8 * half + 2 * k + 1]);
         sink(i, c0 + 128 * half + 32 * k,
-             Halves{_mm512_mul_ps(d0, q6_k_ints(low, high, k, 0)), _mm512_mul_ps(d1, q6_k_ints(low, high, k, 1))});
+             Halves{_mm512_mul_ps(d0, q6_k_ints_2p26(low, flipped, k, 0)),
+                    _mm512_mul_ps(d1, q6_k_ints_2p26(low, flipped, k, 1))});
       }
     }
   }
