@@ -132,6 +132,7 @@ TracedRun time_rounds(const std::string& trace, int rounds, const Run& run) {
   for (int i = 0; i < rounds; ++i) {
     untraced.push_back(seconds_after_sync([&] { run(""); }));
     traced.push_back(seconds_after_sync([&] { run(round_path(trace, i)); }));
+    fmt::print(stderr, "{}: round {}, untraced {:.3f} s, traced {:.3f} s\n", trace, i, untraced.back(), traced.back());
   }
   std::filesystem::rename(round_path(trace, rounds - 1), trace);
   for (int i = 0; i + 1 < rounds; ++i) std::filesystem::remove(round_path(trace, i));
