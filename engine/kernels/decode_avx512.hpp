@@ -251,18 +251,19 @@ TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
 
 // Q4_K and Q5_K sub-block j: its table of dj * float(q) - mj (q < 16, or q < 32 for Q5_K)
 // and its values, from the 32-bit lanes holding its nibbles in their low 4 bits (Q5_K: with
-// bit j of qh[l] as bit 4).
+// bit j of qh[l] as bit 4, rotated there and joined to the nibble by one ternary-logic op, as
+// the Q5 legacy blocks do; the lookup ignores the bits above).
 template <bool kFiveBits, ElemType kRound>
 TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (&qh)[2], __m512i lo, __m512i hi) {
   const __m512 dj = broadcast(scales[j]), mj = broadcast(scales[8 + j]);
   const __m512 table = round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj));
   if (!kFiveBits) return look_up(table, lo, hi);
-  const __m512i nibble = _mm512_set1_epi32(0x0f), bit4 = _mm512_set1_epi32(0x10), bit = _mm512_set1_epi32(1 << j);
-  lo = _mm512_and_si512(lo, nibble);
-  hi = _mm512_and_si512(hi, nibble);
+  alignas(64) static constexpr std::int32_t kRotateToBit4[8] = {4, 3, 2, 1, 0, 31, 30, 29};
+  constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
+  const __m512i nibble = _mm512_set1_epi32(0x0f), rotate = _mm512_set1_epi32(kRotateToBit4[j]);
   return look_up(Halves{table, round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(16)), mj))},
-                 _mm512_mask_or_epi32(lo, _mm512_test_epi32_mask(qh[0], bit), lo, bit4),
-                 _mm512_mask_or_epi32(hi, _mm512_test_epi32_mask(qh[1], bit), hi, bit4));
+                 _mm512_ternarylogic_epi32(lo, _mm512_rolv_epi32(qh[0], rotate), nibble, kNibbleElseSecond),
+                 _mm512_ternarylogic_epi32(hi, _mm512_rolv_epi32(qh[1], rotate), nibble, kNibbleElseSecond));
 }
 
 // The sub-blocks [0, subs) of superblock sb of each row, whose first column is c0.
