@@ -127,6 +127,9 @@ TD_AVX512_INLINE Halves look_up(const Halves& table, __m512i lo, __m512i hi) {
   return {_mm512_permutex2var_ps(table.lo, lo, table.hi), _mm512_permutex2var_ps(table.lo, hi, table.hi)};
 }
 
+// a's bits where mask has ones, b's elsewhere: (a & mask) | (b & ~mask), one ternary-logic op.
+TD_AVX512_INLINE __m512i select_bits(__m512i mask, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, mask, 0xe4); }
+
 // The sub-blocks of columns [0, full) of R rows (full a multiple of 32), per encoding: each
 // row's in column order, sink(i, c, w) receiving row i's values w of columns c..c + 31. The
 // rows interleave, so a sink that sums gives the core R independent chains of additions,
@@ -224,7 +227,6 @@ TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, 
   const __m512i rotate_lo = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(4), iota_epi32()), _mm512_set1_epi32(31));
   const __m512i rotate_hi = _mm512_and_si512(_mm512_sub_epi32(_mm512_set1_epi32(20), iota_epi32()), _mm512_set1_epi32(31));
   const __m512i nibble = _mm512_set1_epi32(0x0f);
-  constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
   legacy_blocks<R, kBytes, kOffset>(g, full, TD_BLOCK_BODY {
     const Halves table = round_halves<kRound>(
         kOffset ? Halves{_mm512_add_ps(_mm512_mul_ps(iota(0), d), m), _mm512_add_ps(_mm512_mul_ps(iota(16), d), m)}
@@ -232,9 +234,8 @@ TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, 
     const __m512i qh = _mm512_set1_epi32(int(dd::u32(b + kQh)));
     const __m512i q = widen16(b + kQs);
     sink(i, c,
-         look_up(table, _mm512_ternarylogic_epi32(q, _mm512_rolv_epi32(qh, rotate_lo), nibble, kNibbleElseSecond),
-                 _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi), nibble,
-                                           kNibbleElseSecond)));
+         look_up(table, select_bits(nibble, q, _mm512_rolv_epi32(qh, rotate_lo)),
+                 select_bits(nibble, _mm512_srli_epi32(q, 4), _mm512_rolv_epi32(qh, rotate_hi))));
   });
 }
 
@@ -259,11 +260,10 @@ TD_AVX512_INLINE Halves k_sub_values(const float* scales, int j, const __m512i (
   const __m512 table = round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(0)), mj));
   if (!kFiveBits) return look_up(table, lo, hi);
   alignas(64) static constexpr std::int32_t kRotateToBit4[8] = {4, 3, 2, 1, 0, 31, 30, 29};
-  constexpr int kNibbleElseSecond = 0xe4;  // ternary logic: (a & c) | (b & ~c)
   const __m512i nibble = _mm512_set1_epi32(0x0f), rotate = _mm512_set1_epi32(kRotateToBit4[j]);
   return look_up(Halves{table, round_lanes<kRound>(_mm512_sub_ps(_mm512_mul_ps(dj, iota(16)), mj))},
-                 _mm512_ternarylogic_epi32(lo, _mm512_rolv_epi32(qh[0], rotate), nibble, kNibbleElseSecond),
-                 _mm512_ternarylogic_epi32(hi, _mm512_rolv_epi32(qh[1], rotate), nibble, kNibbleElseSecond));
+                 select_bits(nibble, lo, _mm512_rolv_epi32(qh[0], rotate)),
+                 select_bits(nibble, hi, _mm512_rolv_epi32(qh[1], rotate)));
 }
 
 // The sub-blocks [0, subs) of superblock sb of each row, whose first column is c0.
@@ -320,10 +320,9 @@ TD_AVX512_INLINE void for_superblocks(std::int64_t full, const Superblock& super
 // 2^-26 (exact: every product stays normal) then gives dequant.hpp's products bit for bit, in
 // half the integer operations of extracting q and subtracting 32.
 TD_AVX512_INLINE __m512 q6_k_ints_2p26(const __m512i (&low)[2][2], const __m512i (&flipped)[2][2], int k, int h) {
-  constexpr int kTopNibbleElseSecond = 0xe4;  // (a & c) | (b & ~c), c the nibble's bits 26..29
   const __m512i nibble = k < 2 ? _mm512_slli_epi32(low[k % 2][h], 26) : _mm512_slli_epi32(low[k % 2][h], 22);
   const __m512i bits = k < 3 ? _mm512_slli_epi32(flipped[0][h], 30 - 2 * k) : _mm512_slli_epi32(flipped[1][h], 28);
-  return _mm512_cvtepi32_ps(_mm512_ternarylogic_epi32(nibble, bits, _mm512_set1_epi32(0x3c000000), kTopNibbleElseSecond));
+  return _mm512_cvtepi32_ps(select_bits(_mm512_set1_epi32(0x3c000000), nibble, bits));
 }
 
 // Q6_K: each half of 128 elements reads 64 bytes of ql and 32 of qh; its elements are
