@@ -26,7 +26,7 @@ __global__ void matvec_warps(MatvecArgs a) {
     }
     __syncwarp();
     const int groups = int((full - c0) / kSubBlock < kMatvecSlots ? (full - c0) / kSubBlock : kMatvecSlots);
-    for (int g = 0; g < groups; ++g) acc += tile[g * kTileStride + lane] * a.x[c0 + g * kSubBlock + lane];
+    for (int g = 0; g < groups; ++g) acc = product_add(acc, tile[g * kTileStride + lane], a.x[c0 + g * kSubBlock + lane]);
     __syncwarp();
   }
   float tail = 0.0f;
@@ -34,7 +34,7 @@ __global__ void matvec_warps(MatvecArgs a) {
     const int len = int(a.k - full);
     decode_run(a.w, row + full, len, tile);
     round_run(a.round, tile, len);
-    for (int j = 0; j < len; ++j) tail += tile[j] * a.x[full + j];
+    for (int j = 0; j < len; ++j) tail = product_add(tail, tile[j], a.x[full + j]);
   }
   float slots[kMatvecSlots];
   gather_slots(acc, slots);

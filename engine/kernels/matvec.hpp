@@ -5,6 +5,7 @@
 // mul_mat_vec kernels do.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +25,10 @@ struct MatvecArgs {
   ElemType round = ElemType::f32;  // the precision each weight is rounded to first
 };
 
+// A product added into a sum: one fused multiply-add, rounded once, on every executor (an
+// explicit fma; the builds contract nothing on their own: docs/engine.md, "Executors").
+TD_HD inline float product_add(float sum, float w, float x) { return fmaf(w, x, sum); }
+
 // Eight float lanes: a vector register on the host (GCC vector extension: plain lane-wise
 // multiplies and adds, 8-wide under AVX2), an array in a CUDA thread. The same lane-wise
 // arithmetic either way; the host form only keeps the accumulators in registers.
@@ -35,17 +40,14 @@ TD_HD inline void lanes_zero(Lanes& a) {
   for (float& v : a.v) v = 0.0f;
 }
 TD_HD inline void lanes_madd(Lanes& acc, const float* w, const float* x) {
-  for (int u = 0; u < 8; ++u) acc.v[u] += w[u] * x[u];
+  for (int u = 0; u < 8; ++u) acc.v[u] = product_add(acc.v[u], w[u], x[u]);
 }
 TD_HD inline float lane(const Lanes& a, int u) { return a.v[u]; }
 #else
 typedef float Lanes __attribute__((vector_size(32)));
 inline void lanes_zero(Lanes& a) { a = Lanes{}; }
 inline void lanes_madd(Lanes& acc, const float* w, const float* x) {
-  Lanes a, b;
-  std::memcpy(&a, w, sizeof a);
-  std::memcpy(&b, x, sizeof b);
-  acc += a * b;
+  for (int u = 0; u < 8; ++u) acc[u] = product_add(acc[u], w[u], x[u]);
 }
 inline float lane(const Lanes& a, int u) { return a[u]; }
 #endif
@@ -77,7 +79,7 @@ TD_HD inline void matvec_row(const MatvecArgs& a, std::int64_t r) {
       lanes_madd(acc2, w + j + 16, x + j + 16);
       lanes_madd(acc3, w + j + 24, x + j + 24);
     }
-    for (; j < len; ++j) tail += w[j] * x[j];
+    for (; j < len; ++j) tail = product_add(tail, w[j], x[j]);
   }
   float slots[kMatvecSlots];
   for (int u = 0; u < 8; ++u) {

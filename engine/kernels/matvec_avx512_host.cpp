@@ -27,8 +27,8 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
   // high half slot 16 + s.
   const float* x = a.x;
   decode_rows<R, kRound>(a.w.type, g, full, [&](int i, std::int64_t c, const Halves& w) TD_DECODE_SINK {
-    acc[i].lo = _mm512_add_ps(acc[i].lo, _mm512_mul_ps(w.lo, _mm512_loadu_ps(x + c)));
-    acc[i].hi = _mm512_add_ps(acc[i].hi, _mm512_mul_ps(w.hi, _mm512_loadu_ps(x + c + 16)));
+    acc[i].lo = _mm512_fmadd_ps(w.lo, _mm512_loadu_ps(x + c), acc[i].lo);
+    acc[i].hi = _mm512_fmadd_ps(w.hi, _mm512_loadu_ps(x + c + 16), acc[i].hi);
   });
   const bool blocks = ggml_type_traits(a.w.type).block_elems > 1;
   for (int i = 0; i < R; ++i) {
@@ -40,7 +40,7 @@ TD_AVX512 __attribute__((noinline)) void matvec_row_group(const MatvecArgs& a, s
       if (blocks) decode_sub_block(a.w, (r + i) * a.cols + full, w);
       else decode_run(a.w, (r + i) * a.cols + full, int(a.k - full), w);
       round_run(kRound, w, int(a.k - full));
-      for (std::int64_t c = full; c < a.k; ++c) tail += w[c - full] * a.x[c];
+      for (std::int64_t c = full; c < a.k; ++c) tail = product_add(tail, w[c - full], a.x[c]);
     }
     float slots[kMatvecSlots];
     _mm512_storeu_ps(slots, acc[i].lo);
