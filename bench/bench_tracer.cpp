@@ -163,6 +163,12 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
        1,
        [&] { return time_raw_layout(w, 1, RawLayout::per_name, path); },
        {}},
+      {"raw HDF5, layer-major stacks, decode-shaped",
+       "one (layers, rows, width) dataset per tap name; one H5Dwrite per name and layer, a commit "
+       "per step",
+       1,
+       [&] { return time_raw_layout(w, 1, RawLayout::layer_major, path); },
+       {}},
       {"raw HDF5, prefill-shaped",
        "one dataset, one H5Dwrite + H5Fflush",
        w.positions,
@@ -182,6 +188,11 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
        "as above, all positions of every layer per name in one step",
        w.positions,
        [&] { return time_raw_layout(w, w.positions, RawLayout::per_name, path); },
+       {}},
+      {"raw HDF5, layer-major stacks, prefill-shaped",
+       "as above, a layer's rows of every position per H5Dwrite, as the layer produced them",
+       w.positions,
+       [&] { return time_raw_layout(w, w.positions, RawLayout::layer_major, path); },
        {}},
   };
   if (with_gzip) {
@@ -272,12 +283,17 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
       "The raw probes write each layout with plain HDF5 calls and nothing of the tracer, so "
       "they show each layout's ceiling: format 1.0's group per tap reaches {:.0f}% "
       "decode-shaped and {:.0f}% prefill-shaped; 2.0's stacks reach {:.0f}% and {:.0f}%, and "
-      "the tracer writing them {:.0f}% and {:.0f}%.\n\n",
+      "the tracer writing them {:.0f}% and {:.0f}%. Layer-major stacks, which no format has, "
+      "reach {:.0f}% and {:.0f}%: the layout a prefill produces is the one a decode step "
+      "writes worst (a write per layer), and 2.0's is the other way round (docs/guide.md, "
+      "\"What tracing costs\").\n\n",
       share("raw HDF5 in format 1.0's per-tap layout, decode-shaped", raw_decode),
       share("raw HDF5 in format 1.0's per-tap layout, prefill-shaped", raw_prefill),
       share("raw HDF5 in format 2.0's stacks, decode-shaped", raw_decode),
       share("raw HDF5 in format 2.0's stacks, prefill-shaped", raw_prefill),
-      share("tracer decode", raw_decode), share("tracer prefill", raw_prefill));
+      share("tracer decode", raw_decode), share("tracer prefill", raw_prefill),
+      share("raw HDF5, layer-major stacks, decode-shaped", raw_decode),
+      share("raw HDF5, layer-major stacks, prefill-shaped", raw_prefill));
   md += fmt::format("| disabled `enabled()` call | filter | ns per call ({} calls) |\n", calls);
   md += "|---|---|---|\n";
   for (const Disabled& d : disabled)

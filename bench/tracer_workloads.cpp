@@ -160,6 +160,45 @@ void write_rows(hid_t data, hsize_t first_row, hsize_t n, const std::vector<hsiz
   H5Sclose(file_space);
 }
 
+// A (layers, rows, width) float32 dataset, extendable along rows, chunked (1, chunk_rows,
+// width), without fill values or a chunk cache.
+hid_t create_layer_major(hid_t parent, const char* name, hsize_t layers, hsize_t width, hsize_t chunk_rows) {
+  const hsize_t dims[3] = {layers, 0, width}, max_dims[3] = {layers, H5S_UNLIMITED, width};
+  const hsize_t chunk[3] = {1, chunk_rows, width};
+  const hid_t space = H5Screate_simple(3, dims, max_dims);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  check(H5Pset_chunk(dcpl, 3, chunk), "chunk");
+  check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "fill");
+  check(H5Pset_obj_track_times(dcpl, false), "times");
+  const hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+  check(H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT),
+        "chunk cache");
+  const hid_t data = H5Dcreate2(parent, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, dapl);
+  check(data < 0 ? -1 : 0, "create dataset");
+  H5Pclose(dapl);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  return data;
+}
+
+// Rows [first, first + n) of every layer of a create_layer_major dataset, a layer a write, each
+// from `rows` ((n, width), as the layer produced them).
+void write_layer_major(hid_t data, hsize_t first, hsize_t n, hsize_t layers, hsize_t width, hsize_t chunk_rows,
+                       const float* rows) {
+  const hsize_t extent[3] = {layers, (first + n + chunk_rows - 1) / chunk_rows * chunk_rows, width};
+  check(H5Dset_extent(data, extent), "extent");
+  const hid_t file_space = H5Dget_space(data);
+  const hsize_t count[3] = {1, n, width};
+  const hid_t mem = H5Screate_simple(3, count, nullptr);
+  for (hsize_t l = 0; l < layers; ++l) {
+    const hsize_t start[3] = {l, first, 0};
+    check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr), "select");
+    check(H5Dwrite(data, H5T_NATIVE_FLOAT, mem, file_space, H5P_DEFAULT, rows), "write");
+  }
+  H5Sclose(mem);
+  H5Sclose(file_space);
+}
+
 void write_attr(hid_t object, const char* name, hid_t type, hsize_t n, const void* value) {
   const hid_t space = n == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr);
   const hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
@@ -202,6 +241,7 @@ double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout
   const hid_t committed = create_rows(file, "committed", H5T_STD_I64LE, {2}, 256);
   std::vector<hid_t> groups, data, runs;
   const hsize_t tap_chunk = std::max<hsize_t>(1, 65536 / (width * sizeof(float)));
+  const hsize_t layer_chunk = std::max(tap_chunk, per_step);
   if (layout == RawLayout::per_tap) {
     for (int l = 0; l < w.layers; ++l) {
       for (const std::string& name : names) {
@@ -216,7 +256,9 @@ double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout
     for (const std::string& name : names) {
       groups.push_back(H5Gcreate2(taps, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       write_tap_attrs(groups.back(), name, -1, w.width, std::int64_t(groups.size()) - 1);
-      data.push_back(create_rows(groups.back(), "data", H5T_IEEE_F32LE, {layers, width}, 1));
+      data.push_back(layout == RawLayout::layer_major
+                         ? create_layer_major(groups.back(), "data", layers, width, layer_chunk)
+                         : create_rows(groups.back(), "data", H5T_IEEE_F32LE, {layers, width}, 1));
       runs.push_back(create_rows(groups.back(), "runs", H5T_STD_I64LE, {2}, 64));
     }
   }
@@ -224,6 +266,8 @@ double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout
     for (std::size_t i = 0; i < data.size(); ++i) {
       if (layout == RawLayout::per_tap) {
         write_rows(data[i], first, per_step, {width}, tap_chunk, H5T_NATIVE_FLOAT, rows.data());
+      } else if (layout == RawLayout::layer_major) {
+        write_layer_major(data[i], first, per_step, layers, width, layer_chunk, rows.data());
       } else {
         write_rows(data[i], first, per_step, {layers, width}, 1, H5T_NATIVE_FLOAT, rows.data());
       }

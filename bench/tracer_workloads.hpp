@@ -34,7 +34,11 @@ double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path
 //              `runs` dataset per tap; one H5Dwrite per tap per step.
 //   per_name:  format 2.0's stacks: one (rows, layers, width) dataset per tap name, one chunk
 //              per row; one H5Dwrite per name per step, every layer's rows side by side.
-enum class RawLayout { per_tap, per_name };
+//   layer_major: no format's yet: one (layers, rows, width) dataset per tap name, chunked a
+//              layer and a step's rows (at least 64 KiB) at a time; one H5Dwrite per name per
+//              layer per step, straight from the rows as a layer produces them (a prefill's
+//              layer arrives with every position at once; format 2.0 turns it around).
+enum class RawLayout { per_tap, per_name, layer_major };
 double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout,
                        const std::string& path);
 
