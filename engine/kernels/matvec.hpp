@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "engine/device/stream.hpp"
 #include "engine/kernels/dequant.hpp"
@@ -29,8 +28,8 @@ struct MatvecArgs {
 // explicit fma; the builds contract nothing on their own: docs/engine.md, "Executors").
 TD_HD inline float product_add(float sum, float w, float x) { return fmaf(w, x, sum); }
 
-// Eight float lanes: a vector register on the host (GCC vector extension: plain lane-wise
-// multiplies and adds, 8-wide under AVX2), an array in a CUDA thread. The same lane-wise
+// Eight float lanes: a vector register on the host (GCC vector extension: lane-wise fused
+// multiply-adds, 8-wide under AVX2 and FMA), an array in a CUDA thread. The same lane-wise
 // arithmetic either way; the host form only keeps the accumulators in registers.
 #if defined(__CUDA_ARCH__)
 struct Lanes {
