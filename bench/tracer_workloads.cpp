@@ -107,16 +107,10 @@ double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path
 
 namespace {
 
-// A float32 or int64 dataset of `rows` x row_dims, extendable along rows, chunked by
-// chunk_rows, written without fill values and without a chunk cache (as the tracer writes).
-hid_t create_rows(hid_t parent, const char* name, hid_t type, std::vector<hsize_t> row_dims,
-                  hsize_t chunk_rows) {
-  std::vector<hsize_t> dims{0}, max_dims{H5S_UNLIMITED}, chunk{chunk_rows};
-  for (hsize_t d : row_dims) {
-    dims.push_back(d);
-    max_dims.push_back(d);
-    chunk.push_back(d);
-  }
+// A chunked dataset written without fill values and without a chunk cache (as the tracer
+// writes).
+hid_t create_chunked(hid_t parent, const char* name, hid_t type, const std::vector<hsize_t>& dims,
+                     const std::vector<hsize_t>& max_dims, const std::vector<hsize_t>& chunk) {
   const int rank = static_cast<int>(dims.size());
   const hid_t space = H5Screate_simple(rank, dims.data(), max_dims.data());
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -132,6 +126,18 @@ hid_t create_rows(hid_t parent, const char* name, hid_t type, std::vector<hsize_
   H5Pclose(dcpl);
   H5Sclose(space);
   return data;
+}
+
+// A float32 or int64 dataset of `rows` x row_dims, extendable along rows, chunked by chunk_rows.
+hid_t create_rows(hid_t parent, const char* name, hid_t type, std::vector<hsize_t> row_dims,
+                  hsize_t chunk_rows) {
+  std::vector<hsize_t> dims{0}, max_dims{H5S_UNLIMITED}, chunk{chunk_rows};
+  for (hsize_t d : row_dims) {
+    dims.push_back(d);
+    max_dims.push_back(d);
+    chunk.push_back(d);
+  }
+  return create_chunked(parent, name, type, dims, max_dims, chunk);
 }
 
 // Writes `rows` (n rows of row_dims) at first_row, growing the extent to whole chunks.
@@ -160,25 +166,10 @@ void write_rows(hid_t data, hsize_t first_row, hsize_t n, const std::vector<hsiz
   H5Sclose(file_space);
 }
 
-// A (layers, rows, width) float32 dataset, extendable along rows, chunked (1, chunk_rows,
-// width), without fill values or a chunk cache.
+// A (layers, rows, width) float32 dataset, extendable along rows, chunked (1, chunk_rows, width).
 hid_t create_layer_major(hid_t parent, const char* name, hsize_t layers, hsize_t width, hsize_t chunk_rows) {
-  const hsize_t dims[3] = {layers, 0, width}, max_dims[3] = {layers, H5S_UNLIMITED, width};
-  const hsize_t chunk[3] = {1, chunk_rows, width};
-  const hid_t space = H5Screate_simple(3, dims, max_dims);
-  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  check(H5Pset_chunk(dcpl, 3, chunk), "chunk");
-  check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "fill");
-  check(H5Pset_obj_track_times(dcpl, false), "times");
-  const hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-  check(H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT),
-        "chunk cache");
-  const hid_t data = H5Dcreate2(parent, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, dapl);
-  check(data < 0 ? -1 : 0, "create dataset");
-  H5Pclose(dapl);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  return data;
+  return create_chunked(parent, name, H5T_IEEE_F32LE, {layers, 0, width}, {layers, H5S_UNLIMITED, width},
+                        {1, chunk_rows, width});
 }
 
 // Rows [first, first + n) of every layer of a create_layer_major dataset, a layer a write, each
