@@ -13,7 +13,7 @@ inline constexpr std::int64_t kPrefetchAhead = 4096;
 
 // Every cache line of the kBytes bytes `ahead` past p (one line when kBytes <= 64), asked into
 // L2, not L1 (prefetcht1: locality 2): the 7B-shaped fixture's decode ran 15% faster at q8 and
-// 4% at f32 than with the lines asked into L1 (docs/engine.md, the same section).
+// 4% at f32 than with the lines asked into L1 (docs/engine.md, "Weights in their encoding").
 template <std::int64_t kBytes>
 __attribute__((always_inline)) inline void prefetch_from(const void* p, std::int64_t ahead) {
   for (std::int64_t at = 0; at < kBytes; at += 64) __builtin_prefetch(static_cast<const char*>(p) + ahead + at, 0, 2);
