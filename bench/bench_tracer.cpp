@@ -268,25 +268,25 @@ int run_benchmark(const TapWorkload& w, int repeats, std::int64_t calls, const s
   md += "\nTargets: >= 50% of raw HDF5 with all taps on; a disabled tap under 20 ns.\n\n";
   auto share = [&](const std::string& name, double raw) { return 100.0 * raw / median_of(name); };
   md += fmt::format(
-      "Reading the numbers: trace format 2.0 keeps the taps of one name side by side (a stack "
+      "Reading the numbers: the trace format keeps the taps of one name side by side (a stack "
       "per name, a slot per layer), so a decode step is one H5Dwrite per stack ({} here, not "
       "one per tap: {}), and each commit's two `H5Fflush` calls visit that many open datasets. "
       "A step costs the tracer {:.1f} us against {:.1f} us for the raw baseline's single write. "
-      "A prefill stages its rows up to the stage limit (16 MiB by default) and writes them out "
-      "a few layers at a time, each group staged in the memory of the last. `commit_every` "
-      "batches steps into fewer flushes, at the price of losing up to that many steps to a "
-      "crash; a stack's rows still go out about once a step, as its staging block fills, and "
-      "with stacks a step is already cheap.\n\n",
+      "A prefill (a batched step) goes to each stack's `batch` (format 3.0) as the layers "
+      "produce it: a slot's rows side by side, one H5Dwrite per record, nothing staged. "
+      "`commit_every` batches steps into fewer flushes, at the price of losing up to that many "
+      "steps to a crash; a stack's rows still go out about once a step, as its staging block "
+      "fills, and with stacks a step is already cheap.\n\n",
       w.taps, w.layers * w.taps, 1e6 * median_of("tracer decode") / w.positions,
       1e6 * raw_decode / w.positions);
   md += fmt::format(
       "The raw probes write each layout with plain HDF5 calls and nothing of the tracer, so "
       "they show each layout's ceiling: format 1.0's group per tap reaches {:.0f}% "
       "decode-shaped and {:.0f}% prefill-shaped; 2.0's stacks reach {:.0f}% and {:.0f}%, and "
-      "the tracer writing them {:.0f}% and {:.0f}%. Layer-major stacks, which no format has, "
-      "reach {:.0f}% and {:.0f}%: the layout a prefill produces is the one a decode step "
-      "writes worst (a write per layer), and 2.0's is the other way round (docs/guide.md, "
-      "\"What tracing costs\").\n\n",
+      "the tracer {:.0f}% and {:.0f}%. Layer-major stacks reach {:.0f}% and {:.0f}%: the "
+      "layout a prefill produces is the one a decode step writes worst (a write per layer), "
+      "and 2.0's is the other way round, so format 3.0 has both, a prefill's rows in `batch` "
+      "and decode rows in `data` (docs/guide.md, \"What tracing costs\").\n\n",
       share("raw HDF5 in format 1.0's per-tap layout, decode-shaped", raw_decode),
       share("raw HDF5 in format 1.0's per-tap layout, prefill-shaped", raw_prefill),
       share("raw HDF5 in format 2.0's stacks, decode-shaped", raw_decode),

@@ -46,7 +46,7 @@ double time_tracer(const TapWorkload& w, int prefill, int rows_per_step, int com
                           static_cast<std::size_t>(w.width));
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 977) * 0.25f;
   TraceMetadata meta;
-  meta.prompt_length = w.positions;
+  meta.prompt_length = prefill > 0 ? prefill : rows_per_step;  // the first step: sizes the batch chunks
   WriterOptions options;
   options.commit_every = commit_every;
   options.compress = compress;

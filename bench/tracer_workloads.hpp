@@ -28,16 +28,16 @@ double time_tracer(const TapWorkload& w, int prefill, int rows_per_step, int com
 double time_raw(const TapWorkload& w, int rows_per_step, const std::string& path);
 
 // The same bytes written with raw HDF5 calls in two file layouts, committed like the tracer
-// commits (rows, H5Fflush, the (n_taps, 2) count table, H5Fflush) after every step, with no
+// commits (rows, H5Fflush, a (n_taps, 2) count table, H5Fflush) after every step, with no
 // tracer code in the way: what each layout allows at best.
 //   per_tap:   trace format 1.0's: a group with its four attributes, a chunked `data` and a
 //              `runs` dataset per tap; one H5Dwrite per tap per step.
 //   per_name:  format 2.0's stacks: one (rows, layers, width) dataset per tap name, one chunk
 //              per row; one H5Dwrite per name per step, every layer's rows side by side.
-//   layer_major: no format's yet: one (layers, rows, width) dataset per tap name, chunked a
-//              layer and a step's rows (at least 64 KiB) at a time; one H5Dwrite per name per
-//              layer per step, straight from the rows as a layer produces them (a prefill's
-//              layer arrives with every position at once; format 2.0 turns it around).
+//   layer_major: one (layers, rows, width) dataset per tap name, chunked a layer and a step's
+//              rows (at least 64 KiB) at a time; one H5Dwrite per name per layer per step,
+//              straight from the rows as a layer produces them (a prefill's layer arrives with
+//              every position at once): format 3.0's `batch`, for every step.
 enum class RawLayout { per_tap, per_name, layer_major };
 double time_raw_layout(const TapWorkload& w, int rows_per_step, RawLayout layout,
                        const std::string& path);

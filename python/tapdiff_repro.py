@@ -30,10 +30,13 @@ def read_tap(f, name, layer):
         if stack.attrs["name"] != name or layer not in list(stack.attrs["layers"]):
             continue
         s = list(stack.attrs["layers"]).index(layer)
-        rows, n_runs = f["committed"][stack.attrs["index"][s]]
+        counts = f["committed"][stack.attrs["index"][s]]
+        rows, n_runs = counts[0], counts[1]
+        batch = counts[2] if len(counts) > 2 else 0  # format 3: the first rows are in "batch"
         if rows == 0:
             continue
-        data = stack["data"][:rows, s].astype(np.float64).reshape(rows, -1)  # rows flattened
+        parts = ([stack["batch"][s, :batch]] if batch > 0 else []) + [stack["data"][batch:rows, s]]
+        data = np.concatenate(parts).astype(np.float64).reshape(rows, -1)  # rows flattened
         runs = stack["runs"][:n_runs, s]
         ends = list(runs[1:, 0]) + [rows]
         out = {}

@@ -1,4 +1,4 @@
-"""Read and write tapdiff traces (docs/trace-schema.md, format 2.2) with h5py and numpy only.
+"""Read and write tapdiff traces (docs/trace-schema.md, format 3.0; reads 2.x) with h5py and numpy only.
 
 Meant for PyTorch forward hooks and notebooks: the writer produces the same files as
 tapdiff's C++ TraceWriter, the reader accepts what either writes.
@@ -46,7 +46,8 @@ import h5py
 import numpy as np
 
 FORMAT_NAME = "tapdiff-trace"
-FORMAT_VERSION = (2, 2)
+FORMAT_VERSION = (3, 0)
+OLDEST_MAJOR = 2  # 2.x: every row in a stack's data, /committed (n_taps, 2)
 PRODUCERS = ("reference", "engine-host", "engine-cuda", "external", "llama.cpp", "transformers")
 DIM_NAMES = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx")
 REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", "model_sha256",
@@ -90,6 +91,17 @@ class TraceError(Exception):
         self.file, self.object, self.problem = file, obj, problem
 
 
+def stack_rows(stack: h5py.Group, slot: int, r0: int, r1: int, batch_rows: int) -> np.ndarray:
+    """Rows [r0, r1) of a stack's slot: rows below batch_rows (the third column of its
+    /committed row, format 3) from the stack's batch, the rest from its data."""
+    parts = []
+    if r0 < batch_rows:
+        parts.append(stack["batch"][slot, r0:min(r1, batch_rows)])
+    if r1 > batch_rows:
+        parts.append(stack["data"][max(r0, batch_rows):r1, slot])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def full_tap_name(name: str, layer: int) -> str:
     return f"blk.{layer}.{name}" if layer >= 0 else name
 
@@ -111,6 +123,7 @@ class TapInfo:
     stack: str = ""  # the group under /taps that holds the tap
     slot: int = 0    # its column in the stack's data and runs
     index: int = 0   # its row in /committed
+    batch_rows: int = 0  # rows 0 .. batch_rows - 1 are in the stack's batch (format 3), the rest in data
 
     def positions(self) -> np.ndarray:
         if not self.runs:
@@ -303,8 +316,9 @@ class TraceWriter:
                 group.attrs[key] = np.int64(dims[key])
         self._tokens = self._f.create_dataset("tokens", shape=(0,), maxshape=(None,),
                                               chunks=(1024,), dtype="<i4")
-        self._committed = self._f.create_dataset("committed", shape=(0, 2), maxshape=(None, 2),
-                                                 chunks=(256, 2), dtype="<i8", fillvalue=0)
+        # Rows, runs, rows in the stack's batch: this writer puts every row in data.
+        self._committed = self._f.create_dataset("committed", shape=(0, 3), maxshape=(None, 3),
+                                                 chunks=(256, 3), dtype="<i8", fillvalue=0)
         self._tap_group = self._f.create_group("taps")
         # Creating a stack rewrites /taps in place, adding a slot rewrites the stack's
         # attributes; a kill during that flush can make them unreadable. Stacks listed here
@@ -466,9 +480,9 @@ class TraceWriter:
         for stack in self._stacks.values():
             stack.write_pending()
         self._f.flush()
-        self._committed.resize((len(self._by_index), 2))
+        self._committed.resize((len(self._by_index), 3))
         if self._by_index:
-            self._committed[:] = np.array([(s.rows, s.runs) for s in self._by_index], np.int64)
+            self._committed[:] = np.array([(s.rows, s.runs, 0) for s in self._by_index], np.int64)
         self._f.attrs["committed_steps"] = np.int64(self.steps)
         self._f.attrs["committed_tokens"] = np.int64(self._tokens.shape[0])
         self._f.flush()
@@ -539,13 +553,13 @@ class TraceReader:
         if not match:
             self._fail("/", f"attribute 'format_version': expected MAJOR.MINOR, got {version!r}")
         self.format_version = (int(match.group(1)), int(match.group(2)))
-        supported = f"({FORMAT_VERSION[0]}.x)"
         if self.format_version[0] > FORMAT_VERSION[0]:
             self._fail("/", f"format_version {version} is newer than this reader supports "
-                            f"{supported}: upgrade tapdiff to read it")
-        if self.format_version[0] < FORMAT_VERSION[0]:
+                            f"({FORMAT_VERSION[0]}.x): upgrade tapdiff to read it")
+        if self.format_version[0] < OLDEST_MAJOR:
             self._fail("/", f"format_version {version} is older than any this reader supports "
-                            f"{supported}: record the trace again with this tapdiff")
+                            f"({OLDEST_MAJOR}.x to {FORMAT_VERSION[0]}.x): record the trace again "
+                            f"with this tapdiff")
         self.metadata: Dict[str, object] = {k: self._attr(f, "/", k, "str")
                                             for k in REQUIRED_STRINGS}
         if self.metadata["producer"] not in PRODUCERS:
@@ -571,7 +585,7 @@ class TraceReader:
         if "dims" in f:
             self.dims = {k: self._attr(f["dims"], "/dims", k, "int") for k in DIM_NAMES}
         self.tokens = self._committed_rows("tokens", ints["committed_tokens"], 1)
-        committed = self._committed_rows("committed", None, 2)
+        committed = self._committed_rows("committed", None, 2 if self.format_version[0] < 3 else 3)
         self._taps: Dict[Tuple[str, int], TapInfo] = {}
         self._index_owner: Dict[int, str] = {}
         if "taps" not in f or not isinstance(f["taps"], h5py.Group):
@@ -605,7 +619,8 @@ class TraceReader:
             return []  # being created when the writer stopped
         name, row_shape, layers, index = self._stack_attrs(group, where)
         data, runs = self._stack_datasets(group, where, row_shape, len(layers))
-        counted = []  # (slot, n_rows, n_runs) of the slots that are taps
+        batch = None
+        counted = []  # (slot, n_rows, n_runs, n_batch) of the slots that are taps
         for s, (layer, idx) in enumerate(zip(layers, index)):
             slot_name = f"slot {s} (layer {layer})"
             if not 0 <= idx < committed.shape[0]:
@@ -617,24 +632,35 @@ class TraceReader:
                 self._fail(where, f"attribute 'index': {slot_name}: {idx} is also the index of "
                                   f"{self._index_owner[idx]}")
             self._index_owner[idx] = f"slot {s} of {where}"
-            n_rows, n_runs = (int(v) for v in committed[idx])
-            for ds, count, what in ((data, n_rows, "rows"), (runs, n_runs, "runs")):
-                if not 0 <= count <= ds.shape[0]:
+            n_rows, n_runs = int(committed[idx][0]), int(committed[idx][1])
+            n_batch = int(committed[idx][2]) if committed.shape[1] > 2 else 0
+            if not 0 <= n_batch <= n_rows:
+                self._fail("/committed", f"row {idx} ({full_tap_name(name, layer)}): {n_batch} rows in "
+                                         f"the stack's batch, expected 0 to its {n_rows} rows")
+            if n_batch > 0 and batch is None:
+                batch = self._stack_batch(group, where, row_shape, len(layers))
+            checks = [(runs, n_runs, "runs", 0)]
+            if n_rows > n_batch:
+                checks.append((data, n_rows, "rows", 0))
+            if n_batch > 0:
+                checks.append((batch, n_batch, "batch rows", 1))
+            for ds, count, what, axis in checks:
+                if not 0 <= count <= ds.shape[axis]:
                     self._fail(ds.name, f"{slot_name}: {count} committed {what} (/committed row "
-                                        f"{idx}) do not fit its {ds.shape[0]} rows")
+                                        f"{idx}) do not fit its {ds.shape[axis]} rows")
             if n_rows == 0:
                 continue  # pre-created and never written: not a tap
             if n_runs == 0:
                 self._fail(f"{where}/runs", f"{slot_name}: {n_rows} committed rows but no runs")
-            counted.append((s, n_rows, n_runs))
+            counted.append((s, n_rows, n_runs, n_batch))
         if not counted:
             return []
-        all_runs = runs[:max(n for _, _, n in counted)].astype(np.int64)  # one read per stack
+        all_runs = runs[:max(n for _, _, n, _ in counted)].astype(np.int64)  # one read per stack
         return [TapInfo(name, layers[s], full_tap_name(name, layers[s]), row_shape, n_rows,
                         self._runs(f"{where}/runs", f"slot {s} (layer {layers[s]})",
                                    all_runs[:n_runs, s], n_rows),
-                        member, s, index[s])
-                for s, n_rows, n_runs in counted]
+                        member, s, index[s], n_batch)
+                for s, n_rows, n_runs, n_batch in counted]
 
     def _stack_attrs(self, group, where: str):
         """(name, row_shape, layers, index) of a stack, checked."""
@@ -677,6 +703,17 @@ class TraceReader:
                                         f"got {list(runs.shape)}")
         return data, runs
 
+    def _stack_batch(self, group, where: str, row_shape: Tuple[int, ...], n_slots: int):
+        """A stack's batch (format 3): (slots, rows, *row_shape), checked."""
+        batch = self._stack_dataset(group, where, "batch")
+        if batch.dtype != np.dtype("<f4"):
+            self._fail(f"{where}/batch", f"expected float32 elements, got {batch.dtype}")
+        if batch.ndim != 2 + len(row_shape) or batch.shape[0] < n_slots or tuple(batch.shape[2:]) != row_shape:
+            shape = ", ".join(map(str, row_shape))
+            self._fail(f"{where}/batch", f"expected shape [>= {n_slots} slots, *, {shape}], "
+                                         f"got {list(batch.shape)}")
+        return batch
+
     def _stack_dataset(self, group, where: str, key: str) -> h5py.Dataset:
         ds = group.get(key)
         if not isinstance(ds, h5py.Dataset):
@@ -716,9 +753,9 @@ class TraceReader:
         if wanted.size == 0:
             return positions[:0], np.zeros((0,) + tap.row_shape, np.float32)
         r0, r1 = int(wanted[0]), int(wanted[-1]) + 1  # positions increase: one row range
-        where = f"/taps/{tap.stack}/data"
+        where = f"/taps/{tap.stack}"
         try:
-            values = self._f[where][r0:r1, tap.slot]
+            values = stack_rows(self._f[where], tap.slot, r0, r1, tap.batch_rows)
         except Exception as e:  # h5py's errors on a damaged file
             self._fail(where, f"slot {tap.slot} (layer {layer}): cannot read rows "
                               f"{r0}..{r1 - 1}: {e}")

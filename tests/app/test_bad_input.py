@@ -69,7 +69,7 @@ def small_trace(tmp_path_factory):
 def claim_billion_tap_positions(f):
     stack = f["taps/output_norm"]  # a global tap: one slot
     stack["data"].resize(10**9, axis=0)
-    f["committed"][int(stack.attrs["index"][0])] = (10**9, 1)
+    f["committed"][int(stack.attrs["index"][0])] = (10**9, 1, 0)
     return "1000000000 committed positions is more than the 16777216 this reader accepts"
 
 

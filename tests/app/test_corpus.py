@@ -10,6 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from tapdiff_trace import stack_rows
 
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +35,8 @@ def qwen2(tmp_path_factory):
 def logits(trace):
     with h5py.File(trace, "r", locking=False) as f:
         g = f["taps/output"]
-        rows, _ = f["committed"][g.attrs["index"][0]]
-        return g["data"][:rows, 0].astype(np.float64), f["tokens"][: f.attrs["committed_tokens"]]
+        rows, _, batch = f["committed"][g.attrs["index"][0]]
+        return stack_rows(g, 0, 0, rows, batch).astype(np.float64), f["tokens"][: f.attrs["committed_tokens"]]
 
 
 def mean_and_uncertainty(values):

@@ -59,7 +59,7 @@ def test_update_shows_the_changed_tap_and_overwrites_only_with_write(golden):
     with h5py.File(trace, "r+", locking=False) as f:
         ffn_up = f["taps/ffn_up"]
         layer_1 = list(ffn_up.attrs["layers"]).index(1)
-        ffn_up["data"][0, layer_1, 5] += 1e-3  # as if the engine had changed at this element
+        ffn_up["batch"][layer_1, 0, 5] += 1e-3  # as if the engine had changed at this element of the prompt
     stale = trace.read_bytes()
 
     p = run("golden", "update", trace, check_code=1)

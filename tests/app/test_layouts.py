@@ -75,7 +75,7 @@ def test_aligned_layouts_pass_and_say_what_was_aligned(reference, tmp_path):
     relayout(reference, actual, layouts, store_tp(dims, 1, 2, pad))
 
     with TraceReader(str(actual)) as t:  # stored as the producer keeps them
-        assert t.format_version == (2, 2) and t.layouts == layouts
+        assert t.format_version == (3, 0) and t.layouts == layouts
         assert t.tap("attn_q", 0).row_shape == (dims["head_dim"], dims["n_head"])
         assert t.tap("output").row_shape == (pad,)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from tapdiff_trace import stack_rows
 
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 PROMPT = ["--tokens", "1,20,40,60,80", "-n", "4"]
@@ -58,10 +59,10 @@ def rows_of(trace, name, layer):
             if stack.attrs["name"] != name or layer not in list(stack.attrs["layers"]):
                 continue
             s = list(stack.attrs["layers"]).index(layer)
-            rows, n_runs = f["committed"][stack.attrs["index"][s]]
+            rows, n_runs, batch = f["committed"][stack.attrs["index"][s]]
             if rows == 0:
                 continue
-            data, runs = stack["data"][:rows, s], stack["runs"][:n_runs, s]
+            data, runs = stack_rows(stack, s, 0, rows, batch), stack["runs"][:n_runs, s]
             ends = list(runs[1:, 0]) + [rows]
             return {int(p + i): data[r + i] for (r, p), end in zip(runs, ends) for i in range(end - r)}
     return {}

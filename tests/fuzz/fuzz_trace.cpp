@@ -31,11 +31,11 @@ const char* const kAttributes[] = {
     "committed_tokens", "prompt_length",    "name",      "layers",        "row_shape",
     "index",            "tap_filter_names", "precision", "model_sha256", "n_layer"};
 const char* const kArrayAttributes[] = {"row_shape", "layers", "index"};
-const char* const kDatasets[] = {"/tokens",           "/committed",
-                                 "/taps/attn_q/data", "/taps/attn_q/runs",
-                                 "/taps/output/data", "/taps/output/runs"};
-const char* const kLinks[] = {"/tokens", "/committed", "/taps/output", "/taps/attn_q/runs",
-                              "/taps/output/data", "/hparams"};
+const char* const kDatasets[] = {"/tokens",            "/committed",         "/taps/attn_q/data",
+                                 "/taps/attn_q/batch", "/taps/attn_q/runs",  "/taps/output/data",
+                                 "/taps/output/batch", "/taps/output/runs"};
+const char* const kLinks[] = {"/tokens",           "/committed",         "/taps/output", "/taps/attn_q/runs",
+                              "/taps/attn_q/batch", "/taps/output/data", "/hparams"};
 
 template <typename T, std::size_t N>
 const T& pick(FuzzedDataProvider& in, const T (&items)[N]) {
@@ -187,7 +187,8 @@ void apply_edit(hid_t file, FuzzedDataProvider& in) {
   }
 }
 
-// A valid trace: a stack of two layer taps and a global one, at positions 0..3, read once.
+// A valid trace: a stack of two layer taps and a global one, at positions 0..3 (a prompt of two
+// in each stack's batch, then two decode steps), read once.
 std::vector<char> base_trace(const std::string& path) {
   tapdiff::TraceMetadata m;
   m.producer = tapdiff::Producer::external;
@@ -197,11 +198,12 @@ std::vector<char> base_trace(const std::string& path) {
   m.tokens = {1, 2, 3, 4};
   {
     tapdiff::TraceWriter w(path, m);
-    for (int p = 0; p < 4; ++p) {
-      const std::vector<float> q(8, float(p)), logits(16, -float(p));
-      w.record("attn_q", 0, p, 1, tapdiff::RowShape{8}, q.data());
-      w.record("attn_q", 1, p, 1, tapdiff::RowShape{8}, q.data());
-      w.record("output", -1, p, 1, tapdiff::RowShape{16}, logits.data());
+    for (int p = 0; p < 4; p += p == 0 ? 2 : 1) {
+      const int n = p == 0 ? 2 : 1;
+      const std::vector<float> q(8 * n, float(p)), logits(16 * n, -float(p));
+      w.record("attn_q", 0, p, n, tapdiff::RowShape{8}, q.data());
+      w.record("attn_q", 1, p, n, tapdiff::RowShape{8}, q.data());
+      w.record("output", -1, p, n, tapdiff::RowShape{16}, logits.data());
       w.end_step();
     }
     w.close();

@@ -1,4 +1,4 @@
-"""Python <-> C++ interop of traces (format 2.1): python/tapdiff_trace.py writes what the C++
+"""Python <-> C++ interop of traces: python/tapdiff_trace.py writes what the C++
 reader reads (checked through trace_test_dump) and reads what the C++ writer writes; the
 h5py-only example in docs/trace-schema.md produces a valid trace; both readers refuse the same
 malformed stacks."""
@@ -122,6 +122,32 @@ def test_cpp_writes_python_reads(tmp_path):
         assert f.attrs["format"] == "tapdiff-trace"
 
 
+def test_python_reads_a_cpp_prompt_from_the_batch(tmp_path):
+    """A batched first step (the prompt) is stored slot-major in each stack's batch; both readers
+    and plain h5py (with stack_rows) see one sequence of rows across it and the decode steps."""
+    path = tmp_path / "prompt.h5"
+    subprocess.run([WRITER, "--out", str(path), "--prompt", "6", "--steps", "3", "--layers", "2",
+                    "--taps", "2", "--width", "8"], check=True, capture_output=True)
+    with tt.TraceReader(str(path)) as r:
+        for t, name in enumerate(CATALOGUE_LAYER_TAPS[:2]):
+            for layer in range(2):
+                assert r.tap(name, layer).batch_rows == 6
+                positions, values = r.read(name, layer)
+                np.testing.assert_array_equal(positions, np.arange(8))
+                for p in range(8):
+                    np.testing.assert_array_equal(values[p], tap_row(t, layer, p, 8))
+                positions, values = r.read(name, layer, 5, 6)  # across the batch's end
+                np.testing.assert_array_equal(positions, [5, 6])
+                np.testing.assert_array_equal(values[1], tap_row(t, layer, 6, 8))
+    with h5py.File(path, "r") as f:
+        g = f["taps/attn_norm"]
+        assert g["batch"].shape == (2, 6, 8) and g["data"].shape == (8, 2, 8)
+        s = slot_of(g, 1)
+        rows, _, batch = f["committed"][g.attrs["index"][s]]
+        np.testing.assert_array_equal(tt.stack_rows(g, s, 0, rows, batch)[7], tap_row(0, 1, 7, 8))
+    assert dump(path)["complete"] is True
+
+
 def test_python_reads_an_interrupted_cpp_trace(tmp_path):
     path = tmp_path / "unclosed.h5"
     subprocess.run([WRITER, "--out", str(path), "--steps", "4", "--no-close"], check=True,
@@ -146,7 +172,7 @@ def test_uncommitted_rows_slots_and_stacks_are_invisible_to_both_readers(tmp_pat
     w.abandon()
     with h5py.File(path, "r+") as f:
         g = f["taps/attn_v"]
-        assert list(g.attrs["layers"]) == [2, 5] and f["committed"].shape == (1, 2)
+        assert list(g.attrs["layers"]) == [2, 5] and f["committed"].shape == (1, 3)
         assert "new_tap" in f["taps"]
         # As if the writer had died between writing row 3 and committing it.
         g["data"].resize(max(4, g["data"].shape[0]), axis=0)
@@ -196,16 +222,16 @@ def write_header_only(path, version):
 
 
 def test_both_readers_accept_a_newer_minor_version(tmp_path):
-    path = tmp_path / "v2.9.h5"
-    write_header_only(path, "2.9")
+    path = tmp_path / "v3.9.h5"
+    write_header_only(path, "3.9")
     with tt.TraceReader(str(path)) as r:
-        assert r.format_version == (2, 9)
+        assert r.format_version == (3, 9)
     assert dump(path)["complete"] is True
 
 
 @pytest.mark.parametrize("version, message", [
-    ("3.0", "format_version 3.0 is newer than this reader supports (2.x): upgrade tapdiff to read it"),
-    ("1.0", "format_version 1.0 is older than any this reader supports (2.x): record the trace "
+    ("4.0", "format_version 4.0 is newer than this reader supports (3.x): upgrade tapdiff to read it"),
+    ("1.0", "format_version 1.0 is older than any this reader supports (2.x to 3.x): record the trace "
             "again with this tapdiff"),
 ])
 def test_both_readers_refuse_another_major_version(tmp_path, version, message):
@@ -249,7 +275,7 @@ def test_precreated_slot_recorded_with_another_shape_moves_to_that_shape_stack(t
         assert new.attrs["name"] == "attn_q"
         assert int(new.attrs["index"][0]) not in (int(old.attrs["index"][0]),
                                                   int(f["taps/attn_k"].attrs["index"][0]))
-        assert list(f["committed"][old.attrs["index"][0]]) == [0, 0]
+        assert list(f["committed"][old.attrs["index"][0]]) == [0, 0, 0]
     assert [t["full_name"] for t in dump(path)["taps"]] == ["blk.0.attn_q"]
 
 
@@ -262,7 +288,7 @@ def test_precreated_stacks_hold_all_their_slots_from_the_first_commit(tmp_path):
         assert list(g.attrs["layers"]) == [0, 1, 2]
         assert sorted(g.attrs["index"]) == [0, 1, 2]
         assert g["data"].chunks == (1024 // (4 * 4 * 3), 3, 4)  # a row of every slot per chunk
-        assert f["committed"][:].tolist() == [[0, 0]] * 3
+        assert f["committed"][:].tolist() == [[0, 0, 0]] * 3
     with tt.TraceReader(str(path)) as r:
         assert r.taps() == []  # slots without rows are not taps
 
@@ -339,7 +365,7 @@ def test_slots_of_a_stack_record_different_positions(tmp_path):
         assert g["data"].shape == (5, 3, 2, 3)  # trimmed to the longest slot
         for layer, runs in expected_runs.items():
             s = slot_of(g, layer)
-            n_rows, n_runs = f["committed"][g.attrs["index"][s]]
+            n_rows, n_runs, _ = f["committed"][g.attrs["index"][s]]
             assert n_rows == len(recorded[layer])
             assert [tuple(r) for r in g["runs"][:n_runs, s]] == runs
     with tt.TraceReader(str(path)) as r:
@@ -401,12 +427,23 @@ def data_of_rank_2(f):
 
 
 def more_committed_rows_than_data(f):
-    f["committed"][int(f["taps/attn_q#2"].attrs["index"][0])] = (5, 1)
+    f["committed"][int(f["taps/attn_q#2"].attrs["index"][0])] = (5, 1, 0)
     return "/taps/attn_q#2/data: slot 0 (layer 2): 5 committed rows"
 
 
+def more_batch_rows_than_rows(f):
+    f["committed"][int(f["taps/attn_q#2"].attrs["index"][0])] = (1, 1, 2)
+    return "/committed: row 2 (blk.2.attn_q): 2 rows in the stack's batch, expected 0 to its 1 rows"
+
+
+def batch_rows_without_a_batch(f):
+    f["committed"][int(f["taps/attn_q#2"].attrs["index"][0])] = (1, 1, 1)
+    return "/taps/attn_q#2/batch: missing dataset"
+
+
 @pytest.mark.parametrize("damage", [runs_not_from_row_0, data_of_rank_2,
-                                    more_committed_rows_than_data])
+                                    more_committed_rows_than_data, more_batch_rows_than_rows,
+                                    batch_rows_without_a_batch])
 def test_both_readers_refuse_malformed_stack_datasets(two_stacks, damage):
     with h5py.File(two_stacks, "r+") as f:
         message = damage(f)

@@ -155,7 +155,7 @@ TEST_F(TapLayoutTrace, TheReaderAlignsWhatTheWriterStoredInItsLayout) {
     w.close();
   }
   const TraceReader r(path_);
-  EXPECT_EQ(r.format_version().to_string(), "2.2");
+  EXPECT_EQ(r.format_version().to_string(), "3.0");
   EXPECT_EQ(r.metadata().layouts.at("attn_q").to_string(), "axes=head_dim,n_head");
   const TapInfo& t = r.tap("attn_q", 0);
   EXPECT_EQ(t.stored_shape, (std::vector<std::int64_t>{3, 4}));

@@ -236,7 +236,7 @@ TEST(TraceFile, H5dumpReadsTheHeader) {
   EXPECT_NE(output.find("ATTRIBUTE \"format\""), std::string::npos);
   EXPECT_NE(output.find("DATASET \"committed\""), std::string::npos);
   ASSERT_EQ(test::run_program({h5dump, "-a", "/format_version", path}, &output), 0) << output;
-  EXPECT_NE(output.find("\"2.2\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"3.0\""), std::string::npos) << output;
 }
 
 }  // namespace

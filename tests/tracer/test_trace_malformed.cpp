@@ -32,6 +32,18 @@ void write_valid(const std::string& path) {
   w.close();
 }
 
+// A prompt of two positions (a batched step: its rows go to each stack's batch), then a decode
+// step at position 2 (to data).
+void write_batched(const std::string& path) {
+  TraceWriter w(path, test::sample_metadata());
+  const std::vector<float> prompt(8, 1.0f), step(4, 2.0f);
+  for (int layer = 0; layer < 2; ++layer) w.record("attn_q", layer, 0, 2, {4}, prompt.data());
+  w.end_step();
+  for (int layer = 0; layer < 2; ++layer) w.record("attn_q", layer, 2, 1, {4}, step.data());
+  w.end_step();
+  w.close();
+}
+
 // Plain HDF5 edits, as a buggy producer (or a hand-written h5py script) would make them.
 class Edit {
 public:
@@ -85,6 +97,18 @@ public:
   // Overwrites row `row` of an int64 (n, 2) dataset.
   void set_pair(const char* name, hsize_t row, std::int64_t a, std::int64_t b) {
     write_pair(name, {row, 0}, {a, b});
+  }
+  // Overwrites the third column of /committed: the rows of a tap in its stack's batch.
+  void set_batch_rows(hsize_t row, std::int64_t rows) {
+    const hid_t ds = H5Dopen2(file_, "/committed", H5P_DEFAULT);
+    const hid_t space = H5Dget_space(ds);
+    const hsize_t start[2] = {row, 2}, count[2] = {1, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const hid_t mem = H5Screate_simple(2, count, nullptr);
+    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &rows);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
   }
   // Overwrites runs[run, slot] of a stack's (n_runs, n_slots, 2) runs dataset.
   void set_run(const char* name, hsize_t run, hsize_t slot, std::int64_t first_row,
@@ -142,11 +166,11 @@ const std::vector<Case>& cases() {
        "attribute 'format': missing"},
       {"missing format_version", [](Edit& e) { e.remove_attr("/", "format_version"); }, "/",
        "attribute 'format_version': missing"},
-      {"newer major version", [](Edit& e) { e.set_string("/", "format_version", "3.0"); }, "/",
-       "format_version 3.0 is newer than this reader supports (2.x): upgrade tapdiff"},
+      {"newer major version", [](Edit& e) { e.set_string("/", "format_version", "4.0"); }, "/",
+       "format_version 4.0 is newer than this reader supports (3.x): upgrade tapdiff"},
       {"older major version (per-tap groups)",
        [](Edit& e) { e.set_string("/", "format_version", "1.0"); }, "/",
-       "format_version 1.0 is older than any this reader supports (2.x): record the trace again"},
+       "format_version 1.0 is older than any this reader supports (2.x to 3.x): record the trace again"},
       {"unparsable version", [](Edit& e) { e.set_string("/", "format_version", "one"); }, "/",
        "expected MAJOR.MINOR, got \"one\""},
       {"missing producer", [](Edit& e) { e.remove_attr("/", "producer"); }, "/",
@@ -232,7 +256,7 @@ const std::vector<Case>& cases() {
        [](Edit& e) {
          e.copy_object("/taps/attn_q", "/taps/attn_q#2");
          e.set_int_array("/taps/attn_q#2", "index", {2, 3});
-         e.replace_dataset("/committed", H5T_STD_I64LE, {4, 2});
+         e.replace_dataset("/committed", H5T_STD_I64LE, {4, 3});
          for (hsize_t i = 0; i < 4; ++i) e.set_pair("/committed", i, 3, 1);
        },
        "/taps/attn_q#2", "tap blk.0.attn_q is also in slot 0 of /taps/attn_q"},
@@ -269,7 +293,7 @@ const std::vector<Case>& cases() {
        "/taps/attn_q/data",
        "committed rows of 4 floats need 96 bytes, but the file stores only 0 for this dataset"},
       {"a billion taps",
-       [](Edit& e) { e.replace_dataset("/committed", H5T_STD_I64LE, {1'000'000'000, 2}); },
+       [](Edit& e) { e.replace_dataset("/committed", H5T_STD_I64LE, {1'000'000'000, 3}); },
        "/committed", "1000000000 rows is more than the 1048576 this reader accepts"},
       {"a row of 2^60 elements",
        [](Edit& e) {
@@ -315,13 +339,61 @@ TEST(TraceMalformed, EveryMutationGivesANamedError) {
   }
 }
 
+const std::vector<Case>& batch_cases() {
+  static const std::vector<Case> all = {
+      {"more batch rows than rows", [](Edit& e) { e.set_batch_rows(0, 4); }, "/committed",
+       "row 0 (blk.0.attn_q): 4 rows in the stack's batch, expected 0 to its 3 rows"},
+      {"negative batch rows", [](Edit& e) { e.set_batch_rows(1, -1); }, "/committed",
+       "row 1 (blk.1.attn_q): -1 rows in the stack's batch, expected 0 to its 3 rows"},
+      {"batch rows beyond the batch dataset", [](Edit& e) { e.set_batch_rows(0, 3); }, "/taps/attn_q/batch",
+       "slot 0: committed batch rows 3 exceed its 2 rows"},
+      {"missing batch", [](Edit& e) { e.remove_link("/taps/attn_q/batch"); }, "/taps/attn_q/batch",
+       "missing dataset"},
+      {"batch of the wrong shape",
+       [](Edit& e) { e.replace_dataset("/taps/attn_q/batch", H5T_IEEE_F32LE, {2, 4}); }, "/taps/attn_q/batch",
+       "expected shape [>= 2 slots, *, 4], got [2, 4]"},
+      {"batch of integers",
+       [](Edit& e) { e.replace_dataset("/taps/attn_q/batch", H5T_STD_I32LE, {2, 2, 4}); }, "/taps/attn_q/batch",
+       "expected float32 elements, got integer of 4 bytes"},
+      {"data too short for the rows after the batch",
+       [](Edit& e) { e.replace_dataset("/taps/attn_q/data", H5T_IEEE_F32LE, {2, 2, 4}); }, "/taps/attn_q/data",
+       "slot 0: committed rows 3 exceed its 2 rows"},
+      {"a 2.x trace, whose /committed has two columns",
+       [](Edit& e) { e.set_string("/", "format_version", "2.2"); }, "/committed", "expected shape [*, 2]"},
+  };
+  return all;
+}
+
+TEST(TraceMalformed, EveryBatchMutationGivesANamedError) {
+  TempDir dir;
+  const std::string valid = dir.file("valid.h5");
+  write_batched(valid);
+  const TraceReader r(valid);
+  ASSERT_EQ(r.tap("attn_q", 0).batch_rows, 2);
+  for (const Case& c : batch_cases()) {
+    const std::string path = dir.file("bad.h5");
+    std::filesystem::copy_file(valid, path, std::filesystem::copy_options::overwrite_existing);
+    {
+      Edit edit(path);
+      c.edit(edit);
+    }
+    try {
+      TraceReader reader(path);
+      ADD_FAILURE() << c.what << ": accepted";
+    } catch (const TraceError& e) {
+      EXPECT_EQ(e.object(), c.object) << c.what << ": " << e.what();
+      EXPECT_NE(e.problem().find(c.needle), std::string::npos) << c.what << ": " << e.what();
+    }
+  }
+}
+
 TEST(TraceMalformed, NewerMinorVersionOpens) {
   TempDir dir;
   const std::string path = dir.file("minor.h5");
   write_valid(path);
   {
     Edit edit(path);
-    edit.set_string("/", "format_version", "2.7");
+    edit.set_string("/", "format_version", "3.7");
     edit.set_string("/", "a_future_attribute", "ignored");
   }
   const TraceReader r(path);

@@ -176,6 +176,26 @@ TEST(TraceKill, SigkillLeavesEveryCommittedStep) {
   }
 }
 
+// A prompt of 12 positions in one batched step (each stack's batch), then decode steps.
+TEST(TraceKill, SigkillAfterABatchedPromptLeavesEveryCommittedStep) {
+  const WriterShape shape{3, 4, 256};
+  const int prompt = 12;
+  for (int reported : {1, 2, 6, 11}) {
+    TempDir dir;
+    const std::string path = dir.file("prompt.h5");
+    ChildProcess writer(writer_args(path, shape, {"--steps", "100000", "--prompt", std::to_string(prompt)}));
+    std::string line;
+    for (int i = 0; i < reported; ++i) ASSERT_TRUE(writer.read_line(line));
+    writer.kill_hard();
+    ASSERT_EQ(writer.wait(), -SIGKILL);
+    const TraceReader r(path);
+    EXPECT_FALSE(r.complete());
+    const std::int64_t rows = check_writer_trace(r, shape, prompt + reported - 1);
+    EXPECT_LE(std::abs(rows - (prompt - 1) - r.committed_steps()), 1) << "after " << reported << " steps";
+    for (const TapInfo& tap : r.taps()) EXPECT_EQ(tap.batch_rows, prompt) << tap.full_name;
+  }
+}
+
 // Taps outside a declared catalogue are created when first written.
 TEST(TraceKill, SigkillWithTapsCreatedDuringTheRun) {
   const WriterShape shape{2, 4, 512};

@@ -64,7 +64,7 @@ TEST(TraceRoundTrip, EveryMetadataField) {
     w.close();
   }
   const TraceReader r(path);
-  EXPECT_EQ(r.format_version().to_string(), "2.2");
+  EXPECT_EQ(r.format_version().to_string(), "3.0");
   EXPECT_TRUE(r.complete());
   EXPECT_EQ(r.committed_steps(), 3);
   const TraceMetadata& got = r.metadata();
@@ -180,6 +180,73 @@ TEST(TraceRoundTrip, PositionsWithGapsAndRangeReads) {
   const TapRows tail = r.read(tap, 7, 100);
   EXPECT_EQ(tail.positions, std::vector<std::int64_t>{12});
   EXPECT_EQ(tail.values, (std::vector<float>{-1, -2}));
+}
+
+// A slot's batched steps (the prompt, in chunks) go to its stack's batch, its later steps to
+// data; reads cross that boundary and see one sequence, slot by slot and a stack at a time.
+TEST(TraceRoundTrip, BatchedStepsThenDecodeStepsReadAsOneSequence) {
+  TempDir dir;
+  const std::string path = dir.file("batched.h5");
+  TraceMetadata metadata = sample_metadata();
+  metadata.prompt_length = 6;
+  metadata.tokens = {1, 2, 3, 4, 5, 6};
+  const auto record = [](TraceWriter& w, int layer, std::int64_t p0, std::int64_t n) {
+    std::vector<float> rows;
+    for (std::int64_t p = p0; p < p0 + n; ++p) {
+      const std::vector<float> row = test::tap_row(0, layer, static_cast<int>(p), 5);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    w.record("attn_q", layer, p0, n, {5}, rows.data());
+  };
+  for (const bool compress : {false, true}) {
+    WriterOptions options;
+    options.compress = compress;
+    {
+      TraceWriter w(path, metadata, options);
+      for (int layer = 0; layer < 2; ++layer) record(w, layer, 0, 3);  // the prompt in two chunks
+      w.end_step();
+      for (int layer = 0; layer < 2; ++layer) record(w, layer, 3, 3);
+      w.end_step();
+      for (int p = 6; p < 10; ++p) {  // decode steps; layer 2 starts here
+        for (int layer = 0; layer < 3; ++layer) record(w, layer, p, 1);
+        w.end_step();
+      }
+      for (int layer = 0; layer < 3; ++layer) record(w, layer, 10, 2);  // batched again: after decode, data
+      w.end_step();
+      w.close();
+    }
+    const TraceReader r(path);
+    EXPECT_EQ(r.tap("attn_q", 0).batch_rows, compress ? 0 : 6);
+    EXPECT_EQ(r.tap("attn_q", 2).batch_rows, 0);
+    if (!compress) EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/batch"), (std::vector<hsize_t>{3, 6, 5}));
+    for (int layer = 0; layer < 3; ++layer) {
+      const TapInfo& tap = r.tap("attn_q", layer);
+      const std::int64_t first = layer == 2 ? 6 : 0;
+      EXPECT_EQ(tap.positions().front(), first);
+      EXPECT_EQ(tap.positions().back(), 11);
+      const TapRows rows = r.read(tap, 4, 7);  // across the batch's end
+      ASSERT_EQ(rows.size(), layer == 2 ? 2u : 4u);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        EXPECT_EQ(std::vector<float>(rows.row(i), rows.row(i) + 5),
+                  test::tap_row(0, layer, static_cast<int>(rows.positions[i]), 5))
+            << "layer " << layer << " position " << rows.positions[i] << (compress ? " compressed" : "");
+      }
+    }
+    // Rows 0..11 of every slot in one read: slot 2's first rows are its decode steps.
+    const TapInfo& tap0 = r.tap("attn_q", 0);
+    const auto slots = static_cast<std::size_t>(r.stack_slots(tap0));
+    ASSERT_EQ(slots, 3u);
+    std::vector<float> stack(12 * slots * 5);
+    r.read_stack_into(tap0, 0, 11, stack.data());
+    for (std::size_t s = 0; s < 3; ++s) {
+      const TapInfo& tap = r.tap("attn_q", static_cast<int>(s));
+      const TapRows all = r.read(tap);
+      for (std::size_t i = 0; i < all.size(); ++i)
+        EXPECT_EQ(std::vector<float>(all.row(i), all.row(i) + 5),
+                  std::vector<float>(&stack[(i * slots + tap.slot) * 5], &stack[(i * slots + tap.slot) * 5] + 5))
+            << "slot " << s << " row " << i << (compress ? " compressed" : "");
+    }
+  }
 }
 
 TEST(TraceRoundTrip, ManyChunksAndTinyChunkBytes) {

@@ -88,6 +88,46 @@ TEST(TraceStacks, EveryLayerOfAStepSharesAChunkRow) {
   }
 }
 
+// A prompt (one batched step) goes to the stack's batch, a slot's rows side by side in chunks
+// of the prompt's length; the decode steps after it still share a chunk row of every slot,
+// though the stack was created by its first slot's prompt, before the others existed.
+TEST(TraceStacks, APromptFillsBatchChunksAndDecodeStepsStillShareAChunkRow) {
+  TempDir dir;
+  const std::string path = dir.file("prompt.h5");
+  constexpr int kLayers = 4;
+  constexpr int kPrompt = 6;
+  TraceMetadata metadata = sample_metadata();
+  metadata.prompt_length = kPrompt;
+  metadata.tokens.assign(kPrompt, 7);
+  {
+    TraceWriter w(path, metadata);
+    for (int p = 0; p < kPrompt + 3; p += p == 0 ? kPrompt : 1) {
+      const int n = p == 0 ? kPrompt : 1;
+      for (int l = 0; l < kLayers; ++l) {
+        std::vector<float> rows;
+        for (int q = p; q < p + n; ++q) {
+          const std::vector<float> row = test::tap_row(1, l, q, kWidth);
+          rows.insert(rows.end(), row.begin(), row.end());
+        }
+        w.record("attn_q", l, p, n, {kWidth}, rows.data());
+      }
+      w.end_step();
+    }
+    w.close();
+  }
+  EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/batch"), (std::vector<hsize_t>{kLayers, kPrompt, kWidth}));
+  EXPECT_EQ(chunk_dims(path, "/taps/attn_q/batch"), (std::vector<hsize_t>{1, kPrompt, kWidth}));
+  EXPECT_EQ(chunk_dims(path, "/taps/attn_q/data")[1], static_cast<hsize_t>(kLayers)) << "a chunk holds every slot";
+  const TraceReader r(path);
+  for (int l = 0; l < kLayers; ++l) {
+    const TapRows rows = r.read(r.tap("attn_q", l));
+    ASSERT_EQ(rows.size(), static_cast<std::size_t>(kPrompt + 3));
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      EXPECT_EQ(std::vector<float>(rows.row(i), rows.row(i) + kWidth), test::tap_row(1, l, static_cast<int>(i), kWidth))
+          << "layer " << l << " position " << i;
+  }
+}
+
 // A range of positions read into the caller's memory: one tap's rows (read_into), or the rows
 // of every slot of its stack in one read (read_stack_into), row by row as stored.
 TEST(TraceStacks, RangesOfPositionsOfOneSlotOrOfTheWholeStack) {

@@ -33,9 +33,8 @@ void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, 
   TapStack out(first.name, first.stack, RowShape(first.row_shape), staging);
   std::int64_t max_rows = 0;
   for (const TapInfo* tap : taps) {
-    out.add_slot(tap->layer, static_cast<std::int64_t>(committed.size() / 2));
-    committed.push_back(0);
-    committed.push_back(0);
+    out.add_slot(tap->layer, static_cast<std::int64_t>(committed.size() / sc::kCommittedWidth));
+    committed.insert(committed.end(), sc::kCommittedWidth, 0);
     max_rows = std::max(max_rows, tap->n_rows);
   }
   const std::int64_t row_bytes = first.row_size * static_cast<std::int64_t>(sizeof(float));
@@ -58,9 +57,9 @@ void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, 
   }
   out.trim(path);
   for (std::size_t slot = 0; slot < taps.size(); ++slot) {
-    const std::size_t i = static_cast<std::size_t>(out.index(slot)) * 2;
+    const std::size_t i = static_cast<std::size_t>(out.index(slot)) * sc::kCommittedWidth;
     committed[i] = out.rows_written(slot);
-    committed[i + 1] = out.runs_written(slot);
+    committed[i + 1] = out.runs_written(slot);  // the copy has no batch: every row in `data`
   }
   out.close();
 }
@@ -93,16 +92,16 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
                    {path, object(sc::kTaps)}, "cannot create group");
   std::map<std::string, std::vector<const TapInfo*>> stacks;  // the taps of each, by slot
   for (const TapInfo& tap : in.taps()) stacks[tap.stack].push_back(&tap);
-  std::vector<std::int64_t> committed;  // (n_taps, 2)
+  std::vector<std::int64_t> committed;  // (n_taps, kCommittedWidth)
   for (auto& [name, taps_of_stack] : stacks) {
     std::sort(taps_of_stack.begin(), taps_of_stack.end(),
               [](const TapInfo* a, const TapInfo* b) { return a->slot < b->slot; });
     copy_stack(in, taps_of_stack, taps.get(), config, reserve, path, committed);
   }
   Extendable committed_ds;
-  committed_ds.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk,
+  committed_ds.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {sc::kCommittedWidth}, sc::kCommittedChunk,
                       DatasetOptions{}, {path, object(sc::kCommitted)});
-  committed_ds.append(committed.size() / 2, H5T_NATIVE_INT64, committed.data(),
+  committed_ds.append(committed.size() / sc::kCommittedWidth, H5T_NATIVE_INT64, committed.data(),
                       {path, object(sc::kCommitted)});
   committed_ds.trim({path, object(sc::kCommitted)});
   h5::write_int_attr(file.get(), sc::kComplete, 1, root);

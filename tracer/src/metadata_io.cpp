@@ -39,9 +39,10 @@ void check_format(hid_t file, const h5::Where& root, FormatVersion& version) {
                          std::to_string(kTraceFormatVersion.major) +
                          ".x): upgrade tapdiff to read it");
   }
-  if (parsed->major < kTraceFormatVersion.major) {
+  if (parsed->major < kTraceOldestMajor) {
     throw TraceError(root.file, root.object,
                      "format_version " + text + " is older than any this reader supports (" +
+                         std::to_string(kTraceOldestMajor) + ".x to " +
                          std::to_string(kTraceFormatVersion.major) +
                          ".x): record the trace again with this tapdiff");
   }

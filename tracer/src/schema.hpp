@@ -32,7 +32,9 @@ inline constexpr const char* kProducerSettings = "producer_settings";  // option
 inline constexpr const char* kUnavailable = "unavailable";  // optional group of strings (2.1)
 inline constexpr const char* kLayouts = "layouts";  // optional group of strings (2.2)
 inline constexpr const char* kTokens = "tokens";        // int32 (n,)
-inline constexpr const char* kCommitted = "committed";  // int64 (n_taps, 2): rows, runs
+// int64 (n_taps, 3): rows, runs, rows in the stack's batch (format 3; 2.x has the first two)
+inline constexpr const char* kCommitted = "committed";
+inline constexpr std::size_t kCommittedWidth = 3;
 inline constexpr const char* kTaps = "taps";            // group of tap groups
 
 // Inside /taps/<stack>: the taps of one name and row shape, one slot per layer.
@@ -41,6 +43,7 @@ inline constexpr const char* kTapRowShape = "row_shape";
 inline constexpr const char* kTapLayers = "layers";  // int64 (n_slots,)
 inline constexpr const char* kTapIndex = "index";    // int64 (n_slots,): rows of /committed
 inline constexpr const char* kTapData = "data";      // float32 (rows, n_slots, *row_shape)
+inline constexpr const char* kTapBatch = "batch";    // float32 (n_slots, rows, *row_shape)
 inline constexpr const char* kTapRuns = "runs";  // int64 (n_runs, n_slots, 2): first_row, position
 inline constexpr char kStackSuffix = '#';        // "<name>#2": a further row shape of a name
 

@@ -1,6 +1,7 @@
 // A chunked dataset of (rows, slots, *inner) that grows in its first two dimensions: the
-// `data` and `runs` of a tap stack (docs/trace-schema.md). Rows grow by whole chunks, so most
-// steps change no extent; trim() sets the exact size at close.
+// `data` and `runs` of a tap stack (docs/trace-schema.md); or, slot-major, (slots, rows,
+// *inner): its `batch`. Rows grow by whole chunks, so most steps change no extent; trim() sets
+// the exact size at close.
 #pragma once
 
 #include <array>
@@ -17,12 +18,15 @@ public:
 
   // chunk_last: when not 0, chunks split the last dimension into blocks of this many elements
   // (write() may then leave the blocks past a row's extent unallocated: they read as 0).
+  // slot_major: the dataset is (slots, rows, *inner); the calls below still take rows first,
+  // and write() takes one slot at a time.
   void create(hid_t parent, const char* name, hid_t file_type, hsize_t slots,
               const std::vector<hsize_t>& inner, hsize_t chunk_rows, hsize_t chunk_slots,
-              const DatasetOptions& options, const h5::Where& where, hsize_t chunk_last = 0);
+              const DatasetOptions& options, const h5::Where& where, hsize_t chunk_last = 0,
+              bool slot_major = false);
   bool created() const { return dataset_.valid(); }
-  hsize_t chunk_rows() const { return chunk_[0]; }
-  hsize_t chunk_slots() const { return chunk_[1]; }
+  hsize_t chunk_rows() const { return chunk_[row_dim_]; }
+  hsize_t chunk_slots() const { return chunk_[slot_dim_]; }
 
   // Writes rows [row, row + n_rows) of slots [slot, slot + n_slots) from `mem`, which holds
   // (mem_rows, mem_slots, *inner) elements with the block at (0, mem_slot); grows the extent.
@@ -48,6 +52,8 @@ private:
   std::array<hsize_t, kMaxRank> dims_{};   // extent
   std::array<hsize_t, kMaxRank> chunk_{};  // chunk shape
   int rank_ = 2;
+  int row_dim_ = 0;
+  int slot_dim_ = 1;
   bool exact_ = false;
 };
 

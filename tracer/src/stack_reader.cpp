@@ -1,6 +1,9 @@
 #include "stack_reader.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "tapdiff/row_shape.hpp"
@@ -11,6 +14,7 @@ namespace {
 constexpr std::size_t kChunkCacheBytes = 32u << 20;  // per compressed stack, filled as read
 constexpr std::size_t kChunkCacheSlots = 12'421;     // a prime, ~100 x the chunks that fit
 constexpr std::uint64_t kBlockBytes = 64u << 20;     // the most a kept block may hold
+constexpr std::int64_t kNotATap = std::numeric_limits<std::int64_t>::max();  // a slot without committed rows
 
 h5::Id open_with_chunk_cache(hid_t file, const h5::Where& where, std::size_t bytes) {
   const h5::Id dapl = h5::plist_id(H5Pcreate(H5P_DATASET_ACCESS), where, "cannot create");
@@ -53,6 +57,55 @@ bool chunk_splits_rows(hid_t data, hid_t dcpl) {
 
 }  // namespace
 
+StackReader::StackReader(hid_t file, const std::string& path, const std::vector<TapInfo>& taps)
+    : file_(file), path_(path) {
+  for (const TapInfo& tap : taps) {
+    std::vector<std::int64_t>& rows = batch_rows_[tap.stack];
+    if (rows.size() <= tap.slot) rows.resize(tap.slot + 1, kNotATap);
+    rows[tap.slot] = tap.batch_rows;
+  }
+  for (auto it = batch_rows_.begin(); it != batch_rows_.end();) {
+    const bool none = std::all_of(it->second.begin(), it->second.end(),
+                                  [](std::int64_t b) { return b == 0 || b == kNotATap; });
+    it = none ? batch_rows_.erase(it) : std::next(it);
+  }
+}
+
+hid_t StackReader::open_batch(const std::string& stack) {
+  const auto it = batch_.find(stack);
+  if (it != batch_.end()) return it->second.get();
+  const h5::Where where{path_, "/taps/" + stack + "/batch"};
+  return batch_.emplace(stack, open_with_chunk_cache(file_, where, 0)).first->second.get();
+}
+
+// Rows [r0, r1) of `slot` from the stack's batch, read in the file's own order (a memory
+// selection of another shape makes HDF5 map element by element), then placed in out.
+void StackReader::read_batch(const TapInfo& tap, std::size_t slot, std::int64_t r0, std::int64_t r1, float* out,
+                             hsize_t mem_slots, hsize_t mem_slot) {
+  const h5::Where where{path_, "/taps/" + tap.stack + "/batch"};
+  const hid_t batch = open_batch(tap.stack);
+  const h5::Id space = h5::space_id(H5Dget_space(batch), where, "cannot read");
+  std::vector<hsize_t> start{slot, static_cast<hsize_t>(r0)};
+  std::vector<hsize_t> count{1, static_cast<hsize_t>(r1 - r0)};
+  for (std::int64_t d : tap.stored_shape) {
+    start.push_back(0);
+    count.push_back(static_cast<hsize_t>(d));
+  }
+  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), where,
+            "cannot select rows");
+  const h5::Id mem =
+      h5::space_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where, "cannot read");
+  const auto row = static_cast<std::size_t>(tap.stored_size);
+  const auto n = static_cast<std::size_t>(r1 - r0);
+  float* rows = mem_slots == 1 ? out : gather_.reserve(n * row);
+  h5::check(H5Dread(batch, H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, rows), where,
+            "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of slot " +
+                std::to_string(slot));
+  if (mem_slots == 1) return;
+  for (std::size_t r = 0; r < n; ++r)
+    std::memcpy(out + (r * mem_slots + mem_slot) * row, rows + r * row, row * sizeof(float));
+}
+
 hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
   const auto it = data_.find(stack);
   if (it != data_.end()) return it->second.get();
@@ -79,13 +132,30 @@ std::int64_t StackReader::slots(const TapInfo& tap) {
   return static_cast<std::int64_t>(slots_in(h5::space_id(H5Dget_space(open(tap.stack, where)), where, "cannot read")));
 }
 
+// Rows every slot holds in `data` in one read, then each slot's rows in `batch` over them.
 void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
   const hid_t data = open(tap.stack, where);
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
-  select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), 0, slots_in(space),
-                  tap.stored_shape, out, where,
-                  "rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " of every slot");
+  const hsize_t n_slots = slots_in(space);
+  const auto batched = batch_rows_.find(tap.stack);
+  std::int64_t data_r0 = r0;
+  if (batched != batch_rows_.end()) {
+    std::int64_t least = r1;  // slots that are no tap hold nothing to read
+    for (std::int64_t b : batched->second) least = std::min(least, b);
+    data_r0 = std::clamp(least, r0, r1);
+  }
+  const auto row = static_cast<std::size_t>(tap.stored_size);
+  if (data_r0 < r1) {
+    select_and_read(data, space, static_cast<hsize_t>(data_r0), static_cast<hsize_t>(r1 - data_r0), 0, n_slots,
+                    tap.stored_shape, out + static_cast<std::size_t>(data_r0 - r0) * n_slots * row, where,
+                    "rows " + std::to_string(data_r0) + ".." + std::to_string(r1 - 1) + " of every slot");
+  }
+  if (batched == batch_rows_.end()) return;
+  for (std::size_t slot = 0; slot < batched->second.size() && slot < n_slots; ++slot) {
+    const std::int64_t b = batched->second[slot];
+    if (b != kNotATap && std::min(r1, b) > r0) read_batch(tap, slot, r0, std::min(r1, b), out, n_slots, slot);
+  }
 }
 
 // Reads rows [r0, r1) of every slot into block_; false when that would be too large.
@@ -119,6 +189,13 @@ void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, flo
                   row * sizeof(float));
     }
     return;
+  }
+  if (r0 < tap.batch_rows) {
+    const std::int64_t end = std::min(r1, tap.batch_rows);
+    read_batch(tap, tap.slot, r0, end, out, 1, 0);
+    out += static_cast<std::size_t>(end - r0) * static_cast<std::size_t>(tap.stored_size);
+    r0 = end;
+    if (r0 == r1) return;
   }
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
   select_and_read(data, space, static_cast<hsize_t>(r0), static_cast<hsize_t>(r1 - r0), tap.slot, 1,

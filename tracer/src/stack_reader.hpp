@@ -7,6 +7,8 @@
 //   block, kept until another stack or range is read, and the following slots come from it.
 //   Callers that hop between stacks (execution order) never pay for a block.
 // - A compressed chunk must be inflated whole: a chunk cache keeps it for the other slots.
+// - A slot's first batch_rows rows are in the stack's `batch` (slot-major, format 3): they come
+//   from there, one read per slot.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@ namespace tapdiff {
 
 class StackReader {
 public:
-  StackReader(hid_t file, const std::string& path) : file_(file), path_(path) {}
+  StackReader(hid_t file, const std::string& path, const std::vector<TapInfo>& taps);
 
   // Rows [r0, r1) of the tap's slot into out ((r1 - r0) * tap.stored_size floats).
   void read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out);
@@ -40,12 +42,20 @@ private:
   };
 
   hid_t open(const std::string& stack, const h5::Where& where);
+  hid_t open_batch(const std::string& stack);
   bool read_block(const TapInfo& tap, std::int64_t r0, std::int64_t r1);
+  // Rows [r0, r1) of `slot` from the stack's batch into out, a (r1 - r0, mem_slots, row) block
+  // at column mem_slot.
+  void read_batch(const TapInfo& tap, std::size_t slot, std::int64_t r0, std::int64_t r1, float* out,
+                  hsize_t mem_slots, hsize_t mem_slot);
 
   hid_t file_;
   const std::string& path_;
-  std::map<std::string, h5::Id> data_;  // by stack
+  std::map<std::string, h5::Id> data_;   // by stack
+  std::map<std::string, h5::Id> batch_;  // by stack
+  std::map<std::string, std::vector<std::int64_t>> batch_rows_;  // by stack, per slot
   Block block_;
+  FloatBuffer gather_;  // a slot's batch rows on their way into a block of every slot
   std::string last_stack_;  // the previous read, to see a caller going slot after slot
   std::int64_t last_r0_ = -1, last_r1_ = -1;
 };

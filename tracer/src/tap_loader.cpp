@@ -160,17 +160,21 @@ SlotAttrs read_slots(hid_t group, const std::string& name, const h5::Where& wher
   return slots;
 }
 
-h5::Id open_data(hid_t group, const std::vector<std::int64_t>& row_shape, std::size_t n_slots,
-                 const h5::Where& where) {
-  h5::Id data = open_dataset(group, sc::kTapData, where, H5T_FLOAT, 4, "float32");
+// `data` (rows, slots, *row_shape) or, slot-major, `batch` (slots, rows, *row_shape).
+h5::Id open_rows(hid_t group, const char* name, bool slot_major, const std::vector<std::int64_t>& row_shape,
+                 std::size_t n_slots, const h5::Where& where) {
+  h5::Id data = open_dataset(group, name, where, H5T_FLOAT, 4, "float32");
   const std::vector<hsize_t> dims = dataset_dims(data.get(), where);
-  bool ok = dims.size() == row_shape.size() + 2 && dims[1] >= n_slots;
+  const std::size_t slot_dim = slot_major ? 0 : 1;
+  bool ok = dims.size() == row_shape.size() + 2 && dims[slot_dim] >= n_slots;
   for (std::size_t i = 0; ok && i < row_shape.size(); ++i) {
     ok = dims[i + 2] == static_cast<hsize_t>(row_shape[i]);
   }
   if (!ok) {
     throw TraceError(where.file, where.object,
-                     "expected shape [*, >= " + std::to_string(n_slots) + " slots, " +
+                     "expected shape " +
+                         (slot_major ? "[>= " + std::to_string(n_slots) + " slots, *, "
+                                     : "[*, >= " + std::to_string(n_slots) + " slots, ") +
                          shape_string(row_shape).substr(1) + ", got " + dims_text(dims) +
                          " (row_shape attribute " + shape_string(row_shape) + ")");
   }
@@ -180,7 +184,7 @@ h5::Id open_data(hid_t group, const std::vector<std::int64_t>& row_shape, std::s
 // Appends the taps of one stack: slots with committed rows. In an incomplete trace, a stack
 // or slot created in the interrupted step is left out.
 void load_stack(hid_t taps, const std::string& member, const std::string& path,
-                const std::vector<std::int64_t>& committed, bool complete,
+                const std::vector<std::int64_t>& committed, std::size_t width, bool complete,
                 std::vector<std::string>& index_owner, std::vector<TapInfo>& out) {
   const std::string object = std::string("/") + sc::kTaps + "/" + member;
   const h5::Where where{path, object};
@@ -196,9 +200,10 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
   struct Counts {
     std::int64_t rows = 0;
     std::int64_t runs = 0;
+    std::int64_t batch = 0;
   };
   std::vector<Counts> counts(n_slots);
-  const std::int64_t n_taps = static_cast<std::int64_t>(committed.size() / 2);
+  const std::int64_t n_taps = static_cast<std::int64_t>(committed.size() / width);
   for (std::size_t i = 0; i < n_slots; ++i) {
     const std::int64_t index = slots.index[i];
     const std::string tap = full_tap_name(name, static_cast<int>(slots.layers[i]));
@@ -217,8 +222,10 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
     }
     owner = tap;
     Counts& c = counts[i];
-    c.rows = committed[static_cast<std::size_t>(index) * 2];
-    c.runs = committed[static_cast<std::size_t>(index) * 2 + 1];
+    const std::size_t at = static_cast<std::size_t>(index) * width;
+    c.rows = committed[at];
+    c.runs = committed[at + 1];
+    if (width > 2) c.batch = committed[at + 2];
     if (c.rows > kTraceMaxPositions) {
       throw TraceError(path, "/committed",
                        "row " + std::to_string(index) + " (" + tap + "): " +
@@ -232,26 +239,45 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
                            std::to_string(c.rows) + " rows in " + std::to_string(c.runs) +
                            " runs");
     }
+    if (c.batch < 0 || c.batch > c.rows) {
+      throw TraceError(path, "/committed",
+                       "row " + std::to_string(index) + " (" + tap + "): " + std::to_string(c.batch) +
+                           " rows in the stack's batch, expected 0 to its " + std::to_string(c.rows) +
+                           " rows");
+    }
   }
 
   std::int64_t row_size = 1;
   for (std::int64_t d : row_shape) row_size *= d;
   const h5::Where data_where{path, object + "/" + sc::kTapData};
-  const h5::Id data = open_data(group.get(), row_shape, n_slots, data_where);
+  const h5::Id data = open_rows(group.get(), sc::kTapData, false, row_shape, n_slots, data_where);
   const std::vector<hsize_t> dims = dataset_dims(data.get(), data_where);
+  const h5::Where batch_where{path, object + "/" + sc::kTapBatch};
+  h5::Id batch;
+  std::vector<hsize_t> batch_dims;
   std::int64_t max_runs = 0;
   double claimed_bytes = 0;
   for (std::size_t i = 0; i < n_slots; ++i) {
-    if (static_cast<hsize_t>(counts[i].rows) > dims[0]) {
+    const Counts& c = counts[i];
+    if (c.rows > c.batch && static_cast<hsize_t>(c.rows) > dims[0]) {
       throw TraceError(path, data_where.object,
-                       "slot " + std::to_string(i) + ": committed rows " +
-                           std::to_string(counts[i].rows) + " exceed its " +
+                       "slot " + std::to_string(i) + ": committed rows " + std::to_string(c.rows) + " exceed its " +
                            std::to_string(dims[0]) + " rows");
     }
-    max_runs = std::max(max_runs, counts[i].runs);
-    claimed_bytes += double(counts[i].rows) * double(row_size) * sizeof(float);
+    if (c.batch > 0 && !batch.valid()) {
+      batch = open_rows(group.get(), sc::kTapBatch, true, row_shape, n_slots, batch_where);
+      batch_dims = dataset_dims(batch.get(), batch_where);
+    }
+    if (c.batch > 0 && static_cast<hsize_t>(c.batch) > batch_dims[1]) {
+      throw TraceError(path, batch_where.object,
+                       "slot " + std::to_string(i) + ": committed batch rows " + std::to_string(c.batch) +
+                           " exceed its " + std::to_string(batch_dims[1]) + " rows");
+    }
+    max_runs = std::max(max_runs, c.runs);
+    claimed_bytes += double(c.rows) * double(row_size) * sizeof(float);
   }
-  const hsize_t stored_bytes = H5Dget_storage_size(data.get());
+  const hsize_t stored_bytes =
+      H5Dget_storage_size(data.get()) + (batch.valid() ? H5Dget_storage_size(batch.get()) : 0);
   if (claimed_bytes > double(kTraceMaxExpansion) * double(stored_bytes)) {
     throw TraceError(path, data_where.object,
                      "committed rows of " + std::to_string(row_size) + " floats need " +
@@ -274,6 +300,7 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
     tap.stored_shape = row_shape;
     tap.stored_size = row_size;
     tap.n_rows = counts[i].rows;
+    tap.batch_rows = counts[i].batch;
     std::vector<std::int64_t> raw(static_cast<std::size_t>(counts[i].runs) * 2);
     for (std::size_t r = 0; r < raw.size() / 2; ++r) {
       raw[2 * r] = runs[(r * n_slots + i) * 2];
@@ -317,16 +344,16 @@ h5::Id open_dataset(hid_t location, const char* name, const h5::Where& where,
   return dataset;
 }
 
-std::vector<TapInfo> load_taps(hid_t file, const std::string& path,
-                               const std::vector<std::int64_t>& committed, bool complete) {
+std::vector<TapInfo> load_taps(hid_t file, const std::string& path, const std::vector<std::int64_t>& committed,
+                               std::size_t width, bool complete) {
   const h5::Where where{path, std::string("/") + sc::kTaps};
   if (!h5::link_exists(file, sc::kTaps)) throw TraceError(path, where.object, "missing group");
   const h5::Id taps =
       h5::group_id(H5Gopen2(file, sc::kTaps, H5P_DEFAULT), where, "cannot open (is it a group?)");
   std::vector<TapInfo> result;
-  std::vector<std::string> index_owner(committed.size() / 2);
+  std::vector<std::string> index_owner(committed.size() / width);
   for (const std::string& member : group_members(taps.get(), where)) {
-    load_stack(taps.get(), member, path, committed, complete, index_owner, result);
+    load_stack(taps.get(), member, path, committed, width, complete, index_owner, result);
   }
   // A tap lives in one slot, and each slot counts its rows in its own row of /committed.
   std::map<std::string, const TapInfo*> by_name;

@@ -10,10 +10,11 @@
 
 namespace tapdiff {
 
-// committed: (n, 2) rows, runs per tap index. For an incomplete trace, taps without
-// committed rows (created in the step that was interrupted) are left out.
-std::vector<TapInfo> load_taps(hid_t file, const std::string& path,
-                               const std::vector<std::int64_t>& committed, bool complete);
+// committed: (n, width) rows, runs and (width 3) rows in the stack's batch per tap index. For an
+// incomplete trace, taps without committed rows (created in the step that was interrupted) are
+// left out.
+std::vector<TapInfo> load_taps(hid_t file, const std::string& path, const std::vector<std::int64_t>& committed,
+                               std::size_t width, bool complete);
 
 // Shape of a dataset, or TraceError naming it.
 std::vector<hsize_t> dataset_dims(hid_t dataset, const h5::Where& where);

@@ -189,13 +189,35 @@ std::uint64_t TapStack::staging_bytes_after(std::size_t slot, std::int64_t n_row
 void TapStack::write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
                             const float* rows, hid_t taps_group, const StreamConfig& config,
                             const std::string& path) {
-  ensure_created(taps_group, config, path);
+  ensure_data(taps_group, config, path);
   Slot& s = slots_[slot];
   note_rows(s, first_position, n_rows);
   write_block(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, rows,
               static_cast<hsize_t>(n_rows), 1, 0, {path, object() + "/" + schema::kTapData});
   s.rows_written += n_rows;
   write_runs(path);
+}
+
+void TapStack::write_batch(std::size_t slot, std::int64_t first_position, std::int64_t n_rows,
+                           const float* rows, hid_t taps_group, const StreamConfig& config,
+                           const std::string& path) {
+  ensure_created(taps_group, config, path);
+  Slot& s = slots_[slot];
+  note_rows(s, first_position, n_rows);
+  batch_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, H5T_NATIVE_FLOAT,
+               rows, static_cast<hsize_t>(n_rows), 1, 0, {path, object() + "/" + schema::kTapBatch});
+  s.rows_written += n_rows;
+  s.batch_rows += n_rows;
+  write_runs(path);
+}
+
+// A chunk of `batch` holds rows of one slot: the prompt's, split evenly into chunks of at most
+// kMaxChunkBytes, so that a prompt fills whole chunks and no chunk is allocated mostly unused.
+hsize_t TapStack::batch_chunk_rows(const StreamConfig& config) const {
+  const std::uint64_t rows = static_cast<std::uint64_t>(config.batch_rows);
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float);
+  const std::uint64_t chunks = std::max<std::uint64_t>(1, (rows * row_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes);
+  return static_cast<hsize_t>((rows + chunks - 1) / chunks);
 }
 
 hsize_t TapStack::chunk_slots() const {
@@ -221,8 +243,8 @@ std::uint64_t TapStack::write_bound(const StreamConfig& config) const {
     end = std::max(end, s.rows_written + s.staged);
   }
   // Chunks keep the shape the dataset was created with, whatever slots came later.
-  const std::uint64_t per_chunk = group_.valid() ? data_.chunk_rows() : chunk_rows(config);
-  const std::uint64_t slots_per_chunk = group_.valid() ? data_.chunk_slots() : chunk_slots();
+  const std::uint64_t per_chunk = data_.created() ? data_.chunk_rows() : chunk_rows(config);
+  const std::uint64_t slots_per_chunk = data_.created() ? data_.chunk_slots() : chunk_slots();
   const std::uint64_t chunk_bytes =
       per_chunk * slots_per_chunk * static_cast<std::uint64_t>(row_size_) * sizeof(float);
   std::uint64_t chunks = 0;
@@ -233,7 +255,7 @@ std::uint64_t TapStack::write_bound(const StreamConfig& config) const {
   }
   if (config.dataset.compress) chunks = (chunks + 1) * 2;
   std::uint64_t bytes = chunks * chunk_bytes + 4096 + kRunsChunkRows * 16 * slots_.size();
-  if (!group_.valid() || slots_in_file_ != slots_.size()) bytes += kNewStackMetadataBytes;
+  if (!data_.created() || slots_in_file_ != slots_.size()) bytes += kNewStackMetadataBytes;
   return bytes;
 }
 
@@ -244,20 +266,35 @@ void TapStack::create(hid_t taps_group, const StreamConfig& config, const std::s
       "cannot create group");
   h5::write_string_attr(group_.get(), schema::kTapName, name_, where);
   h5::write_int_array_attr(group_.get(), schema::kTapRowShape, shape_.to_vector(), where);
-  std::vector<hsize_t> row_dims;
-  for (std::int64_t d : shape_.to_vector()) row_dims.push_back(static_cast<hsize_t>(d));
   const hsize_t slots = slots_.size();
-  DatasetOptions data_options = config.dataset;
-  // A chunk the slots' rows share may be allocated by a wider row: the rest reads as 0.
-  if (sparse_keys()) data_options.zero_fill = true;
-  data_.create(group_.get(), schema::kTapData, H5T_IEEE_F32LE, slots, row_dims, chunk_rows(config),
-               chunk_slots(), data_options, {path, where.object + "/" + schema::kTapData},
-               sparse_keys() ? kKeyBlock : 0);
+  // A stack created by its first slot's prompt rows gets `data` at the commit, once the step's
+  // other slots exist: its chunks hold a row of every slot known at creation.
+  if (!has_batch(config)) create_data(config, path);
+  if (has_batch(config)) {
+    DatasetOptions batch_options = config.dataset;
+    batch_options.exact_extent = true;
+    batch_.create(group_.get(), schema::kTapBatch, H5T_IEEE_F32LE, slots, row_dims(), batch_chunk_rows(config), 1,
+                  batch_options, {path, where.object + "/" + schema::kTapBatch}, 0, true);
+  }
   DatasetOptions runs_options;
   runs_options.exact_extent = true;
   runs_ds_.create(group_.get(), schema::kTapRuns, H5T_STD_I64LE, slots, {2}, kRunsChunkRows, slots,
                   runs_options, {path, where.object + "/" + schema::kTapRuns});
   write_slot_attrs(path);
+}
+
+std::vector<hsize_t> TapStack::row_dims() const {
+  std::vector<hsize_t> dims;
+  for (std::int64_t d : shape_.to_vector()) dims.push_back(static_cast<hsize_t>(d));
+  return dims;
+}
+
+void TapStack::create_data(const StreamConfig& config, const std::string& path) {
+  DatasetOptions options = config.dataset;
+  // A chunk the slots' rows share may be allocated by a wider row: the rest reads as 0.
+  if (sparse_keys()) options.zero_fill = true;
+  data_.create(group_.get(), schema::kTapData, H5T_IEEE_F32LE, slots_.size(), row_dims(), chunk_rows(config),
+               chunk_slots(), options, {path, object() + "/" + schema::kTapData}, sparse_keys() ? kKeyBlock : 0);
 }
 
 void TapStack::write_slot_attrs(const std::string& path) {
@@ -269,7 +306,8 @@ void TapStack::write_slot_attrs(const std::string& path) {
     indices.push_back(s.index);
   }
   if (slots_in_file_ > 0) {
-    data_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapData});
+    if (data_.created()) data_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapData});
+    if (batch_.created()) batch_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapBatch});
     runs_ds_.set_slots(slots_.size(), {path, where.object + "/" + schema::kTapRuns});
   }
   h5::rewrite_int_array_attr(group_.get(), schema::kTapLayers, layers, where);
@@ -281,6 +319,11 @@ void TapStack::ensure_created(hid_t taps_group, const StreamConfig& config,
                               const std::string& path) {
   if (!group_.valid()) create(taps_group, config, path);
   if (slots_in_file_ != slots_.size()) write_slot_attrs(path);
+}
+
+void TapStack::ensure_data(hid_t taps_group, const StreamConfig& config, const std::string& path) {
+  ensure_created(taps_group, config, path);
+  if (!data_.created()) create_data(config, path);
 }
 
 // Slots next to each other that wrote the same rows and staged the same number go out as one
@@ -360,8 +403,8 @@ void TapStack::write_runs(const std::string& path) {
 
 void TapStack::write_staged(hid_t taps_group, const StreamConfig& config,
                             const std::string& path) {
-  if (staged_rows_ == 0 && group_.valid() && slots_in_file_ == slots_.size()) return;
-  ensure_created(taps_group, config, path);
+  if (staged_rows_ == 0 && data_.created() && slots_in_file_ == slots_.size()) return;
+  ensure_data(taps_group, config, path);
   if (staged_rows_ == 0) return;
   write_rows(path);
   write_runs(path);
@@ -373,17 +416,21 @@ void TapStack::write_staged(hid_t taps_group, const StreamConfig& config,
 
 void TapStack::trim(const std::string& path) {
   std::int64_t rows = 0;
+  std::int64_t batch_rows = 0;
   std::int64_t runs = 0;
   for (const Slot& s : slots_) {
-    rows = std::max(rows, s.rows_written);
+    if (s.rows_written > s.batch_rows) rows = std::max(rows, s.rows_written);
+    batch_rows = std::max(batch_rows, s.batch_rows);
     runs = std::max(runs, s.runs_written);
   }
   data_.trim(static_cast<hsize_t>(rows), {path, object() + "/" + schema::kTapData});
+  batch_.trim(static_cast<hsize_t>(batch_rows), {path, object() + "/" + schema::kTapBatch});
   runs_ds_.trim(static_cast<hsize_t>(runs), {path, object() + "/" + schema::kTapRuns});
 }
 
 void TapStack::close() {
   data_.close();
+  batch_.close();
   runs_ds_.close();
   group_.reset();
 }

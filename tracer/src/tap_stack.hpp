@@ -1,7 +1,9 @@
 // The taps of one name and one row shape being written side by side (docs/trace-schema.md,
 // "/taps/<stack>"): slot s is the tap (name, layer(s)). Rows are staged per slot by stage()
 // and written by write_staged(): slots that staged the same rows on top of the same written
-// rows (every layer of a forward step) go out in one HDF5 write.
+// rows (every layer of a forward step) go out in one HDF5 write. A slot's first batched
+// steps (the prompt) skip staging: write_batch() puts them in the stack's `batch`, a slot's
+// rows side by side, straight from the producer's memory.
 #pragma once
 
 #include <array>
@@ -21,6 +23,9 @@ namespace tapdiff {
 struct StreamConfig {
   std::size_t chunk_bytes = 64 * 1024;  // target chunk size
   DatasetOptions dataset;
+  // The rows of a batched step (the prompt's length): sizes the chunks of each stack's
+  // `batch`. Below 2, stacks get no batch and every row goes to `data`.
+  std::int64_t batch_rows = 0;
 };
 
 class TapStack {
@@ -34,6 +39,8 @@ public:
   std::int64_t index(std::size_t slot) const { return slots_[slot].index; }
   std::int64_t rows_written(std::size_t slot) const { return slots_[slot].rows_written; }
   std::int64_t runs_written(std::size_t slot) const { return slots_[slot].runs_written; }
+  // Rows 0 .. batch_rows - 1 of the slot are in `batch`, the rest in `data`.
+  std::int64_t batch_rows(std::size_t slot) const { return slots_[slot].batch_rows; }
   // Rows recorded so far (written or staged): a slot without any may still move elsewhere.
   std::int64_t rows_recorded(std::size_t slot) const {
     return slots_[slot].rows_written + slots_[slot].staged;
@@ -63,12 +70,22 @@ public:
   }
   // Bytes of staging buffer that staging n_rows more rows of `slot` would hold.
   std::uint64_t staging_bytes_after(std::size_t slot, std::int64_t n_rows) const;
+  // Whether n_rows rows of `slot` go to `batch` (write_batch): a batched step of a slot whose
+  // rows so far all went there, in a stack that has one.
+  bool takes_batch(std::size_t slot, std::int64_t n_rows, const StreamConfig& config) const {
+    const Slot& s = slots_[slot];
+    return has_batch(config) && n_rows > 1 && s.staged == 0 && s.rows_written == s.batch_rows;
+  }
+  void write_batch(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
+                   hid_t taps_group, const StreamConfig& config, const std::string& path);
   // Writes rows of a slot with nothing staged straight from `rows` (n_rows, shape().elements()).
   void write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
                     hid_t taps_group, const StreamConfig& config, const std::string& path);
 
-  // Creates the group and datasets now if they do not exist yet (pre-created stacks).
+  // Creates the group and datasets now if they do not exist yet (pre-created stacks); `data`
+  // waits for ensure_data() in a stack that takes batches.
   void ensure_created(hid_t taps_group, const StreamConfig& config, const std::string& path);
+  void ensure_data(hid_t taps_group, const StreamConfig& config, const std::string& path);
   // Bytes the next write_staged() may add to the file, for SpaceReserve.
   std::uint64_t write_bound(const StreamConfig& config) const;
   // Creates the HDF5 objects on first use, then writes staged rows and new runs.
@@ -81,6 +98,7 @@ private:
     int layer = -1;
     std::int64_t index = 0;
     std::int64_t rows_written = 0;
+    std::int64_t batch_rows = 0;  // of rows_written, those in `batch`
     std::int64_t staged = 0;  // rows in the staging buffer
     std::int64_t last_position = -1;
     std::vector<std::array<std::int64_t, 2>> runs;  // (first_row, first_position)
@@ -90,6 +108,9 @@ private:
   // Rows of two dimensions wider than a key block (attn.probs) are stored a row at a time up to
   // the keys they use (tap_stack.cpp).
   bool sparse_keys() const { return keys_ > 0; }
+  // Sparse rows are written up to the keys they use, which a slot-major batch cannot do.
+  bool has_batch(const StreamConfig& config) const { return !sparse_keys() && config.batch_rows > 1; }
+  hsize_t batch_chunk_rows(const StreamConfig& config) const;
   std::int64_t chunk_row_elements() const;
   void write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots, const float* mem,
                    hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot, const h5::Where& where);
@@ -98,6 +119,8 @@ private:
   hsize_t keys_in_use(const float* rows, std::size_t n_rows) const;
   void note_rows(Slot& slot, std::int64_t first_position, std::int64_t n_rows);
   void create(hid_t taps_group, const StreamConfig& config, const std::string& path);
+  void create_data(const StreamConfig& config, const std::string& path);
+  std::vector<hsize_t> row_dims() const;
   void write_slot_attrs(const std::string& path);
   void write_rows(const std::string& path);
   void write_runs(const std::string& path);
@@ -123,6 +146,7 @@ private:
   h5::Id group_;
   std::size_t slots_in_file_ = 0;  // slots the file's attributes and extents describe
   SlotTable data_;
+  SlotTable batch_;  // (slots, rows, row shape), created with the stack when has_batch()
   SlotTable runs_ds_;
 };
 

@@ -136,13 +136,14 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   const std::vector<std::int64_t> tokens = read_committed_ints(
       r.file.get(), sc::kTokens, 1, r.root.committed_tokens, kTraceMaxPositions, path);
   r.root.metadata.tokens.assign(tokens.begin(), tokens.end());
+  const std::size_t width = r.root.version.major < 3 ? 2 : sc::kCommittedWidth;
   const std::vector<std::int64_t> committed =
-      read_committed_ints(r.file.get(), sc::kCommitted, 2, -1, kTraceMaxTaps, path);
-  r.taps = load_taps(r.file.get(), path, committed, r.root.complete);
+      read_committed_ints(r.file.get(), sc::kCommitted, width, -1, kTraceMaxTaps, path);
+  r.taps = load_taps(r.file.get(), path, committed, width, r.root.complete);
   align_declared_layouts(r.root.metadata, path, r.taps);
   std::sort(r.taps.begin(), r.taps.end(),
             [](const TapInfo& a, const TapInfo& b) { return sort_key(a) < sort_key(b); });
-  r.stacks = std::make_unique<StackReader>(r.file.get(), r.path);
+  r.stacks = std::make_unique<StackReader>(r.file.get(), r.path, r.taps);
 }
 
 TraceReader::~TraceReader() = default;

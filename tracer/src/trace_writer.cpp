@@ -80,7 +80,7 @@ struct TraceWriter::Impl {
   std::int64_t n_taps = 0;                       // rows of /committed
   std::string key;                               // scratch full name for lookups
   std::vector<std::int32_t> pending_tokens;   // (n,) appended since the last write
-  std::vector<std::int64_t> committed_table;  // (n_taps, 2): rows, runs
+  std::vector<std::int64_t> committed_table;  // (n_taps, kCommittedWidth): rows, runs, batch rows
   std::uint64_t staged_bytes = 0;
   std::int64_t steps = 0;
   std::int64_t committed_steps = 0;
@@ -155,7 +155,7 @@ void TraceWriter::Impl::open(const TraceMetadata& metadata, const TapFilter& fil
                 {path, object(sc::kTokens)});
   DatasetOptions zeroed;
   zeroed.zero_fill = true;
-  committed.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {2}, sc::kCommittedChunk, zeroed,
+  committed.create(file.get(), sc::kCommitted, H5T_STD_I64LE, {sc::kCommittedWidth}, sc::kCommittedChunk, zeroed,
                    {path, object(sc::kCommitted)});
   if (metadata.dims && metadata.dims->complete()) precreate_catalogue(metadata, filter);
   pending_tokens = metadata.tokens;
@@ -262,12 +262,13 @@ void TraceWriter::Impl::flush(const char* why) {
 void TraceWriter::Impl::commit() {
   write_out();
   flush("cannot flush the step's rows");
-  committed_table.assign(static_cast<std::size_t>(n_taps) * 2, 0);
+  committed_table.assign(static_cast<std::size_t>(n_taps) * sc::kCommittedWidth, 0);
   for (const auto& s : stacks) {
     for (std::size_t slot = 0; slot < s->slots(); ++slot) {
-      const std::size_t i = static_cast<std::size_t>(s->index(slot)) * 2;
+      const std::size_t i = static_cast<std::size_t>(s->index(slot)) * sc::kCommittedWidth;
       committed_table[i] = s->rows_written(slot);
       committed_table[i + 1] = s->runs_written(slot);
+      committed_table[i + 2] = s->batch_rows(slot);
     }
   }
   const h5::Where root{path, "/"};
@@ -332,6 +333,7 @@ TraceWriter::TraceWriter(const std::string& path, const TraceMetadata& metadata,
   if (options.chunk_bytes < 1) throw TraceError(path, "/", "chunk_bytes must be >= 1");
   w.options = std::move(options);
   w.config.chunk_bytes = w.options.chunk_bytes;
+  w.config.batch_rows = metadata.prompt_length;
   const TraceMetadata declared = with_summary_availability(metadata);
   w.derives_summary = declared.unavailable.count(std::string(kAttnSummaryTap)) == 0;
   try {
@@ -402,6 +404,19 @@ void TraceWriter::record_rows(std::string_view name, int layer, std::int64_t fir
   TapStack& s = *w.stacks[ref.stack];
   s.check_position(ref.slot, first_enabled, w.path);
   const std::int64_t row_size = row_shape.elements();
+  // A batched step (the prompt) goes to the stack's batch as it came: no staging, one write.
+  if (s.takes_batch(ref.slot, n_rows, w.config)) {
+    w.guarded([&] {
+      positions.for_each_run(first_position, n_rows, [&](std::int64_t p, std::int64_t n) {
+        w.reserve.ensure(kMetadataMargin + std::uint64_t(n * row_size) * sizeof(float));
+        if (s.takes_batch(ref.slot, n, w.config))
+          s.write_batch(ref.slot, p, n, rows + (p - first_position) * row_size, w.taps_group.get(), w.config, w.path);
+        else
+          s.write_direct(ref.slot, p, n, rows + (p - first_position) * row_size, w.taps_group.get(), w.config, w.path);
+      });
+    });
+    return;
+  }
   // A record the staging buffer could only take at more than the stage limit (one layer of a
   // long prefill) goes to the file directly, after what is staged.
   if (s.staging_bytes_after(ref.slot, n_rows) > w.options.stage_limit_bytes) {

@@ -20,6 +20,7 @@ namespace {
 struct Args {
   std::string out;
   int steps = 8;
+  int prompt = 1;  // positions of the first step, recorded as one batched record per tap
   int layers = 2;
   int taps = 3;
   int width = 16;
@@ -46,6 +47,8 @@ Args parse(int argc, char** argv) {
       a.out = next();
     else if (k == "--steps")
       a.steps = std::stoi(next());
+    else if (k == "--prompt")
+      a.prompt = std::stoi(next());
     else if (k == "--layers")
       a.layers = std::stoi(next());
     else if (k == "--taps")
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
   meta.producer_version = "trace_test_writer";
   meta.git_commit = "0123456789ab";
   meta.model_path = "model.gguf";
-  meta.prompt_length = 1;
+  meta.prompt_length = a.prompt;
   meta.hparams = {{"n_layer", std::int64_t{a.layers}}, {"kind", std::string("test")}};
   if (!a.lazy_taps) {
     // Catalogue dims make the writer create every tap before the run; widths all equal here.
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
     dims.n_layer = a.layers;
     dims.n_embd = dims.head_dim = dims.n_ff = dims.n_vocab = a.width;
     dims.n_head = dims.n_head_kv = 1;
-    dims.n_ctx = a.steps;
+    dims.n_ctx = a.prompt + a.steps;
     meta.dims = dims;
   }
   tapdiff::WriterOptions options;
@@ -118,17 +121,26 @@ int main(int argc, char** argv) {
   std::int64_t committed = 0;
   try {
     tapdiff::TraceWriter trace(a.out, meta, options);
+    // Step s records positions [p0, p0 + n): the prompt's at step 0, then one a step.
+    const auto rows_of = [&](int t, int l, int p0, int n) {
+      std::vector<float> rows;
+      for (int p = p0; p < p0 + n; ++p) {
+        const std::vector<float> row = tapdiff::test::tap_row(t, l, p, a.width);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      return rows;
+    };
     for (int s = 0; s < a.steps; ++s) {
+      const int p0 = s == 0 ? 0 : a.prompt + s - 1, n = s == 0 ? a.prompt : 1;
       for (int t = 0; t < static_cast<int>(names.size()); ++t) {
         for (int l = 0; l < a.layers; ++l) {
-          const std::vector<float> row = tapdiff::test::tap_row(t, l, s, a.width);
-          trace.record(names[static_cast<std::size_t>(t)], l, s, 1, {a.width}, row.data());
+          const std::vector<float> rows = rows_of(t, l, p0, n);
+          trace.record(names[static_cast<std::size_t>(t)], l, p0, n, {a.width}, rows.data());
         }
       }
-      const int output_tap = static_cast<int>(names.size());
-      const std::vector<float> logits = tapdiff::test::tap_row(output_tap, -1, s, a.width);
-      trace.record("output", -1, s, 1, {a.width}, logits.data());
-      trace.append_token(tapdiff::test::token_at(s));
+      const std::vector<float> logits = rows_of(static_cast<int>(names.size()), -1, p0, n);
+      trace.record("output", -1, p0, n, {a.width}, logits.data());
+      for (int p = p0; p < p0 + n; ++p) trace.append_token(tapdiff::test::token_at(p));
       trace.end_step();
       committed = trace.committed_steps();
       std::printf("step %d\n", s);

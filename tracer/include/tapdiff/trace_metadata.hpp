@@ -17,13 +17,16 @@ namespace tapdiff {
 inline constexpr std::string_view kTraceFormatName = "tapdiff-trace";
 
 // Readers refuse a newer major version and accept a newer minor one (new optional content).
+// Format 3 stores a prompt's rows in each stack's `batch`, which a 2.x reader would not see; this
+// reader reads 2.x too (every row in `data`).
 struct FormatVersion {
   int major = 0;
   int minor = 0;
   std::string to_string() const;  // "2.0"
   static std::optional<FormatVersion> parse(std::string_view text);
 };
-inline constexpr FormatVersion kTraceFormatVersion{2, 2};
+inline constexpr FormatVersion kTraceFormatVersion{3, 0};
+inline constexpr int kTraceOldestMajor = 2;
 
 // llama_cpp and transformers: third-party engines tapdiff runs itself (format 2.1).
 enum class Producer { reference, engine_host, engine_cuda, external, llama_cpp, transformers };

@@ -47,6 +47,7 @@ struct TapInfo {
   std::vector<std::int64_t> row_shape;  // a row as read() returns it: in the catalogue's layout
   std::int64_t row_size = 0;            // product of row_shape
   std::int64_t n_rows = 0;              // committed rows
+  std::int64_t batch_rows = 0;          // of them, rows 0 .. batch_rows - 1 are in the stack's batch
   std::vector<PositionRun> runs;
   // A declared layout (/layouts): how the file stores the rows and how read() aligns them.
   std::vector<std::int64_t> stored_shape;  // row_shape when no layout is declared
