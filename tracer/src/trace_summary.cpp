@@ -78,6 +78,7 @@ nlohmann::json trace_summary(const TraceReader& trace) {
                           {"row_shape", t.row_shape},
                           {"rows", t.n_rows},
                           {"positions", position_ranges(t.positions())}};
+    if (t.batch_rows > 0) tap["batch_rows"] = t.batch_rows;  // the first rows, in the stack's batch
     if (!t.layout_note.empty()) {
       tap["stored_shape"] = t.stored_shape;
       tap["layout"] = t.layout_note;
