@@ -319,23 +319,28 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// Applies the case's edit to the trace at path; opening it must fail with the case's error.
+void expect_named_error(const std::string& path, const Case& c) {
+  {
+    Edit edit(path);
+    c.edit(edit);
+  }
+  try {
+    TraceReader reader(path);
+    ADD_FAILURE() << c.what << ": accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.file(), path) << c.what;
+    EXPECT_EQ(e.object(), c.object) << c.what << ": " << e.what();
+    EXPECT_NE(e.problem().find(c.needle), std::string::npos) << c.what << ": " << e.what();
+  }
+}
+
 TEST(TraceMalformed, EveryMutationGivesANamedError) {
   for (const Case& c : cases()) {
     TempDir dir;
     const std::string path = dir.file("bad.h5");
     write_valid(path);
-    {
-      Edit edit(path);
-      c.edit(edit);
-    }
-    try {
-      TraceReader reader(path);
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const TraceError& e) {
-      EXPECT_EQ(e.file(), path) << c.what;
-      EXPECT_EQ(e.object(), c.object) << c.what << ": " << e.what();
-      EXPECT_NE(e.problem().find(c.needle), std::string::npos) << c.what << ": " << e.what();
-    }
+    expect_named_error(path, c);
   }
 }
 
@@ -373,17 +378,7 @@ TEST(TraceMalformed, EveryBatchMutationGivesANamedError) {
   for (const Case& c : batch_cases()) {
     const std::string path = dir.file("bad.h5");
     std::filesystem::copy_file(valid, path, std::filesystem::copy_options::overwrite_existing);
-    {
-      Edit edit(path);
-      c.edit(edit);
-    }
-    try {
-      TraceReader reader(path);
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const TraceError& e) {
-      EXPECT_EQ(e.object(), c.object) << c.what << ": " << e.what();
-      EXPECT_NE(e.problem().find(c.needle), std::string::npos) << c.what << ": " << e.what();
-    }
+    expect_named_error(path, c);
   }
 }
 

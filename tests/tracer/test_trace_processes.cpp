@@ -153,6 +153,15 @@ TEST(TraceStreaming, ReadersSeeWholeCommitIntervalsOnly) {
   EXPECT_EQ(check_writer_trace(TraceReader(path), shape, 4), 4);
 }
 
+// Lets the writer report `steps` steps done, then kills it with SIGKILL.
+void kill_after_steps(ChildProcess& writer, int steps) {
+  std::string line;
+  for (int i = 0; i < steps; ++i) ASSERT_TRUE(writer.read_line(line));
+  ASSERT_EQ(line, "step " + std::to_string(steps - 1));
+  writer.kill_hard();
+  ASSERT_EQ(writer.wait(), -SIGKILL);
+}
+
 // kill -9 at arbitrary points (the writer runs flat out between our reading its progress
 // and the kill): the trace opens, says complete=0, and every step reported done is intact.
 TEST(TraceKill, SigkillLeavesEveryCommittedStep) {
@@ -161,11 +170,8 @@ TEST(TraceKill, SigkillLeavesEveryCommittedStep) {
     TempDir dir;
     const std::string path = dir.file("killed.h5");
     ChildProcess writer(writer_args(path, shape, {"--steps", "100000"}));
-    std::string line;
-    for (int i = 0; i < reported; ++i) ASSERT_TRUE(writer.read_line(line));
-    ASSERT_EQ(line, "step " + std::to_string(reported - 1));
-    writer.kill_hard();
-    ASSERT_EQ(writer.wait(), -SIGKILL);
+    kill_after_steps(writer, reported);
+    if (HasFatalFailure()) return;
 
     const TraceReader r(path);
     EXPECT_FALSE(r.complete());
@@ -184,10 +190,8 @@ TEST(TraceKill, SigkillAfterABatchedPromptLeavesEveryCommittedStep) {
     TempDir dir;
     const std::string path = dir.file("prompt.h5");
     ChildProcess writer(writer_args(path, shape, {"--steps", "100000", "--prompt", std::to_string(prompt)}));
-    std::string line;
-    for (int i = 0; i < reported; ++i) ASSERT_TRUE(writer.read_line(line));
-    writer.kill_hard();
-    ASSERT_EQ(writer.wait(), -SIGKILL);
+    kill_after_steps(writer, reported);
+    if (HasFatalFailure()) return;
     const TraceReader r(path);
     EXPECT_FALSE(r.complete());
     const std::int64_t rows = check_writer_trace(r, shape, prompt + reported - 1);
@@ -203,10 +207,8 @@ TEST(TraceKill, SigkillWithTapsCreatedDuringTheRun) {
     TempDir dir;
     const std::string path = dir.file("lazy.h5");
     ChildProcess writer(writer_args(path, shape, {"--steps", "100000", "--lazy-taps"}));
-    std::string line;
-    for (int i = 0; i < reported; ++i) ASSERT_TRUE(writer.read_line(line));
-    writer.kill_hard();
-    ASSERT_EQ(writer.wait(), -SIGKILL);
+    kill_after_steps(writer, reported);
+    if (HasFatalFailure()) return;
     const TraceReader r(path);
     EXPECT_FALSE(r.complete());
     check_writer_trace(r, shape, reported);
