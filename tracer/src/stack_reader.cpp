@@ -71,19 +71,12 @@ StackReader::StackReader(hid_t file, const std::string& path, const std::vector<
   }
 }
 
-hid_t StackReader::open_batch(const std::string& stack) {
-  const auto it = batch_.find(stack);
-  if (it != batch_.end()) return it->second.get();
-  const h5::Where where{path_, "/taps/" + stack + "/batch"};
-  return batch_.emplace(stack, open_with_chunk_cache(file_, where, 0)).first->second.get();
-}
-
 // Rows [r0, r1) of `slot` from the stack's batch, read in the file's own order (a memory
 // selection of another shape makes HDF5 map element by element), then placed in out.
 void StackReader::read_batch(const TapInfo& tap, std::size_t slot, std::int64_t r0, std::int64_t r1, float* out,
                              hsize_t mem_slots, hsize_t mem_slot) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/batch"};
-  const hid_t batch = open_batch(tap.stack);
+  const hid_t batch = open(batch_, tap.stack, where);
   const h5::Id space = h5::space_id(H5Dget_space(batch), where, "cannot read");
   std::vector<hsize_t> start{slot, static_cast<hsize_t>(r0)};
   std::vector<hsize_t> count{1, static_cast<hsize_t>(r1 - r0)};
@@ -106,16 +99,16 @@ void StackReader::read_batch(const TapInfo& tap, std::size_t slot, std::int64_t 
     std::memcpy(out + (r * mem_slots + mem_slot) * row, rows + r * row, row * sizeof(float));
 }
 
-hid_t StackReader::open(const std::string& stack, const h5::Where& where) {
-  const auto it = data_.find(stack);
-  if (it != data_.end()) return it->second.get();
+hid_t StackReader::open(std::map<std::string, h5::Id>& opened, const std::string& stack, const h5::Where& where) {
+  const auto it = opened.find(stack);
+  if (it != opened.end()) return it->second.get();
   h5::Id data = open_with_chunk_cache(file_, where, 0);
   const h5::Id dcpl = h5::plist_id(H5Dget_create_plist(data.get()), where, "cannot read");
   if (H5Pget_nfilters(dcpl.get()) > 0 || chunk_splits_rows(data.get(), dcpl.get())) {
     data.reset();  // HDF5 ignores the access properties of a dataset opened twice
     data = open_with_chunk_cache(file_, where, kChunkCacheBytes);
   }
-  return data_.emplace(stack, std::move(data)).first->second.get();
+  return opened.emplace(stack, std::move(data)).first->second.get();
 }
 
 namespace {
@@ -129,13 +122,13 @@ hsize_t slots_in(const h5::Id& space) {
 
 std::int64_t StackReader::slots(const TapInfo& tap) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
-  return static_cast<std::int64_t>(slots_in(h5::space_id(H5Dget_space(open(tap.stack, where)), where, "cannot read")));
+  return static_cast<std::int64_t>(slots_in(h5::space_id(H5Dget_space(open(data_, tap.stack, where)), where, "cannot read")));
 }
 
 // Rows every slot holds in `data` in one read, then each slot's rows in `batch` over them.
 void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
-  const hid_t data = open(tap.stack, where);
+  const hid_t data = open(data_, tap.stack, where);
   const h5::Id space = h5::space_id(H5Dget_space(data), where, "cannot read");
   const hsize_t n_slots = slots_in(space);
   const auto batched = batch_rows_.find(tap.stack);
@@ -179,7 +172,7 @@ void StackReader::read(const TapInfo& tap, std::int64_t r0, std::int64_t r1, flo
   last_r0_ = r0;
   last_r1_ = r1;
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
-  const hid_t data = open(tap.stack, where);
+  const hid_t data = open(data_, tap.stack, where);
   const bool in_block = block_.stack == tap.stack && block_.r0 <= r0 && r1 <= block_.r1;
   if (in_block || (again && read_block(tap, r0, r1))) {
     const std::size_t row = static_cast<std::size_t>(tap.stored_size);

@@ -41,8 +41,8 @@ private:
     FloatBuffer values;  // (r1 - r0, slots, row size)
   };
 
-  hid_t open(const std::string& stack, const h5::Where& where);
-  hid_t open_batch(const std::string& stack);
+  // The stack's dataset at where.object (`data` or `batch`), kept open in `opened`.
+  hid_t open(std::map<std::string, h5::Id>& opened, const std::string& stack, const h5::Where& where);
   bool read_block(const TapInfo& tap, std::int64_t r0, std::int64_t r1);
   // Rows [r0, r1) of `slot` from the stack's batch into out, a (r1 - r0, mem_slots, row) block
   // at column mem_slot.

@@ -267,14 +267,15 @@ void TapStack::create(hid_t taps_group, const StreamConfig& config, const std::s
   h5::write_string_attr(group_.get(), schema::kTapName, name_, where);
   h5::write_int_array_attr(group_.get(), schema::kTapRowShape, shape_.to_vector(), where);
   const hsize_t slots = slots_.size();
-  // A stack created by its first slot's prompt rows gets `data` at the commit, once the step's
-  // other slots exist: its chunks hold a row of every slot known at creation.
-  if (!has_batch(config)) create_data(config, path);
   if (has_batch(config)) {
     DatasetOptions batch_options = config.dataset;
     batch_options.exact_extent = true;
     batch_.create(group_.get(), schema::kTapBatch, H5T_IEEE_F32LE, slots, row_dims(), batch_chunk_rows(config), 1,
                   batch_options, {path, where.object + "/" + schema::kTapBatch}, 0, true);
+  } else {
+    // With a batch, `data` waits for ensure_data() at the commit: a stack created by its first
+    // slot's prompt rows then knows the step's other slots, and a chunk holds a row of them all.
+    create_data(config, path);
   }
   DatasetOptions runs_options;
   runs_options.exact_extent = true;
