@@ -36,10 +36,11 @@ struct WriterOptions {
   int gzip_level = 4;
   bool fsync = false;  // fsync after every commit: survive power loss, not just a kill
   std::size_t chunk_bytes = 64 * 1024;  // target HDF5 chunk size (rows of every slot)
-  // Staged rows are written early beyond this, so a long prefill goes out a few layers at a
-  // time, each group staged in memory the last gave back: faulting in fresh memory for a whole
-  // prefill cost a `tapdiff run` more than the extra writes (docs/guide.md, "What tracing
-  // costs"). A record larger than the limit goes to the file directly.
+  // Staged rows are written early beyond this, each group staged in memory the last gave back:
+  // faulting in fresh memory cost a `tapdiff run` more than extra writes (docs/guide.md, "What
+  // tracing costs"). A record larger than the limit goes to the file directly; a prompt's
+  // records (more than one row, metadata.prompt_length above 1) go to each stack's batch
+  // unstaged.
   std::size_t stage_limit_bytes = 16u << 20;
 };
 
