@@ -22,6 +22,7 @@
 #include "tap_stack.hpp"
 #include "tapdiff/attn_summary.hpp"
 #include "tapdiff/tap_catalogue.hpp"
+#include "tapdiff/tap_key_table.hpp"
 
 namespace tapdiff {
 namespace {
@@ -76,9 +77,8 @@ struct TraceWriter::Impl {
   StagingPool staging;  // the stacks' staging memory: declared first, destroyed last
   std::vector<std::unique_ptr<TapStack>> stacks;
   std::unordered_map<std::string, std::vector<std::size_t>> stacks_by_name;
-  std::unordered_map<std::string, TapRef> taps;  // by full name
-  std::int64_t n_taps = 0;                       // rows of /committed
-  std::string key;                               // scratch full name for lookups
+  detail::TapKeyTable<TapRef> taps;
+  std::int64_t n_taps = 0;  // rows of /committed
   std::vector<std::int32_t> pending_tokens;   // (n,) appended since the last write
   std::vector<std::int64_t> committed_table;  // (n_taps, kCommittedWidth): rows, runs, batch rows
   std::uint64_t staged_bytes = 0;
@@ -215,8 +215,7 @@ TraceWriter::Impl::TapRef TraceWriter::Impl::add_tap(std::string_view name, int 
                                                      const RowShape& shape) {
   const std::size_t at = stack_for(name, shape);
   const TapRef ref{at, stacks[at]->add_slot(layer, n_taps++)};
-  taps[full_tap_name(name, layer)] = ref;
-  return ref;
+  return taps.insert(name, layer, ref);
 }
 
 // The tap's slot; a tap without rows yet that is recorded with another row shape than it was
@@ -224,14 +223,13 @@ TraceWriter::Impl::TapRef TraceWriter::Impl::add_tap(std::string_view name, int 
 // that shape, leaving an empty slot behind.
 TraceWriter::Impl::TapRef TraceWriter::Impl::tap_for_record(std::string_view name, int layer,
                                                             const RowShape& shape) {
-  full_tap_name(name, layer, key);
-  const auto it = taps.find(key);
-  if (it == taps.end()) return add_tap(name, layer, shape);
-  const TapStack& stack = *stacks[it->second.stack];
-  if (stack.shape() == shape) return it->second;
-  if (stack.rows_recorded(it->second.slot) == 0) return add_tap(name, layer, shape);
+  const TapRef* known = taps.find(name, layer);
+  if (known == nullptr) return add_tap(name, layer, shape);
+  const TapStack& stack = *stacks[known->stack];
+  if (stack.shape() == shape) return *known;
+  if (stack.rows_recorded(known->slot) == 0) return add_tap(name, layer, shape);
   throw TraceError(path, stack.object(),
-                   stack.tap_text(it->second.slot) + "row shape " + shape.to_string() +
+                   stack.tap_text(known->slot) + "row shape " + shape.to_string() +
                        " differs from " + stack.shape().to_string() + " recorded earlier");
 }
 

@@ -8,14 +8,15 @@
 //
 // enabled() is what producers call before doing any work for a tap, so it must cost a few
 // nanoseconds: ranges are pre-parsed, and the glob verdict for each (name, layer) is
-// memoised in a fixed table allocated once. Not thread-safe (the memo is written on a miss).
+// memoised (tap_key_table.hpp). Not thread-safe (the memo is written on a miss).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tapdiff/tap_key_table.hpp"
 
 namespace tapdiff {
 
@@ -69,33 +70,6 @@ struct TapFilterSpec {
   std::string positions;
 };
 
-namespace detail {
-
-// Open-addressing memo of glob verdicts keyed by (short name, layer). Names longer than
-// kMaxName are not memoised. Slots are allocated when the filter is built, never later.
-class NameMemo {
-public:
-  static constexpr std::size_t kMaxName = 46;
-
-  void reserve(std::size_t slots);  // power of two
-  // 1 or 0 when known, -1 when not.
-  int find(std::string_view name, int layer, std::uint64_t hash) const;
-  void insert(std::string_view name, int layer, std::uint64_t hash, bool verdict);
-
-private:
-  struct Slot {
-    std::uint64_t hash = 0;
-    std::int32_t layer = 0;
-    std::uint8_t length = 0;
-    std::int8_t verdict = -1;  // -1: empty
-    std::array<char, kMaxName> name{};
-  };
-  std::vector<Slot> slots_;
-  std::size_t used_ = 0;
-};
-
-}  // namespace detail
-
 class TapFilter {
 public:
   TapFilter() = default;  // every tap, layer and position
@@ -139,13 +113,11 @@ private:
   RangeSet positions_;
   std::string names_spec_;
   bool all_names_ = true;
-  mutable detail::NameMemo memo_;
+  mutable detail::TapKeyTable<bool> memo_;  // glob verdicts
 };
 
 // "blk.3.attn_q" for layer 3, "output" for a global tap (layer -1).
 std::string full_tap_name(std::string_view name, int layer);
-// The same into `out`, reusing its buffer: what a lookup on every record uses.
-void full_tap_name(std::string_view name, int layer, std::string& out);
 // "layer 3: " for a per-layer tap, "" for a global one: how messages about a slot of a stack
 // (/taps/<name>) say which tap they mean.
 std::string tap_layer_prefix(int layer);
