@@ -1,7 +1,7 @@
 // A map keyed by a tap's (short name, layer), for lookups on every record: the key hashes the
 // name's length, its first and last 8 bytes and the layer, and a hit compares the name, so no
-// full name ("blk.3.attn_q") is built. Open addressing; it grows when three quarters full, so
-// only an insert allocates.
+// full name ("blk.3.attn_q") is built. Open addressing; it allocates at its first insert and
+// grows when three quarters full, so only an insert allocates.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +27,8 @@ inline std::uint64_t tap_key_hash(std::string_view name, int layer) {
 template <class V>
 class TapKeyTable {
 public:
-  explicit TapKeyTable(std::size_t slots = 64) : slots_(slots) {}  // a power of two
-
   V* find(std::string_view name, int layer) {
+    if (slots_.empty()) return nullptr;
     Slot& s = probe(name, layer, tap_key_hash(name, layer));
     return s.used ? &s.value : nullptr;
   }
@@ -69,7 +68,7 @@ private:
   }
 
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
+    std::vector<Slot> old(slots_.empty() ? 16 : slots_.size() * 2);
     old.swap(slots_);
     for (Slot& s : old) {
       if (!s.used) continue;
