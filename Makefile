@@ -80,7 +80,7 @@ bench: build models
 	@OMP_WAIT_POLICY=active $(BUILD)/bench/bench_reference -o bench/results/reference.md
 	@OMP_WAIT_POLICY=active $(BUILD)/bench/bench_engine --threads 2 --out bench/results/engine.md
 	@OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 $(BUILD)/bench/bench_matmul --out bench/results/matmul.md
-	@$(BUILD)/bench/bench_tracer -o bench/results/tracer.md --json bench/results/tracer.json
+	@$(BUILD)/bench/bench_tracer -o bench/results/tracer.md
 	@OMP_WAIT_POLICY=active $(BUILD)/bench/bench_models --threads 2 -o bench/results/models.md
 	@$(BUILD)/venv/bin/python bench/calibrate_tolerances.py --tapdiff $(TAPDIFF)
 	@$(BUILD)/venv/bin/python bench/bench_llama_trace.py --tapdiff $(TAPDIFF)

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   std::int64_t calls = 30'000'000;
   std::string dir = std::filesystem::temp_directory_path().string();
   std::string out = "bench/results/tracer.md";
-  std::string json_out = "bench/results/tracer.json";
+  std::string json_out;
   bool with_gzip = true;
   app.add_option("--layers", w.layers)->capture_default_str();
   app.add_option("--taps", w.taps, "Taps per layer")->capture_default_str();
@@ -86,9 +86,10 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "Where the trace files go (deleted after each run)")
       ->capture_default_str();
   app.add_option("-o,--out", out, "Results file (Markdown)")->capture_default_str();
-  app.add_option("--json", json_out, "Results file (JSON)")->capture_default_str();
+  app.add_option("--json", json_out, "Results file (JSON); default: the Markdown file's path with .json");
   app.add_flag("!--no-gzip", with_gzip, "Skip the gzip run");
   CLI11_PARSE(app, argc, argv);
+  if (json_out.empty()) json_out = std::filesystem::path(out).replace_extension(".json").string();
   try {
     std::filesystem::create_directories(dir);
     return run_benchmark(w, repeats, calls, dir, out, json_out, with_gzip,

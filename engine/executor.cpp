@@ -1,14 +1,8 @@
 // The one place that picks an executor for a backend.
-#include <stdexcept>
-
 #include "engine/device/cuda_device.hpp"
 #include "engine/executor.hpp"
 
 namespace tapdiff::engine {
-
-void Executor::launch(const EncodedGemmArgs&) {
-  throw std::logic_error("gemm_encoded: " + describe() + " multiplies decoded slices (gemm_decodes is false)");
-}
 
 std::unique_ptr<Executor> make_executor(Backend backend) {
   if (backend == Backend::host) return make_host_executor();

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "engine/device/buffer.hpp"
@@ -156,8 +157,11 @@ protected:
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
   virtual void launch(const MatvecArgs& a) = 0;
-  // Only where gemm_decodes says so: the others' default refuses.
-  virtual void launch(const EncodedGemmArgs& a);
+  // Only where gemm_decodes says so: the others' default refuses. Inline, as is every member,
+  // so that the CUDA module builds this interface from the header alone.
+  virtual void launch(const EncodedGemmArgs&) {
+    throw std::logic_error("gemm_encoded: " + describe() + " multiplies decoded slices (gemm_decodes is false)");
+  }
   virtual void launch(const QuantizeQ8Args& a) = 0;
   virtual void launch(const MatmulQ8Args& a) = 0;
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs the CUDA build for a GPU machine that has the NVIDIA driver and cuBLAS but none of
 # tapdiff's build dependencies (HDF5, OpenBLAS, fmt, ...): tapdiff, test_engine_cuda and
-# bench_engine (stripped), the shared libraries they load apart from the C runtime and cuBLAS,
+# bench_engine (stripped) in bin/, the CUDA executor's module in lib/tapdiff/ (where bin/'s
+# programs look for it), the shared libraries they load apart from the C runtime and cuBLAS,
 # and bench/cuda_device.sh and bench/cuda_7b.sh behind wrappers. On the GPU machine:
 #   tar -xzf tapdiff-gpu.tar.gz -C /tmp && /tmp/tapdiff-gpu/run.sh OUT_DIR
 # runs the CUDA tests, the fault table, check --backend cuda and bench_engine, and writes the
@@ -15,19 +16,21 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$repo/build}"
 archive="$(realpath -m "${2:-$build/tapdiff-gpu.tar.gz}")"
 programs=(app/tapdiff tests/engine/test_engine_cuda bench/bench_engine)
-for p in "${programs[@]}"; do
+module=engine/libtapdiff_cuda.so
+for p in "${programs[@]}" "$module"; do
   [ -x "$build/$p" ] || { echo "gpu-bundle.sh: $build/$p is missing: build with nvcc present first (make build)" >&2; exit 2; }
 done
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 dir="$stage/tapdiff-gpu"
-mkdir -p "$dir/bin" "$dir/lib"
+mkdir -p "$dir/bin" "$dir/lib/tapdiff"
 for p in "${programs[@]}"; do strip -o "$dir/bin/$(basename "$p")" "$build/$p"; done
+strip --strip-unneeded -o "$dir/lib/tapdiff/$(basename "$module")" "$build/$module"
 # The C runtime and cuBLAS stay the GPU machine's own: its C library is the one its kernel and
 # driver go with, and its cuBLAS matches its driver. The CUDA runtime travels (it is small and
 # works with any driver as new as the toolkit's).
-ldd "$dir"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+ldd "$dir"/bin/* "$dir/lib/tapdiff"/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|libcublas|libcublasLt)\.so' |
   xargs -r cp -L -t "$dir/lib"
 cp "$repo/bench/cuda_device.sh" "$repo/bench/cuda_7b.sh" "$dir/"

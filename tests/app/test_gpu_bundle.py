@@ -32,13 +32,17 @@ def bundle_env(bundle):
     return {**os.environ, "LD_LIBRARY_PATH": str(bundle / "lib")}
 
 
-@pytest.mark.parametrize("program", ["tapdiff", "test_engine_cuda", "bench_engine"])
+@pytest.mark.parametrize("program", ["bin/tapdiff", "bin/test_engine_cuda", "bin/bench_engine",
+                                     "lib/tapdiff/libtapdiff_cuda.so"])
 def test_every_library_but_the_c_runtime_and_cublas_comes_from_the_bundle(bundle, program):
-    lines = subprocess.run(["ldd", bundle / "bin" / program], capture_output=True, text=True, check=True,
+    lines = subprocess.run(["ldd", bundle / program], capture_output=True, text=True, check=True,
                            env=bundle_env(bundle)).stdout.splitlines()
     outside = [l.strip() for l in lines if not SYSTEM.search(l) and str(bundle / "lib") not in l]
     assert outside == [], f"{program} loads these from outside the bundle: {outside}"
-    assert any("libhdf5" in l for l in lines) and any("libopenblas" in l for l in lines)
+    if program.startswith("bin/"):
+        assert any("libhdf5" in l for l in lines) and any("libopenblas" in l for l in lines)
+    else:
+        assert any("libcudart" in l for l in lines) and any("libcublas.so" in l for l in lines)
 
 
 def test_the_bundled_tapdiff_runs(bundle, tmp_path):
@@ -48,6 +52,12 @@ def test_the_bundled_tapdiff_runs(bundle, tmp_path):
     p = subprocess.run([bundle / "bin" / "tapdiff", "run", "-m", tmp_path / "t.gguf", "--tokens", "1,2",
                         "-n", "2", "-o", tmp_path / "t.h5"], capture_output=True, text=True, env=env)
     assert p.returncode == 0 and p.stdout.startswith("tokens: 1,2,"), p.stderr
+    # --backend cuda loads the bundle's module (and, without a GPU here, says so and runs on the host).
+    p = subprocess.run([bundle / "bin" / "tapdiff", "run", "--backend", "cuda", "-m", tmp_path / "t.gguf", "--tokens",
+                        "1,2", "-n", "2", "-o", tmp_path / "c.h5"], capture_output=True, text=True,
+                       env={**env, "LD_DEBUG": "files"})
+    loaded = [l for l in p.stderr.splitlines() if "libtapdiff_cuda.so" in l and "dynamically loaded" in l]
+    assert p.returncode == 0 and loaded and all(str(bundle / "lib" / "tapdiff") in l for l in loaded), p.stderr[-3000:]
 
 
 @pytest.mark.parametrize("runner", ["run.sh", "run-7b.sh"])
