@@ -1,7 +1,7 @@
 // libtapdiff_cuda.so's entry points (device/cuda_module.hpp): device detection and the CUDA
 // executor. cudaGetDeviceCount fails with error 35 (insufficient driver) on machines without a
 // GPU driver, and cublasCreate fails with NOT_INITIALIZED where the driver exists but no usable
-// device does; both mean "no device". Nothing throws across the module's boundary.
+// device does; both mean "no device". The entry points throw nothing: a reason travels as text.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -9,7 +9,9 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <type_traits>
 
+#include "cuda_module_tag.hpp"
 #include "engine/cuda_executor.hpp"
 #include "engine/device/cuda_module.hpp"
 
@@ -44,10 +46,19 @@ std::string device_unavailable_reason() {
 }  // namespace
 }  // namespace tapdiff::engine
 
+extern "C" __attribute__((visibility("default"))) const char* tapdiff_cuda_module_tag() {
+  return TAPDIFF_CUDA_MODULE_TAG;
+}
+
 extern "C" __attribute__((visibility("default"))) int tapdiff_cuda_available(char* why, std::size_t cap) {
-  const std::string reason = tapdiff::engine::device_unavailable_reason();
-  tapdiff::engine::write_reason(reason, why, cap);
-  return reason.empty() ? 1 : 0;
+  try {
+    const std::string reason = tapdiff::engine::device_unavailable_reason();
+    tapdiff::engine::write_reason(reason, why, cap);
+    return reason.empty() ? 1 : 0;
+  } catch (const std::exception& e) {
+    tapdiff::engine::write_reason(e.what(), why, cap);
+    return 0;
+  }
 }
 
 extern "C" __attribute__((visibility("default"))) tapdiff::engine::Executor* tapdiff_cuda_executor_new(
@@ -61,5 +72,6 @@ extern "C" __attribute__((visibility("default"))) tapdiff::engine::Executor* tap
 }
 
 // The signatures the loader looks up, checked against the ones it expects.
+static_assert(std::is_same_v<decltype(tapdiff_cuda_module_tag), TapdiffCudaModuleTag>);
 static_assert(std::is_same_v<decltype(tapdiff_cuda_available), TapdiffCudaAvailable>);
 static_assert(std::is_same_v<decltype(tapdiff_cuda_executor_new), TapdiffCudaExecutorNew>);

@@ -3,10 +3,12 @@
 // it makes, and the buffers they allocate, run its code until the process ends.
 #include <dlfcn.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "cuda_module_tag.hpp"
 #include "engine/device/cuda_device.hpp"
 #include "engine/device/cuda_module.hpp"
 #include "engine/device/error.hpp"
@@ -18,22 +20,37 @@ namespace {
 struct CudaModule {
   TapdiffCudaAvailable* available = nullptr;
   TapdiffCudaExecutorNew* executor_new = nullptr;
-  std::string error;  // why the module could not be loaded
+  std::string error;  // why the module cannot be used
 };
 
-// Installed (and in the GPU bundle) the module sits in lib/tapdiff/ beside the program's bin/;
-// in the build tree, where CMake built it.
-CudaModule load_cuda_module() {
+// Installed (and in the GPU bundle) the module sits in lib/tapdiff/ beside the program's bin/.
+// A program in the build tree (tapdiff, the tests, the benches) also looks where CMake built
+// it; a program copied or installed elsewhere never loads the build tree's.
+std::filesystem::path cuda_module_path(std::string* searched) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path program = fs::read_symlink("/proc/self/exe", ec);
-  fs::path path = program.parent_path().parent_path() / "lib" / "tapdiff" / TAPDIFF_CUDA_MODULE_FILE;
-  if (ec || !fs::exists(path, ec)) path = TAPDIFF_CUDA_MODULE_BUILD_PATH;
+  if (ec) {
+    *searched = "nowhere (/proc/self/exe is unreadable: " + ec.message() + ")";
+    return {};
+  }
+  const fs::path beside = program.parent_path().parent_path() / "lib" / "tapdiff";
+  *searched = beside.string();
+  if (fs::exists(beside / TAPDIFF_CUDA_MODULE_FILE, ec)) return beside / TAPDIFF_CUDA_MODULE_FILE;
+  const std::string build_dir = fs::weakly_canonical(TAPDIFF_BUILD_DIR, ec).string() + "/";
+  if (ec || program.string().compare(0, build_dir.size(), build_dir) != 0) return {};
+  const fs::path built = TAPDIFF_CUDA_MODULE_BUILD_PATH;
+  *searched += " or " + built.parent_path().string();
+  if (fs::exists(built, ec)) return built;
+  return {};
+}
+
+CudaModule load_cuda_module() {
   CudaModule m;
-  if (!fs::exists(path, ec)) {
-    m.error = "the CUDA executor's module " TAPDIFF_CUDA_MODULE_FILE " is in neither " +
-              (program.parent_path().parent_path() / "lib" / "tapdiff").string() + " nor " +
-              fs::path(TAPDIFF_CUDA_MODULE_BUILD_PATH).parent_path().string();
+  std::string searched;
+  const std::filesystem::path path = cuda_module_path(&searched);
+  if (path.empty()) {
+    m.error = "the CUDA executor's module " TAPDIFF_CUDA_MODULE_FILE " is not in " + searched;
     return m;
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -41,10 +58,19 @@ CudaModule load_cuda_module() {
     m.error = "loading the CUDA executor's module: " + std::string(dlerror());
     return m;
   }
+  auto* tag = reinterpret_cast<TapdiffCudaModuleTag*>(dlsym(handle, "tapdiff_cuda_module_tag"));
   m.available = reinterpret_cast<TapdiffCudaAvailable*>(dlsym(handle, "tapdiff_cuda_available"));
   m.executor_new = reinterpret_cast<TapdiffCudaExecutorNew*>(dlsym(handle, "tapdiff_cuda_executor_new"));
-  if (m.available == nullptr || m.executor_new == nullptr)
-    m.error = path.string() + " lacks tapdiff_cuda_available or tapdiff_cuda_executor_new";
+  if (tag == nullptr || m.available == nullptr || m.executor_new == nullptr) {
+    m.error = path.string() + " lacks tapdiff_cuda_module_tag, tapdiff_cuda_available or tapdiff_cuda_executor_new";
+  } else if (std::strcmp(tag(), TAPDIFF_CUDA_MODULE_TAG) != 0) {
+    m.error = path.string() + " was built from other engine headers than this program (interface " + tag() +
+              ", expected " TAPDIFF_CUDA_MODULE_TAG "): install the program and its module from one build";
+  }
+  if (!m.error.empty()) {
+    m.available = nullptr;
+    m.executor_new = nullptr;
+  }
   return m;
 }
 
@@ -61,7 +87,7 @@ bool cuda_device_available(std::string* reason) {
   const CudaModule& m = cuda_module();
   std::string why = m.error;
   bool ok = false;
-  if (why.empty()) {
+  if (m.available != nullptr) {
     char buffer[kReasonCap] = {};
     ok = m.available(buffer, sizeof buffer) == 1;
     why = buffer;

@@ -1,8 +1,12 @@
 // The CUDA executor lives in a module of its own (libtapdiff_cuda.so, CUDA builds only) that the
 // engine loads the first time a command asks about a device: loading cuBLAS maps 540 MB and
-// costs a process 0.15-0.25 s on these machines, which every host run, diff and test paid when
-// the engine linked it. These two functions, with C linkage, are all the module exports;
+// costs a process 0.15 s or more on these machines, which every host run, diff and test paid
+// when the engine linked it. These three functions, with C linkage, are all the module exports;
 // cuda_loader.cpp finds them with dlsym.
+//
+// The two sides compile the same engine headers, so CudaExecutor's calls may throw EngineError
+// into the program: libstdc++ matches the module's (hidden) typeinfo by name, which holds while
+// both use the same shared libstdc++ (never link the module with -static-libstdc++).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +21,9 @@ class Executor;
 
 extern "C" {
 
+// TAPDIFF_CUDA_MODULE_TAG as the module was built (generated/cuda_module_tag.hpp): a hash of
+// the headers it compiled, which the loader compares with its own.
+using TapdiffCudaModuleTag = const char*();
 // 1 when a CUDA device and cuBLAS initialize; otherwise 0, with the reason written to why (at
 // most cap bytes, NUL-terminated).
 using TapdiffCudaAvailable = int(char* why, std::size_t cap);
