@@ -15,8 +15,8 @@ namespace tapdiff::engine {
 class Executor;
 }
 
-// The module's file, installed in <prefix>/lib/tapdiff/ and packed in the GPU bundle's
-// lib/tapdiff/, beside bin/tapdiff's ../lib.
+// The module's file. Installed and in the GPU bundle, it sits in lib/tapdiff/, beside the
+// programs' bin/.
 #define TAPDIFF_CUDA_MODULE_FILE "libtapdiff_cuda.so"
 
 extern "C" {
