@@ -7,37 +7,16 @@ import subprocess
 
 import pytest
 
+from cuda_module_log import assert_the_module_ran, fell_back_because, run_logged
+
 TAPDIFF = os.environ["TAPDIFF_BIN"]
 BUILD_DIR = os.environ["TAPDIFF_BUILD_DIR"]
 MODULE = os.path.join(BUILD_DIR, "engine", "libtapdiff_cuda.so")
 
 
-def loader_log(tapdiff, *args, env=None):
-    """Runs tapdiff with the loader's log on: (process, the log's lines naming opened files)."""
-    p = subprocess.run([str(tapdiff), *map(str, args)], capture_output=True, text=True, timeout=300,
-                       env={**(env or os.environ), "LD_DEBUG": "files"})
-    opened = [l for l in p.stderr.splitlines() if "file=" in l and ("needed by" in l or "dynamically loaded" in l)]
-    return p, opened
-
-
 def run_cuda(tapdiff, model, tmp_path, wrap=()):
-    args = [*wrap, str(tapdiff), "run", "--backend", "cuda", "-m", str(model), "--tokens", "1,2", "-n", "2",
-            "-o", str(tmp_path / "c.h5")]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
-
-
-def fell_back_because(p):
-    """The reason tapdiff gave for running the host executor, or None when it ran on a device."""
-    line = [l for l in p.stderr.splitlines() if "running the host executor instead" in l]
-    return line[0] if line else None
-
-
-def assert_the_module_ran(p):
-    """Either a device ran the executor, or the module's own device check said why not: its reasons
-    name the CUDA call that failed, the loader's name the module."""
-    assert p.returncode == 0 and p.stdout.startswith("tokens: 1,2,"), p.stderr[-2000:]
-    why = fell_back_because(p)
-    assert why is None or "cudaGetDeviceCount:" in why or "cublasCreate:" in why, why
+    return run_logged([*wrap, tapdiff, "run", "--backend", "cuda", "-m", model, "--tokens", "1,2", "-n", "2",
+                       "-o", tmp_path / "c.h5"])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +57,7 @@ def test_commands_without_cuda_do_not_load_cublas(model, tmp_path, command):
         subprocess.run([TAPDIFF, "run", "-m", model, "--tokens", "1,2", "-n", "2", "-o", tmp_path / "t.h5"],
                        check=True, capture_output=True)
         args += [tmp_path / "t.h5"]
-    p, opened = loader_log(TAPDIFF, *args)
+    p, opened = run_logged([TAPDIFF, *args])
     assert p.returncode == 0, p.stderr[-2000:]
     assert opened, "LD_DEBUG=files logged no library: the check below would prove nothing"
     assert not [l for l in opened if "libcublas" in l or "libcudart" in l or "libtapdiff_cuda" in l], opened
@@ -86,8 +65,7 @@ def test_commands_without_cuda_do_not_load_cublas(model, tmp_path, command):
 
 def test_backend_cuda_loads_the_module_and_runs_it(model, tmp_path):
     needs_cuda_build()
-    p, opened = loader_log(TAPDIFF, "run", "--backend", "cuda", "-m", model, "--tokens", "1,2", "-n", "2",
-                           "-o", tmp_path / "t.h5")
+    p, opened = run_cuda(TAPDIFF, model, tmp_path)
     assert any(MODULE in l and "dynamically loaded" in l for l in opened), opened
     assert_the_module_ran(p)
 
@@ -97,22 +75,21 @@ def test_an_installed_tapdiff_runs_the_module_installed_beside_it(installed, mod
     module finds the CUDA libraries without the loader's cache (/etc/ld.so.cache hidden): by its
     RUNPATH, as a machine whose ld.so.conf does not name the toolkit would need."""
     needs_cuda_build()
-    p, opened = loader_log(installed / "bin" / "tapdiff", "run", "--backend", "cuda", "-m", model, "--tokens", "1,2",
-                           "-n", "2", "-o", tmp_path / "t.h5")
+    p, opened = run_cuda(installed / "bin" / "tapdiff", model, tmp_path)
     loaded = [l for l in opened if "libtapdiff_cuda" in l]
     assert loaded and all(str(installed / "lib" / "tapdiff") in l for l in loaded), loaded
     assert_the_module_ran(p)
     needs_mount_namespace()
     (tmp_path / "empty").write_bytes(b"")
     hide_cache = ["unshare", "-m", "sh", "-c", f'mount --bind "{tmp_path / "empty"}" /etc/ld.so.cache && exec "$@"', "sh"]
-    assert_the_module_ran(run_cuda(installed / "bin" / "tapdiff", model, tmp_path, wrap=hide_cache))
+    assert_the_module_ran(run_cuda(installed / "bin" / "tapdiff", model, tmp_path, wrap=hide_cache)[0])
 
 
 def test_a_tapdiff_copied_out_of_the_build_tree_does_not_load_its_module(model, tmp_path):
     needs_cuda_build()
     (tmp_path / "bin").mkdir()
     copied = shutil.copy(TAPDIFF, tmp_path / "bin" / "tapdiff")
-    p = run_cuda(copied, model, tmp_path)
+    p, _ = run_cuda(copied, model, tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     assert f"libtapdiff_cuda.so is not in {tmp_path / 'lib' / 'tapdiff'}" in (fell_back_because(p) or ""), p.stderr
 
@@ -129,7 +106,7 @@ def test_a_module_built_from_other_headers_is_refused(installed, model, tmp_path
     assert data.count(tag) == 1, "the module should hold its tag once"
     other = bytes(b"0123456789abcdef"[(b"0123456789abcdef".index(c) + 1) % 16] for c in tag)
     module.write_bytes(data.replace(tag, other))
-    p = run_cuda(prefix / "bin" / "tapdiff", model, tmp_path)
+    p, _ = run_cuda(prefix / "bin" / "tapdiff", model, tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     why = fell_back_because(p) or ""
     assert "was built from other engine headers than this program" in why and other.decode() in why, p.stderr
@@ -147,6 +124,6 @@ def test_without_the_cuda_libraries_backend_cuda_says_why_and_runs_on_the_host(m
     (tmp_path / "empty").mkdir()
     hide = ["unshare", "-m", "sh", "-c", f'mount --bind "{tmp_path / "empty"}" "{os.path.dirname(cudart[0])}" && exec "$@"',
             "sh"]
-    p = run_cuda(TAPDIFF, model, tmp_path, wrap=hide)
+    p, _ = run_cuda(TAPDIFF, model, tmp_path, wrap=hide)
     assert p.returncode == 0 and p.stdout.startswith("tokens: 1,2,"), p.stderr[-2000:]
     assert "loading the CUDA executor's module: libcudart" in (fell_back_because(p) or ""), p.stderr
