@@ -85,8 +85,9 @@ void add_demo_command(CLI::App& app, SetExit set_exit) {
     reference.n_predict = o->n_predict;
     reference.trace = o->out + "/reference.h5";
     const std::vector<int> tokens = run_model(reference);
-    if (const std::string text = decoded_text(tokens, model); !o->model.empty() && !text.empty())
-      fmt::print("reference, greedy: {}\n", text);
+    if (!o->model.empty())
+      if (const std::string text = decoded_text(tokens, GgufFile::open(model)); !text.empty())
+        fmt::print("reference, greedy: {}\n", text);
 
     banner("1. the engine as it should be: tapdiff check");
     RunSpec engine = reference;

@@ -1,4 +1,6 @@
 // `tapdiff run`: run a model through the reference or the engine, optionally tracing taps.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "app/commands.hpp"
@@ -16,18 +18,33 @@ void add_prompt_options(CLI::App& cmd, PromptOptions& p) {
   cmd.add_option("--prompt", p.text, "Prompt text (needs the model's tokenizer)");
 }
 
-std::vector<int> prompt_tokens(const PromptOptions& p, const std::string& model) {
+namespace {
+
+// The ids of --tokens; nullopt for --prompt, which needs the tokenizer.
+std::optional<std::vector<int>> given_ids(const PromptOptions& p) {
   if (!p.text.empty() && !p.tokens.empty())
     throw std::invalid_argument("--prompt and --tokens: give one of them, not both");
-  if (!p.text.empty()) return Tokenizer::from_gguf(GgufFile::open(model)).encode(p.text);
+  if (!p.text.empty()) return std::nullopt;
   if (p.tokens.empty()) throw std::invalid_argument("--tokens: expected token ids (e.g. --tokens 1,2,3) or --prompt TEXT");
   return parse_token_list(p.tokens);
 }
 
+}  // namespace
+
+std::vector<int> prompt_tokens(const PromptOptions& p, const GgufFile& model) {
+  if (auto ids = given_ids(p)) return *std::move(ids);
+  return Tokenizer::from_gguf(model).encode(p.text);
+}
+
+std::vector<int> prompt_tokens(const PromptOptions& p, const std::string& model) {
+  if (auto ids = given_ids(p)) return *std::move(ids);
+  return Tokenizer::from_gguf(GgufFile::open(model)).encode(p.text);
+}
+
 // The tokens as printable text (invalid UTF-8 replaced), when the model's tokenizer is supported.
-std::string decoded_text(const std::vector<int>& tokens, const std::string& model) {
+std::string decoded_text(const std::vector<int>& tokens, const GgufFile& model) {
   try {
-    return reports::clean_utf8(Tokenizer::from_gguf(GgufFile::open(model)).decode(tokens));
+    return reports::clean_utf8(Tokenizer::from_gguf(model).decode(tokens));
   } catch (const std::exception&) {
     return {};
   }
@@ -110,10 +127,11 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
     if (llama->count_all() > 0 && o->spec.backend != "llama.cpp")
       throw std::invalid_argument("--llama-*, --threads: options of --backend llama.cpp, not of " + o->spec.backend);
     const bool prompt_given = !o->prompt.tokens.empty() || !o->prompt.text.empty();
-    if (o->spec.lockstep.empty() || prompt_given) o->spec.prompt = prompt_tokens(o->prompt, o->spec.model);
-    const std::vector<int> tokens = run_model(o->spec);
+    const GgufFile model = GgufFile::open(o->spec.model);
+    if (o->spec.lockstep.empty() || prompt_given) o->spec.prompt = prompt_tokens(o->prompt, model);
+    const std::vector<int> tokens = run_model(o->spec, model);
     fmt::print("tokens: {}\n", fmt::join(tokens, ","));
-    if (const std::string text = decoded_text(tokens, o->spec.model); !text.empty()) fmt::print("text: {}\n", text);
+    if (const std::string text = decoded_text(tokens, model); !text.empty()) fmt::print("text: {}\n", text);
     if (!o->spec.trace.empty()) fmt::print("trace: {}\n", o->spec.trace);
     if (o->repeat > 1) {
       if (o->spec.trace.empty()) throw std::invalid_argument("--repeat: needs -o (the runs are compared by their traces)");

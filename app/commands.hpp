@@ -9,6 +9,8 @@
 
 namespace tapdiff {
 
+class GgufFile;
+
 using SetExit = std::function<void(int)>;
 
 // --tokens / --prompt, shared by run, check and demo.
@@ -18,9 +20,10 @@ struct PromptOptions {
 };
 void add_prompt_options(CLI::App& cmd, PromptOptions& prompt);
 // --prompt TEXT goes through the model's tokenizer.
+std::vector<int> prompt_tokens(const PromptOptions& prompt, const GgufFile& model);
 std::vector<int> prompt_tokens(const PromptOptions& prompt, const std::string& model);
 // The tokens as printable text; "" when the model's tokenizer is not supported.
-std::string decoded_text(const std::vector<int>& tokens, const std::string& model);
+std::string decoded_text(const std::vector<int>& tokens, const GgufFile& model);
 
 void add_fixture_command(CLI::App& app, SetExit set_exit);
 void add_inspect_command(CLI::App& app, SetExit set_exit);

@@ -208,12 +208,13 @@ std::optional<WeightTapOptions> weight_tap_options(const RunSpec& s, const GgufF
   return o;
 }
 
-std::vector<int> run_model(const RunSpec& spec) {
+std::vector<int> run_model(const RunSpec& spec) { return run_model(spec, GgufFile::open(spec.model)); }
+
+std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
   if (spec.backend != "reference" && spec.backend != "host" && spec.backend != "cuda" &&
       spec.backend != "llama.cpp" && spec.backend != "transformers")
     throw std::invalid_argument(
         fmt::format("--backend: expected reference, host, cuda, llama.cpp or transformers, got {}", spec.backend));
-  const GgufFile file = GgufFile::open(spec.model);
   if (spec.backend == "transformers") {
     check_vocab(spec.prompt, load_model_config(file), spec.model);
     return run_transformers(spec);

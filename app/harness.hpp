@@ -44,8 +44,10 @@ struct RunSpec {
 };
 
 // Prompt + generated tokens. Throws std::invalid_argument for bad options, InputError for a
-// bad model, TraceError when the trace cannot be written.
+// bad model, TraceError when the trace cannot be written. The second form runs spec.model
+// already opened as `file`.
 std::vector<int> run_model(const RunSpec& spec);
+std::vector<int> run_model(const RunSpec& spec, const GgufFile& file);
 
 // Runs `first` (already run, its trace written) again repeat - 1 times, each to
 // "<trace>.repeat<k>.h5", and compares each with the first run: the first repeat that differs
