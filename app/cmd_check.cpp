@@ -1,6 +1,7 @@
 // `tapdiff check`: the regression check. Runs the engine and the reference (or reads a golden
 // trace) on the same model and tokens, diffs, reports; exit 0 pass, 1 diverged, 2 bad input.
 #include <filesystem>
+#include <limits>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -51,7 +52,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
                   "Run the engine N times: runs that disagree are reported as nondeterministic first")
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_option("--prefill-chunk", e.prefill_chunk, "Engine: prompt tokens per prefill step (0: the whole prompt)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))->capture_default_str();
   auto* invariance = cmd->add_flag("--invariance", o->invariance,
                                    "Instead of the reference: the engine prefilling its prompt in one batch against "
                                    "the same engine prefilling it in chunks (--chunks)");

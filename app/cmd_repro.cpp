@@ -1,6 +1,7 @@
 // `tapdiff repro A.h5 B.h5 -o DIR` (or `repro REPORT.json -o DIR`) writes a standalone repro of
 // a finding; `tapdiff replay DIR` runs it through this build's engine (app/repro.hpp).
 #include <fmt/format.h>
+#include <limits>
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
@@ -18,7 +19,7 @@ void add_repro_commands(CLI::App& app, SetExit set_exit) {
   repro->add_option("-o,--output", o->dir, "Directory to write (new or empty)")->required();
   repro->add_option("-m,--model", o->model, "GGUF model (default: the expected trace's)");
   repro->add_option("--root", o->root, "The k-th independent root of diff --all (1: the first finding)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))->capture_default_str();
   repro->callback([o, traces, set_exit] {
     if (traces->size() == 1) {
       o->report = traces->front();

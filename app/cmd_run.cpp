@@ -1,4 +1,5 @@
 // `tapdiff run`: run a model through the reference or the engine, optionally tracing taps.
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -86,7 +87,7 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
                   "Engine: at every tap record the engine's value, then continue from this trace's "
                   "(model and tokens come from it)");
   cmd->add_option("--prefill-chunk", s.prefill_chunk, "Engine: prompt tokens per prefill step (0: the whole prompt)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))->capture_default_str();
   cmd->add_option("--taps", s.taps.names, "Tap name globs, e.g. 'blk.*.attn_q*,output' ('!' excludes)");
   cmd->add_option("--layers", s.taps.layers, "Layer ranges, e.g. 0-3,7");
   cmd->add_option("--positions", s.taps.positions, "Position ranges, e.g. 0-15");
@@ -115,17 +116,20 @@ void add_run_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--top-k", s.sampling.top_k, "Sample among the k most likely tokens");
   cmd->add_option("--top-p", s.sampling.top_p, "Nucleus sampling mass");
   cmd->add_option("--seed", s.sampling.seed, "Sampling seed");
-  cmd->add_option("--weight-cache", s.weight_cache_mib,
+  CLI::Option* weight_cache = cmd->add_option("--weight-cache", s.weight_cache_mib,
                   "Reference: MiB of float32 weight matrices kept decoded; the rest are dequantized on each use")
-      ->capture_default_str();
+      ->check(CLI::Range(std::uint64_t{0}, RunSpec::kMaxWeightCacheMib))->capture_default_str();
   cmd->add_option("--repeat", o->repeat,
                   "Run N times and compare the traces: exit 1 naming the first tap where the runs disagree")
       ->check(CLI::Range(1, 100))->capture_default_str();
 
-  cmd->callback([o, weights, llama, set_exit] {
+  cmd->callback([o, weights, llama, weight_cache, set_exit] {
     if (weights->count() > 0 && o->spec.weights.empty()) o->spec.weights = "auto";
     if (llama->count_all() > 0 && o->spec.backend != "llama.cpp")
       throw std::invalid_argument("--llama-*, --threads: options of --backend llama.cpp, not of " + o->spec.backend);
+    if (weight_cache->count() > 0 && o->spec.backend != "reference")
+      throw std::invalid_argument("--weight-cache: an option of --backend reference, not of " + o->spec.backend +
+                                  " (the engine keeps its weights in their GGUF encoding)");
     const bool prompt_given = !o->prompt.tokens.empty() || !o->prompt.text.empty();
     const GgufFile model = GgufFile::open(o->spec.model);
     if (o->spec.lockstep.empty() || prompt_given) o->spec.prompt = prompt_tokens(o->prompt, model);

@@ -28,31 +28,43 @@ void check_vocab(const std::vector<int>& tokens, const ModelConfig& c, const std
                                               i + 1, tokens[i], model, c.n_vocab, c.n_vocab - 1));
 }
 
-std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, TraceWriter* trace) {
+// The options of each program are built, and checked, before the run's trace is opened: a run
+// refused for its options leaves a file at its -o path as it was.
+struct ReferenceRun {
+  ref::GenerateOptions generate;
+  std::optional<WeightTapOptions> weights;
+};
+
+ReferenceRun reference_options(const RunSpec& s, const GgufFile& file) {
   if (!s.fault.empty())
     throw std::invalid_argument("--inject: faults are injected into the engine (--backend host|cuda), not the reference");
   if (s.prefill_chunk != 0)
     throw std::invalid_argument("--prefill-chunk: the reference runs one token at a time; chunking is an engine option");
-  ref::GenerateOptions g;
+  ReferenceRun r;
+  ref::GenerateOptions& g = r.generate;
   g.n_predict = s.n_predict;
   if (s.precision == "f64") g.precision = ref::Precision::f64;
   else if (s.precision != "f32")
     throw std::invalid_argument(fmt::format("--precision: the reference runs f32 or f64, got {}", s.precision));
   g.sampling = s.sampling;
   g.logits_all = s.logits_all;
+  if (!s.trace.empty()) r.weights = weight_tap_options(s, file);
+  return r;
+}
+
+std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, ReferenceRun r, TraceWriter* trace) {
   Progress progress("reference", s.progress);
-  g.on_step = [&](int, int token, int done, int total) {
+  r.generate.on_step = [&](int, int token, int done, int total) {
     progress.update(done, total, fmt::format("last token {}", token));
   };
   const ref::Weights weights = ref::load_weights(file, s.weight_cache_mib << 20);
-  if (trace != nullptr)
-    if (const auto w = weight_tap_options(s, file)) ref::record_weight_taps(weights, file, *trace, *w);
-  auto tokens = ref::generate(weights, s.prompt, g, trace);
+  if (trace != nullptr && r.weights) ref::record_weight_taps(weights, file, *trace, *r.weights);
+  auto tokens = ref::generate(weights, s.prompt, r.generate, trace);
   progress.finish();
   return tokens;
 }
 
-std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Backend backend, TraceWriter* trace) {
+engine::EngineOptions engine_options(const RunSpec& s, const GgufFile& file, engine::Backend backend) {
   engine::EngineOptions e;
   e.backend = backend;
   const auto precision = engine::parse_precision(s.precision);
@@ -66,10 +78,15 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Back
   e.logits_all = s.logits_all;
   if (s.logits_all && !s.lockstep.empty())
     throw std::invalid_argument("--logits all: a lockstep run records the logits the lockstep trace has; drop --logits");
-  if (trace != nullptr) e.weights = weight_tap_options(s, file);
+  if (!s.trace.empty()) e.weights = weight_tap_options(s, file);
   if (s.sampling.temperature > 0)
     throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
-  Progress progress(fmt::format("engine-{}", engine::backend_name(backend)), s.progress);
+  engine::check_options(file, s.prompt, e);
+  return e;
+}
+
+std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::EngineOptions e, TraceWriter* trace) {
+  Progress progress(fmt::format("engine-{}", engine::backend_name(e.backend)), s.progress);
   e.on_step = [&](int, int token, int done, int total) {
     progress.update(done, total, fmt::format("last token {}", token));
   };
@@ -231,6 +248,10 @@ std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
   const Producer producer = reference                           ? Producer::reference
                             : backend == engine::Backend::cuda ? Producer::engine_cuda
                                                                : Producer::engine_host;
+  std::optional<ReferenceRun> reference_run;
+  std::optional<engine::EngineOptions> engine_run;
+  if (reference) reference_run = reference_options(s, file);
+  else engine_run = engine_options(s, file, backend);
   // Only a run that writes a trace declares its model: the hash of a 7B file takes seconds.
   std::optional<TraceWriter> trace;
   if (!s.trace.empty()) {
@@ -239,7 +260,8 @@ std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
     trace = open_trace(s, std::move(metadata));
   }
   TraceWriter* writer = trace ? &*trace : nullptr;
-  auto tokens = reference ? run_reference(s, file, writer) : run_engine(s, file, backend, writer);
+  auto tokens = reference ? run_reference(s, file, *std::move(reference_run), writer)
+                          : run_engine(s, file, *std::move(engine_run), writer);
   if (trace) trace->close();
   return tokens;
 }

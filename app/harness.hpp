@@ -37,6 +37,7 @@ struct RunSpec {
   ref::SamplingOptions sampling;      // reference only
   // Reference only: MiB of float32 matrices kept decoded; the rest are dequantized on each use.
   std::uint64_t weight_cache_mib = ref::kDefaultKeptWeightBytes >> 20;
+  static constexpr std::uint64_t kMaxWeightCacheMib = std::uint64_t{1} << 30;  // in bytes, far from 2^64
   bool logits_all = false;            // the `output` tap at every prompt position
   adapters::llama_cpp::LlamaOptions llama;  // llama.cpp only
   std::string trace;                  // output path; "" = no trace

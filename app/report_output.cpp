@@ -55,13 +55,16 @@ void write_rendered(const ReportOutput& out, const std::function<std::string(rep
   fmt::print("{}", shown);
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f << files[i];
-      if (!f.flush()) throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
-    }
-    if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0)
-      throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(errno)));
+    const auto fail = [&] {
+      const int error = errno;
+      std::remove(tmp.c_str());
+      throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(error)));
+    };
+    std::ofstream f(tmp, std::ios::binary);
+    f << files[i];
+    f.close();
+    if (!f) fail();
+    if (std::rename(tmp.c_str(), out.files[i].c_str()) != 0) fail();
     std::fflush(stdout);
     fmt::print(stderr, "report: {}\n", out.files[i]);
   }

@@ -52,6 +52,36 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
+// Row shapes that differ only in their last dimension, each trace's own n_ctx (attn.probs:
+// [n_head, n_ctx]): runs of other lengths, not a shape bug.
+bool widths_are_the_contexts(const std::vector<std::int64_t>& expected, const std::vector<std::int64_t>& actual,
+                             const std::optional<TapDims>& expected_dims, const std::optional<TapDims>& actual_dims) {
+  if (!expected_dims || !actual_dims || expected.empty() || expected.size() != actual.size()) return false;
+  if (expected_dims->n_ctx == actual_dims->n_ctx) return false;
+  if (!std::equal(expected.begin(), expected.end() - 1, actual.begin())) return false;
+  return expected.back() == expected_dims->n_ctx && actual.back() == actual_dims->n_ctx;
+}
+
+// No row of any tap, and no weight, was compared: a pass would say nothing about the engine.
+bool nothing_compared(const DiffResult& r) {
+  for (const TapComparison& t : r.taps)
+    if (!t.rows.empty()) return false;
+  for (const WeightComparison& w : r.weights)
+    if (w.compared_rows > 0) return false;
+  return true;
+}
+
+std::string nothing_compared_detail(const TraceReader& a, const TraceReader& b, bool no_common_tap) {
+  std::string why = no_common_tap ? "the traces hold no tap in common"
+                                  : "no tap holds rows at a position both traces recorded";
+  for (const auto& [trace, label] : {std::pair{&a, "expected"}, std::pair{&b, "actual"}}) {
+    if (trace->taps().empty()) why += fmt::format("; the {} trace holds no taps", label);
+    if (!trace->complete())
+      why += fmt::format("; the {} trace is incomplete ({} steps committed)", label, trace->committed_steps());
+  }
+  return "nothing compared: " + why + " (check the runs' --taps, --layers and --positions filters)";
+}
+
 struct Measured {
   TapComparison tap;
   std::vector<LogitsSummary::Position> logits;  // the output tap's, whole rows in both traces
@@ -250,6 +280,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       compare_weights(a, b, options.model_path, options.diagnose, r);
   std::vector<TapPair> pairs;  // execution order
   std::map<std::string, std::vector<std::string>> not_available;  // short name → full names
+  std::map<std::string, std::vector<std::string>> other_context;  // rows as wide as n_ctx, which differs
   for (const TapInfo& info : a.taps()) {
     if (is_weight_tap(info.name)) continue;
     const TapInfo* other = b.find(info.name, info.layer);
@@ -261,6 +292,9 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       r.findings.push_back({"layout", info.full_name,
                             fmt::format("not compared: the traces hold different shards ({}; {})", info.layout_note,
                                         other->layout_note)});
+    } else if (widths_are_the_contexts(info.whole_shape(), other->whole_shape(), a.metadata().dims,
+                                       b.metadata().dims)) {
+      other_context[info.name].push_back(info.full_name);
     } else if (info.whole_shape() != other->whole_shape()) {
       const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
       r.findings.push_back({"shape", info.full_name,
@@ -301,6 +335,14 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                       producer_name(m.producer), m.unavailable.at(name))});
   }
 
+  for (const auto& [name, full_names] : other_context)
+    r.findings.push_back({"context-length", full_names.size() == 1 ? full_names.front() : name,
+                          fmt::format("not compared ({} tap{}): rows as wide as each run's context, n_ctx {} in the "
+                                      "expected trace and {} in the actual (runs of different lengths: prompt + "
+                                      "n-predict)",
+                                      full_names.size(), full_names.size() == 1 ? "" : "s", a.metadata().dims->n_ctx,
+                                      b.metadata().dims->n_ctx)});
+
   note_alignments(a, "expected", r);
   note_alignments(b, "actual", r);
 
@@ -325,6 +367,10 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   for (const auto& f : r.findings)
     structural_bug = structural_bug || f.kind == "shape" || f.kind == "non-finite";
   r.verdict = (r.first || structural_bug) ? Verdict::diverged : Verdict::pass;
+  if (r.verdict == Verdict::pass && nothing_compared(r)) {
+    r.findings.insert(r.findings.begin(), {"nothing-compared", "", nothing_compared_detail(a, b, pairs.empty())});
+    r.verdict = Verdict::incompatible;
+  }
   if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))
     r.diagnosis = diagnose(r, a, b, options.model_path);
   find_roots(r, a, b, options.diagnose, options.model_path);

@@ -55,6 +55,12 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
 
 }  // namespace
 
+void check_options(const GgufFile& model, const std::vector<int>& prompt, const EngineOptions& options) {
+  const ModelConfig config = load_model_config(model);
+  validate_weights(model, config);
+  check_run(model, config, prompt, options);
+}
+
 std::vector<int> generate(const GgufFile& model, const std::vector<int>& prompt,
                           const EngineOptions& options, TraceWriter* trace) {
   return generate(model, prompt, options, trace, nullptr);

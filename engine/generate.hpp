@@ -45,6 +45,11 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
                              const EngineOptions& options, TraceWriter* trace,
                              std::vector<std::vector<float>>* step_logits);
 
+// Throws what generate would for the model, the prompt and the options (a malformed model, an
+// empty prompt, a token outside the vocabulary, an unknown or inapplicable fault), running
+// nothing: a caller checks a run before it creates the run's outputs.
+void check_options(const GgufFile& model, const std::vector<int>& prompt, const EngineOptions& options);
+
 // False with the reason on machines without a usable CUDA device (or builds without CUDA).
 bool cuda_device_available(std::string* reason);
 

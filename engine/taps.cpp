@@ -26,6 +26,10 @@ std::vector<float> LockstepSource::rows(std::string_view name, int layer,
   const std::string object = fmt::format("/taps/{}", name);
   const std::string tap_text = tap_layer_prefix(layer);
   const std::int64_t last = first_position + n_rows - 1;
+  if (tap == nullptr && reader_->taps().empty() && !reader_->complete())
+    throw InputError(reader_->path(), object,
+                     tap_text + "the lockstep source holds no taps: its run was interrupted before its first step "
+                                "was committed");
   if (tap == nullptr)
     throw InputError(reader_->path(), object,
                      tap_text +

@@ -56,7 +56,7 @@ std::string html_banner(const diff::DiffResult& r) {
   out += fact("expected", h(side_summary(r.expected)));
   out += fact("actual", h(side_summary(r.actual)));
   out += fact("profile", h(r.profile.empty() ? "default" : r.profile));
-  out += fact("positions", std::to_string(r.compared_positions));
+  out += fact("positions", std::to_string(counts.positions));
   out += fact("taps", fmt::format("{} compared, {} diverged", counts.taps, counts.diverged));
   if (r.logits && r.logits->first_greedy_difference)
     out +=

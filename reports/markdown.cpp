@@ -32,7 +32,7 @@ void write_header(std::string& out, const diff::DiffResult& r) {
   const TapCounts counts = count_taps(r);
   out += side_line("expected", r.expected) + " \u00b7 " + side_line("actual", r.actual) + "  \n";
   out += fmt::format("profile {} \u00b7 {} positions compared \u00b7 {} taps, {} diverged\n\n",
-                     md_code(r.profile.empty() ? "default" : r.profile), r.compared_positions,
+                     md_code(r.profile.empty() ? "default" : r.profile), counts.positions,
                      counts.taps, counts.diverged);
 }
 

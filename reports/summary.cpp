@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <set>
 
 #include "reports/numbers.hpp"
 #include "tapdiff/attn_summary.hpp"
@@ -39,11 +40,15 @@ bool row_nonfinite(const diff::RowMetrics& row) {
 
 TapCounts count_taps(const diff::DiffResult& result) {
   TapCounts counts;
+  std::set<std::int64_t> positions;
   for (const auto& tap : result.taps) {
+    if (tap.rows.empty()) continue;
     ++counts.taps;
+    for (const auto& row : tap.rows) positions.insert(row.position);
     if (tap.diverged()) ++counts.diverged;
     if (std::any_of(tap.rows.begin(), tap.rows.end(), row_nonfinite)) ++counts.nonfinite;
   }
+  counts.positions = static_cast<std::int64_t>(positions.size());
   return counts;
 }
 

@@ -15,10 +15,12 @@ using diff::find_tap;
 // The row is not a plain number comparison: b (or a) holds NaN/inf, or the metric itself is.
 bool row_nonfinite(const diff::RowMetrics& row);
 
+// Over the taps with a row compared (a tap both traces hold, at no common position, is not).
 struct TapCounts {
   int taps = 0;
   int diverged = 0;
-  int nonfinite = 0;  // taps with a non-finite row
+  int nonfinite = 0;           // taps with a non-finite row
+  std::int64_t positions = 0;  // positions at which some tap's rows were compared
 };
 TapCounts count_taps(const diff::DiffResult& result);
 

@@ -85,7 +85,7 @@ void write_header(Writer& w, const diff::DiffResult& r) {
   side("actual", r.actual);
   const TapCounts counts = count_taps(r);
   w.field("compared", fmt::format("{} positions, {} taps, {} diverged · profile {}",
-                                  r.compared_positions, counts.taps, counts.diverged,
+                                  counts.positions, counts.taps, counts.diverged,
                                   r.profile.empty() ? "default" : terminal_safe(r.profile)));
 }
 

@@ -4,6 +4,7 @@ file really large enough to hold it; traces of 10^9 positions) are refused befor
 allocated for the claim: the peak memory stays small."""
 import os
 import resource
+import signal
 import struct
 import subprocess
 
@@ -119,6 +120,51 @@ def test_bad_tolerance_profile(tmp_path, small_trace, profile, message):
     assert p.returncode == 2 and f"{path}: {message}" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("options,message", [
+    (["--backend", "host", "--inject", "no-such-fault"], "no-such-fault"),
+    (["--backend", "host", "--temperature", "0.7"], "--temperature: the engine decodes greedily"),
+    (["--backend", "host", "--precision", "f64"], "--precision: the engine runs f32, f16, bf16 or q8"),
+    (["--backend", "reference", "--precision", "q8"], "--precision: the reference runs f32 or f64"),
+    (["--backend", "reference", "--prefill-chunk", "7"], "--prefill-chunk: the reference runs one token"),
+    (["--backend", "reference", "--inject", "rope-wrong-base"], "--inject: faults are injected into the engine"),
+    (["--backend", "host", "--positions", "0-1", "--weights"], "--weights: weight taps keep a tensor's rows"),
+    (["--backend", "host", "--weight-cache", "10"], "--weight-cache: an option of --backend reference, not of host"),
+    (["--weight-cache", "-1"], "--weight-cache: Value -1 not in range 0 to 1073741824"),
+    (["--weight-cache", str(2**44)], f"--weight-cache: Value {2**44} not in range"),  # MiB: 2^64 bytes
+    (["--backend", "host", "--prefill-chunk", "-1"], "--prefill-chunk: Value -1 not in range 0 to 2147483647"),
+])
+def test_refused_options_leave_the_output_as_it_was(tmp_path, small_trace, options, message):
+    """Every option is checked before the trace is opened: a refused run neither creates its -o
+    file nor replaces one that is there."""
+    model = small_trace.parent / "m.gguf"
+    kept = tmp_path / "kept.h5"
+    kept.write_bytes(small_trace.read_bytes())
+    for out in (kept, tmp_path / "new.h5"):
+        p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, *options, "-o", out)
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+    assert kept.read_bytes() == small_trace.read_bytes()
+    assert not (tmp_path / "new.h5").exists()
+
+
+def test_traces_with_nothing_in_common_are_not_a_pass(tmp_path, small_trace):
+    """diff and check --golden of traces that share no row (--positions windows apart, a golden
+    recorded with a filter that matched nothing) say so and exit 2: a pass must have compared
+    something."""
+    model = small_trace.parent / "m.gguf"
+    early, late = tmp_path / "early.h5", tmp_path / "late.h5"
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 0, "--positions", "0-1", "-o", early).returncode == 0
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 0, "--positions", "2-3", "--backend", "host",
+               "-o", late).returncode == 0
+    p = run("diff", early, late)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "nothing compared: no tap holds rows at a position both traces recorded" in p.stdout, p.stdout
+    empty = tmp_path / "empty.h5"  # a filter that matches no tap: a golden that holds nothing
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 1, "--taps", "no_such_tap", "-o", empty).returncode == 0
+    p = run("check", "--golden", empty)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "nothing compared: the traces hold no tap in common; the expected trace holds no taps" in p.stdout, p.stdout
+
+
 def test_unwritable_outputs(tmp_path, small_trace):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
@@ -127,6 +173,23 @@ def test_unwritable_outputs(tmp_path, small_trace):
     assert p.returncode == 2 and f"{not_a_dir / 't.h5'}: /: cannot create the trace" in p.stderr, p.stderr
     p = run("diff", small_trace, small_trace, "--report", not_a_dir / "r.html")
     assert p.returncode == 2 and f"{not_a_dir / 'r.html'}: report: cannot write" in p.stderr, p.stderr
+
+
+def limit_file_size(limit):
+    """A child whose writes past `limit` bytes fail (EFBIG, as ENOSPC on a full disk)."""
+    def child():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return child
+
+
+@pytest.mark.parametrize("extension", ["html", "json", "md", "xml"])
+def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path, small_trace, extension):
+    report = tmp_path / f"r.{extension}"
+    p = subprocess.run([TAPDIFF, "diff", small_trace, small_trace, "--report", report], capture_output=True, text=True,
+                       timeout=120, preexec_fn=limit_file_size(100))
+    assert p.returncode == 2 and f"{report}: report: cannot write: File too large" in p.stderr, p.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_trace_whose_rows_cannot_be_read(tmp_path):

@@ -166,6 +166,21 @@ def test_diff_clean_engine_passes(qwen, tmp_path):
     assert p.stdout.startswith("PASS")
 
 
+def test_runs_of_other_lengths_compare_what_they_share(qwen, tmp_path):
+    """attn.probs rows are as wide as a run's context (prompt + n-predict): a longer run's are
+    wider. That is a note, not a shape bug; the rest is compared, and a fault is still found."""
+    model, ref = qwen  # -n 4
+    longer, faulty = tmp_path / "longer.h5", tmp_path / "faulty.h5"
+    run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 7, "-o", longer, check_code=0)
+    p = run("diff", ref, longer, check_code=0)
+    assert p.stdout.startswith("PASS") and "context-length" in p.stdout and "shape" not in p.stdout, p.stdout
+    assert "n_ctx 9 in the expected trace and 12 in the actual" in " ".join(p.stdout.split()), p.stdout
+    run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 7, "--inject", "rope-wrong-base",
+        "-o", faulty, check_code=0)
+    p = run("diff", ref, faulty, check_code=1)
+    assert "attn_q.rope" in p.stdout.splitlines()[0], p.stdout
+
+
 def test_diff_with_a_fault_exits_1_and_writes_every_report(qwen, tmp_path):
     model, ref = qwen
     trace = tmp_path / "bad.h5"

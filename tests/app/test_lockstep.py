@@ -205,3 +205,16 @@ def test_lockstep_needs_tokens(qwen2, tmp_path):
         f.attrs["committed_tokens"] = 0
     p = run("run", "--backend", "host", "-m", model, "--lockstep", empty, code=2)
     assert str(empty) in p.stderr and "tokens" in p.stderr
+
+
+def test_a_source_interrupted_before_its_first_step_is_named_as_such(llama, tmp_path):
+    """A lockstep source with no taps because its run was killed before committing a step is not
+    a filtered trace: the error says which."""
+    model, _ = llama
+    source = tmp_path / "interrupted.h5"
+    run("run", "-m", model, "--tokens", PROMPT, "-n", 2, "--taps", "no_such_tap", "-o", source, code=0)
+    with h5py.File(source, "r+") as f:
+        f.attrs["complete"] = 0  # as a killed run leaves it: nothing committed, never closed
+    p = run("run", "--backend", "host", "-m", model, "--lockstep", source, "-o", tmp_path / "x.h5", code=2)
+    assert "the lockstep source holds no taps: its run was interrupted before its first step" in p.stderr, p.stderr
+    assert "without --taps" not in p.stderr

@@ -26,6 +26,7 @@ struct TraceSpec {
   Perturb perturb = [](const std::string&, int, int, std::vector<float>&) {};
   std::string skip_tap;                      // "name:layer" not recorded
   std::vector<std::int64_t> q0_shape = {kWidth};
+  int from = 0, to = kPositions;  // rows recorded at positions [from, to); none when from == to
 };
 
 std::string write_trace(const std::string& tag, const TraceSpec& s) {
@@ -41,6 +42,7 @@ std::string write_trace(const std::string& tag, const TraceSpec& s) {
       {"token_embd", -1}, {"attn_norm", 0}, {"attn_q", 0}, {"attn_norm", 1}, {"attn_q", 1}};
   for (int p = 0; p < kPositions; ++p) {
     for (const auto& [name, layer] : taps) {
+      if (p < s.from || p >= s.to) continue;
       if (s.skip_tap == name + ":" + std::to_string(layer)) continue;
       std::vector<float> row(kWidth);
       for (int i = 0; i < kWidth; ++i) row[std::size_t(i)] = float(1 + i + 10 * p + 100 * (layer + 1));
@@ -169,6 +171,33 @@ TEST(DiffCompare, MissingTapIsListed) {
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].kind, "missing-in-actual");
   EXPECT_EQ(r.findings[0].tap, "blk.1.attn_q");
+}
+
+// A pass must have compared something: traces that share no rows are not a pass but an input
+// error that says why.
+TEST(DiffCompare, NothingComparedIsNotAPass) {
+  TraceSpec early, late, none;
+  early.to = 2;
+  late.from = 3;
+  none.from = none.to = 0;
+  const auto disjoint = run("disjoint", early, late);
+  EXPECT_EQ(disjoint.verdict, Verdict::incompatible);
+  ASSERT_FALSE(disjoint.findings.empty());
+  EXPECT_EQ(disjoint.findings[0].kind, "nothing-compared");
+  EXPECT_NE(disjoint.findings[0].detail.find("no tap holds rows at a position both traces recorded"), std::string::npos)
+      << disjoint.findings[0].detail;
+
+  const auto empty = run("empty", {}, none);
+  EXPECT_EQ(empty.verdict, Verdict::incompatible);
+  ASSERT_FALSE(empty.findings.empty());
+  EXPECT_EQ(empty.findings[0].kind, "nothing-compared");
+  EXPECT_NE(empty.findings[0].detail.find("the traces hold no tap in common; the actual trace holds no taps"),
+            std::string::npos)
+      << empty.findings[0].detail;
+
+  TraceSpec overlapping = late;
+  overlapping.from = 1;
+  EXPECT_EQ(run("overlap", early, overlapping).verdict, Verdict::pass);  // position 1 is in both
 }
 
 // Logits traces for the near-tie tests: positions 0..3, 8 tokens; at position 2 the expected
