@@ -7,8 +7,9 @@
 //   - host engine prefill (pp128) and decode (tg64) at f32 and f16 on both files; prefill as
 //     GEMM GFLOP/s against OpenBLAS SGEMM on the same GEMMs in the same run;
 //   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, in this
-//     process and as `tapdiff run` processes, the trace bytes per token, the model hash a
-//     file's first traced run adds and the trace's bytes written alone; then
+//     process and as `tapdiff run` processes (also with the trace's data writes discarded), the
+//     trace bytes per token, the model hash a file's first traced run adds and the trace's
+//     bytes written alone; then
 //     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
@@ -172,12 +173,13 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
 }
 
 // The host engine through the CLI, a process per run (`tapdiff run`, as users run it): all of a
-// run's memory is faulted in fresh.
+// run's memory is faulted in fresh. preload: a module every run loads first ("": none).
 TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, const std::string& trace, int threads,
-                         int rounds) {
+                         int rounds, const std::string& preload = "") {
   const std::vector<int> prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
   const std::string log = trace + ".stderr";
-  const std::string run = fmt::format("OMP_NUM_THREADS={} '{}' run --backend host -m '{}' --tokens {} -n {}", threads,
+  const std::string run = fmt::format("{}OMP_NUM_THREADS={} '{}' run --backend host -m '{}' --tokens {} -n {}",
+                                      preload.empty() ? "" : fmt::format("LD_PRELOAD='{}' ", preload), threads,
                                       tapdiff, model, fmt::join(prompt, ","), kTraceGenerated);
   const TracedRun r = time_rounds(trace, rounds, [&](const std::string& path) {
     const std::string command = path.empty() ? run : fmt::format("{} -o '{}'", run, path);
@@ -344,7 +346,12 @@ int main(int argc, char** argv) {
     const TracedRun ref = traced_run(q4, "reference", work + "/reference.h5", trace_rounds);
     const TracedRun eng = traced_run(q4, "host", work + "/engine-host.h5", trace_rounds);
     omp_pause_resource_all(omp_pause_soft);  // this process's spinning threads: ended, not to compete
-    const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, trace_rounds);
+    // Processes vary more from run to run, and take a second a round: three times the rounds.
+    const int cli_rounds = 3 * trace_rounds;
+    const TracedRun eng_cli = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-cli.h5", threads, cli_rounds);
+    const TracedRun eng_discard = traced_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/engine-host-discard.h5",
+                                                 threads, cli_rounds, exe_dir + "/libdiscard_writes.so");
+    std::filesystem::remove(work + "/engine-host-discard.h5");  // not a trace: its data was never written
     const double write_s = write_alone_s(work + "/written-alone.bin", eng_cli.trace_bytes, trace_rounds);
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
@@ -405,11 +412,11 @@ int main(int argc, char** argv) {
     const int positions = kTracePrompt + kTraceGenerated;
     md << fmt::format("\n## Tracing: every tap on vs none\n\nA whole run (load, one prefill step of {} prompt "
                       "tokens, {} decode steps, close) of the Q4_1 model, every tap written to an uncompressed trace; "
-                      "{} rounds of an untraced run then a traced one, times their medians, overhead the median of "
-                      "the rounds' own ratios (least to most in brackets). A trace declares its model's sha256: the first traced run of "
+                      "{} rounds ({} for the `tapdiff run` processes) of an untraced run then a traced one, times "
+                      "their medians, overhead the median of the rounds' own ratios (least to most in brackets). A trace declares its model's sha256: the first traced run of "
                       "a model file computes it (the last column, the hash timed alone added), every later run reads "
                       "it from the hash cache (docs/guide.md, \"Model hashes\").\n\n",
-                      kTracePrompt, kTraceGenerated - 1, trace_rounds)
+                      kTracePrompt, kTraceGenerated - 1, trace_rounds, cli_rounds)
        << "| program | untraced s | traced s | overhead | trace MB | trace bytes per token | first traced run of the "
           "file |\n|---|---|---|---|---|---|---|\n";
     for (const auto& [what, r] : {std::pair{"reference", ref}, std::pair{"engine host f32", eng}})
@@ -421,9 +428,15 @@ int main(int argc, char** argv) {
                       "| |\n",
                       eng_cli.untraced_s, eng_cli.traced_s, overhead_text(eng_cli),
                       double(eng_cli.trace_bytes) / 1e6, double(eng_cli.trace_bytes) / positions);
+    md << fmt::format("| the same, the trace's data not written (`bench/discard_writes.c`) | {:.2f} | {:.2f} | {} | | | |\n",
+                      eng_discard.untraced_s, eng_discard.traced_s, overhead_text(eng_discard));
     md << "\nIn one process (the first two rows) a run finds memory that earlier runs faulted in; a process per "
           "run, as users run `tapdiff run`, faults all of its memory in fresh, which on a virtual machine can cost "
-          "more than the writes (docs/guide.md, \"What tracing costs\").\n";
+          "more than the writes (docs/guide.md, \"What tracing costs\"). The last row's runs load a module "
+          "(`LD_PRELOAD`) that returns from every `pwrite` of 16 KiB or more without writing: they do all of the "
+          "writer's work except copying the trace's data into the page cache (smaller writes, most of HDF5's metadata, "
+          "still go to the file). What is left of the overhead there is the writer's own work, and the engine's beside "
+          "it; the rest of the row above it is the bytes.\n";
     md << fmt::format("\nThe trace's {:.1f} MB written alone, with nothing else (64 KiB `pwrite`s, a new file each "
                       "round kept until the last, as the traced runs keep theirs; the median of {} rounds): {:.3f} s, "
                       "{} of the untraced `tapdiff run` process. Any writer of a file that size through this "

@@ -9,3 +9,7 @@ add_executable(bench_models
 target_link_libraries(bench_models PRIVATE tapdiff_cli tapdiff_bench_common BLAS::BLAS HDF5::HDF5
   CLI11::CLI11 fmt::fmt)
 tapdiff_warnings(bench_models)
+# LD_PRELOADed into one series of bench_models's `tapdiff run` processes (bench/discard_writes.c).
+add_library(discard_writes MODULE ${CMAKE_CURRENT_LIST_DIR}/discard_writes.c)
+target_link_libraries(discard_writes PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(bench_models discard_writes)
