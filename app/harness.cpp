@@ -40,6 +40,7 @@ ReferenceRun reference_options(const RunSpec& s, const GgufFile& file) {
     throw std::invalid_argument("--inject: faults are injected into the engine (--backend host|cuda), not the reference");
   if (s.prefill_chunk != 0)
     throw std::invalid_argument("--prefill-chunk: the reference runs one token at a time; chunking is an engine option");
+  if (s.n_predict < 0) throw std::invalid_argument(fmt::format("--n-predict: expected >= 0, got {}", s.n_predict));
   ReferenceRun r;
   ref::GenerateOptions& g = r.generate;
   g.n_predict = s.n_predict;

@@ -55,12 +55,14 @@ void write_rendered(const ReportOutput& out, const std::function<std::string(rep
   fmt::print("{}", shown);
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
+    std::ofstream f(tmp, std::ios::binary);
+    const bool created = f.is_open();  // else the path is not ours to remove
     const auto fail = [&] {
       const int error = errno;
-      std::remove(tmp.c_str());
+      if (created) std::remove(tmp.c_str());
       throw InputError(out.files[i], "report", fmt::format("cannot write: {}", std::strerror(error)));
     };
-    std::ofstream f(tmp, std::ios::binary);
+    if (!created) fail();
     f << files[i];
     f.close();
     if (!f) fail();

@@ -52,18 +52,22 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-// Row shapes that differ only in their last dimension, each trace's own n_ctx (attn.probs:
-// [n_head, n_ctx]): runs of other lengths, not a shape bug.
-bool widths_are_the_contexts(const std::vector<std::int64_t>& expected, const std::vector<std::int64_t>& actual,
-                             const std::optional<TapDims>& expected_dims, const std::optional<TapDims>& actual_dims) {
-  if (!expected_dims || !actual_dims || expected.empty() || expected.size() != actual.size()) return false;
+// attn.probs rows ([n_head, n_ctx]) as wide as each trace's own n_ctx: runs of other lengths,
+// not a shape bug. Any other tap whose width happens to equal n_ctx keeps its shape finding.
+bool widths_are_the_contexts(const std::string& name, const std::vector<std::int64_t>& expected,
+                             const std::vector<std::int64_t>& actual, const std::optional<TapDims>& expected_dims,
+                             const std::optional<TapDims>& actual_dims) {
+  if (name != "attn.probs" || expected.size() != 2 || actual.size() != 2) return false;
+  if (!expected_dims || !actual_dims) return false;
   if (expected_dims->n_ctx == actual_dims->n_ctx) return false;
   if (!std::equal(expected.begin(), expected.end() - 1, actual.begin())) return false;
   return expected.back() == expected_dims->n_ctx && actual.back() == actual_dims->n_ctx;
 }
 
-// No row of any tap, and no weight, was compared: a pass would say nothing about the engine.
-bool nothing_compared(const DiffResult& r) {
+// No row of any tap, no weight and no generated token was compared: a pass would say nothing
+// about the engine. (Traces of generated tokens alone compare those.)
+bool nothing_compared(const DiffResult& r, const TraceMetadata& expected) {
+  if (r.compared_positions > expected.prompt_length) return false;
   for (const TapComparison& t : r.taps)
     if (!t.rows.empty()) return false;
   for (const WeightComparison& w : r.weights)
@@ -71,9 +75,12 @@ bool nothing_compared(const DiffResult& r) {
   return true;
 }
 
-std::string nothing_compared_detail(const TraceReader& a, const TraceReader& b, bool no_common_tap) {
-  std::string why = no_common_tap ? "the traces hold no tap in common"
-                                  : "no tap holds rows at a position both traces recorded";
+std::string nothing_compared_detail(const TraceReader& a, const TraceReader& b, bool any_pair) {
+  bool common = false;
+  for (const TapInfo& t : a.taps()) common = common || b.find(t.name, t.layer) != nullptr;
+  std::string why = !common    ? "the traces hold no tap in common"
+                    : any_pair ? "no tap holds rows at a position both traces recorded with the same tokens"
+                               : "no tap both traces hold could be compared (see the notes)";
   for (const auto& [trace, label] : {std::pair{&a, "expected"}, std::pair{&b, "actual"}}) {
     if (trace->taps().empty()) why += fmt::format("; the {} trace holds no taps", label);
     if (!trace->complete())
@@ -292,7 +299,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       r.findings.push_back({"layout", info.full_name,
                             fmt::format("not compared: the traces hold different shards ({}; {})", info.layout_note,
                                         other->layout_note)});
-    } else if (widths_are_the_contexts(info.whole_shape(), other->whole_shape(), a.metadata().dims,
+    } else if (widths_are_the_contexts(info.name, info.whole_shape(), other->whole_shape(), a.metadata().dims,
                                        b.metadata().dims)) {
       other_context[info.name].push_back(info.full_name);
     } else if (info.whole_shape() != other->whole_shape()) {
@@ -367,8 +374,8 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   for (const auto& f : r.findings)
     structural_bug = structural_bug || f.kind == "shape" || f.kind == "non-finite";
   r.verdict = (r.first || structural_bug) ? Verdict::diverged : Verdict::pass;
-  if (r.verdict == Verdict::pass && nothing_compared(r)) {
-    r.findings.insert(r.findings.begin(), {"nothing-compared", "", nothing_compared_detail(a, b, pairs.empty())});
+  if (r.verdict == Verdict::pass && nothing_compared(r, a.metadata())) {
+    r.findings.insert(r.findings.begin(), {"nothing-compared", "", nothing_compared_detail(a, b, !pairs.empty())});
     r.verdict = Verdict::incompatible;
   }
   if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))

@@ -145,6 +145,9 @@ std::string headline(const diff::DiffResult& result) {
       if (counts.diverged == 0 && (f.kind == "shape" || f.kind == "non-finite")) return f.detail;
     return fmt::format("{} taps diverged", counts.diverged);
   }
+  if (counts.taps == 0 && result.weights.empty())  // traces of generated tokens alone (diff compares those)
+    return fmt::format("the {} generated tokens agree; no tap compared",
+                       result.compared_positions - result.expected.metadata.prompt_length);
   return fmt::format("all {} taps within the {} profile", counts.taps,
                      result.profile.empty() ? "default" : result.profile);
 }

@@ -132,6 +132,7 @@ def test_bad_tolerance_profile(tmp_path, small_trace, profile, message):
     (["--weight-cache", "-1"], "--weight-cache: Value -1 not in range 0 to 1073741824"),
     (["--weight-cache", str(2**44)], f"--weight-cache: Value {2**44} not in range"),  # MiB: 2^64 bytes
     (["--backend", "host", "--prefill-chunk", "-1"], "--prefill-chunk: Value -1 not in range 0 to 2147483647"),
+    (["--backend", "reference", "-n", "-1"], "--n-predict: expected >= 0, got -1"),
 ])
 def test_refused_options_leave_the_output_as_it_was(tmp_path, small_trace, options, message):
     """Every option is checked before the trace is opened: a refused run neither creates its -o
@@ -139,8 +140,9 @@ def test_refused_options_leave_the_output_as_it_was(tmp_path, small_trace, optio
     model = small_trace.parent / "m.gguf"
     kept = tmp_path / "kept.h5"
     kept.write_bytes(small_trace.read_bytes())
+    length = [] if "-n" in options else ["-n", 2]
     for out in (kept, tmp_path / "new.h5"):
-        p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, *options, "-o", out)
+        p = run("run", "-m", model, "--tokens", "1,2,3", *length, *options, "-o", out)
         assert p.returncode == 2 and message in p.stderr, p.stderr
     assert kept.read_bytes() == small_trace.read_bytes()
     assert not (tmp_path / "new.h5").exists()
@@ -159,10 +161,24 @@ def test_traces_with_nothing_in_common_are_not_a_pass(tmp_path, small_trace):
     assert p.returncode == 2, p.stdout + p.stderr
     assert "nothing compared: no tap holds rows at a position both traces recorded" in p.stdout, p.stdout
     empty = tmp_path / "empty.h5"  # a filter that matches no tap: a golden that holds nothing
-    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 1, "--taps", "no_such_tap", "-o", empty).returncode == 0
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 0, "--taps", "no_such_tap", "-o", empty).returncode == 0
     p = run("check", "--golden", empty)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "nothing compared: the traces hold no tap in common; the expected trace holds no taps" in p.stdout, p.stdout
+
+
+def test_traces_of_generated_tokens_alone_compare_them(tmp_path, small_trace):
+    """Traces that record no tap still hold the generated tokens: agreeing ones pass, a prompt
+    alone compares nothing."""
+    model = small_trace.parent / "m.gguf"
+    for n in (0, 3):
+        for backend in ("reference", "host"):
+            assert run("run", "-m", model, "--tokens", "1,2,3", "-n", n, "--taps", "!*", "--backend", backend,
+                       "-o", tmp_path / f"{backend}{n}.h5").returncode == 0
+    p = run("diff", tmp_path / "reference3.h5", tmp_path / "host3.h5")
+    assert p.returncode == 0 and p.stdout.startswith("PASS  the 3 generated tokens agree; no tap compared"), p.stdout
+    p = run("diff", tmp_path / "reference0.h5", tmp_path / "host0.h5")
+    assert p.returncode == 2 and "nothing compared: the traces hold no tap in common" in p.stdout, p.stdout
 
 
 def test_unwritable_outputs(tmp_path, small_trace):
@@ -190,6 +206,13 @@ def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path, small_trace, e
                        timeout=120, preexec_fn=limit_file_size(100))
     assert p.returncode == 2 and f"{report}: report: cannot write: File too large" in p.stderr, p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_path_taken_by_something_else_is_left_alone(tmp_path, small_trace):
+    (tmp_path / "r.json.tmp").mkdir()  # not the report's to remove
+    p = run("diff", small_trace, small_trace, "--report", tmp_path / "r.json")
+    assert p.returncode == 2 and "r.json: report: cannot write" in p.stderr, p.stderr
+    assert (tmp_path / "r.json.tmp").is_dir() and not (tmp_path / "r.json").exists()
 
 
 def test_trace_whose_rows_cannot_be_read(tmp_path):

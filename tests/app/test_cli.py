@@ -181,6 +181,19 @@ def test_runs_of_other_lengths_compare_what_they_share(qwen, tmp_path):
     assert "attn_q.rope" in p.stdout.splitlines()[0], p.stdout
 
 
+def test_a_width_that_equals_the_context_is_still_a_shape_bug(tmp_path):
+    """Only attn.probs is as wide as the run's context: an FFN of n_embd where n_ff belongs stays a
+    shape finding even when the two runs' n_ctx happen to be n_ff and n_embd."""
+    model, ref, eng = tmp_path / "s.gguf", tmp_path / "ref32.h5", tmp_path / "eng16.h5"
+    run("fixture", "--n-embd", 16, "--n-head", 4, "--n-head-kv", 2, "--n-ff", 32, "-o", model, check_code=0)
+    run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 28, "-o", ref, check_code=0)  # n_ctx 32 = n_ff
+    run("run", "--backend", "host", "-m", model, "--tokens", "1,2,3,4", "-n", 12, "--inject", "ffn-dim-wrong",
+        "-o", eng, check_code=0)  # n_ctx 16 = n_embd
+    p = run("diff", ref, eng, check_code=1)
+    assert "n_embd used where n_ff belongs" in p.stdout, p.stdout
+    assert "ffn_gate" not in "".join(line for line in p.stdout.splitlines() if "context-length" in line), p.stdout
+
+
 def test_diff_with_a_fault_exits_1_and_writes_every_report(qwen, tmp_path):
     model, ref = qwen
     trace = tmp_path / "bad.h5"

@@ -27,6 +27,7 @@ struct TraceSpec {
   std::string skip_tap;                      // "name:layer" not recorded
   std::vector<std::int64_t> q0_shape = {kWidth};
   int from = 0, to = kPositions;  // rows recorded at positions [from, to); none when from == to
+  int prompt_length = 2;          // tokens after it were generated (diff compares those too)
 };
 
 std::string write_trace(const std::string& tag, const TraceSpec& s) {
@@ -35,7 +36,7 @@ std::string write_trace(const std::string& tag, const TraceSpec& s) {
   m.producer = Producer::external;
   m.model_path = "/nonexistent/model.gguf";
   m.model_sha256 = s.sha;
-  m.prompt_length = 2;
+  m.prompt_length = s.prompt_length;
   m.tokens = s.tokens;
   TraceWriter w(path, m);
   const std::vector<std::pair<std::string, int>> taps = {
@@ -173,10 +174,11 @@ TEST(DiffCompare, MissingTapIsListed) {
   EXPECT_EQ(r.findings[0].tap, "blk.1.attn_q");
 }
 
-// A pass must have compared something: traces that share no rows are not a pass but an input
-// error that says why.
+// A pass must have compared something: traces that share no rows (and whose tokens are all
+// prompt) are not a pass but an input error that says why.
 TEST(DiffCompare, NothingComparedIsNotAPass) {
   TraceSpec early, late, none;
+  early.prompt_length = late.prompt_length = none.prompt_length = kPositions;
   early.to = 2;
   late.from = 3;
   none.from = none.to = 0;
@@ -187,7 +189,9 @@ TEST(DiffCompare, NothingComparedIsNotAPass) {
   EXPECT_NE(disjoint.findings[0].detail.find("no tap holds rows at a position both traces recorded"), std::string::npos)
       << disjoint.findings[0].detail;
 
-  const auto empty = run("empty", {}, none);
+  TraceSpec all_prompt;
+  all_prompt.prompt_length = kPositions;
+  const auto empty = run("empty", all_prompt, none);
   EXPECT_EQ(empty.verdict, Verdict::incompatible);
   ASSERT_FALSE(empty.findings.empty());
   EXPECT_EQ(empty.findings[0].kind, "nothing-compared");
@@ -198,6 +202,9 @@ TEST(DiffCompare, NothingComparedIsNotAPass) {
   TraceSpec overlapping = late;
   overlapping.from = 1;
   EXPECT_EQ(run("overlap", early, overlapping).verdict, Verdict::pass);  // position 1 is in both
+  TraceSpec generated_early = early, generated_late = late;
+  generated_early.prompt_length = generated_late.prompt_length = 2;
+  EXPECT_EQ(run("tokens", generated_early, generated_late).verdict, Verdict::pass);  // 3 generated tokens agree
 }
 
 // Logits traces for the near-tie tests: positions 0..3, 8 tokens; at position 2 the expected
