@@ -18,6 +18,7 @@
 #include "diff/tap_graph.hpp"
 #include "diff/weights.hpp"
 #include "tapdiff/row_shape.hpp"
+#include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/weight_taps.hpp"
 
@@ -52,12 +53,16 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-// attn.probs rows ([n_head, n_ctx]) as wide as each trace's own n_ctx: runs of other lengths,
-// not a shape bug. Any other tap whose width happens to equal n_ctx keeps its shape finding.
+// Rows of a tap the catalogue makes n_ctx wide (attn.probs: [n_head, n_ctx]), as wide as each
+// trace's own n_ctx: runs of other lengths, not a shape bug. Any other tap whose width happens to
+// equal n_ctx keeps its shape finding.
 bool widths_are_the_contexts(const std::string& name, const std::vector<std::int64_t>& expected,
                              const std::vector<std::int64_t>& actual, const std::optional<TapDims>& expected_dims,
                              const std::optional<TapDims>& actual_dims) {
-  if (name != "attn.probs" || expected.size() != 2 || actual.size() != 2) return false;
+  const TapSpec* spec = find_tap_spec(name);
+  if (spec == nullptr || spec->row_rank != 2 || spec->row[1].first != DimSymbol::n_ctx || spec->row[1].second)
+    return false;
+  if (expected.size() != 2 || actual.size() != 2) return false;
   if (!expected_dims || !actual_dims) return false;
   if (expected_dims->n_ctx == actual_dims->n_ctx) return false;
   if (!std::equal(expected.begin(), expected.end() - 1, actual.begin())) return false;
