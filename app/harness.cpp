@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "app/progress.hpp"
+#include "app/run_checks.hpp"
 #include "app/subprocess.hpp"
 #include "app/token_list.hpp"
 #include "app/trace_metadata_for.hpp"
@@ -35,12 +36,11 @@ struct ReferenceRun {
   std::optional<WeightTapOptions> weights;
 };
 
-ReferenceRun reference_options(const RunSpec& s, const GgufFile& file) {
+ReferenceRun reference_options(const RunSpec& s, const GgufFile& file, const ModelConfig& config) {
   if (!s.fault.empty())
     throw std::invalid_argument("--inject: faults are injected into the engine (--backend host|cuda), not the reference");
   if (s.prefill_chunk != 0)
     throw std::invalid_argument("--prefill-chunk: the reference runs one token at a time; chunking is an engine option");
-  if (s.n_predict < 0) throw std::invalid_argument(fmt::format("--n-predict: expected >= 0, got {}", s.n_predict));
   ReferenceRun r;
   ref::GenerateOptions& g = r.generate;
   g.n_predict = s.n_predict;
@@ -50,6 +50,7 @@ ReferenceRun reference_options(const RunSpec& s, const GgufFile& file) {
   g.sampling = s.sampling;
   g.logits_all = s.logits_all;
   if (!s.trace.empty()) r.weights = weight_tap_options(s, file);
+  check_context_fits(s, config, ref::context_bytes(config, int(s.prompt.size()) + s.n_predict, g.precision));
   return r;
 }
 
@@ -65,7 +66,8 @@ std::vector<int> run_reference(const RunSpec& s, const GgufFile& file, Reference
   return tokens;
 }
 
-engine::EngineOptions engine_options(const RunSpec& s, const GgufFile& file, engine::Backend backend) {
+engine::EngineOptions engine_options(const RunSpec& s, const GgufFile& file, const ModelConfig& config,
+                                     engine::Backend backend) {
   engine::EngineOptions e;
   e.backend = backend;
   const auto precision = engine::parse_precision(s.precision);
@@ -83,6 +85,8 @@ engine::EngineOptions engine_options(const RunSpec& s, const GgufFile& file, eng
   if (s.sampling.temperature > 0)
     throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
   engine::check_options(file, s.prompt, e);
+  // A device holds a CUDA run's context.
+  if (backend == engine::Backend::host) check_context_fits(s, config, engine::context_bytes(config, int(s.prompt.size()), e));
   return e;
 }
 
@@ -101,14 +105,8 @@ std::vector<int> run_engine(const RunSpec& s, const GgufFile& file, engine::Engi
 TapFilterSpec with_weight_taps(const RunSpec& s) {
   TapFilterSpec f = s.taps;
   if (s.weights.empty() || f.names.empty()) return f;
-  bool has_include = false;
-  std::size_t start = 0;
-  while (start <= f.names.size()) {
-    const std::size_t end = std::min(f.names.find(',', start), f.names.size());
-    has_include = has_include || (end > start && f.names[start] != '!');
-    start = end + 1;
-  }
-  if (has_include) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
+  const std::vector<std::string_view> globs = name_globs(f.names);
+  if (std::any_of(globs.begin(), globs.end(), [](std::string_view g) { return !g.empty() && g[0] != '!'; })) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
   return f;
 }
 
@@ -207,6 +205,20 @@ RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
     throw InputError(s.lockstep, "tokens",
                      fmt::format("expected the prompt's {} tokens and the generated ones, the trace holds {} tokens",
                                  m.prompt_length, m.tokens.size()));
+  // The run reads every tap from the source, so a source that lacks some is refused before -o
+  // is touched (the run would stop at the first missing tap).
+  if (source.taps().empty() && !source.complete())
+    throw InputError(s.lockstep, "/taps",
+                     "expected the taps of a run, the lockstep source holds none: its run was interrupted before its "
+                     "first step was committed");
+  const TapFilterSpec& filter = source.filter();
+  std::string narrowed;
+  if (!filter.layers.empty()) narrowed += fmt::format(" --layers {}", filter.layers);
+  if (!filter.positions.empty()) narrowed += fmt::format(" --positions {}", filter.positions);
+  if (!narrowed.empty())
+    throw InputError(s.lockstep, "/",
+                     fmt::format("expected a trace of every tap, the lockstep source was recorded with{}: record it "
+                                 "without filters", narrowed));
   s.prompt.assign(m.tokens.begin(), m.tokens.begin() + m.prompt_length);
   s.n_predict = static_cast<int>(static_cast<std::int64_t>(m.tokens.size()) - m.prompt_length);
   return s;
@@ -233,17 +245,16 @@ std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
       spec.backend != "llama.cpp" && spec.backend != "transformers")
     throw std::invalid_argument(
         fmt::format("--backend: expected reference, host, cuda, llama.cpp or transformers, got {}", spec.backend));
-  if (spec.backend == "transformers") {
-    check_vocab(spec.prompt, load_model_config(file), spec.model);
-    return run_transformers(spec);
-  }
-  if (spec.backend == "llama.cpp") {
-    check_vocab(spec.prompt, load_model_config(file), spec.model);
-    return run_llama_cpp(spec, file);
-  }
-  const RunSpec s = spec.lockstep.empty() ? spec : with_lockstep_tokens(spec, file);
+  const bool own_program = spec.backend == "reference" || spec.backend == "host" || spec.backend == "cuda";
+  const RunSpec s = spec.lockstep.empty() || !own_program ? spec : with_lockstep_tokens(spec, file);
   const ModelConfig config = load_model_config(file);
   check_vocab(s.prompt, config, s.model);
+  check_positions(s);
+  check_filter_selects(s, config);
+  if (s.backend == "transformers" || s.backend == "llama.cpp") {
+    note_past_training_context(s, config);
+    return s.backend == "transformers" ? run_transformers(s) : run_llama_cpp(s, file);
+  }
   const bool reference = s.backend == "reference";
   const engine::Backend backend = usable_backend(s.backend);
   const Producer producer = reference                           ? Producer::reference
@@ -251,8 +262,9 @@ std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
                                                                : Producer::engine_host;
   std::optional<ReferenceRun> reference_run;
   std::optional<engine::EngineOptions> engine_run;
-  if (reference) reference_run = reference_options(s, file);
-  else engine_run = engine_options(s, file, backend);
+  if (reference) reference_run = reference_options(s, file, config);
+  else engine_run = engine_options(s, file, config, backend);
+  note_past_training_context(s, config);
   // Only a run that writes a trace declares its model: the hash of a 7B file takes seconds.
   std::optional<TraceWriter> trace;
   if (!s.trace.empty()) {

@@ -18,7 +18,7 @@ Activations::Activations(Executor& ex, const ModelConfig& c, int rows, int n_ctx
   q = floats(R * std::size_t(c.q_dim()));
   k = floats(R * std::size_t(c.kv_dim()));
   v = floats(R * std::size_t(c.kv_dim()));
-  probs = floats(R * std::size_t(c.n_head) * std::size_t(n_ctx));
+  probs = ex.allocate(probs_bytes(c, rows, n_ctx));
   attn_out = floats(R * std::size_t(c.q_dim()));
   proj = floats(R * std::size_t(c.n_embd));
   gate = floats(R * std::size_t(c.n_ff));
@@ -26,6 +26,10 @@ Activations::Activations(Executor& ex, const ModelConfig& c, int rows, int n_ctx
   act = floats(R * std::size_t(c.n_ff));
   logits = floats(std::size_t(c.n_vocab));
   next_token = ints(1);
+}
+
+std::uint64_t Activations::probs_bytes(const ModelConfig& c, int max_rows, int n_ctx) {
+  return std::uint64_t(max_rows) * std::uint64_t(c.n_head) * std::uint64_t(n_ctx) * sizeof(float);
 }
 
 }  // namespace tapdiff::engine

@@ -4,6 +4,8 @@
 // precision because a real engine stores them in 16 bits (GEMM inputs, attention's q).
 #pragma once
 
+#include <cstdint>
+
 #include "engine/device/buffer.hpp"
 #include "model/config.hpp"
 
@@ -13,6 +15,8 @@ class Executor;
 
 struct Activations {
   Activations(Executor& ex, const ModelConfig& c, int max_rows, int n_ctx);
+  // The buffer that grows with the context: attn.probs of max_rows positions.
+  static std::uint64_t probs_bytes(const ModelConfig& c, int max_rows, int n_ctx);
 
   int max_rows;
   Buffer tokens;          // (max_rows,) int32 input token ids

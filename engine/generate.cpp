@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -34,6 +35,9 @@ FaultSwitch check_run(const GgufFile& model, const ModelConfig& c, const std::ve
   if (prompt.empty()) throw std::invalid_argument("tokens: expected at least one prompt token");
   if (o.n_predict < 0)
     throw std::invalid_argument(fmt::format("n-predict: expected >= 0, got {}", o.n_predict));
+  if (std::int64_t(prompt.size()) + o.n_predict > std::numeric_limits<int>::max())
+    throw std::invalid_argument(fmt::format("n-predict: {} prompt and {} generated positions are more than the {} a run "
+                                            "holds", prompt.size(), o.n_predict, std::numeric_limits<int>::max()));
   if (o.prefill_chunk < 0)
     throw std::invalid_argument(fmt::format("prefill-chunk: expected >= 0 (0: the whole prompt), got {}", o.prefill_chunk));
   for (std::size_t i = 0; i < prompt.size(); ++i)
@@ -59,6 +63,13 @@ void check_options(const GgufFile& model, const std::vector<int>& prompt, const 
   const ModelConfig config = load_model_config(model);
   validate_weights(model, config);
   check_run(model, config, prompt, options);
+}
+
+std::uint64_t context_bytes(const ModelConfig& config, int n_prompt, const EngineOptions& o) {
+  const int n_ctx = n_prompt + o.n_predict;
+  const int rows = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, n_prompt) : n_prompt;
+  return KvCache::bytes(config.n_layer, n_ctx, config.kv_dim(), storage_of(o.precision)) +
+         Activations::probs_bytes(config, rows, n_ctx);
 }
 
 std::vector<int> generate(const GgufFile& model, const std::vector<int>& prompt,

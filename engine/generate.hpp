@@ -10,12 +10,14 @@
 // app/trace_metadata_for.hpp builds one).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/device/error.hpp"
 #include "engine/faults.hpp"
 #include "engine/options.hpp"
+#include "model/config.hpp"
 #include "model/gguf.hpp"
 
 namespace tapdiff {
@@ -49,6 +51,10 @@ std::vector<int> generate_on(Executor& ex, const GgufFile& model, const std::vec
 // empty prompt, a token outside the vocabulary, an unknown or inapplicable fault), running
 // nothing: a caller checks a run before it creates the run's outputs.
 void check_options(const GgufFile& model, const std::vector<int>& prompt, const EngineOptions& options);
+
+// Bytes of the run's buffers that grow with its context (the KV cache, attention's
+// probabilities): a caller compares them with the memory it has before starting a long run.
+std::uint64_t context_bytes(const ModelConfig& config, int n_prompt, const EngineOptions& options);
 
 // False with the reason on machines without a usable CUDA device (or builds without CUDA).
 bool cuda_device_available(std::string* reason);

@@ -10,11 +10,15 @@ namespace tapdiff::engine {
 KvCache::KvCache(Executor& ex, int n_layer, int capacity, int kv_dim, ElemType type,
                  FaultSwitch faults)
     : capacity_(capacity), kv_dim_(kv_dim), type_(type), faults_(faults) {
-  const std::size_t bytes = std::size_t(capacity) * std::size_t(kv_dim) * elem_size(type);
+  const std::size_t layer_bytes = std::size_t(capacity) * std::size_t(kv_dim) * elem_size(type);
   for (int l = 0; l < n_layer; ++l) {
-    k_.push_back(ex.allocate(bytes));
-    v_.push_back(ex.allocate(bytes));
+    k_.push_back(ex.allocate(layer_bytes));
+    v_.push_back(ex.allocate(layer_bytes));
   }
+}
+
+std::uint64_t KvCache::bytes(int n_layer, int capacity, int kv_dim, ElemType type) {
+  return 2 * std::uint64_t(n_layer) * std::uint64_t(capacity) * std::uint64_t(kv_dim) * elem_size(type);
 }
 
 std::int64_t KvCache::append_offset(std::int64_t n_new) const {

@@ -19,6 +19,8 @@ class Executor;
 class KvCache {
 public:
   KvCache(Executor& ex, int n_layer, int capacity, int kv_dim, ElemType type, FaultSwitch faults);
+  // What the constructor allocates: K and V of every layer.
+  static std::uint64_t bytes(int n_layer, int capacity, int kv_dim, ElemType type);
 
   ElemType type() const { return type_; }
   int capacity() const { return capacity_; }

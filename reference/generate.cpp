@@ -1,6 +1,7 @@
 #include "reference/generate.hpp"
 
 #include <fmt/format.h>
+#include <limits>
 #include <stdexcept>
 
 #include "reference/forward.hpp"
@@ -8,6 +9,12 @@
 
 namespace tapdiff::ref {
 namespace {
+
+template <typename T>
+std::uint64_t context_bytes_of(const ModelConfig& c, int n_ctx) {
+  return (2 * std::uint64_t(c.n_layer) * std::uint64_t(c.kv_dim()) + std::uint64_t(c.n_head)) * std::uint64_t(n_ctx) *
+         sizeof(T);
+}
 
 template <typename T>
 std::vector<int> run(const Weights& weights, const std::vector<int>& prompt,
@@ -39,8 +46,15 @@ std::vector<int> generate(const Weights& weights, const std::vector<int>& prompt
   if (prompt.empty()) throw std::invalid_argument("tokens: expected at least one prompt token");
   if (options.n_predict < 0)
     throw std::invalid_argument(fmt::format("n-predict: expected >= 0, got {}", options.n_predict));
+  if (std::int64_t(prompt.size()) + options.n_predict > std::numeric_limits<int>::max())
+    throw std::invalid_argument(fmt::format("n-predict: {} prompt and {} generated positions are more than the {} a run "
+                                            "holds", prompt.size(), options.n_predict, std::numeric_limits<int>::max()));
   return options.precision == Precision::f64 ? run<double>(weights, prompt, options, trace)
                                              : run<float>(weights, prompt, options, trace);
+}
+
+std::uint64_t context_bytes(const ModelConfig& config, int n_ctx, Precision precision) {
+  return precision == Precision::f64 ? context_bytes_of<double>(config, n_ctx) : context_bytes_of<float>(config, n_ctx);
 }
 
 }  // namespace tapdiff::ref

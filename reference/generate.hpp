@@ -3,6 +3,7 @@
 // position whose token is fed through the model is one trace step.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct GenerateOptions {
   // Called after each step with (position, token chosen or fed, steps done, steps total).
   std::function<void(int, int, int, int)> on_step;
 };
+
+// Bytes of the buffers that grow with the run's context (the KV cache, attention's
+// probabilities): a caller compares them with the memory it has before starting a long run.
+std::uint64_t context_bytes(const ModelConfig& config, int n_ctx, Precision precision);
 
 // Returns prompt + generated tokens. trace may be null.
 std::vector<int> generate(const Weights& weights, const std::vector<int>& prompt,

@@ -145,7 +145,8 @@ json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
           {"separating_experiment", d->separating_experiment.empty() ? json(nullptr) : json(d->separating_experiment)},
           {"runners_up", hypotheses(d->runners_up)},
           {"signatures", d->signatures},
-          {"explanation", d->explanation}};
+          {"explanation", d->explanation},
+          {"in_expected", d->in_expected}};
 }
 
 json roots_json(const std::vector<diff::RootFinding>& roots) {
@@ -233,6 +234,7 @@ json summary_json(const diff::DiffResult& r) {
                         c.first_diverged ? json(c.first_diverged->full_name) : json(nullptr)}});
   return {{"headline", headline(r)},
           {"taps", counts.taps},
+          {"positions", counts.positions},
           {"taps_diverged", counts.diverged},
           {"taps_nonfinite", counts.nonfinite},
           {"classes", classes}};

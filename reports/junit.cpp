@@ -106,6 +106,7 @@ std::string render_junit(const diff::DiffResult& r, const RenderOptions&) {
   out += property("actual", r.actual.path);
   out += property("actual.summary", side_summary(r.actual));
   out += property("compared_positions", std::to_string(r.compared_positions));
+  out += property("positions_with_a_row_compared", std::to_string(count_taps(r).positions));
   out += "    </properties>\n";
   for (const auto& tc : cases) {
     out += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\"",

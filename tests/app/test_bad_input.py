@@ -2,6 +2,7 @@
 was expected. Files that claim more than they hold (a GGUF tensor of 10^12 elements, in a sparse
 file really large enough to hold it; traces of 10^9 positions) are refused before anything is
 allocated for the claim: the peak memory stays small."""
+import json
 import os
 import resource
 import signal
@@ -133,6 +134,13 @@ def test_bad_tolerance_profile(tmp_path, small_trace, profile, message):
     (["--weight-cache", str(2**44)], f"--weight-cache: Value {2**44} not in range"),  # MiB: 2^64 bytes
     (["--backend", "host", "--prefill-chunk", "-1"], "--prefill-chunk: Value -1 not in range 0 to 2147483647"),
     (["--backend", "reference", "-n", "-1"], "--n-predict: expected >= 0, got -1"),
+    (["--backend", "host", "-n", str(2**31 - 1)], "--n-predict: expected at most 2147483644 (with the 3 prompt"),
+    (["--backend", "reference", "-n", str(2**31 - 9)], "KV cache and attention probabilities (1 layer of 32"),
+    (["--backend", "host", "-n", str(2**31 - 9)], "KV cache and attention probabilities (1 layer of 32"),
+    (["--taps", "no_such_tap"], "--taps: 'no_such_tap' matches no tap of"),
+    (["--taps", "blk.*.attn_q,blk.7.ffn_up"], "--taps: 'blk.7.ffn_up' matches no tap of"),
+    (["--backend", "host", "--layers", "2-9"], "--layers: expected layers within 0..0"),
+    (["--positions", "5-9"], "--positions: expected positions within 0..4"),
 ])
 def test_refused_options_leave_the_output_as_it_was(tmp_path, small_trace, options, message):
     """Every option is checked before the trace is opened: a refused run neither creates its -o
@@ -148,9 +156,33 @@ def test_refused_options_leave_the_output_as_it_was(tmp_path, small_trace, optio
     assert not (tmp_path / "new.h5").exists()
 
 
+def test_a_context_past_what_ulimit_allows_is_refused_before_the_run(tmp_path, small_trace):
+    model = small_trace.parent / "m.gguf"
+    limit = 1 << 31
+    def child():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    for backend in ("reference", "host"):
+        p = subprocess.run([str(TAPDIFF), "run", "--backend", backend, "-m", str(model), "--tokens", "1,2,3",
+                            "-n", str(8 << 20), "-o", str(tmp_path / "x.h5")], capture_output=True, text=True,
+                           preexec_fn=child)
+        assert p.returncode == 2 and "; ulimit -v allows 2.0 GiB" in p.stderr, p.stderr
+        assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_run_past_the_training_context_says_so(tmp_path):
+    model = tmp_path / "short.gguf"
+    assert run("fixture", "--arch", "llama", "--seed", 3, "--n-ctx", 8, "-o", model).returncode == 0
+    for backend in ("reference", "host"):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,2,3", "-n", 5)
+        assert p.returncode == 0 and "past" not in p.stderr, p.stderr
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,2,3", "-n", 6)
+        assert p.returncode == 0, p.stderr
+        assert f"the run's 9 positions go past {model}'s context length 8" in p.stderr, p.stderr
+
+
 def test_traces_with_nothing_in_common_are_not_a_pass(tmp_path, small_trace):
     """diff and check --golden of traces that share no row (--positions windows apart, a golden
-    recorded with a filter that matched nothing) say so and exit 2: a pass must have compared
+    recorded with no tap) say so and exit 2: a pass must have compared
     something."""
     model = small_trace.parent / "m.gguf"
     early, late = tmp_path / "early.h5", tmp_path / "late.h5"
@@ -160,11 +192,28 @@ def test_traces_with_nothing_in_common_are_not_a_pass(tmp_path, small_trace):
     p = run("diff", early, late)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "nothing compared: no tap holds rows at a position both traces recorded" in p.stdout, p.stdout
-    empty = tmp_path / "empty.h5"  # a filter that matches no tap: a golden that holds nothing
-    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 0, "--taps", "no_such_tap", "-o", empty).returncode == 0
+    empty = tmp_path / "empty.h5"  # a golden that holds no tap, and no generated token
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 0, "--taps", "!*", "-o", empty).returncode == 0
     p = run("check", "--golden", empty)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "nothing compared: the traces hold no tap in common; the expected trace holds no taps" in p.stdout, p.stdout
+
+
+def test_every_report_counts_the_positions_it_compared(tmp_path, small_trace):
+    """A trace recorded at some positions is compared at those: JSON and JUnit say how many, as
+    the text does, beside the common token prefix."""
+    model = small_trace.parent / "m.gguf"
+    some, every = tmp_path / "some.h5", tmp_path / "every.h5"
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 2, "--positions", "1-2", "-o", some).returncode == 0
+    assert run("run", "-m", model, "--tokens", "1,2,3,4", "-n", 2, "--backend", "host", "-o", every).returncode == 0
+    p = run("diff", some, every)
+    assert p.returncode == 0 and "2 positions" in p.stdout, p.stdout
+    p = run("diff", some, every, "--format", "json")
+    report = json.loads(p.stdout)
+    assert (report["compared_positions"], report["summary"]["positions"]) == (6, 2), report["summary"]
+    p = run("diff", some, every, "--format", "junit")
+    assert '<property name="compared_positions" value="6"/>' in p.stdout, p.stdout
+    assert '<property name="positions_with_a_row_compared" value="2"/>' in p.stdout, p.stdout
 
 
 def test_traces_of_generated_tokens_alone_compare_them(tmp_path, small_trace):
@@ -233,3 +282,22 @@ def test_trace_whose_rows_cannot_be_read(tmp_path):
     assert p.returncode == 2, p.stderr
     assert f"{bad}: /taps/ffn_up/data" in p.stderr and "cannot read" in p.stderr, p.stderr
     assert "HDF5-DIAG" not in p.stderr, "HDF5's own error printing is on in the reading thread"
+
+
+def test_a_compressed_copy_left_by_a_killed_run_is_removed_by_the_next(tmp_path, small_trace):
+    """A run killed while it compressed its trace leaves the copy it was writing, named by its
+    process id: the next --compress of that path removes the copies of processes that are gone,
+    and leaves a live one's alone."""
+    model, trace = small_trace.parent / "m.gguf", tmp_path / "t.h5"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    abandoned = tmp_path / f"t.h5.gzip-{gone.pid}.tmp"
+    live = tmp_path / f"t.h5.gzip-{os.getpid()}.tmp"
+    other = tmp_path / f"other.h5.gzip-{gone.pid}.tmp"
+    for leftover in (abandoned, live, other):
+        leftover.write_bytes(b"partial copy")
+    p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, "--compress", "-o", trace)
+    assert p.returncode == 0, p.stderr
+    assert not abandoned.exists() and live.exists() and other.exists()
+    with h5py.File(trace, "r") as f:
+        assert f.attrs["complete"] == 1

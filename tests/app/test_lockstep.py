@@ -194,6 +194,12 @@ def test_lockstep_needs_every_tap_of_the_source(qwen2, tmp_path):
         "-o", partial, code=0)
     p = run("run", "--backend", "host", "-m", model, "--lockstep", partial, code=2)
     assert str(partial) in p.stderr and "token_embd" in p.stderr
+    one_layer = tmp_path / "one-layer.h5"
+    run("run", "--backend", "reference", "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", "0", "-o", one_layer,
+        code=0)
+    p = run("run", "--backend", "host", "-m", model, "--lockstep", one_layer, "-o", tmp_path / "x.h5", code=2)
+    assert "the lockstep source was recorded with --layers 0: record it without filters" in p.stderr, p.stderr
+    assert not (tmp_path / "x.h5").exists()
 
 
 def test_lockstep_needs_tokens(qwen2, tmp_path):
@@ -212,9 +218,9 @@ def test_a_source_interrupted_before_its_first_step_is_named_as_such(llama, tmp_
     a filtered trace: the error says which."""
     model, _ = llama
     source = tmp_path / "interrupted.h5"
-    run("run", "-m", model, "--tokens", PROMPT, "-n", 2, "--taps", "no_such_tap", "-o", source, code=0)
+    run("run", "-m", model, "--tokens", PROMPT, "-n", 2, "--taps", "!*", "-o", source, code=0)
     with h5py.File(source, "r+") as f:
         f.attrs["complete"] = 0  # as a killed run leaves it: nothing committed, never closed
     p = run("run", "--backend", "host", "-m", model, "--lockstep", source, "-o", tmp_path / "x.h5", code=2)
-    assert "the lockstep source holds no taps: its run was interrupted before its first step" in p.stderr, p.stderr
-    assert "without --taps" not in p.stderr
+    assert "the lockstep source holds none: its run was interrupted before its first step" in p.stderr, p.stderr
+    assert "without filters" not in p.stderr and not (tmp_path / "x.h5").exists()

@@ -1,9 +1,12 @@
 #include "compress_copy.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "extendable.hpp"
@@ -111,9 +114,30 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   committed_ds.close();
 }
 
+// A run killed while it compressed left its copy, named by its process id: the copies of
+// processes that are gone go before a new one is written.
+void remove_abandoned_copies(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path trace(path);
+  const std::string prefix = trace.filename().string() + ".gzip-";
+  const fs::path dir = trace.parent_path().empty() ? fs::path(".") : trace.parent_path();
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - 4, 4, ".tmp") != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 void compress_trace(const std::string& path, int gzip_level) {
+  remove_abandoned_copies(path);
   const std::string copy = path + ".gzip-" + std::to_string(getpid()) + ".tmp";
   try {
     const TraceReader in(path);
