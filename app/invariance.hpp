@@ -20,11 +20,9 @@ inline const std::vector<int> kInvarianceChunks = {1, 2, 3, 7};
 struct InvarianceRun {
   int chunk = 0;  // prompt tokens per prefill step
   std::string trace;
-  // The one-batch run (expected) against this one (actual); when that passes, the other way
-  // round (one_batch_wrong): the diff takes its expected side as right and clears a difference
-  // the actual side's own inputs explain, so each run is tried as the suspect.
+  // The one-batch run (expected) against this one (actual). A bug of the one-batch path is
+  // diagnosed in the expected trace (Diagnosis::in_expected).
   diff::DiffResult result;
-  bool one_batch_wrong = false;
 };
 
 struct InvarianceResult {

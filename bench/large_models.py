@@ -228,10 +228,16 @@ def main():
                           measure([args.tapdiff, "run", "--backend", "reference", "-m", big, *prompt, "-o", r], td.env)))
             steps.append(("`tapdiff run --backend host` (8 + 8 tokens, every tap)",
                           measure([args.tapdiff, "run", "--backend", "host", "-m", big, *prompt, "-o", e], td.env)))
+            # What tracing every tap costs at this size, against the same run without a trace.
+            steps.append(("`tapdiff run --backend host` (8 + 8 tokens, no trace)",
+                          measure([args.tapdiff, "run", "--backend", "host", "-m", big, *prompt], td.env)))
+            traced, untraced = steps[-2][1][0], steps[-1][1][0]
             steps.append(("`tapdiff diff ref.h5 engine.h5`", measure([args.tapdiff, "diff", r, e], td.env)))
             verdict = steps[-1][1][2].strip().splitlines()[0]
             for what, (s, rss, _) in steps:
                 memory_rows.append(f"| {what} | {s:.1f} | {rss / 1024:.2f} |")
+            memory_rows.append(f"\nTracing every tap: {traced / untraced - 1:+.1%} on the host engine's run (one run each, "
+                               f"model and page cache loaded by the reference's run before them).")
             memory_rows.append(f"\nThe diff's verdict: `{verdict}`. Trace size: {r.stat().st_size / 2**20:.0f} MiB each. "
                                f"Model file: {big.stat().st_size / 2**30:.2f} GiB; as float32 its weights would be "
                                f"{parameters(big) * 4 / 2**30:.1f} GiB.")

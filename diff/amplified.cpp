@@ -39,6 +39,7 @@ bool activation_within_its_inputs(const TraceReader& a, const TraceReader& b, in
   if (n == 0 || act_b.size() != n || gate_a.size() != n || gate_b.size() != n || up_a.size() != n || up_b.size() != n)
     return false;
   for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(act_a[i]) || !std::isfinite(act_b[i])) return false;  // an infinite bound admits anything
     const double bound = kSlope * std::fabs(double(gate_b[i]) - gate_a[i]) * std::fabs(up_b[i]) +
                          std::fabs(gate_a[i]) * std::fabs(double(up_b[i]) - up_a[i]) +
                          kOwnRounding * (std::fabs(act_a[i]) + std::fabs(act_b[i]));
@@ -68,6 +69,15 @@ std::string rows_over(const DivergedRows& d) {
                      d.rows == 1 ? "" : "s", d.nmse, d.input, d.rows == 1 ? "is" : "are");
 }
 
+StructuralFinding expected_off_its_inputs(const TapComparison& t, std::int64_t position, double own, double bar) {
+  return {"expected-off-its-inputs", t.full_name,
+          fmt::format("at position {} the expected trace's row is not what the correct computation gives from the "
+                      "expected trace's own inputs (nmse {:.3g}, the tolerance {:.3g}), while the actual trace's is: "
+                      "the expected side is the one that diverged here (a golden recorded from a faulty build, or "
+                      "the traces given in the other order)",
+                      position, own, bar)};
+}
+
 }  // namespace
 
 void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
@@ -90,19 +100,28 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
     double worst_own = 0;
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
-      // The candidates' replays refer to `in`: it outlives them.
-      ReplayInputs in{b, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
-                      cache_type_of(b.metadata()), prefill_chunk_of(b.metadata())};
-      const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
-      const auto baseline =
-          std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
-      if (baseline == candidates.end()) return;
+      // Both traces' rows must be what the correct computation gives from their own inputs: an
+      // expected trace that is not (a golden recorded from a faulty build, or the traces given
+      // in the other order) diverged at this op itself.
       const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
-      for (const RowMetrics& row : t.rows) {
-        if (!row.diverged) continue;
-        const double own = own_error(trace_row(b, t.name, t.layer, row.position), baseline->replay(row.position));
-        if (!(own <= bar)) return;  // this op's own divergence: the first one
-        worst_own = std::max(worst_own, own);
+      for (const TraceReader* trace : {&b, &a}) {
+        // The candidates' replays refer to `in`: it outlives them.
+        ReplayInputs in{*trace, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
+                        cache_type_of(trace->metadata()), prefill_chunk_of(trace->metadata())};
+        const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
+        const auto baseline =
+            std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
+        if (baseline == candidates.end()) return;
+        for (const RowMetrics& row : t.rows) {
+          if (!row.diverged) continue;
+          const double own =
+              own_error(trace_row(*trace, t.name, t.layer, row.position), baseline->replay(row.position));
+          if (!(own <= bar)) {
+            if (trace == &a) r.findings.push_back(expected_off_its_inputs(t, row.position, own, bar));
+            return;  // this op's own divergence: the first one
+          }
+          if (trace == &b) worst_own = std::max(worst_own, own);
+        }
       }
     } catch (const std::exception&) {
       return;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand

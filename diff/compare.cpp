@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <numeric>
@@ -256,6 +257,59 @@ void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReade
   }
 }
 
+// Tokens that differ where either run was given its token (its prompt) are no divergence of
+// an engine: the runs had other inputs. The token-sequence finding becomes a `prompt` one.
+bool other_prompts_at(DiffResult& r, const TraceMetadata& a, const TraceMetadata& b) {
+  const std::int64_t p = r.compared_positions;
+  if (p >= std::int64_t(std::min(a.tokens.size(), b.tokens.size())) || p >= std::max(a.prompt_length, b.prompt_length))
+    return false;
+  const auto given = [p](const TraceMetadata& m) {
+    const int token = m.tokens[std::size_t(p)];
+    if (p < m.prompt_length) return fmt::format("token {} in its prompt of {} tokens", token, m.prompt_length);
+    return fmt::format("token {}, generated after its prompt of {} tokens", token, m.prompt_length);
+  };
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const StructuralFinding& x) {
+    return x.kind == "token-sequence" || x.kind == "near-tie";
+  });
+  const StructuralFinding prompt{
+      "prompt", "tokens",
+      fmt::format("the runs were given other prompts: at position {} the expected run has {}, the actual run {}. "
+                  "Nothing from position {} on is compared. Two tokenizations of the same text do this (a BOS added "
+                  "or dropped, other merges): compare their token ids (`tapdiff tokenize`)",
+                  p, given(a), given(b), p)};
+  if (f != r.findings.end()) *f = prompt;
+  else r.findings.push_back(prompt);
+  return true;
+}
+
+// The model the replays read: --model, else the path the expected trace recorded, from the
+// working directory or beside either trace (a relative path is the producer's working
+// directory's). Not found: why, for a finding where a divergence needed the replay.
+struct ReplayModelPath {
+  std::string path;
+  std::string not_found;
+};
+ReplayModelPath replay_model_path(const DiffOptions& options, const TraceReader& a, const TraceReader& b) {
+  namespace fs = std::filesystem;
+  if (!options.model_path.empty() || !options.diagnose) return {options.model_path, ""};
+  const fs::path recorded(a.metadata().model_path);
+  if (recorded.empty()) return {"", "the traces record no model path: no op can be replayed; pass the model with --model"};
+  std::vector<fs::path> tried{recorded};
+  if (recorded.is_relative())
+    for (const TraceReader* t : {&a, &b}) {
+      const fs::path beside = fs::path(t->path()).parent_path() / recorded;
+      if (std::find(tried.begin(), tried.end(), beside) == tried.end()) tried.push_back(beside);
+    }
+  std::error_code ec;
+  for (const fs::path& path : tried)
+    if (fs::is_regular_file(path, ec)) return {path.string(), ""};
+  std::vector<std::string> listed;
+  for (const fs::path& path : tried) listed.push_back(path.string());
+  return {recorded.string(), fmt::format("the traces' model {} was not found (tried {}): no op can be replayed, so no "
+                                         "class can be reproduced; pass the model with --model",
+                                         recorded.string(), fmt::join(listed, ", "))};
+}
+
 }  // namespace
 
 DiffResult diff_traces(const std::string& expected_path, const std::string& actual_path,
@@ -273,6 +327,15 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                                                        : DiffMode::first;
   check_compatible(a, b, r);
   if (r.verdict == Verdict::incompatible) return r;
+  const ReplayModelPath model = replay_model_path(options, a, b);
+  const std::string& model_path = model.path;
+  if (!options.profile)
+    for (const TraceReader* t : {&a, &b})
+      if (!has_profile(t->metadata().precision))
+        r.findings.push_back({"precision", "",
+                              fmt::format("the {} trace's precision \"{}\" has no tolerance profile of its own: "
+                                          "compared under {} (--profile names another)",
+                                          t == &a ? "expected" : "actual", t->metadata().precision, profile.name)});
 
   r.compared_positions = common_token_prefix(a.metadata(), b.metadata());
   const auto& ta = a.metadata().tokens;
@@ -289,7 +352,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
 
   // Weights first: a loader or dequantization bug is the first finding, before any activation.
   const std::optional<WeightFinding> weight_finding =
-      compare_weights(a, b, options.model_path, options.diagnose, r);
+      compare_weights(a, b, model_path, options.diagnose, r);
   std::vector<TapPair> pairs;  // execution order
   std::map<std::string, std::vector<std::string>> not_available;  // short name → full names
   std::map<std::string, std::vector<std::string>> other_context;  // rows as wide as n_ctx, which differs
@@ -361,7 +424,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   int n_layer = 0;
   for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
   mark_divergences(r, n_layer);
-  if (options.diagnose && r.mode != DiffMode::lockstep) clear_amplified_rows(r, a, b, options.model_path);
+  if (options.diagnose && r.mode != DiffMode::lockstep) clear_amplified_rows(r, a, b, model_path);
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
   // A flip at a near-tie in a reduced precision is noise: a note, not a divergence.
@@ -371,6 +434,8 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       for (auto& f : r.findings)
         if (f.kind == "token-sequence") f = {"near-tie", "tokens", *note};
     }
+  const bool other_prompts = other_prompts_at(r, a.metadata(), b.metadata());
+  if (other_prompts && r.first && r.first->tap == "tokens") r.first.reset();
   if (auto nonfinite = first_nonfinite_origin(r.taps)) r.findings.push_back(std::move(*nonfinite));
 
   // A tap in one trace only is listed (producers may filter taps); a shape mismatch or a
@@ -379,13 +444,16 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   for (const auto& f : r.findings)
     structural_bug = structural_bug || f.kind == "shape" || f.kind == "non-finite";
   r.verdict = (r.first || structural_bug) ? Verdict::diverged : Verdict::pass;
-  if (r.verdict == Verdict::pass && nothing_compared(r, a.metadata())) {
+  if (r.verdict == Verdict::pass && other_prompts) {
+    r.verdict = Verdict::incompatible;
+  } else if (r.verdict == Verdict::pass && nothing_compared(r, a.metadata())) {
     r.findings.insert(r.findings.begin(), {"nothing-compared", "", nothing_compared_detail(a, b, !pairs.empty())});
     r.verdict = Verdict::incompatible;
   }
   if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))
-    r.diagnosis = diagnose(r, a, b, options.model_path);
-  find_roots(r, a, b, options.diagnose, options.model_path);
+    r.diagnosis = diagnose(r, a, b, model_path);
+  find_roots(r, a, b, options.diagnose, model_path);
+  if (!model.not_found.empty() && (r.first || !r.roots.empty())) r.findings.push_back({"no-model", "", model.not_found});
   if (r.mode != DiffMode::first && r.first && !r.roots.empty() && r.roots.front().at.tap == r.first->tap)
     r.diagnosis = r.roots.front().diagnosis;
   // A shape mismatch ahead of every divergence is the root: it leads (later taps fed by a

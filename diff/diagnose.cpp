@@ -160,9 +160,11 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
   return diagnose_at(r, *r.first, a, b, b, model_path);
 }
 
-Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
+namespace {
+
+// The op's diagnosis: signatures, then the variants replayed from `inputs`.
+Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
-  if (f.tap == "tokens") return diagnose_tokens(f, b);
   Diagnosis d;
   d.bug_class = "unexplained";
   const Observations seen = observe(r, f, a, b);
@@ -227,6 +229,28 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
     d.evidence = Evidence::indicated;
   }
   d.explanation = explain(d, f);
+  return d;
+}
+
+}  // namespace
+
+Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
+                      const TraceReader& inputs, const std::string& model_path) {
+  if (f.tap == "tokens") return diagnose_tokens(f, b);
+  // The amplification check found the expected trace's row off its own inputs and the actual's
+  // right: the bug to diagnose is the expected trace's.
+  const bool expected_off =
+      &inputs == &b && std::any_of(r.findings.begin(), r.findings.end(), [&](const StructuralFinding& x) {
+        return x.kind == "expected-off-its-inputs" && x.tap == f.tap;
+      });
+  if (!expected_off) return diagnose_op(r, f, a, b, inputs, model_path);
+  Diagnosis d = diagnose_op(r, f, b, a, a, model_path);
+  d.in_expected = true;
+  d.explanation = fmt::format("The expected trace ({}) is the one that diverged here: the actual trace's {} is what "
+                              "the correct computation gives from its own inputs, the expected trace's is not. "
+                              "Diagnosed with the two traces' roles swapped (in the signatures, \"actual\" is the "
+                              "expected trace): {}",
+                              a.path(), f.tap, d.explanation);
   return d;
 }
 

@@ -126,17 +126,30 @@ void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std
     return std::any_of(theirs.begin(), theirs.end(),
                        [&](const ResolvedInput& i) { return i.name == name && i.layer == layer; });
   };
+  // A cache slot holding another layer's K (or V) is the cache's layer index, not an aliased buffer.
+  auto kv_family = [](const std::string& tap) -> int {
+    if (tap == "attn_k" || tap == "attn_k.rope" || tap == "kv.k") return 1;
+    if (tap == "attn_v" || tap == "kv.v") return 2;
+    return 0;
+  };
+  const bool cache_slot = name == "kv.k" || name == "kv.v";
   std::vector<Candidate> generic;
   for (const TapInfo& other : in.actual.taps()) {
     if (&other == self || other.row_shape != self->row_shape || is_weight_tap(other.name) || is_input(other) ||
         consumes_self(other))
       continue;
-    Candidate copy{fmt::format("the values of {}: the output buffer holds another tap's data (aliased, or "
-                               "never written and left from that op)",
-                               other.full_name),
-                   "buffer", false, [&in, n = other.name, l = other.layer](std::int64_t p) {
-                     return trace_row(in.actual, n, l, p);
-                   }};
+    const bool other_layers_cache = cache_slot && other.layer >= 0 && other.layer != layer &&
+                                    kv_family(other.name) == kv_family(name);
+    const std::string variant =
+        other_layers_cache
+            ? fmt::format("the values of {}: layer {}'s {} in layer {}'s cache (the cache written or read with "
+                          "another layer's index)",
+                          other.full_name, other.layer, name == "kv.k" ? "K" : "V", layer)
+            : fmt::format("the values of {}: the output buffer holds another tap's data (aliased, or never written "
+                          "and left from that op)",
+                          other.full_name);
+    Candidate copy{variant, other_layers_cache ? "kv-cache" : "buffer", false,
+                   [&in, n = other.name, l = other.layer](std::int64_t p) { return trace_row(in.actual, n, l, p); }};
     copy.takes = other.full_name;
     generic.push_back(std::move(copy));
   }

@@ -63,6 +63,8 @@ RowMetrics row_metrics(const float* a, const float* b, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const double x = a[i], y = b[i];
     if (!std::isfinite(x)) ++m.nonfinite_expected;
+    // |b - a| is infinite (or NaN) where one trace is finite and the other not.
+    if (std::isfinite(x) != std::isfinite(y)) m.max_abs = m.max_rel = INFINITY;
     if (!std::isfinite(y)) {
       ++m.nonfinite;
       if (worst < INFINITY) {

@@ -118,6 +118,9 @@ struct Diagnosis {
   std::vector<Hypothesis> runners_up;   // next best hypotheses, best first
   std::vector<std::string> signatures;  // "position 0 intact", "constant offset per row", ...
   std::string explanation;  // one paragraph, names the code area to inspect
+  // The bug diagnosed is the expected trace's: its row is off its own inputs, the actual's is
+  // not (an "expected-off-its-inputs" finding); the replay ran with the roles swapped.
+  bool in_expected = false;
 };
 
 struct FirstDivergence {

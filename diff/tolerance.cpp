@@ -49,6 +49,10 @@ ToleranceProfile profile_for_precision(std::string_view precision) {
   return builtin_profile("f32");
 }
 
+bool has_profile(std::string_view precision) {
+  return precision == "f32" || precision == "f64" || precision == "f16" || precision == "bf16" || precision == "q8";
+}
+
 ToleranceProfile profile_for_precisions(std::string_view expected, std::string_view actual) {
   ToleranceProfile a = profile_for_precision(expected);
   ToleranceProfile b = profile_for_precision(actual);

@@ -25,6 +25,8 @@ struct ToleranceProfile {
 ToleranceProfile builtin_profile(std::string_view name);
 // The built-in profile for a trace's precision ("f64" and unknown precisions use f32).
 ToleranceProfile profile_for_precision(std::string_view precision);
+// Whether a precision names a profile of its own (f64 is f32's): other names get a finding.
+bool has_profile(std::string_view precision);
 // Two traces: the looser of their precisions' profiles (reference f32 vs a llama.cpp run
 // with 8-bit activations is judged by the q8 profile, whichever side it is on).
 ToleranceProfile profile_for_precisions(std::string_view expected, std::string_view actual);

@@ -22,8 +22,9 @@ std::string tap_row(const diff::DiffResult& r, const diff::TapComparison& t) {
   const bool nonfinite = s.worst && row_nonfinite(*s.worst);
   std::string cls = s.first_diverged ? "diverged" : "";
   if (first) cls += " first";
-  std::string status = s.first_diverged ? "<span class=\"status bad\">diverged</span>"
-                                        : "<span class=\"status ok\">ok</span>";
+  std::string status = s.first_diverged   ? "<span class=\"status bad\">diverged</span>"
+                       : s.nonfinite_rows ? "<span class=\"status nonfinite\">NaN/Inf</span>"
+                                          : "<span class=\"status ok\">ok</span>";
   if (first) status += " <span class=\"status first\">first</span>";
   return fmt::format(
       "<tr class=\"{}\"><td><code>{}</code></td><td class=\"r\">{}</td><td>{}</td><td>{}</td>"

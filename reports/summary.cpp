@@ -61,6 +61,7 @@ TapStats tap_stats(const diff::TapComparison& tap) {
     if (!std::isnan(stats.min_cosine) && !(row.cosine >= stats.min_cosine))
       stats.min_cosine = row.cosine;
     stats.nonfinite += row.nonfinite;
+    stats.nonfinite_rows = stats.nonfinite_rows || row_nonfinite(row);
     if (row.diverged) ++stats.diverged_rows;
   }
   return stats;
@@ -202,11 +203,13 @@ std::string diverged_count(const diff::DiffResult& r, const diff::FirstDivergenc
 }
 
 std::string class_with_evidence(const diff::Diagnosis& d) {
-  if (d.evidence != diff::Evidence::tied) return fmt::format("{} ({})", d.bug_class, diff::evidence_text(d.evidence));
+  const char* side = d.in_expected ? " in the expected trace" : "";
+  if (d.evidence != diff::Evidence::tied)
+    return fmt::format("{} ({}){}", d.bug_class, diff::evidence_text(d.evidence), side);
   std::vector<std::string> classes;
   for (const auto& t : d.ties)
     if (std::find(classes.begin(), classes.end(), t.bug_class) == classes.end()) classes.push_back(t.bug_class);
-  return fmt::format("{} (tied: {})", d.bug_class, fmt::join(classes, " | "));
+  return fmt::format("{} (tied: {}){}", d.bug_class, fmt::join(classes, " | "), side);
 }
 
 std::string baseline_text(const diff::Diagnosis& d) {

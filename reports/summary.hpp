@@ -31,6 +31,7 @@ struct TapStats {
   double max_abs = 0;
   double min_cosine = 1;
   std::int64_t nonfinite = 0;  // non-finite elements of b over all rows
+  bool nonfinite_rows = false;  // a row with NaN/Inf in either trace: not "ok" even where not diverged
   int diverged_rows = 0;
 };
 TapStats tap_stats(const diff::TapComparison& tap);

@@ -232,11 +232,11 @@ void write_taps(Writer& w, const diff::DiffResult& r, const RenderOptions& o) {
            "\n";
   for (const auto* t : sel.taps) {
     const TapStats s = tap_stats(*t);
-    const std::string status = pad(s.first_diverged ? "DIVERGED" : "ok", 8);
+    const std::string status = pad(s.first_diverged ? "DIVERGED" : s.nonfinite_rows ? "NaN/Inf" : "ok", 8);
     w.out += fmt::format(
         "  {}  {}  {}  {:>5}  {:>9}  {:>5}  {:>9}  {:>8}  {:>9}\n",
         pad(terminal_safe(t->full_name), name_width), pad(terminal_safe(t->tap_class), class_width),
-        s.first_diverged ? w.style.red(status) : w.style.green(status),
+        s.first_diverged ? w.style.red(status) : s.nonfinite_rows ? w.style.yellow(status) : w.style.green(status),
         s.first_diverged ? std::to_string(s.first_diverged->position) : "-",
         s.worst ? sci(s.worst->nmse) : "-", s.worst ? std::to_string(s.worst->position) : "-",
         sci(s.max_abs), fixed(s.min_cosine, 4), sci(t->threshold_nmse));

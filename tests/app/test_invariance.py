@@ -82,7 +82,7 @@ def test_a_bug_of_the_one_batch_path_is_found_in_the_one_batch_run(model):
     p = run("check", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "--invariance", "--inject",
             "causal-mask-off", "--chunks", "1", "--format", "json", code=1)
     report = json.loads(p.stdout)
-    assert report["actual"]["path"].endswith("one-batch.h5")
+    assert report["expected"]["path"].endswith("one-batch.h5") and report["diagnosis"]["in_expected"]
     assert (report["first_divergence"]["tap"], report["first_divergence"]["position"]) == ("blk.0.attn.probs", 0)
     assert report["diagnosis"]["class"] == "attention-mask"
     assert "in the one-batch run" in table_rows(p.stderr)["token by token"]

@@ -1,0 +1,151 @@
+"""Bugs outside the fault catalogue, written into traces by hand as a new user found them: the
+diff must find each where it starts and never name a wrong class (a wrong class is a false
+lead; "unexplained" is not)."""
+import json
+import os
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+from tapdiff_trace import stack_rows
+
+TAPDIFF = os.environ["TAPDIFF_BIN"]
+PROMPT = "1,70,200,33,5,91"
+
+
+def run(*args, cwd=None):
+    return subprocess.run([TAPDIFF, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def tap_slot(f, name, layer):
+    stack = f["taps"][name]
+    slot = list(stack.attrs["layers"]).index(layer)
+    rows, _, batch = f["committed"][stack.attrs["index"][slot]]
+    return stack, slot, int(rows), int(batch)
+
+
+def read_tap(path, name, layer):
+    with h5py.File(path, "r") as f:
+        stack, slot, rows, batch = tap_slot(f, name, layer)
+        return stack_rows(stack, slot, 0, rows, batch)
+
+
+def write_tap(path, name, layer, values):
+    with h5py.File(path, "r+") as f:
+        stack, slot, rows, batch = tap_slot(f, name, layer)
+        values = np.asarray(values, np.float32)
+        if batch:
+            stack["batch"][slot, :batch] = values[:batch]
+        if rows > batch:
+            stack["data"][batch:rows, slot] = values[batch:rows]
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama")
+    model = d / "llama.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "F32", "--seed", 3, "-o", model).returncode == 0
+    for backend, out, extra in (("reference", "ref.h5", []), ("host", "eng.h5", []),
+                                ("host", "attn-scale.h5", ["--inject", "attn-scale"])):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 6, *extra, "-o", d / out)
+        assert p.returncode == 0, p.stderr
+    return d
+
+
+def diff_json(expected, actual, *args, cwd=None):
+    p = run("diff", expected, actual, "--format", "json", *args, cwd=cwd)
+    return p.returncode, json.loads(p.stdout)
+
+
+def test_an_infinity_from_finite_inputs_is_the_first_divergence(llama, tmp_path):
+    """An f16 overflow: one Inf in ffn.act, its gate and up finite. Its bound from the inputs
+    is infinite too, which must not clear it as an amplified difference."""
+    bad = tmp_path / "inf.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    act = read_tap(bad, "ffn.act", 1)
+    act[:, 3] = np.inf
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(llama / "ref.h5", bad)
+    assert code == 1 and r["verdict"] == "diverged"
+    assert r["first_divergence"]["tap"] == "blk.1.ffn.act" and r["first_divergence"]["position"] == 0
+    assert r["diagnosis"]["class"] == "non-finite"
+    assert r["first_divergence"]["metrics"]["max_abs"] == "inf"
+    assert not any(f["kind"] == "amplified" for f in r["findings"])
+
+
+def test_another_prompt_is_not_a_generation_loop_bug(llama, tmp_path):
+    """A tokenizer that adds or drops BOS gives the engine other prompt tokens: no engine
+    diverged, the runs had other inputs (exit 2), and the finding says so."""
+    model = llama / "llama.gguf"
+    for name, tokens, position in (("extra-bos", "1," + PROMPT, 1), ("no-bos", PROMPT[2:], 0)):
+        out = tmp_path / f"{name}.h5"
+        assert run("run", "--backend", "host", "-m", model, "--tokens", tokens, "-n", 6, "-o", out).returncode == 0
+        code, r = diff_json(llama / "ref.h5", out)
+        assert code == 2 and r["verdict"] == "incompatible", r["summary"]
+        assert r["findings"][0]["kind"] == "prompt", r["findings"]
+        assert f"the runs were given other prompts: at position {position}" in r["findings"][0]["detail"]
+        assert r["diagnosis"] is None and not any(f["kind"] == "token-sequence" for f in r["findings"])
+
+
+def test_a_faulty_expected_trace_does_not_pass_and_is_named(llama, tmp_path):
+    """The traces in the other order, or a golden recorded from a faulty build: the actual
+    trace is right and the expected one is not. Not a PASS: the expected side's bug, diagnosed."""
+    code, r = diff_json(llama / "attn-scale.h5", llama / "ref.h5")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs"
+    assert r["diagnosis"]["class"] == "attention-scale" and r["diagnosis"]["in_expected"] is True
+    assert any(f["kind"] == "expected-off-its-inputs" for f in r["findings"])
+    p = run("diff", llama / "attn-scale.h5", llama / "ref.h5")
+    assert "attention-scale (reproduced) in the expected trace" in p.stdout, p.stdout
+    p = run("check", "--golden", llama / "attn-scale.h5", "-m", llama / "llama.gguf")
+    assert p.returncode == 1, p.stdout
+    code, r = diff_json(llama / "ref.h5", llama / "attn-scale.h5")  # the usual order is unchanged
+    assert code == 1 and r["diagnosis"]["class"] == "attention-scale" and r["diagnosis"]["in_expected"] is False
+
+
+def test_another_layers_key_in_the_cache_is_a_kv_cache_bug(llama, tmp_path):
+    """Decode writes each layer's K into the next layer's cache slot: a cache indexing bug,
+    not an aliased buffer."""
+    bad = tmp_path / "layer-cache.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    cached = read_tap(bad, "kv.k", 0)
+    cached[6:] = read_tap(bad, "attn_k.rope", 1)[6:]
+    write_tap(bad, "kv.k", 0, cached)
+    code, r = diff_json(llama / "ref.h5", bad)
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.kv.k" and r["first_divergence"]["position"] == 6
+    assert r["diagnosis"]["class"] == "kv-cache" and r["diagnosis"]["evidence"] == "reproduced", r["diagnosis"]
+    assert "another layer's index" in r["diagnosis"]["variant"]
+
+
+def test_a_precision_without_a_profile_is_said(llama, tmp_path):
+    labelled = tmp_path / "labelled.h5"
+    shutil.copy(llama / "eng.h5", labelled)
+    with h5py.File(labelled, "r+") as f:
+        f.attrs["precision"] = "int4-magic"
+    code, r = diff_json(llama / "ref.h5", labelled)
+    assert code == 0 and r["profile"] == "f32"
+    assert [f["kind"] for f in r["findings"]] == ["precision"], r["findings"]
+    assert '"int4-magic" has no tolerance profile of its own: compared under f32' in r["findings"][0]["detail"]
+
+
+def test_the_model_is_found_beside_the_traces_or_its_absence_said(llama, tmp_path):
+    """Traces record the model path as given (relative to where the run ran): diff finds it
+    beside the traces from any directory, and says so when it finds it nowhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "traces"
+    run_dir.mkdir()
+    shutil.copy(llama / "llama.gguf", run_dir / "llama.gguf")
+    for backend, out, extra in (("reference", "ref.h5", []), ("host", "eng.h5", ["--inject", "attn-scale"])):
+        p = run("run", "--backend", backend, "-m", "llama.gguf", "--tokens", PROMPT, "-n", 2, *extra, "-o", out,
+                cwd=run_dir)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(run_dir / "ref.h5", run_dir / "eng.h5", cwd=elsewhere)
+    assert code == 1 and r["diagnosis"]["class"] == "attention-scale", r["diagnosis"]
+    (run_dir / "llama.gguf").unlink()
+    code, r = diff_json(run_dir / "ref.h5", run_dir / "eng.h5", cwd=elsewhere)
+    assert code == 1 and r["diagnosis"]["class"] == "unexplained"
+    missing = [f for f in r["findings"] if f["kind"] == "no-model"]
+    assert missing and "the traces' model llama.gguf was not found" in missing[0]["detail"], r["findings"]
