@@ -25,7 +25,18 @@ struct Pattern {
   bool per_layer = false;
   std::string tap;
   std::vector<std::string> axes;  // declared axis names; empty: (1,) positions, row...
+  std::int64_t first_position = 0;  // of the tensor's first row: a dump of the last position alone
 };
+
+// A key the map does not know is a typo ("prompt_lenght") that would otherwise change the
+// trace silently.
+void only_keys(const nlohmann::json& object, std::initializer_list<const char*> known, const std::string& path,
+               const std::string& where) {
+  for (const auto& [key, value] : object.items())
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
+      throw InputError(path, where.empty() ? key : where + "." + key,
+                       fmt::format("unknown key; expected {}", fmt::join(known, ", ")));
+}
 
 std::string regex_escape(const std::string& text) {
   static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
@@ -47,6 +58,7 @@ Map read_map(const std::string& path) {
     throw InputError(path, "map", fmt::format("expected JSON: {}", e.what()));
   }
   if (!j.is_object()) throw InputError(path, "map", "expected a JSON object");
+  only_keys(j, {"tokens", "prompt_length", "precision", "model", "taps"}, path, "");
   Map m;
   m.metadata.producer = Producer::external;
   m.metadata.producer_version = "tapdiff import";
@@ -72,6 +84,7 @@ Map read_map(const std::string& path) {
   if (j.contains("model")) {
     const auto& model = j["model"];
     if (!model.is_object()) throw InputError(path, "model", "expected {\"path\": ..., \"sha256\": ...}");
+    only_keys(model, {"path", "sha256"}, path, "model");
     if (model.contains("path") && model["path"].is_string()) m.metadata.model_path = model["path"].get<std::string>();
     if (model.contains("sha256") && model["sha256"].is_string())
       m.metadata.model_sha256 = model["sha256"].get<std::string>();
@@ -89,6 +102,16 @@ Map read_map(const std::string& path) {
       throw InputError(path, field, fmt::format("\"{}\" is not a catalogue tap (docs/taps.md)",
                                                 tap.get<std::string>()));
     Pattern p;
+    if (entry.is_object()) only_keys(entry, {"tap", "axes", "first_position"}, path, field);
+    if (entry.is_object() && entry.contains("first_position")) {
+      const auto& first = entry["first_position"];
+      if (!first.is_number_integer() || first.get<std::int64_t>() < 0 ||
+          first.get<std::int64_t>() >= std::int64_t(m.metadata.tokens.size()))
+        throw InputError(path, field + ".first_position",
+                         fmt::format("expected the position of the tensor's first row, 0..{}, got {}",
+                                     m.metadata.tokens.size() - 1, first.dump()));
+      p.first_position = first.get<std::int64_t>();
+    }
     if (entry.is_object() && entry.contains("axes")) {
       const auto& axes = entry["axes"];
       if (!axes.is_array()) throw InputError(path, field + ".axes", "expected a list of axis names");
@@ -117,6 +140,7 @@ Map read_map(const std::string& path) {
 struct Mapped {
   std::string tap;
   int layer = -1;
+  std::int64_t first_position = 0;
   DumpedTensor tensor;
 };
 
@@ -209,14 +233,14 @@ ImportResult import_dumps(const std::string& dump_dir, const std::string& map_pa
     const std::string field = "tensor " + t.name;
     if (const std::string did = align(t, match->axes, find_tap_spec(match->tap)->row_rank, field); !did.empty())
       result.aligned.push_back(fmt::format("{}: {}", full_tap_name(match->tap, layer), did));
-    if (t.shape[0] > std::int64_t(map.metadata.tokens.size()))
-      throw InputError(t.file, field, fmt::format("{} positions, but the map lists {} tokens", t.shape[0],
-                                                  map.metadata.tokens.size()));
+    if (match->first_position + t.shape[0] > std::int64_t(map.metadata.tokens.size()))
+      throw InputError(t.file, field, fmt::format("{} positions from position {}, but the map lists {} tokens",
+                                                  t.shape[0], match->first_position, map.metadata.tokens.size()));
     for (const Mapped& other : mapped)
       if (other.tap == match->tap && other.layer == layer)
         throw InputError(t.file, field, fmt::format("maps to {} layer {} as {} already does", match->tap, layer,
                                                     other.tensor.name));
-    mapped.push_back({match->tap, layer, std::move(t)});
+    mapped.push_back({match->tap, layer, match->first_position, std::move(t)});
   }
   if (mapped.empty())
     throw InputError(map_path, "taps", fmt::format("no tensor of {} matches a pattern (tensors: {})", dump_dir,
@@ -227,8 +251,8 @@ ImportResult import_dumps(const std::string& dump_dir, const std::string& map_pa
   TraceWriter writer(output, map.metadata);
   for (const Mapped& m : mapped) {
     const RowShape row(std::vector<std::int64_t>(m.tensor.shape.begin() + 1, m.tensor.shape.end()));
-    writer.record(m.tap, m.layer, 0, m.tensor.shape[0], row, m.tensor.values.data());
-    result.positions = std::max(result.positions, m.tensor.shape[0]);
+    writer.record(m.tap, m.layer, m.first_position, m.tensor.shape[0], row, m.tensor.values.data());
+    result.positions = std::max(result.positions, m.first_position + m.tensor.shape[0]);
   }
   writer.end_step();
   writer.close();

@@ -46,7 +46,7 @@ void add_check_command(CLI::App& app, SetExit set_exit) {
                                "attention summary stays)");
   cmd->add_option("--golden", o->golden, "Diff against this trace instead of running the reference")
       ->excludes(taps);
-  cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16 or a JSON file");
+  cmd->add_option("--profile", o->profile, "Tolerance profile: f32, f16, bf16, q8 or a JSON file");
   cmd->add_option("--keep-traces", o->keep, "Keep the traces in this directory");
   cmd->add_option("--repeat", o->repeat,
                   "Run the engine N times: runs that disagree are reported as nondeterministic first")

@@ -21,7 +21,7 @@ void add_diff_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("expected", o->expected, "Expected trace (usually the reference)")->required();
   cmd->add_option("actual", o->actual, "Actual trace (usually the engine)")->required();
   cmd->add_option("--profile", o->profile,
-                  "Tolerance profile: f32, f16, bf16 or a JSON file (default: the actual trace's precision)");
+                  "Tolerance profile: f32, f16, bf16, q8 or a JSON file (default: the traces' precisions, the looser)");
   cmd->add_option("--model", o->model, "GGUF for hypothesis replay (default: the expected trace's model_path)");
   cmd->add_flag("--no-diagnosis", o->no_diagnosis, "Skip hypothesis replay");
   cmd->add_flag("--all", o->all, "Every divergence, grouped by independent root (not only the first)");

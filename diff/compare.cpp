@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "diff/amplified.hpp"
+#include "diff/coverage.hpp"
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
 #include "diff/near_tie.hpp"
@@ -381,6 +382,16 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       pairs.emplace_back(&info, other);
     }
   }
+  if (auto shift = layer_shift(a, b)) {
+    r.findings.insert(r.findings.begin(), std::move(*shift));
+    r.verdict = Verdict::incompatible;
+    return r;
+  }
+  if (auto shift = position_shift(pairs, a, b)) {
+    r.findings.insert(r.findings.begin(), std::move(*shift));
+    r.verdict = Verdict::incompatible;
+    return r;
+  }
   // Read stack by stack: the layers of a tap name then come in one read per trace
   // (diff/pair_reader.hpp), not one per layer; the results keep execution order.
   std::vector<std::size_t> by_stack(pairs.size());
@@ -418,6 +429,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                       full_names.size(), full_names.size() == 1 ? "" : "s", a.metadata().dims->n_ctx,
                                       b.metadata().dims->n_ctx)});
 
+  note_missing_positions(pairs, r.compared_positions, a, b, r);
   note_alignments(a, "expected", r);
   note_alignments(b, "actual", r);
 
@@ -449,6 +461,11 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   } else if (r.verdict == Verdict::pass && nothing_compared(r, a.metadata())) {
     r.findings.insert(r.findings.begin(), {"nothing-compared", "", nothing_compared_detail(a, b, !pairs.empty())});
     r.verdict = Verdict::incompatible;
+  } else if (r.verdict == Verdict::pass) {
+    if (auto incomplete = incomplete_trace(a, b)) {
+      r.findings.insert(r.findings.begin(), std::move(*incomplete));
+      r.verdict = Verdict::incompatible;
+    }
   }
   if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))
     r.diagnosis = diagnose(r, a, b, model_path);

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <utility>
 #include <fmt/format.h>
 
 namespace tapdiff::diff {
@@ -16,8 +20,33 @@ double nmse_against(const Row& actual, const Row& model) {
   return ref > 0 ? err / ref : INFINITY;
 }
 
+bool fits_bf16(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & 0xFFFFu) == 0;
+}
+
+bool fits_f16(float v) {
+  const float m = std::fabs(v);
+  if (m == 0) return true;
+  if (!(m <= 65504.0f)) return false;
+  if (m < 0x1p-14f) return std::ldexp(m, 24) == std::floor(std::ldexp(m, 24));  // a subnormal half
+  std::uint32_t bits;
+  std::memcpy(&bits, &m, sizeof bits);
+  return (bits & 0x1FFFu) == 0;  // 10 of float's 23 mantissa bits
+}
+
+// Every actual value a 16-bit float and not every expected one (a random float32 fits one in
+// 8192 times): values stored in half precision by a producer whose trace says otherwise.
+const char* rounded_to_16_bits(const Row& a, const Row& b) {
+  if (b.size() < 16) return nullptr;
+  for (auto [fits, name] : {std::pair{&fits_bf16, "bfloat16"}, std::pair{&fits_f16, "float16"}})
+    if (std::all_of(b.begin(), b.end(), fits) && !std::all_of(a.begin(), a.end(), fits)) return name;
+  return nullptr;
+}
+
 // The shapes of B at one position that name no cause but narrow the search.
-void degenerate_shapes(const Row& a, const Row& b, Observations& o) {
+void degenerate_shapes(const Row& a, const Row& b, bool says_16_bits, Observations& o) {
   if (a.size() != b.size() || b.empty()) return;
   constexpr double kClose = 1e-4;
   const bool zero = std::all_of(b.begin(), b.end(), [](float v) { return v == 0; });
@@ -27,6 +56,13 @@ void degenerate_shapes(const Row& a, const Row& b, Observations& o) {
   }
   if (std::all_of(b.begin(), b.end(), [&](float v) { return v == b.front(); })) {
     o.lines.push_back(fmt::format("every actual value is {:g}: a constant fill, not a computed row", b.front()));
+    return;
+  }
+  if (const char* half = says_16_bits ? nullptr : rounded_to_16_bits(a, b)) {
+    o.lines.push_back(fmt::format("every actual value is a {} number and not every expected one: values stored in 16 "
+                                  "bits; if that is the producer's precision, its trace should say so (or diff "
+                                  "--profile {})",
+                                  half, half == std::string_view("float16") ? "f16" : "bf16"));
     return;
   }
   Row negated(a.size());
@@ -71,7 +107,8 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
   if (f.metrics.nonfinite > f.metrics.nonfinite_expected)
     o.lines.push_back(fmt::format("{} non-finite values appear here while every input is finite", f.metrics.nonfinite));
   const Row ra = trace_row(a, f.name, f.layer, f.position), rb = trace_row(b, f.name, f.layer, f.position);
-  degenerate_shapes(ra, rb, o);
+  const std::string& precision = b.metadata().precision;
+  degenerate_shapes(ra, rb, precision == "f16" || precision == "bf16", o);
   if (f.diverged_positions.size() >= 2 && t) {
     // B - A the same vector at every diverged position: an additive constant.
     std::vector<double> first_delta;

@@ -1,5 +1,6 @@
 #include "diff/shapes.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "tapdiff/row_shape.hpp"
@@ -37,7 +38,13 @@ std::string shape_explanation(const std::vector<std::int64_t>& expected,
     if (dims) {
       const auto want = dimension_names(expected[i], *dims);
       const auto got = dimension_names(actual[i], *dims);
-      if (!want.empty() && !got.empty())
+      const bool context_axis = std::find(want.begin(), want.end(), "n_ctx") != want.end();
+      if (context_axis && actual[i] > expected[i])  // checked first: a padded width can equal any dimension
+        sentence += fmt::format(": wider than the run's context (n_ctx {}), as a KV cache allocated for {} positions "
+                                "would leave it; if the producer pads its rows, declare it in the trace's layout "
+                                "(pad=, docs/trace-schema.md)",
+                                expected[i], actual[i]);
+      else if (!want.empty() && !got.empty())
         sentence += fmt::format(": {} used where {} belongs", got.front(), want.front());
       else if (!want.empty())
         sentence += fmt::format(": the expected {} is {}; {} is no model dimension", expected[i],

@@ -21,7 +21,7 @@ struct ToleranceProfile {
   double threshold(std::string_view tap_class) const;
 };
 
-// "f32", "f16" or "bf16"; throws std::invalid_argument for other names.
+// "f32", "f16", "bf16" or "q8"; throws std::invalid_argument for other names.
 ToleranceProfile builtin_profile(std::string_view name);
 // The built-in profile for a trace's precision ("f64" and unknown precisions use f32).
 ToleranceProfile profile_for_precision(std::string_view precision);

@@ -177,6 +177,13 @@ def load(model_path: str):
     notes = {}
     try:
         config = transformers.AutoConfig.from_pretrained(where, gguf_file=name)
+    except Exception as e:  # transformers raises many kinds for a GGUF it cannot read
+        raise InputError(f"{model_path}: transformers could not load the model: {e}") from e
+    # Before the weights: transformers' loader fails on other layouts with messages about sizes.
+    if config.model_type not in ARCHS:
+        raise InputError(f"{model_path}: general.architecture: transformers loads it as {config.model_type}; "
+                         f"this producer records {', '.join(ARCHS)}")
+    try:
         # llama2.c's exports store "no padding token" as (uint32) -1, which nn.Embedding
         # refuses; the padding index only matters to training.
         if config.pad_token_id is not None and not 0 <= config.pad_token_id < config.vocab_size:
@@ -186,9 +193,6 @@ def load(model_path: str):
                                                      attn_implementation="eager")
     except Exception as e:  # transformers raises many kinds for a GGUF it cannot read
         raise InputError(f"{model_path}: transformers could not load the model: {e}") from e
-    if model.config.model_type not in ARCHS:
-        raise InputError(f"{model_path}: general.architecture: transformers loads it as {model.config.model_type}; "
-                         f"this producer records {', '.join(ARCHS)}")
     return model.eval(), notes
 
 

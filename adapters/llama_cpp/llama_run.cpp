@@ -9,9 +9,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
@@ -32,16 +34,23 @@ bool available(std::string*) { return true; }
 namespace {
 
 // llama.cpp logs through one process-wide callback: keep its last warnings and errors for
-// error messages instead of printing them (and drop the rest).
+// error messages instead of printing them, and the metadata overrides it applied (drop the rest).
 struct LlamaLog {
   std::mutex mutex;
   std::vector<std::string> lines;
   std::string partial;
+  std::set<std::string> overrides_applied;  // keys of "Using metadata override (TYPE) 'KEY' = "
 
   static void callback(ggml_log_level level, const char* text, void* user) {
     auto* log = static_cast<LlamaLog*>(user);
     static thread_local bool keep = false;  // a CONT line continues the previous message
     if (level != GGML_LOG_LEVEL_CONT) keep = level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR;
+    const std::string_view message(text);
+    if (level == GGML_LOG_LEVEL_INFO && message.find("Using metadata override") != std::string_view::npos) {
+      const std::size_t open = message.find('\''), close = message.find('\'', open + 1);
+      std::lock_guard<std::mutex> lock(log->mutex);
+      if (close != std::string_view::npos) log->overrides_applied.emplace(message.substr(open + 1, close - open - 1));
+    }
     if (!keep) return;
     std::lock_guard<std::mutex> lock(log->mutex);
     log->partial += text;
@@ -50,6 +59,10 @@ struct LlamaLog {
       log->partial.erase(0, nl + 1);
       if (log->lines.size() > 8) log->lines.erase(log->lines.begin());
     }
+  }
+  std::set<std::string> take_overrides_applied() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::exchange(overrides_applied, {});
   }
   std::string tail() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -400,8 +413,20 @@ LlamaRun::LlamaRun(const std::string& model_path, const LlamaOptions& options, i
 
   llama_model_params mp = llama_model_default_params();
   mp.kv_overrides = s.overrides.size() > 1 ? s.overrides.data() : nullptr;
+  log.take_overrides_applied();
   s.model = llama_model_load_from_file(model_path.c_str(), mp);
   if (s.model == nullptr) throw InputError(model_path, "llama.cpp", "llama.cpp could not load the model: " + log.tail());
+  // An override llama.cpp never read changes nothing: a run that then agrees with the reference
+  // would say the misconfiguration is harmless.
+  const std::set<std::string> applied = log.take_overrides_applied();
+  for (std::size_t i = 0; i + 1 < s.overrides.size(); ++i)
+    if (applied.count(s.overrides[i].key) == 0)
+      throw std::invalid_argument(fmt::format(
+          "--llama-override {}: llama.cpp did not apply it: it reads no key \"{}\" for this model, or reads it as "
+          "another TYPE ({}){}",
+          options.overrides[i], s.overrides[i].key,
+          file.find(s.overrides[i].key) != nullptr ? "the model has the key" : "the model has no such key",
+          log.tail().empty() ? "" : "; llama.cpp said: " + log.tail()));
 
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = static_cast<std::uint32_t>(n_ctx);

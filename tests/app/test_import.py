@@ -118,6 +118,15 @@ WEIGHTS = "model.layers.{layer}.self_attn.attn_weights"
     ({"tokens": []}, "tokens", "map"),
     ({"prompt_length": 9}, "prompt_length", "map"),
     ({"taps": {WEIGHTS: {"tap": "attn.probs", "axes": ["head", "key"]}}}, "one \"position\" axis", "map"),
+    # A key the map does not know is a typo that would change the trace silently.
+    ({"prompt_lenght": 3}, "prompt_lenght: unknown key; expected tokens, prompt_length", "map"),
+    ({"model": {"path": "m.gguf", "sha": "0"}}, "model.sha: unknown key; expected path, sha256", "map"),
+    ({"taps": {"model.norm": {"tap": "output_norm", "first": 2}}}, "taps.model.norm.first: unknown key", "map"),
+    ({"taps": {"model.norm": {"tap": "output_norm", "first_position": 5}}}, "first_position: expected the position",
+     "map"),
+    # Rows from position 3 on: the 5 positions of the dump do not fit the 5 tokens.
+    ({"taps": {"model.norm": {"tap": "output_norm", "first_position": 3}}}, "5 positions from position 3",
+     "model.norm.npy"),
     # The map is fine, the dump does not have the axes it declares: the dump is named.
     ({"taps": {WEIGHTS: {"tap": "attn.probs", "axes": ["position", "key"]}}}, "2 axes declared",
      "model.layers.0.self_attn.attn_weights.npy"),
@@ -133,6 +142,28 @@ def test_a_bad_map_is_exit_2_naming_the_field(dumped, tmp_path, change, field, w
     assert p.returncode == 2 and field in p.stderr, p.stderr
     assert (str(bad_map) if where == "map" else where) in p.stderr, p.stderr
     assert not out.exists()
+
+
+def test_a_dump_of_the_last_position_says_where_it_starts(dumped, tmp_path):
+    """A dump of the last position alone (last-token logits, a final norm) declares its first
+    position: its row is compared at that position, not at position 0."""
+    d, ref, dumps, the_map = dumped
+    last = tmp_path / "dumps"
+    last.mkdir()
+    norm = np.load(dumps / "model.norm.npy")
+    np.save(last / "model.norm.npy", norm[:, -1:])
+    m = json.loads(the_map.read_text())
+    m["taps"] = {"model.norm": {"tap": "output_norm", "first_position": len(PROMPT) - 1}}
+    one_map = tmp_path / "map.json"
+    one_map.write_text(json.dumps(m))
+    out = tmp_path / "last.h5"
+    p = run("import", last, "--map", one_map, "-o", out)
+    assert p.returncode == 0, p.stderr
+    with TraceReader(str(out)) as r:
+        positions, _ = r.read("output_norm", -1)
+    assert list(positions) == [len(PROMPT) - 1]
+    report = json.loads(run("diff", ref, out, "--profile", "f16", "--format", "json").stdout)
+    assert report["verdict"] == "pass" and report["summary"]["positions"] == 1, report["summary"]
 
 
 def test_a_bad_dump_is_exit_2_naming_the_file(dumped, tmp_path):

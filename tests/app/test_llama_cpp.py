@@ -250,6 +250,10 @@ def test_bad_llama_options_are_exit_2(models, tmp_path):
     for options, needle in [
         (["--llama-override", "llama.rope.freq_base=5000"], "KEY=TYPE:VALUE"),
         (["--llama-override", "llama.rope.freq_base=float:fast"], "is not a float"),
+        # Overrides llama.cpp never applies: a mistyped key, a key read as another type.
+        (["--llama-override", "llama.rope.freq_bas=float:500"],
+         'llama.rope.freq_bas=float:500: llama.cpp did not apply it: it reads no key "llama.rope.freq_bas"'),
+        (["--llama-override", "llama.rope.freq_base=int:500"], "llama.rope.freq_base=int:500: llama.cpp did not apply"),
         (["--llama-kv-type", "q9_9"], "--llama-kv-type"),
         (["--precision", "f16"], "--precision f16"),
         (["--inject", "attn-scale"], "--llama-override"),

@@ -149,3 +149,24 @@ def test_the_model_is_found_beside_the_traces_or_its_absence_said(llama, tmp_pat
     assert code == 1 and r["diagnosis"]["class"] == "unexplained"
     missing = [f for f in r["findings"] if f["kind"] == "no-model"]
     assert missing and "the traces' model llama.gguf was not found" in missing[0]["detail"], r["findings"]
+
+
+@pytest.mark.parametrize("dtype,name,profile", [("float16", "float16", "f16"), ("bfloat16", "bfloat16", "bf16")])
+def test_values_stored_in_16_bits_under_an_f32_label_are_named(llama, tmp_path, dtype, name, profile):
+    """A producer that stores its values in 16 bits and labels its trace f32: the diff says so,
+    not "a scale factor"."""
+    stored = tmp_path / f"{dtype}.h5"
+    shutil.copy(llama / "eng.h5", stored)
+    rows = read_tap(stored, "token_embd", -1).astype(np.float32)
+    if dtype == "float16":
+        rows = rows.astype(np.float16).astype(np.float32)
+    else:  # bfloat16: the high 16 bits, rounded to nearest even
+        bits = rows.view(np.uint32).astype(np.uint64)
+        rows = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    write_tap(stored, "token_embd", -1, rows)
+    code, r = diff_json(llama / "ref.h5", stored)
+    assert code == 1 and r["first_divergence"]["tap"] == "token_embd"
+    assert r["diagnosis"]["class"] == "unexplained"
+    wanted = f"every actual value is a {name} number and not every expected one"
+    assert any(wanted in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
+    assert any(f"--profile {profile}" in s for s in r["diagnosis"]["signatures"])

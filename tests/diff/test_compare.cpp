@@ -27,7 +27,10 @@ struct TraceSpec {
   std::string skip_tap;                      // "name:layer" not recorded
   std::vector<std::int64_t> q0_shape = {kWidth};
   int from = 0, to = kPositions;  // rows recorded at positions [from, to); none when from == to
+  int shift = 0;                  // rows of position p recorded at p + shift (a producer counting from 1)
+  int layer_shift = 0;            // rows of layer l recorded as layer l + layer_shift
   int prompt_length = 2;          // tokens after it were generated (diff compares those too)
+  bool closed = true;             // false: left as a killed run leaves it, complete=0
 };
 
 std::string write_trace(const std::string& tag, const TraceSpec& s) {
@@ -49,11 +52,12 @@ std::string write_trace(const std::string& tag, const TraceSpec& s) {
       for (int i = 0; i < kWidth; ++i) row[std::size_t(i)] = float(1 + i + 10 * p + 100 * (layer + 1));
       s.perturb(name, layer, p, row);
       const bool q0 = name == "attn_q" && layer == 0;
-      w.record(name, layer, p, 1, q0 ? RowShape(s.q0_shape) : RowShape{kWidth}, row.data());
+      w.record(name, layer < 0 ? layer : layer + s.layer_shift, p + s.shift, 1,
+               q0 ? RowShape(s.q0_shape) : RowShape{kWidth}, row.data());
     }
     w.end_step();
   }
-  w.close();
+  if (s.closed) w.close();
   return path;
 }
 
@@ -140,6 +144,89 @@ TEST(DiffCompare, TokenSequenceIsTheFindingWhenValuesAgree) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].kind, "token-sequence");
+}
+
+TEST(DiffCompare, PositionsOneTraceLacksAreListed) {
+  TraceSpec b;
+  b.from = 2;
+  const auto r = run("late_start", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, "missing-positions");
+  EXPECT_NE(r.findings[0].detail.find("positions 0..1 not in the actual trace at 5 taps"), std::string::npos)
+      << r.findings[0].detail;
+}
+
+TEST(DiffCompare, PositionsShiftedByOneCompareNothing) {
+  TraceSpec a, b;
+  b.shift = 1;  // the last rows at position 5, where the run has no token
+  const auto r = run("shifted", a, b);
+  EXPECT_EQ(r.verdict, Verdict::incompatible);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "position-shift");
+  EXPECT_NE(r.findings[0].detail.find("positions +1: its producer numbers positions from 1"), std::string::npos);
+  EXPECT_FALSE(r.first.has_value());
+}
+
+TEST(DiffCompare, LayersNumberedFromOneCompareNothing) {
+  TraceSpec b;
+  b.layer_shift = 1;
+  const auto r = run("layers_from_1", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::incompatible);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "layer-shift");
+  EXPECT_NE(r.findings[0].detail.find("at layer L+1, what the expected trace holds at layer L: its producer numbers "
+                                      "layers from 1"),
+            std::string::npos)
+      << r.findings[0].detail;
+  EXPECT_FALSE(r.first.has_value());
+}
+
+TEST(DiffCompare, AnIncompleteTraceIsNotAPass) {
+  TraceSpec b;
+  b.closed = false;
+  const auto r = run("unclosed", {}, b);
+  EXPECT_EQ(r.verdict, Verdict::incompatible);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "incomplete");
+  EXPECT_NE(r.findings[0].detail.find("is incomplete: its run stopped after 5 committed steps"), std::string::npos)
+      << r.findings[0].detail;
+  b.perturb = [](const std::string& name, int layer, int p, std::vector<float>& row) {
+    if (name == "attn_q" && layer == 1 && p == 3) row[0] += 1;
+  };
+  const auto diverged = run("unclosed_diverged", {}, b);  // a divergence before the end still leads
+  EXPECT_EQ(diverged.verdict, Verdict::diverged);
+  ASSERT_TRUE(diverged.first.has_value());
+  EXPECT_EQ(diverged.first->tap, "blk.1.attn_q");
+}
+
+// One batched step whose layers recorded their own number of rows (the schema lets each slot
+// count its own): every slot is read, and the rows one lacks are listed.
+TEST(DiffCompare, SlotsOfABatchWithTheirOwnRowCountsAreRead) {
+  auto write = [](const std::string& tag, std::int64_t layer1_rows) {
+    const std::string path = ::testing::TempDir() + "tapdiff_cmp_" + std::to_string(getpid()) + "_" + tag + ".h5";
+    TraceMetadata m;
+    m.model_path = "/nonexistent/model.gguf";
+    m.model_sha256 = std::string(64, 'a');
+    m.prompt_length = 4;
+    m.tokens = {1, 2, 3, 4};
+    TraceWriter w(path, m);
+    const std::vector<float> rows(4 * kWidth, 0.5f);
+    w.record("ffn_up", 0, 0, 4, RowShape{kWidth}, rows.data());
+    w.record("ffn_up", 1, 0, layer1_rows, RowShape{kWidth}, rows.data());
+    w.end_step();
+    w.close();
+    return path;
+  };
+  DiffOptions o;
+  o.diagnose = false;
+  o.profile = builtin_profile("f32");
+  const auto r = diff_traces(write("batch_full", 4), write("batch_ragged", 3), o);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, "missing-positions");
+  EXPECT_EQ(r.findings[0].tap, "blk.1.ffn_up");
+  EXPECT_NE(r.findings[0].detail.find("position 3 not in the actual trace"), std::string::npos) << r.findings[0].detail;
 }
 
 TEST(DiffCompare, DifferentModelsAreIncompatible) {

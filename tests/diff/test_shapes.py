@@ -87,3 +87,22 @@ def test_every_format_shows_shapes_and_missing_taps(traces, fmt):
         out = p.stdout.replace("\\", "") if fmt == "md" else p.stdout  # Markdown escapes _ and [
         assert "blk.0.ffn_gate" in out and "n_embd used where n_ff belongs" in out, fmt
         assert "my_engine.extra" in out and "blk.1.ffn_down" in out, fmt
+
+
+def test_attention_rows_wider_than_the_context_say_padding(tmp_path):
+    """attn.probs rows padded to an engine's KV allocation (32 keys for a context of 3): the width
+    is called wider than the context, whatever model dimension it happens to equal (n_head_kv *
+    head_dim here would be 192)."""
+    paths = []
+    for name, width in (("expected.h5", 3), ("actual.h5", 192)):
+        rows = np.zeros((3, 9, width), np.float32)
+        rows[:, :, 0] = 1.0
+        path = tmp_path / name
+        with tt.TraceWriter(str(path), producer="external", model_sha256=SHA, tokens=TOKENS,
+                            prompt_length=len(TOKENS), dims=DIMS, hparams={"n_layer": 2}) as trace:
+            trace.record("attn.probs", 0, 0, rows)
+            trace.end_step()
+        paths.append(path)
+    p = run("diff", *paths)
+    assert "wider than the run's context (n_ctx 3), as a KV cache allocated for 192 positions" in p.stdout, p.stdout
+    assert "used where" not in p.stdout

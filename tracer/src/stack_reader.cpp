@@ -118,6 +118,11 @@ hsize_t slots_in(const h5::Id& space) {
   return H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2 ? 0 : dims[1];
 }
 
+hsize_t rows_in(const h5::Id& space) {
+  hsize_t dims[2 + RowShape::kMaxRank] = {};
+  return H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 2 ? 0 : dims[0];
+}
+
 }  // namespace
 
 std::int64_t StackReader::slots(const TapInfo& tap) {
@@ -125,7 +130,9 @@ std::int64_t StackReader::slots(const TapInfo& tap) {
   return static_cast<std::int64_t>(slots_in(h5::space_id(H5Dget_space(open(data_, tap.stack, where)), where, "cannot read")));
 }
 
-// Rows every slot holds in `data` in one read, then each slot's rows in `batch` over them.
+// Rows every slot holds in `data` in one read, then each slot's rows in `batch` over them. Slots
+// count their own rows: rows past one slot's count, or past data's extent, are left as they are
+// (no reader of that slot asks for them).
 void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64_t r1, float* out) {
   const h5::Where where{path_, "/taps/" + tap.stack + "/data"};
   const hid_t data = open(data_, tap.stack, where);
@@ -139,10 +146,11 @@ void StackReader::read_all_slots(const TapInfo& tap, std::int64_t r0, std::int64
     data_r0 = std::clamp(least, r0, r1);
   }
   const auto row = static_cast<std::size_t>(tap.stored_size);
-  if (data_r0 < r1) {
-    select_and_read(data, space, static_cast<hsize_t>(data_r0), static_cast<hsize_t>(r1 - data_r0), 0, n_slots,
+  const std::int64_t data_r1 = std::min(r1, static_cast<std::int64_t>(rows_in(space)));
+  if (data_r0 < data_r1) {
+    select_and_read(data, space, static_cast<hsize_t>(data_r0), static_cast<hsize_t>(data_r1 - data_r0), 0, n_slots,
                     tap.stored_shape, out + static_cast<std::size_t>(data_r0 - r0) * n_slots * row, where,
-                    "rows " + std::to_string(data_r0) + ".." + std::to_string(r1 - 1) + " of every slot");
+                    "rows " + std::to_string(data_r0) + ".." + std::to_string(data_r1 - 1) + " of every slot");
   }
   if (batched == batch_rows_.end()) return;
   for (std::size_t slot = 0; slot < batched->second.size() && slot < n_slots; ++slot) {
