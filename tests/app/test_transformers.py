@@ -93,3 +93,14 @@ def test_bad_input_is_exit_2(tmp_path):
         p = tapdiff(*args) if needle is None else tapdiff(*args, "-o", tmp_path / "x.h5")
         assert p.returncode == 2, (options, p.stderr)
         assert (needle or "-o") in p.stderr, (options, p.stderr)
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma2"])
+def test_an_architecture_the_producer_does_not_record_is_refused_by_name(tmp_path, arch):
+    """Before loading the weights, whose loader would fail with messages about tensor sizes."""
+    model = tmp_path / f"{arch}.gguf"
+    assert tapdiff("fixture", "--arch", arch, "-o", model).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", "1,2", "-o", tmp_path / "x.h5")
+    assert p.returncode == 2, p.stderr
+    assert f"transformers loads it as {arch}; this producer records llama, qwen2" in p.stderr, p.stderr
+    assert "size mismatch" not in p.stderr.lower()
