@@ -15,6 +15,7 @@
 #include "model/error.hpp"
 #include "model/gguf.hpp"
 #include "reference/generate.hpp"
+#include "tapdiff/tap_catalogue.hpp"
 #include "tapdiff/trace_reader.hpp"
 #include "tapdiff/trace_writer.hpp"
 
@@ -86,7 +87,8 @@ engine::EngineOptions engine_options(const RunSpec& s, const GgufFile& file, con
     throw std::invalid_argument("--temperature: the engine decodes greedily; sampling is a reference option");
   engine::check_options(file, s.prompt, e);
   // A device holds a CUDA run's context.
-  if (backend == engine::Backend::host) check_context_fits(s, config, engine::context_bytes(config, int(s.prompt.size()), e));
+  if (backend == engine::Backend::host)
+    check_context_fits(s, config, engine::context_bytes(config, int(s.prompt.size()), e));
   return e;
 }
 
@@ -106,7 +108,8 @@ TapFilterSpec with_weight_taps(const RunSpec& s) {
   TapFilterSpec f = s.taps;
   if (s.weights.empty() || f.names.empty()) return f;
   const std::vector<std::string_view> globs = name_globs(f.names);
-  if (std::any_of(globs.begin(), globs.end(), [](std::string_view g) { return !g.empty() && g[0] != '!'; })) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
+  const auto includes = [](std::string_view g) { return !g.empty() && g[0] != '!'; };
+  if (std::any_of(globs.begin(), globs.end(), includes)) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
   return f;
 }
 
@@ -187,6 +190,43 @@ engine::Backend usable_backend(const std::string& requested) {
   return engine::Backend::host;
 }
 
+// The filter as the command line gave it: "--taps 'blk.0.*' --layers 0".
+std::string filter_text(const TapFilterSpec& f) {
+  std::string out;
+  if (!f.names.empty()) out += fmt::format(" --taps '{}'", f.names);
+  if (!f.layers.empty()) out += fmt::format(" --layers {}", f.layers);
+  if (!f.positions.empty()) out += fmt::format(" --positions {}", f.positions);
+  return out.empty() ? out : out.substr(1);
+}
+
+// A tap a lockstep run reads from its source that the source's filter left out (every catalogue
+// tap the model has, at every layer and position; attn.probs is not read), or none.
+std::optional<std::string> first_tap_left_out(const TraceReader& source, const ModelConfig& c) {
+  TapFilter filter;
+  try {
+    filter = TapFilter::parse(source.filter());
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;  // another producer's filter text: the run finds what is missing
+  }
+  // The positions the run feeds: its last generated token is not fed back.
+  const TraceMetadata& m = source.metadata();
+  const std::int64_t fed = std::int64_t(m.tokens.size()) - (std::int64_t(m.tokens.size()) > m.prompt_length ? 1 : 0);
+  for (std::int64_t p = 0; p < fed && !filter.positions().all(); ++p)
+    if (!filter.positions().contains(p)) return fmt::format("position {}", p);
+  for (const TapSpec& spec : tap_catalogue()) {
+    const bool has = spec.feature == TapFeature::always || (spec.feature == TapFeature::qk_norm && c.qk_norm) ||
+                     (spec.feature == TapFeature::post_norms && c.post_norms);
+    if (!has || std::string_view(spec.name).rfind("attn.probs", 0) == 0) continue;
+    if (spec.scope == TapScope::global) {
+      if (!filter.tap_enabled(spec.name, -1)) return std::string(spec.name);
+      continue;
+    }
+    for (int layer = 0; layer < c.n_layer; ++layer)
+      if (!filter.tap_enabled(spec.name, layer)) return fmt::format("blk.{}.{}", layer, spec.name);
+  }
+  return std::nullopt;
+}
+
 // --lockstep: the model must be the one the trace was recorded with, and the trace's tokens
 // are the run's (the prompt, then one step per generated token).
 RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
@@ -211,14 +251,11 @@ RunSpec with_lockstep_tokens(RunSpec s, const GgufFile& file) {
     throw InputError(s.lockstep, "/taps",
                      "expected the taps of a run, the lockstep source holds none: its run was interrupted before its "
                      "first step was committed");
-  const TapFilterSpec& filter = source.filter();
-  std::string narrowed;
-  if (!filter.layers.empty()) narrowed += fmt::format(" --layers {}", filter.layers);
-  if (!filter.positions.empty()) narrowed += fmt::format(" --positions {}", filter.positions);
-  if (!narrowed.empty())
+  if (const auto left_out = first_tap_left_out(source, load_model_config(file)))
     throw InputError(s.lockstep, "/",
-                     fmt::format("expected a trace of every tap, the lockstep source was recorded with{}: record it "
-                                 "without filters", narrowed));
+                     fmt::format("expected a trace of every tap, the lockstep source was recorded with {} (it leaves "
+                                 "out {}): record it without filters",
+                                 filter_text(source.filter()), *left_out));
   s.prompt.assign(m.tokens.begin(), m.tokens.begin() + m.prompt_length);
   s.n_predict = static_cast<int>(static_cast<std::int64_t>(m.tokens.size()) - m.prompt_length);
   return s;
@@ -250,7 +287,7 @@ std::vector<int> run_model(const RunSpec& spec, const GgufFile& file) {
   const ModelConfig config = load_model_config(file);
   check_vocab(s.prompt, config, s.model);
   check_positions(s);
-  check_filter_selects(s, config);
+  check_filter_selects(s, config, file);
   if (s.backend == "transformers" || s.backend == "llama.cpp") {
     note_past_training_context(s, config);
     return s.backend == "transformers" ? run_transformers(s) : run_llama_cpp(s, file);

@@ -42,9 +42,10 @@ std::vector<std::string_view> name_globs(const std::string& names) {
 void check_positions(const RunSpec& s) {
   if (s.n_predict < 0) throw std::invalid_argument(fmt::format("--n-predict: expected >= 0, got {}", s.n_predict));
   if (std::int64_t(s.prompt.size()) + s.n_predict > std::numeric_limits<int>::max())
-    throw std::invalid_argument(fmt::format("--n-predict: expected at most {} (with the {} prompt tokens, {} positions), "
-                                            "got {}", std::numeric_limits<int>::max() - std::int64_t(s.prompt.size()),
-                                            s.prompt.size(), std::numeric_limits<int>::max(), s.n_predict));
+    throw std::invalid_argument(fmt::format(
+        "--n-predict: expected at most {} (with the {} prompt tokens, {} positions), got {}",
+        std::numeric_limits<int>::max() - std::int64_t(s.prompt.size()), s.prompt.size(),
+        std::numeric_limits<int>::max(), s.n_predict));
 }
 
 void note_past_training_context(const RunSpec& s, const ModelConfig& c) {
@@ -68,7 +69,7 @@ void check_context_fits(const RunSpec& s, const ModelConfig& c, std::uint64_t co
         c.n_layer == 1 ? "" : "s", c.kv_dim(), c.kv_dim(), limit, double(memory) / (1 << 30)));
 }
 
-void check_filter_selects(const RunSpec& s, const ModelConfig& c) {
+void check_filter_selects(const RunSpec& s, const ModelConfig& c, const GgufFile& file) {
   const TapFilterSpec& f = s.taps;
   if (!f.layers.empty() && !RangeSet::parse(f.layers, "layers").intersects(0, c.n_layer - 1))
     throw std::invalid_argument(fmt::format("--layers: expected layers within 0..{} ({} has {}), got {}", c.n_layer - 1,
@@ -78,19 +79,24 @@ void check_filter_selects(const RunSpec& s, const ModelConfig& c) {
     throw std::invalid_argument(fmt::format("--positions: expected positions within 0..{} (the prompt and the "
                                             "generated tokens), got {}", n_ctx - 1, f.positions));
   for (const std::string_view glob : name_globs(f.names)) {
-    if (glob.empty() || glob[0] == '!' || glob.substr(0, kWeightTapPrefix.size()) == kWeightTapPrefix ||
-        glob.substr(0, kWeightStatsTapPrefix.size()) == kWeightStatsTapPrefix)
-      continue;
+    if (glob.empty() || glob[0] == '!') continue;
     const TapFilter one = TapFilter::parse(glob);
-    const bool selects = std::any_of(tap_catalogue().begin(), tap_catalogue().end(), [&](const TapSpec& spec) {
+    const bool activation = std::any_of(tap_catalogue().begin(), tap_catalogue().end(), [&](const TapSpec& spec) {
       if (spec.scope == TapScope::global) return one.tap_enabled(spec.name, -1);
       for (int layer = 0; layer < c.n_layer; ++layer)
         if (one.tap_enabled(spec.name, layer)) return true;
       return false;
     });
-    if (!selects)
+    // --weights records a tap per tensor: weight.NAME (or weight_stats.NAME).
+    const bool weight = !s.weights.empty() && std::any_of(file.tensors().begin(), file.tensors().end(),
+                                                          [&](const GgufTensorInfo& t) {
+                                                            return one.tap_enabled(weight_tap_name(t.name), -1) ||
+                                                                   one.tap_enabled(weight_stats_tap_name(t.name), -1);
+                                                          });
+    if (!activation && !weight)
       throw std::invalid_argument(fmt::format("--taps: '{}' matches no tap of {} (names such as blk.0.attn_q, "
-                                              "output_norm: docs/taps.md; '!*' records the tokens alone)",
+                                              "output_norm: docs/taps.md; weight.NAME with --weights; '!*' records the "
+                                              "tokens alone)",
                                               glob, s.model));
   }
 }

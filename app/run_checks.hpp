@@ -9,6 +9,7 @@
 
 #include "app/harness.hpp"
 #include "model/config.hpp"
+#include "model/gguf.hpp"
 
 namespace tapdiff {
 
@@ -20,7 +21,7 @@ void check_positions(const RunSpec& s);
 
 // A filter that selects none of the run's taps is a typo, not a request for an empty trace:
 // '!*', which excludes every tap, asks for the tokens alone.
-void check_filter_selects(const RunSpec& s, const ModelConfig& c);
+void check_filter_selects(const RunSpec& s, const ModelConfig& c, const GgufFile& file);
 
 // A program preallocates its KV cache for the whole context (context_bytes, its own count):
 // a context that cannot fit in memory is refused before anything is written.

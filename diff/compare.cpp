@@ -259,8 +259,9 @@ void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReade
 }
 
 // Tokens that differ where either run was given its token (its prompt) are no divergence of
-// an engine: the runs had other inputs. The token-sequence finding becomes a `prompt` one.
-bool other_prompts_at(DiffResult& r, const TraceMetadata& a, const TraceMetadata& b) {
+// an engine: the runs had other inputs. Turns the token-sequence finding into a `prompt` one;
+// whether it did.
+bool mark_other_prompts(DiffResult& r, const TraceMetadata& a, const TraceMetadata& b) {
   const std::int64_t p = r.compared_positions;
   if (p >= std::int64_t(std::min(a.tokens.size(), b.tokens.size())) || p >= std::max(a.prompt_length, b.prompt_length))
     return false;
@@ -294,7 +295,8 @@ ReplayModelPath replay_model_path(const DiffOptions& options, const TraceReader&
   namespace fs = std::filesystem;
   if (!options.model_path.empty() || !options.diagnose) return {options.model_path, ""};
   const fs::path recorded(a.metadata().model_path);
-  if (recorded.empty()) return {"", "the traces record no model path: no op can be replayed; pass the model with --model"};
+  if (recorded.empty())
+    return {"", "the traces record no model path: no op can be replayed; pass the model with --model"};
   std::vector<fs::path> tried{recorded};
   if (recorded.is_relative())
     for (const TraceReader* t : {&a, &b}) {
@@ -376,18 +378,15 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       r.findings.push_back({"shape", info.full_name,
                             fmt::format("row shape {} in the expected trace, {} in the actual trace: {}",
                                         shape_string(info.row_shape), shape_string(other->row_shape),
-                                        shape_explanation(info.row_shape, other->row_shape, dims)),
+                                        shape_explanation(info.name, info.row_shape, other->row_shape, dims)),
                             info.row_shape, other->row_shape});
     } else {
       pairs.emplace_back(&info, other);
     }
   }
-  if (auto shift = layer_shift(a, b)) {
-    r.findings.insert(r.findings.begin(), std::move(*shift));
-    r.verdict = Verdict::incompatible;
-    return r;
-  }
-  if (auto shift = position_shift(pairs, a, b)) {
+  std::optional<StructuralFinding> shift = layer_shift(a, b);
+  if (!shift) shift = position_shift(pairs, a, b);
+  if (shift) {
     r.findings.insert(r.findings.begin(), std::move(*shift));
     r.verdict = Verdict::incompatible;
     return r;
@@ -446,7 +445,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       for (auto& f : r.findings)
         if (f.kind == "token-sequence") f = {"near-tie", "tokens", *note};
     }
-  const bool other_prompts = other_prompts_at(r, a.metadata(), b.metadata());
+  const bool other_prompts = mark_other_prompts(r, a.metadata(), b.metadata());
   if (other_prompts && r.first && r.first->tap == "tokens") r.first.reset();
   if (auto nonfinite = first_nonfinite_origin(r.taps)) r.findings.push_back(std::move(*nonfinite));
 
@@ -470,7 +469,8 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   if (r.first && options.diagnose && (r.mode == DiffMode::first || r.first->tap == "tokens"))
     r.diagnosis = diagnose(r, a, b, model_path);
   find_roots(r, a, b, options.diagnose, model_path);
-  if (!model.not_found.empty() && (r.first || !r.roots.empty())) r.findings.push_back({"no-model", "", model.not_found});
+  if (!model.not_found.empty() && (r.first || !r.roots.empty()))
+    r.findings.push_back({"no-model", "", model.not_found});
   if (r.mode != DiffMode::first && r.first && !r.roots.empty() && r.roots.front().at.tap == r.first->tap)
     r.diagnosis = r.roots.front().diagnosis;
   // A shape mismatch ahead of every divergence is the root: it leads (later taps fed by a

@@ -37,26 +37,39 @@ std::string runs_text(const std::vector<std::int64_t>& positions) {
   return out;
 }
 
-// Positions below `compared` that `has` holds, `lacks` does not, and lacks' filter admits.
+// The last position any tap of t holds: the last its run fed (a shorter run, or one that never
+// feeds its last generated token, holds none after it).
+std::int64_t last_fed(const TraceReader& t) {
+  std::int64_t last = -1;
+  for (const TapInfo& info : t.taps())
+    if (!is_weight_tap(info.name) && info.n_rows > 0) last = std::max(last, info.last_position());
+  return last;
+}
+
+// Positions up to `until` that `has` holds, `lacks` does not, and lacks' filter admits.
 std::vector<std::int64_t> missing(const TapInfo& has, const TapInfo& lacks, const RangeSet& lacks_admits,
-                                  std::int64_t compared) {
+                                  std::int64_t until) {
   const std::vector<std::int64_t> held = lacks.positions();
   std::vector<std::int64_t> out;
   for (std::int64_t p : has.positions()) {
-    if (p >= compared) break;
+    if (p > until) break;
     if (lacks_admits.contains(p) && !std::binary_search(held.begin(), held.end(), p)) out.push_back(p);
   }
   return out;
 }
 
-// Whether b's row of `name` at (layer + dl, p + dp) is a's at (layer, p), for the first
-// kSampled taps: the evidence that a numbering is off, not that windows differ.
-bool rows_match_shifted(const TraceReader& a, const TraceReader& b, const std::vector<const TapInfo*>& taps, int dl,
+// Whether b's row at (layer + dl, p + dp) is a's at (layer, p), p each tap's last position, for
+// the first kSampled taps: the evidence that a numbering is off, not that windows differ.
+// Attention's probabilities are left out: at a lone position they are 1 in every layer.
+bool rows_match_shifted(const TraceReader& a, const TraceReader& b, std::vector<const TapInfo*> taps, int dl,
                         std::int64_t dp) {
+  taps.erase(std::remove_if(taps.begin(), taps.end(),
+                            [](const TapInfo* t) { return t->name.rfind("attn.probs", 0) == 0; }),
+             taps.end());
   constexpr std::size_t kSampled = 8;
   for (std::size_t i = 0; i < std::min(taps.size(), kSampled); ++i) {
     const TapInfo& ta = *taps[i];
-    const std::int64_t p = ta.first_position();
+    const std::int64_t p = ta.last_position();
     const Row ra = trace_row(a, ta.name, ta.layer, p), rb = trace_row(b, ta.name, ta.layer + dl, p + dp);
     if (ra.empty() || ra.size() != rb.size() ||
         !(row_metrics(ra.data(), rb.data(), std::int64_t(ra.size())).nmse < 1e-4))
@@ -85,20 +98,24 @@ std::optional<std::int64_t> common_shift(const std::vector<TapPair>& pairs) {
 void note_missing_positions(const std::vector<TapPair>& pairs, std::int64_t compared, const TraceReader& a,
                             const TraceReader& b, DiffResult& r) {
   const RangeSet a_admits = admitted(a), b_admits = admitted(b);
+  const std::int64_t a_until = std::min(compared - 1, last_fed(a)), b_until = std::min(compared - 1, last_fed(b));
   // (the trace that lacks them, the positions) -> the taps, in execution order
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> groups;
   std::vector<std::pair<std::string, std::string>> order;
-  for (const auto& [ta, tb] : pairs)
-    for (const auto& [lacking, gap] : {std::pair{"actual", missing(*ta, *tb, b_admits, compared)},
-                                       std::pair{"expected", missing(*tb, *ta, a_admits, compared)}}) {
+  for (const auto& [ta, tb] : pairs) {
+    if (ta->name == "output") continue;  // its positions follow --logits and the prefill's chunks
+    for (const auto& [lacking, gap] : {std::pair{"actual", missing(*ta, *tb, b_admits, b_until)},
+                                       std::pair{"expected", missing(*tb, *ta, a_admits, a_until)}}) {
       if (gap.empty()) continue;
       const std::pair<std::string, std::string> key{lacking, runs_text(gap)};
       if (groups[key].empty()) order.push_back(key);
       groups[key].push_back(ta->full_name);
     }
+  }
   for (const auto& key : order) {
     const std::vector<std::string>& taps = groups[key];
-    std::string named = fmt::format("{}", fmt::join(taps.begin(), taps.begin() + std::min<std::size_t>(taps.size(), 4), ", "));
+    const auto shown = taps.begin() + std::ptrdiff_t(std::min<std::size_t>(taps.size(), 4));
+    std::string named = fmt::format("{}", fmt::join(taps.begin(), shown, ", "));
     if (taps.size() > 4) named += fmt::format(" and {} more", taps.size() - 4);
     r.findings.push_back({"missing-positions", taps.size() == 1 ? taps.front() : "",
                           fmt::format("position{} {} not in the {} trace at {} tap{} ({}), which the other trace "

@@ -13,7 +13,8 @@
 namespace tapdiff::diff {
 
 // "missing-positions" findings, one per set of positions and side, naming the taps that lack
-// them, among positions below `compared` (the common token prefix).
+// them, among positions below `compared` (the common token prefix) and up to the last position
+// the lacking trace's run fed. `output` is left out: --logits and chunking decide its positions.
 void note_missing_positions(const std::vector<TapPair>& pairs, std::int64_t compared, const TraceReader& a,
                             const TraceReader& b, DiffResult& r);
 

@@ -1,9 +1,9 @@
 #include "diff/shapes.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
 
 #include "tapdiff/row_shape.hpp"
+#include "tapdiff/tap_catalogue.hpp"
 
 namespace tapdiff::diff {
 
@@ -25,9 +25,9 @@ std::vector<std::string> dimension_names(std::int64_t value, const TapDims& d) {
   return out;
 }
 
-std::string shape_explanation(const std::vector<std::int64_t>& expected,
-                              const std::vector<std::int64_t>& actual,
-                              const std::optional<TapDims>& dims) {
+std::string shape_explanation(std::string_view name, const std::vector<std::int64_t>& expected,
+                              const std::vector<std::int64_t>& actual, const std::optional<TapDims>& dims) {
+  const TapSpec* spec = find_tap_spec(name);
   if (expected.size() != actual.size())
     return fmt::format("rank {} in the expected trace, {} in the actual", expected.size(), actual.size());
   std::string out;
@@ -38,7 +38,8 @@ std::string shape_explanation(const std::vector<std::int64_t>& expected,
     if (dims) {
       const auto want = dimension_names(expected[i], *dims);
       const auto got = dimension_names(actual[i], *dims);
-      const bool context_axis = std::find(want.begin(), want.end(), "n_ctx") != want.end();
+      const bool context_axis = spec && int(i) < spec->row_rank && spec->row[i].first == DimSymbol::n_ctx &&
+                                !spec->row[i].second;
       if (context_axis && actual[i] > expected[i])  // checked first: a padded width can equal any dimension
         sentence += fmt::format(": wider than the run's context (n_ctx {}), as a KV cache allocated for {} positions "
                                 "would leave it; if the producer pads its rows, declare it in the trace's layout "

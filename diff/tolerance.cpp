@@ -44,13 +44,12 @@ ToleranceProfile builtin_profile(std::string_view name) {
   return p;
 }
 
-ToleranceProfile profile_for_precision(std::string_view precision) {
-  if (precision == "f16" || precision == "bf16" || precision == "q8") return builtin_profile(precision);
-  return builtin_profile("f32");
-}
-
 bool has_profile(std::string_view precision) {
   return precision == "f32" || precision == "f64" || precision == "f16" || precision == "bf16" || precision == "q8";
+}
+
+ToleranceProfile profile_for_precision(std::string_view precision) {
+  return builtin_profile(has_profile(precision) && precision != "f64" ? precision : "f32");
 }
 
 ToleranceProfile profile_for_precisions(std::string_view expected, std::string_view actual) {

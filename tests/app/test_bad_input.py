@@ -6,8 +6,10 @@ import json
 import os
 import resource
 import signal
+import socket
 import struct
 import subprocess
+import time
 
 import h5py
 import pytest
@@ -286,18 +288,40 @@ def test_trace_whose_rows_cannot_be_read(tmp_path):
 
 def test_a_compressed_copy_left_by_a_killed_run_is_removed_by_the_next(tmp_path, small_trace):
     """A run killed while it compressed its trace leaves the copy it was writing, named by its
-    process id: the next --compress of that path removes the copies of processes that are gone,
-    and leaves a live one's alone."""
+    host and process id: the next --compress of that path removes this host's copies of processes
+    that are gone, untouched for a minute, and leaves every other copy alone."""
     model, trace = small_trace.parent / "m.gguf", tmp_path / "t.h5"
     gone = subprocess.Popen(["true"])
     gone.wait()
-    abandoned = tmp_path / f"t.h5.gzip-{gone.pid}.tmp"
-    live = tmp_path / f"t.h5.gzip-{os.getpid()}.tmp"
-    other = tmp_path / f"other.h5.gzip-{gone.pid}.tmp"
-    for leftover in (abandoned, live, other):
+    host = socket.gethostname()
+    abandoned = tmp_path / f"t.h5.gzip-{host}-{gone.pid}.tmp"
+    live = tmp_path / f"t.h5.gzip-{host}-{os.getpid()}.tmp"
+    other = tmp_path / f"other.h5.gzip-{host}-{gone.pid}.tmp"
+    elsewhere = tmp_path / f"t.h5.gzip-another-host-{gone.pid}.tmp"  # another host's process on a shared disk
+    # Written a moment ago, by a process no PID here can be (above Linux's largest pid_max, 2^22):
+    # maybe one of another PID namespace.
+    recent = tmp_path / f"t.h5.gzip-{host}-{2**22 + 7}.tmp"
+    for leftover in (abandoned, live, other, elsewhere, recent):
         leftover.write_bytes(b"partial copy")
+    minute_ago = time.time() - 120
+    for leftover in (abandoned, live, other, elsewhere):
+        os.utime(leftover, (minute_ago, minute_ago))
     p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 2, "--compress", "-o", trace)
     assert p.returncode == 0, p.stderr
-    assert not abandoned.exists() and live.exists() and other.exists()
+    assert not abandoned.exists() and live.exists() and other.exists() and elsewhere.exists() and recent.exists()
     with h5py.File(trace, "r") as f:
         assert f.attrs["complete"] == 1
+
+
+def test_taps_globs_that_select_weight_taps_need_weights(tmp_path, small_trace):
+    """With --weights a --taps glob may name weight taps (weight.<tensor>); without it such a glob
+    selects nothing and is refused like any other."""
+    model = small_trace.parent / "m.gguf"
+    for glob in ("*.weight", "weight.*", "blk.0.*,*attn_q.weight"):
+        out = tmp_path / "w.h5"
+        p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 1, "--weights", "full", "--taps", glob, "-o", out)
+        assert p.returncode == 0, (glob, p.stderr)
+        with h5py.File(out, "r") as f:
+            assert any(name.startswith("weight.") for name in f["taps"]), (glob, list(f["taps"]))
+    p = run("run", "-m", model, "--tokens", "1,2,3", "-n", 1, "--taps", "weight.*", "-o", tmp_path / "x.h5")
+    assert p.returncode == 2 and "--taps: 'weight.*' matches no tap" in p.stderr, p.stderr

@@ -198,8 +198,18 @@ def test_lockstep_needs_every_tap_of_the_source(qwen2, tmp_path):
     run("run", "--backend", "reference", "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", "0", "-o", one_layer,
         code=0)
     p = run("run", "--backend", "host", "-m", model, "--lockstep", one_layer, "-o", tmp_path / "x.h5", code=2)
-    assert "the lockstep source was recorded with --layers 0: record it without filters" in p.stderr, p.stderr
+    assert "the lockstep source was recorded with --layers 0 (it leaves out blk.1." in p.stderr, p.stderr
     assert not (tmp_path / "x.h5").exists()
+    # Filters that leave nothing out are no reason to refuse; --taps that do are refused before -o.
+    covering = tmp_path / "covering.h5"
+    run("run", "--backend", "reference", "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", "0-1",
+        "--taps", "!*.attn.probs", "-o", covering, code=0)
+    run("run", "--backend", "host", "-m", model, "--lockstep", covering, "-o", tmp_path / "y.h5", code=0)
+    kept = tmp_path / "kept.h5"
+    kept.write_bytes(b"an earlier trace")
+    p = run("run", "--backend", "host", "-m", model, "--lockstep", partial, "-o", kept, code=2)
+    assert "--taps 'blk.*.attn_q' (it leaves out token_embd)" in p.stderr, p.stderr
+    assert kept.read_bytes() == b"an earlier trace"
 
 
 def test_lockstep_needs_tokens(qwen2, tmp_path):

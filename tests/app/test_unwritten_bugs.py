@@ -170,3 +170,24 @@ def test_values_stored_in_16_bits_under_an_f32_label_are_named(llama, tmp_path, 
     wanted = f"every actual value is a {name} number and not every expected one"
     assert any(wanted in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
     assert any(f"--profile {profile}" in s for s in r["diagnosis"]["signatures"])
+
+
+def test_legitimate_pairs_carry_no_coverage_findings(llama, tmp_path):
+    """Runs of other lengths, --logits all against last, and layer windows whose attention rows
+    coincide: no missing-positions, position-shift or layer-shift finding."""
+    model = llama / "llama.gguf"
+    short, logits_all = tmp_path / "short.h5", tmp_path / "logits-all.h5"
+    assert run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 3, "-o", short).returncode == 0
+    assert run("run", "-m", model, "--tokens", PROMPT, "-n", 6, "--logits", "all", "-o", logits_all).returncode == 0
+    coverage = {"missing-positions", "position-shift", "layer-shift"}
+    for expected, actual in ((llama / "ref.h5", short), (logits_all, llama / "eng.h5")):
+        code, r = diff_json(expected, actual)
+        assert code == 0 and not coverage & {f["kind"] for f in r["findings"]}, r["findings"]
+    windows = []
+    for layer in (0, 1):
+        out = tmp_path / f"layer{layer}.h5"
+        assert run("run", "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", layer, "--taps", "*attn.probs*",
+                   "-o", out).returncode == 0
+        windows.append(out)
+    code, r = diff_json(*windows)  # no tap in common: the generated tokens are what is compared
+    assert code == 0 and not coverage & {f["kind"] for f in r["findings"]}, r["findings"]

@@ -106,3 +106,19 @@ def test_attention_rows_wider_than_the_context_say_padding(tmp_path):
     p = run("diff", *paths)
     assert "wider than the run's context (n_ctx 3), as a KV cache allocated for 192 positions" in p.stdout, p.stdout
     assert "used where" not in p.stdout
+
+
+def test_a_width_that_equals_the_context_is_still_named_by_its_tap(tmp_path):
+    """ffn_gate of n_embd where n_ff belongs, in runs whose context is n_ff long: the FFN's
+    mix-up, not attention's padding (only attn.probs rows have a context axis)."""
+    dims = dict(DIMS, n_ctx=1536)
+    paths = []
+    for name, width in (("expected.h5", 1536), ("actual.h5", 576)):
+        path = tmp_path / name
+        with tt.TraceWriter(str(path), producer="external", model_sha256=SHA, tokens=TOKENS,
+                            prompt_length=len(TOKENS), dims=dims, hparams={"n_layer": 2}) as trace:
+            trace.record("ffn_gate", 0, 0, np.ones((3, width)))
+            trace.end_step()
+        paths.append(path)
+    p = run("diff", *paths)
+    assert "n_embd used where n_ff belongs" in p.stdout and "wider than" not in p.stdout, p.stdout

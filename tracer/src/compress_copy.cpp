@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -114,13 +115,20 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   committed_ds.close();
 }
 
-// A run killed while it compressed left its copy, named by its process id: the copies of
-// processes that are gone go before a new one is written.
+// "NAME.gzip-HOST-": the copies this host's processes write beside the trace NAME.
+std::string copy_prefix(const std::string& path) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return path + ".gzip-" + host + "-";
+}
+
+// A run killed while it compressed left its copy, named by its host and process id. Copies of
+// this host's processes that are gone, untouched for a minute (a process of another PID
+// namespace sharing the directory still writes its copy), go before a new one is written.
 void remove_abandoned_copies(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path trace(path);
-  const std::string prefix = trace.filename().string() + ".gzip-";
-  const fs::path dir = trace.parent_path().empty() ? fs::path(".") : trace.parent_path();
+  const std::string prefix = fs::path(copy_prefix(path)).filename().string();
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -130,6 +138,8 @@ void remove_abandoned_copies(const std::string& path) {
     const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 4);
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    const auto written = fs::last_write_time(entry.path(), ec);
+    if (ec || fs::file_time_type::clock::now() - written < std::chrono::minutes(1)) continue;
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
   }
 }
@@ -138,7 +148,7 @@ void remove_abandoned_copies(const std::string& path) {
 
 void compress_trace(const std::string& path, int gzip_level) {
   remove_abandoned_copies(path);
-  const std::string copy = path + ".gzip-" + std::to_string(getpid()) + ".tmp";
+  const std::string copy = copy_prefix(path) + std::to_string(getpid()) + ".tmp";
   try {
     const TraceReader in(path);
     write_copy(in, copy, gzip_level);
