@@ -109,7 +109,8 @@ TapFilterSpec with_weight_taps(const RunSpec& s) {
   if (s.weights.empty() || f.names.empty()) return f;
   const std::vector<std::string_view> globs = name_globs(f.names);
   const auto includes = [](std::string_view g) { return !g.empty() && g[0] != '!'; };
-  if (std::any_of(globs.begin(), globs.end(), includes)) f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
+  if (std::any_of(globs.begin(), globs.end(), includes))
+    f.names += fmt::format(",{}*,{}*", kWeightTapPrefix, kWeightStatsTapPrefix);
   return f;
 }
 
