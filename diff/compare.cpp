@@ -258,6 +258,18 @@ void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReade
   }
 }
 
+// A tap the expected trace lacks: why it may be no tap at all (a name outside the catalogue, a
+// layer the model does not have) is the likelier typo of the producer.
+std::string only_in_actual(const TapInfo& info, const std::optional<TapDims>& dims) {
+  std::string detail = "recorded in the actual trace only";
+  const TapSpec* spec = find_tap_spec(info.name);
+  if (spec == nullptr)
+    detail += fmt::format(": {} is not a catalogue tap (docs/taps.md)", info.name);
+  else if (dims && info.layer >= dims->n_layer)
+    detail += fmt::format(": the model has layers 0..{}", dims->n_layer - 1);
+  return detail;
+}
+
 // Tokens that differ where either run was given its token (its prompt) are no divergence of
 // an engine: the runs had other inputs. Turns the token-sequence finding into a `prompt` one;
 // whether it did.
@@ -408,7 +420,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   for (const TapInfo& info : b.taps())
     if (!is_weight_tap(info.name) && !a.find(info.name, info.layer)) {
       if (a.metadata().unavailable.count(info.name) > 0) not_available[info.name].push_back(info.full_name);
-      else r.findings.push_back({"missing-in-expected", info.full_name, "recorded in the actual trace only"});
+      else r.findings.push_back({"missing-in-expected", info.full_name, only_in_actual(info, a.metadata().dims)});
     }
   // One note per tap name a producer declared it cannot record: not compared, not a bug.
   for (const auto& [name, full_names] : not_available) {

@@ -73,9 +73,12 @@ def test_wrong_width_is_a_shape_finding_with_its_explanation(traces):
 
 def test_taps_in_one_trace_only_are_listed(traces):
     expected, actual = traces
-    kinds = {(f["kind"], f["tap"]) for f in json.loads(run("diff", expected, actual, "--format", "json").stdout)["findings"]}
+    findings = json.loads(run("diff", expected, actual, "--format", "json").stdout)["findings"]
+    kinds = {(f["kind"], f["tap"]) for f in findings}
     assert {("missing-in-expected", "blk.0.ffn_down"), ("missing-in-expected", "blk.1.ffn_down"),
             ("missing-in-expected", "my_engine.extra")} <= kinds
+    extra = next(f for f in findings if f["tap"] == "my_engine.extra")
+    assert extra["detail"] == "recorded in the actual trace only: my_engine.extra is not a catalogue tap (docs/taps.md)"
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "json", "junit", "html"])
