@@ -107,7 +107,7 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
       for (const TraceReader* trace : {&b, &a}) {
         // The candidates' replays refer to `in`: it outlives them.
         ReplayInputs in{*trace, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
-                        cache_type_of(trace->metadata()), prefill_chunk_of(trace->metadata())};
+                        cache_format_of(trace->metadata()), prefill_chunk_of(trace->metadata())};
         const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
         const auto baseline =
             std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
@@ -117,7 +117,10 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
           const double own =
               own_error(trace_row(*trace, t.name, t.layer, row.position), baseline->replay(row.position));
           if (!(own <= bar)) {
-            if (trace == &a) r.findings.push_back(expected_off_its_inputs(t, row.position, own, bar));
+            if (trace == &a) {
+              t.expected_off_its_inputs = true;
+              r.findings.push_back(expected_off_its_inputs(t, row.position, own, bar));
+            }
             return;  // this op's own divergence: the first one
           }
           if (trace == &b) worst_own = std::max(worst_own, own);

@@ -174,7 +174,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
     const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::int64_t(a.metadata().tokens.size());
-    ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx, cache_type_of(inputs.metadata()),
+    ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx, cache_format_of(inputs.metadata()),
                     prefill_chunk_of(inputs.metadata())};
     auto candidates = candidates_for(f.name, f.layer, in);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
@@ -239,11 +239,8 @@ Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const Trace
   if (f.tap == "tokens") return diagnose_tokens(f, b);
   // The amplification check found the expected trace's row off its own inputs and the actual's
   // right: the bug to diagnose is the expected trace's.
-  const bool expected_off =
-      &inputs == &b && std::any_of(r.findings.begin(), r.findings.end(), [&](const StructuralFinding& x) {
-        return x.kind == "expected-off-its-inputs" && x.tap == f.tap;
-      });
-  if (!expected_off) return diagnose_op(r, f, a, b, inputs, model_path);
+  const TapComparison* t = find_tap(r, f.tap);
+  if (&inputs != &b || !t || !t->expected_off_its_inputs) return diagnose_op(r, f, a, b, inputs, model_path);
   Diagnosis d = diagnose_op(r, f, b, a, a, model_path);
   d.in_expected = true;
   d.explanation = fmt::format("The expected trace ({}) is the one that diverged here: the actual trace's {} is what "

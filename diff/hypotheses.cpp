@@ -371,10 +371,18 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                      rotate(at_p, base, right, true, n_rot)});
 }
 
-std::string cache_type_of(const TraceMetadata& m) {
-  if (const auto it = m.settings.find("kv_type"); it != m.settings.end())
-    if (const auto* type = std::get_if<std::string>(&it->second)) return *type == "f16" || *type == "bf16" ? *type : "f32";
-  return m.precision == "f16" || m.precision == "bf16" ? m.precision : "f32";
+CacheFormat cache_format_of(const TraceMetadata& m) {
+  CacheFormat c;
+  const auto setting = [&](const char* key) { const auto it = m.settings.find(key); return it == m.settings.end() ? nullptr : &it->second; };
+  if (m.precision == "f16" || m.precision == "bf16") c.type = m.precision;
+  if (const auto* v = setting("kv_type"))
+    if (const auto* type = std::get_if<std::string>(v)) {
+      c.type = cache_type_modeled(*type) ? *type : "f32";
+    }
+  for (auto [key, rotated] : {std::pair{"attn_rot_k", &c.rotated_k}, std::pair{"attn_rot_v", &c.rotated_v}})
+    if (const auto* v = setting(key))
+      if (const auto* on = std::get_if<std::int64_t>(v)) *rotated = *on != 0;
+  return c;
 }
 
 std::int64_t prefill_chunk_of(const TraceMetadata& m) {

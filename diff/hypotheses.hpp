@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "diff/cache_rounding.hpp"
 #include "diff/replay_model.hpp"
 #include "tapdiff/trace_reader.hpp"
 
@@ -36,17 +37,17 @@ struct ReplayInputs {
   ReplayModel& model;
   std::int64_t prompt_length;
   std::int64_t n_ctx;  // width of attn.probs rows
-  // What the actual run's KV cache stores, "f32", "f16" or "bf16" (cache_type_of()): attention
-  // replays round K and V to it, and q too, as a dot product with a 16-bit cache converts it.
-  std::string cache_type = "f32";
+  // How the actual run's KV cache stores K and V (cache_format_of()): attention replays round
+  // them to it, and q as the dot product against K converts it.
+  CacheFormat cache;
   // Prompt tokens per prefill step of the actual run (prefill_chunk_of()); 0: one batch.
   std::int64_t prefill_chunk = 0;
 };
 
-// The cache type a trace's producer ran with: llama.cpp's kv_type setting, else a 16-bit
-// precision (tapdiff's engine stores its cache in it), else f32. q8_0 and lower-bit caches are
-// not modeled (f32): their noise is the q8 profile's.
-std::string cache_type_of(const TraceMetadata& m);
+// The cache a trace's producer ran with: llama.cpp's kv_type, attn_rot_k and attn_rot_v
+// settings, else a 16-bit precision (tapdiff's engine stores its cache in it), else f32. A type
+// round_to_cache() does not model reads as f32.
+CacheFormat cache_format_of(const TraceMetadata& m);
 // The producer setting prefill_chunk (tapdiff's engine with --prefill-chunk), else 0.
 std::int64_t prefill_chunk_of(const TraceMetadata& m);
 

@@ -5,18 +5,11 @@
 #include <fmt/format.h>
 
 #include "diff/replay_rows.hpp"
-#include "model/half.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/attn_summary.hpp"
 
 namespace tapdiff::diff {
 namespace {
-
-// A value as a 16-bit cache (or a dot product against one) holds it.
-double round_to(const std::string& type, double x) {
-  const auto f = static_cast<float>(x);
-  return type == "f16" ? fp16_to_fp32(fp32_to_fp16(f)) : bf16_to_fp32(fp32_to_bf16(f));
-}
 
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
@@ -141,9 +134,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
       auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
       std::vector<double> qd(q.begin(), q.end());
-      if (in.cache_type != "f32")
-        for (auto* values : {&K, &V, &qd})
-          for (double& x : *values) x = round_to(in.cache_type, x);
+      round_to_cache(in.cache, K, V, qd, kv_dim, std::size_t(c.head_dim));
       ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
       if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
         for (auto* cache : {&K, &V}) {

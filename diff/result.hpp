@@ -44,6 +44,9 @@ struct TapComparison {
   double jump_factor = 0;        // the profile's jump test factor
   // The smallest nmse threshold at which no row would have diverged: evidence for tuning.
   double min_passing_nmse = 0;
+  // The expected trace's row is not what its own inputs give and the actual's is (set by
+  // clear_amplified_rows): the bug to diagnose here is the expected trace's.
+  bool expected_off_its_inputs = false;
   bool diverged() const;
   const RowMetrics* first_diverged() const;
   const RowMetrics* worst() const;  // largest nmse

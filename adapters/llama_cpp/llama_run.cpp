@@ -40,6 +40,9 @@ struct LlamaLog {
   std::vector<std::string> lines;
   std::string partial;
   std::set<std::string> overrides_applied;  // keys of "Using metadata override (TYPE) 'KEY' = "
+  // "attn_rot_k = N" and "attn_rot_v = N": whether the KV cache stores K and V rotated by a
+  // Hadamard transform (llama.cpp turns it on for quantized caches).
+  std::map<std::string, std::int64_t> rotations;
 
   static void callback(ggml_log_level level, const char* text, void* user) {
     auto* log = static_cast<LlamaLog*>(user);
@@ -51,6 +54,12 @@ struct LlamaLog {
       std::lock_guard<std::mutex> lock(log->mutex);
       if (close != std::string_view::npos) log->overrides_applied.emplace(message.substr(open + 1, close - open - 1));
     }
+    if (level == GGML_LOG_LEVEL_INFO)
+      for (const char* key : {"attn_rot_k", "attn_rot_v"})
+        if (const std::size_t at = message.find(std::string(key) + " = "); at != std::string_view::npos) {
+          std::lock_guard<std::mutex> lock(log->mutex);
+          log->rotations[key] = std::atoll(std::string(message.substr(at + std::strlen(key) + 3)).c_str());
+        }
     if (!keep) return;
     std::lock_guard<std::mutex> lock(log->mutex);
     log->partial += text;
@@ -63,6 +72,10 @@ struct LlamaLog {
   std::set<std::string> take_overrides_applied() {
     std::lock_guard<std::mutex> lock(mutex);
     return std::exchange(overrides_applied, {});
+  }
+  std::map<std::string, std::int64_t> take_rotations() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::exchange(rotations, {});
   }
   std::string tail() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -160,7 +173,7 @@ std::string_view cache_precision(ggml_type cache) {
   if (cache == GGML_TYPE_F32) return "f32";
   if (cache == GGML_TYPE_F16) return "f16";
   if (cache == GGML_TYPE_BF16) return "bf16";
-  return "q8";  // q8_0; lower-bit caches are coarser still (docs/tolerance.md)
+  return "q8";  // 4- and 5-bit caches too: attention replays round K and V as they store them
 }
 
 std::string_view coarser(std::string_view a, std::string_view b) {
@@ -239,6 +252,7 @@ struct LlamaRun::Impl {
   std::vector<llama_model_kv_override> overrides;  // llama.cpp reads them while loading
   std::string precision;
   std::string weight_types;  // "F32 x 12, Q4_K x 7"
+  std::map<std::string, std::int64_t> rotations;  // attn_rot_k, attn_rot_v as llama.cpp logged them
 
   // The step in flight, for the eval callback.
   TraceWriter* trace = nullptr;
@@ -439,7 +453,9 @@ LlamaRun::LlamaRun(const std::string& model_path, const LlamaOptions& options, i
   cp.cb_eval = &Impl::on_node;
   cp.cb_eval_user_data = &s;
   cp.no_perf = true;
+  log.take_rotations();
   s.ctx = llama_init_from_model(s.model, cp);
+  s.rotations = log.take_rotations();
   if (s.ctx == nullptr)
     throw std::invalid_argument(fmt::format("llama.cpp refused the context (kv type {}, flash attention {}): {}",
                                             options.kv_type, options.flash_attn ? "on" : "off", log.tail()));
@@ -469,6 +485,10 @@ void LlamaRun::describe(TraceMetadata& m) const {
                 {"weight_types", s.weight_types},
                 {"kv_overrides", overrides},
                 {"system_info", std::string(llama_print_system_info())}};
+  for (const char* key : {"attn_rot_k", "attn_rot_v"}) {
+    const auto it = s.rotations.find(key);
+    m.settings[key] = it == s.rotations.end() ? std::int64_t(0) : it->second;
+  }
   // The producer's hparams carry the architecture (app/trace_metadata_for.cpp fills them first).
   const auto arch = m.hparams.find("arch");
   const std::string* arch_name = arch == m.hparams.end() ? nullptr : std::get_if<std::string>(&arch->second);

@@ -5,6 +5,7 @@ mapped tap compared; the taps llama.cpp has no node for are "not available", nev
 misconfigurations injected through llama.cpp's own --override-kv are found in its trace."""
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,8 @@ FIXTURES = {
     "llama-q4_k_m": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K", "--tensor-type", "blk.*.attn_v.weight=Q6_K",
                      "--tensor-type", "blk.*.ffn_down.weight=Q6_K", "--tensor-type", "output.weight=Q6_K"],
     "qwen2-f32": ["--arch", "qwen2", "--n-layer", "3"],
+    # heads of 64: llama.cpp stores a quantized cache rotated (attn_rot_k, attn_rot_v).
+    "llama-f32-h64": ["--arch", "llama", "--n-embd", "256", "--n-head", "4", "--n-head-kv", "2", "--n-layer", "2"],
     "qwen2-q8_0-tied": ["--arch", "qwen2", "--type", "Q8_0", "--tied"],
     "qwen2-q5_k": ["--arch", "qwen2", *K_SHAPE, "--type", "Q5_K"],
     # qwen3: q/k norm per head, heads wider than n_embd / n_head (as Qwen3's 128 at 1024 / 16).
@@ -206,6 +209,41 @@ def test_trace_says_how_llama_cpp_ran(models, tmp_path):
     # kv.k, kv.v, and with flash attention attn.probs and its summary.
     assert len(catalogue["unavailable"]) == 4 * n_layer and "blk.0.kv.k" in catalogue["unavailable"]
     assert "blk.0.attn.probs.summary" in catalogue["unavailable"]
+
+
+# A 4- or 5-bit cache moves attention's rows past f16's tolerance; the replay clears them only
+# when it rounds K, V and q as llama.cpp stored them: in blocks of 32, in the Hadamard-rotated
+# basis where head_dim is a multiple of 64 (F32 weights: the cache is the only coarse arithmetic).
+@pytest.mark.parametrize("cache", ["q4_0", "q5_1", "iq4_nl"])
+@pytest.mark.parametrize("fixture,rotated", [("qwen3-f32", 0), ("llama-f32-h64", 1)])
+def test_a_quantized_cache_is_replayed_as_llama_cpp_stores_it(models, references, tmp_path, fixture, rotated, cache):
+    trace = tmp_path / "llama.h5"
+    llama_run(models[fixture], trace, "--llama-kv-type", cache, "--llama-flash-attn")
+    with TraceReader(str(trace)) as t:
+        assert (t.settings["attn_rot_k"], t.settings["attn_rot_v"]) == (rotated, rotated)
+    p = tapdiff("diff", references[fixture], trace, "--profile", "f16", "--format", "json")
+    report = json.loads(p.stdout)
+    assert p.returncode == 0, report["first_divergence"]
+    cleared = [f["detail"] for f in report["findings"] if f["kind"] == "amplified" and f["tap"].endswith("attn.out")]
+    assert cleared, "no attention row past f16's tolerance: nothing here tests the cache's rounding"
+    for detail in cleared:
+        assert float(re.search(r"residual ([0-9.e+-]+)\)", detail).group(1)) < 1e-6, detail
+
+
+# An engine checked against llama.cpp on quantized weights: a bug in an op that computes in f32
+# is judged at that op's precision, not at the 8-bit activations' of the GEMMs before it.
+@pytest.mark.parametrize("fault,tap,cls", [("attn-scale", "blk.0.attn.probs", "attention-scale"),
+                                           ("norm-weight-dropped", "blk.0.attn_norm", "normalization")])
+def test_a_bug_past_the_gemms_is_found_against_llama_cpp_on_quantized_weights(models, tmp_path, fault, tap, cls):
+    expected, actual = tmp_path / "llama.h5", tmp_path / "engine.h5"
+    llama_run(models["llama-q4_k_m"], expected)
+    p = tapdiff("run", "--backend", "host", "-m", models["llama-q4_k_m"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--logits", "all", "--inject", fault, "-o", actual)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(expected, actual)
+    assert report["profile"] == "q8"
+    assert code == 1 and report["first_divergence"]["tap"] == tap, report["first_divergence"]
+    assert report["diagnosis"]["class"] == cls, report["diagnosis"]
 
 
 def test_precision_follows_weights_and_cache(models, tmp_path):

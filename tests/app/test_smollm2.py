@@ -212,11 +212,13 @@ def test_demo_on_the_real_model(smollm2, tmp_path):
     assert (tmp_path / "report.html").exists() and (tmp_path / "report.md").exists()
 
 
-@pytest.mark.parametrize("case, kv", [("france", "f32"), ("sea", "f16")])
+@pytest.mark.parametrize("case, kv", [("france", "f32"), ("sea", "f16"), ("france", "q4_0")])
 def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, case, kv):
     """tapdiff run --backend llama.cpp: llama.cpp's graph traced tap by tap, against the
     reference, every mapped tap of all 30 layers compared, PASS at the q8 profile (llama.cpp
-    quantizes activations for Q4_1), and its greedy ids those llama-cpp-python printed."""
+    quantizes activations for Q4_1), and its greedy ids those llama-cpp-python printed. A q4_0
+    cache (flash attention: llama.cpp quantizes V only with it) is stored Hadamard-rotated; its
+    attention rows pass once the replay rounds them as it stored them."""
     probe = run("run", "--backend", "llama.cpp", "-m", "/nonexistent.gguf", "--tokens", "1")
     if "built without llama.cpp" in probe.stderr:
         pytest.skip(probe.stderr.strip())
@@ -225,8 +227,9 @@ def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, ca
     n = len(c["generated_ids"])
     ref, llama = tmp_path / "reference.h5", tmp_path / "llama.h5"
     assert run("run", "-m", MODEL, "--tokens", tokens, "-n", n, "--logits", "all", "-o", ref).returncode == 0
-    p = run("run", "--backend", "llama.cpp", "--llama-kv-type", kv, "--threads", 2, "-m", MODEL, "--tokens", tokens,
-            "-n", n, "--logits", "all", "-o", llama)
+    flash = ["--llama-flash-attn"] if kv.startswith("q") else []
+    p = run("run", "--backend", "llama.cpp", "--llama-kv-type", kv, *flash, "--threads", 2, "-m", MODEL, "--tokens",
+            tokens, "-n", n, "--logits", "all", "-o", llama)
     assert p.returncode == 0, p.stderr
     with tt.TraceReader(str(llama)) as f:
         if kv == "f32":  # the pinned ids were generated with an f32 cache
@@ -235,7 +238,8 @@ def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, ca
     d = run("diff", ref, llama, "--format", "json")
     report = json.loads(d.stdout)
     assert d.returncode == 0 and report["verdict"] == "pass", report["summary"]["headline"]
-    assert report["profile"] == "q8" and len(report["taps"]) == 3 + 17 * 30  # kv.k, kv.v unavailable
+    # kv.k, kv.v unavailable; with flash attention attn.probs and its summary too
+    assert report["profile"] == "q8" and len(report["taps"]) == 3 + (15 if flash else 17) * 30
 
 
 def test_transformers_passes_against_the_reference(smollm2, tmp_path):
