@@ -78,9 +78,85 @@ StructuralFinding expected_off_its_inputs(const TapComparison& t, std::int64_t p
                       position, own, bar)};
 }
 
+// Whether every diverged row of t is within its replay band (nothing to confirm above it).
+bool within_replay_band(const TapComparison& t) {
+  return std::all_of(t.rows.begin(), t.rows.end(),
+                     [&](const RowMetrics& row) { return !row.diverged || row.nmse <= t.replay_band_nmse; });
+}
+
+// Each diverged row of t replayed from each trace's own inputs. A row both traces' inputs give
+// (within the tap's tolerance) is inherited: cleared, with an "amplified" finding. A row the
+// actual trace's inputs do not give is this op's own divergence; one only the expected trace's
+// do not give is the expected trace's ("expected-off-its-inputs"). Rows either replay cannot
+// give (an input a trace lacks) are left as they are. Returns whether an own divergence was found.
+bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a, const TraceReader& b,
+                          ReplayModel& model) {
+  const TraceMetadata& m = a.metadata();
+  const std::int64_t n_ctx = m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size());
+  // The candidates' replays refer to their inputs: these outlive them.
+  ReplayInputs in_b{b, model, m.prompt_length, n_ctx, cache_format_of(b.metadata()), prefill_chunk_of(b.metadata())};
+  ReplayInputs in_a{a, model, m.prompt_length, n_ctx, cache_format_of(a.metadata()), prefill_chunk_of(a.metadata())};
+  // Attention on a quantized cache the replay cannot store as the run did keeps its noise.
+  const auto candidates = [&](ReplayInputs& in) {
+    return in.cache.modeled || t.tap_class != "attention" ? candidates_for(t.name, t.layer, in)
+                                                           : std::vector<Candidate>{};
+  };
+  const std::vector<Candidate> cb = candidates(in_b), ca = candidates(in_a);
+  const auto baseline = [](const std::vector<Candidate>& c) {
+    const auto it = std::find_if(c.begin(), c.end(), [](const Candidate& x) { return x.baseline; });
+    return it == c.end() ? nullptr : &*it;
+  };
+  const Candidate *base_b = baseline(cb), *base_a = baseline(ca);
+  if (!base_b) return false;
+  const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
+  bool actual_off = false;
+  std::optional<StructuralFinding> expected_off;
+  DivergedRows cleared;
+  double worst_own = 0;
+  for (RowMetrics& row : t.rows) {
+    if (!row.diverged) continue;
+    const Row replay_b = base_b->replay(row.position);
+    if (replay_b.empty()) continue;
+    const double own_b = own_error(trace_row(b, t.name, t.layer, row.position), replay_b);
+    if (!(own_b <= bar)) {
+      actual_off = true;
+      continue;
+    }
+    // The actual row is what its inputs give; the expected one must be too (a golden recorded
+    // from a faulty build, or the traces given in the other order, is not).
+    const Row replay_a = base_a ? base_a->replay(row.position) : Row{};
+    if (replay_a.empty()) continue;
+    const double own_a = own_error(trace_row(a, t.name, t.layer, row.position), replay_a);
+    if (!(own_a <= bar)) {
+      if (!expected_off) expected_off = expected_off_its_inputs(t, row.position, own_a, bar);
+      continue;
+    }
+    worst_own = std::max(worst_own, own_b);
+    cleared.nmse = std::max(cleared.nmse, row.nmse);
+    cleared.input = std::max(cleared.input, row.input_nmse);
+    ++cleared.rows;
+    row.diverged = false;
+  }
+  if (cleared.rows > 0)
+    r.findings.push_back(
+        {"amplified", t.full_name,
+         rows_over(cleared) +
+             fmt::format(" what the correct computation gives from the actual trace's own inputs, as its cache "
+                         "stores them (residual {:.2g}): a difference inherited and amplified, not a divergence "
+                         "of this op",
+                         worst_own)});
+  if (!actual_off && !expected_off) return false;
+  t.own_error_replayed = true;
+  if (!actual_off) {
+    t.expected_off_its_inputs = true;
+    r.findings.push_back(std::move(*expected_off));
+  }
+  return true;
+}
+
 }  // namespace
 
-void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
+bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
   std::optional<ReplayModel> model;
   const TraceMetadata& m = a.metadata();
   for (TapComparison& t : r.taps) {
@@ -97,47 +173,40 @@ void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
       for (RowMetrics& row : t.rows) row.diverged = false;
       continue;
     }
-    double worst_own = 0;
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
-      // Both traces' rows must be what the correct computation gives from their own inputs: an
-      // expected trace that is not (a golden recorded from a faulty build, or the traces given
-      // in the other order) diverged at this op itself.
-      const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
-      for (const TraceReader* trace : {&b, &a}) {
-        // The candidates' replays refer to `in`: it outlives them.
-        ReplayInputs in{*trace, *model, m.prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
-                        cache_format_of(trace->metadata()), prefill_chunk_of(trace->metadata())};
-        const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
-        const auto baseline =
-            std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
-        if (baseline == candidates.end()) return;
-        for (const RowMetrics& row : t.rows) {
-          if (!row.diverged) continue;
-          const double own =
-              own_error(trace_row(*trace, t.name, t.layer, row.position), baseline->replay(row.position));
-          if (!(own <= bar)) {
-            if (trace == &a) {
-              t.expected_off_its_inputs = true;
-              r.findings.push_back(expected_off_its_inputs(t, row.position, own, bar));
-            }
-            return;  // this op's own divergence: the first one
-          }
-          if (trace == &b) worst_own = std::max(worst_own, own);
-        }
-      }
+      if (judge_rows_by_replay(r, t, a, b, *model)) return true;
     } catch (const std::exception&) {
-      return;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand
+      return false;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand
     }
-    r.findings.push_back(
-        {"amplified", t.full_name,
-         rows_over(diverged_rows(t)) +
-             fmt::format(" what the correct computation gives from the actual trace's own inputs, as its cache "
-                         "stores them (residual {:.2g}): a difference inherited and amplified, not a divergence "
-                         "of this op",
-                         worst_own)});
-    for (RowMetrics& row : t.rows) row.diverged = false;
+    // Rows no replay judged (an input a trace lacks) stand, unless within the replay band.
+    if (t.diverged() && !within_replay_band(t)) return true;
   }
+  return true;
+}
+
+void settle_replay_band(DiffResult& r, bool replayed) {
+  std::vector<std::string> taps;
+  std::int64_t rows = 0;
+  for (TapComparison& t : r.taps) {
+    if (t.own_error_replayed || !(t.replay_band_nmse > t.threshold_nmse)) continue;
+    for (RowMetrics& row : t.rows)
+      if (row.diverged && row.nmse <= t.replay_band_nmse && row.nonfinite <= row.nonfinite_expected) {
+        row.diverged = false;
+        ++rows;
+        if (taps.empty() || taps.back() != t.full_name) taps.push_back(t.full_name);
+      }
+  }
+  if (rows == 0 || replayed) return;
+  const auto shown = taps.begin() + std::ptrdiff_t(std::min<std::size_t>(taps.size(), 4));
+  r.findings.push_back(
+      {"unreplayed", taps.size() == 1 ? taps.front() : "",
+       fmt::format("{} row{} of {} tap{} ({}{}) over the {} profile's threshold but within its replay band ({:.3g}) "
+                   "pass: only a replay of the op from its own inputs (the model, and not --no-diagnosis) tells an "
+                   "op's own error there from noise it inherited",
+                   rows, rows == 1 ? "" : "s", taps.size(), taps.size() == 1 ? "" : "s",
+                   fmt::join(taps.begin(), shown, ", "), taps.size() > 4 ? ", ..." : "", r.profile,
+                   r.taps.front().replay_band_nmse)});
 }
 
 }  // namespace tapdiff::diff

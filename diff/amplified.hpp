@@ -14,10 +14,15 @@
 namespace tapdiff::diff {
 
 // Taps are checked in execution order, up to the first one with a diverged row the replay
-// does not explain (or cannot replay); each tap cleared gets an "amplified" finding saying so.
-// The replay needs the model (model_path, or the expected trace's), except for ffn.act, whose
-// gate bounds its own error from the two traces' inputs alone; without the model nothing
-// else changes.
-void clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path);
+// does not explain (or cannot replay, unless all its rows are within the replay band); each
+// tap cleared gets an "amplified" finding saying so. The replay needs the model (model_path,
+// or the expected trace's), except for ffn.act, whose gate bounds its own error from the two
+// traces' inputs alone; without the model nothing else changes, and it returns false.
+bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path);
+
+// Rows within their tap's replay band (ToleranceProfile::replay_band_nmse) that no replay found
+// to be the op's own error pass. `replayed`: whether the model replay ran; when it did not and
+// rows passed so, an "unreplayed" finding says which.
+void settle_replay_band(DiffResult& r, bool replayed);
 
 }  // namespace tapdiff::diff

@@ -68,7 +68,7 @@ void round_to(const std::string& type, std::vector<double>& values, std::size_t 
     }
     return;
   }
-  if (width % kBlock != 0) return;  // no cache llama.cpp would make
+  if (width == 0 || width % kBlock != 0) return;  // no cache llama.cpp would make
   std::string upper = type;
   for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
   const auto block_type = ggml_type_from_name(upper);
@@ -80,7 +80,7 @@ void round_to(const std::string& type, std::vector<double>& values, std::size_t 
     if (block_type) {
       quantize_row(*block_type, row.data(), blocks.data(), std::int64_t(width));
       dequantize_row(*block_type, blocks.data(), row.data(), std::int64_t(width));
-    } else {  // iq4_nl
+    } else if (type == "iq4_nl") {
       for (std::size_t b = 0; b < width; b += kBlock) round_iq4_nl_block(row.data() + b);
     }
     std::copy(row.begin(), row.end(), values.begin() + std::ptrdiff_t(start));
@@ -103,6 +103,26 @@ void hadamard_blocks(std::vector<double>& x, std::size_t n) {
   }
 }
 
+// A rotated cache rounds in the rotated basis: K and q over the largest power of 2 dividing
+// head_dim, V over 64 (llama.cpp's sizes; measured: they replay its attention to 1e-14).
+std::size_t k_rotation(const CacheFormat& cache, std::size_t head_dim) {
+  return cache.rotated_k && head_dim % 64 == 0 ? head_dim & (~head_dim + 1) : 0;
+}
+
+// Row by row: a replayed cache's slots no position wrote are zero, and stay so.
+void round_rotated(std::vector<double>& x, const std::string& type, std::size_t width, std::size_t rotation) {
+  std::vector<double> row(width);
+  for (std::size_t start = 0; width > 0 && start + width <= x.size(); start += width) {
+    const auto first = x.begin() + std::ptrdiff_t(start), last = first + std::ptrdiff_t(width);
+    if (std::all_of(first, last, [](double v) { return v == 0; })) continue;
+    std::copy(first, last, row.begin());
+    if (rotation > 1) hadamard_blocks(row, rotation);
+    round_to(type, row, width);
+    if (rotation > 1) hadamard_blocks(row, rotation);
+    std::copy(row.begin(), row.end(), first);
+  }
+}
+
 }  // namespace
 
 bool cache_type_modeled(std::string_view type) {
@@ -111,21 +131,18 @@ bool cache_type_modeled(std::string_view type) {
   return false;
 }
 
-// A rotated cache rounds in the rotated basis: K and q over the largest power of 2 dividing
-// head_dim, V over 64 (llama.cpp's sizes, measured: they replay its attention to 1e-14).
-void round_to_cache(const CacheFormat& cache, std::vector<double>& K, std::vector<double>& V, std::vector<double>& q,
-                    std::size_t kv_dim, std::size_t head_dim) {
+void round_k_to_cache(const CacheFormat& cache, std::vector<double>& rows, std::size_t kv_dim, std::size_t head_dim) {
+  if (cache.type != "f32") round_rotated(rows, cache.type, kv_dim, k_rotation(cache, head_dim));
+}
+
+void round_v_to_cache(const CacheFormat& cache, std::vector<double>& rows, std::size_t kv_dim, std::size_t head_dim) {
+  if (cache.type != "f32") round_rotated(rows, cache.type, kv_dim, cache.rotated_v && head_dim % 64 == 0 ? 64 : 0);
+}
+
+void round_q_to_cache(const CacheFormat& cache, std::vector<double>& q, std::size_t head_dim) {
   if (cache.type == "f32") return;
-  const std::size_t k_rotation = cache.rotated_k ? head_dim & (~head_dim + 1) : 0;
-  const std::size_t v_rotation = cache.rotated_v && head_dim % 64 == 0 ? 64 : 0;
-  const auto round = [](std::vector<double>& x, const std::string& type, std::size_t width, std::size_t rotation) {
-    if (rotation > 1) hadamard_blocks(x, rotation);
-    round_to(type, x, width);
-    if (rotation > 1) hadamard_blocks(x, rotation);
-  };
-  round(K, cache.type, kv_dim, k_rotation);
-  round(V, cache.type, kv_dim, v_rotation);
-  round(q, cache.type == "f16" || cache.type == "bf16" ? cache.type : "q8_0", q.size(), k_rotation);
+  const bool sixteen_bit = cache.type == "f16" || cache.type == "bf16";
+  round_rotated(q, sixteen_bit ? cache.type : "q8_0", q.size(), k_rotation(cache, head_dim));
 }
 
 }  // namespace tapdiff::diff

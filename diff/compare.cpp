@@ -122,6 +122,7 @@ TapComparison comparison_of(const TapInfo& ta, const TapInfo& tb, const Toleranc
   c.row_shape = ta.sharded() ? ta.row_shape : tb.row_shape;
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
+  c.replay_band_nmse = profile.replay_band_nmse;
   return c;
 }
 
@@ -447,7 +448,10 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   int n_layer = 0;
   for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
   mark_divergences(r, n_layer);
-  if (options.diagnose && r.mode != DiffMode::lockstep) clear_amplified_rows(r, a, b, model_path);
+  if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
+    const bool replayed = options.diagnose && clear_amplified_rows(r, a, b, model_path);
+    settle_replay_band(r, replayed);
+  }
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
   // A flip at a near-tie in a reduced precision is noise: a note, not a divergence.

@@ -373,15 +373,29 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
 
 CacheFormat cache_format_of(const TraceMetadata& m) {
   CacheFormat c;
-  const auto setting = [&](const char* key) { const auto it = m.settings.find(key); return it == m.settings.end() ? nullptr : &it->second; };
   if (m.precision == "f16" || m.precision == "bf16") c.type = m.precision;
-  if (const auto* v = setting("kv_type"))
-    if (const auto* type = std::get_if<std::string>(v)) {
-      c.type = cache_type_modeled(*type) ? *type : "f32";
-    }
-  for (auto [key, rotated] : {std::pair{"attn_rot_k", &c.rotated_k}, std::pair{"attn_rot_v", &c.rotated_v}})
-    if (const auto* v = setting(key))
-      if (const auto* on = std::get_if<std::int64_t>(v)) *rotated = *on != 0;
+  const auto setting = [&](const char* key) {
+    const auto it = m.settings.find(key);
+    return it == m.settings.end() ? nullptr : &it->second;
+  };
+  const auto* kv_type = setting("kv_type");
+  const auto* type = kv_type ? std::get_if<std::string>(kv_type) : nullptr;
+  if (!type) return c;
+  c.type = *type == "f16" || *type == "bf16" ? *type : "f32";
+  if (*type == "f32" || *type == "f16" || *type == "bf16") return c;
+  // A quantized cache. llama.cpp says whether it stored K and V rotated: a trace that does not
+  // say (recorded before tapdiff read it) cannot be replayed as stored.
+  const auto rotated = [&](const char* key) -> std::optional<bool> {
+    const auto* v = setting(key);
+    const auto* on = v ? std::get_if<std::int64_t>(v) : nullptr;
+    return on ? std::optional<bool>(*on != 0) : std::nullopt;
+  };
+  const std::optional<bool> k = rotated("attn_rot_k"), v = rotated("attn_rot_v");
+  c.modeled = cache_type_modeled(*type) && k && v;
+  if (!c.modeled) return c;
+  c.type = *type;
+  c.rotated_k = *k;
+  c.rotated_v = *v;
   return c;
 }
 

@@ -45,8 +45,9 @@ struct ReplayInputs {
 };
 
 // The cache a trace's producer ran with: llama.cpp's kv_type, attn_rot_k and attn_rot_v
-// settings, else a 16-bit precision (tapdiff's engine stores its cache in it), else f32. A type
-// round_to_cache() does not model reads as f32.
+// settings, else a 16-bit precision (tapdiff's engine stores its cache in it), else f32. A
+// quantized type the replay does not model, or one without the rotation settings, is f32 and
+// not `modeled`.
 CacheFormat cache_format_of(const TraceMetadata& m);
 // The producer setting prefill_chunk (tapdiff's engine with --prefill-chunk), else 0.
 std::int64_t prefill_chunk_of(const TraceMetadata& m);

@@ -134,7 +134,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
       auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
       std::vector<double> qd(q.begin(), q.end());
-      round_to_cache(in.cache, K, V, qd, kv_dim, std::size_t(c.head_dim));
+      round_k_to_cache(in.cache, K, kv_dim, std::size_t(c.head_dim));
+      round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
+      round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
       ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
       if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
         for (auto* cache : {&K, &V}) {

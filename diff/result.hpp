@@ -42,10 +42,12 @@ struct TapComparison {
   std::vector<RowMetrics> rows;  // by position
   double threshold_nmse = 0;     // the profile's threshold for this tap class
   double jump_factor = 0;        // the profile's jump test factor
+  double replay_band_nmse = 0;   // the profile's replay band (ToleranceProfile::replay_band_nmse)
   // The smallest nmse threshold at which no row would have diverged: evidence for tuning.
   double min_passing_nmse = 0;
-  // The expected trace's row is not what its own inputs give and the actual's is (set by
-  // clear_amplified_rows): the bug to diagnose here is the expected trace's.
+  // Set by clear_amplified_rows: the replay found this op's own error in the actual trace's row,
+  // or in the expected trace's (whose bug it then is to diagnose).
+  bool own_error_replayed = false;
   bool expected_off_its_inputs = false;
   bool diverged() const;
   const RowMetrics* first_diverged() const;

@@ -38,6 +38,7 @@ ToleranceProfile builtin_profile(std::string_view name) {
     // as the cache stored it): what reaches it from a GEMM is inherited, the jump test's to judge.
     p.default_nmse = 3e-3;
     p.nmse = {{"projection", 3e-2}, {"logits", 3e-2}};
+    p.replay_band_nmse = 3e-2;
     p.jump_factor = 10;
   } else {
     throw std::invalid_argument(
@@ -83,12 +84,12 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
     return x;
   };
   if (!j.contains("base") || !j["base"].is_string())
-    throw InputError(source, "base", "expected a string naming the profile to start from: f32, f16 or bf16");
+    throw InputError(source, "base", "expected a string naming the profile to start from: f32, f16, bf16 or q8");
   ToleranceProfile p;
   try {
     p = builtin_profile(j["base"].get<std::string>());
   } catch (const std::invalid_argument&) {
-    throw InputError(source, "base", fmt::format("expected f32, f16 or bf16, got {}", j["base"].dump()));
+    throw InputError(source, "base", fmt::format("expected f32, f16, bf16 or q8, got {}", j["base"].dump()));
   }
   p.name = fmt::format("{} ({})", source, p.name);
   for (const auto& [key, value] : j.items()) {
@@ -97,6 +98,8 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
       p.jump_factor = number(value, key);
     } else if (key == "default_nmse") {
       p.default_nmse = number(value, key);
+    } else if (key == "replay_band_nmse") {  // 0 turns the band off
+      p.replay_band_nmse = value.is_number() && value.get<double>() == 0 ? 0.0 : number(value, key);
     } else if (key == "nmse") {
       if (!value.is_object()) throw InputError(source, key, "expected an object of tap class → threshold");
       for (const auto& [cls, threshold] : value.items()) {
@@ -109,7 +112,7 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
         p.nmse[cls] = number(threshold, "nmse." + cls);
       }
     } else {
-      throw InputError(source, key, "unknown key (expected base, jump_factor, default_nmse, nmse)");
+      throw InputError(source, key, "unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse)");
     }
   }
   return p;

@@ -2,8 +2,8 @@
 // jump factor: a row diverges only when its NMSE also exceeds jump_factor × the largest NMSE
 // of its inputs, so rounding noise that grows layer after layer (f16 over 30 layers) is not a
 // bug while an error that appears at one op (a dropped bias at layer 17) still is.
-// Built-in profiles f32, f16, bf16 (docs/tolerance.md says how they were calibrated); users
-// override them with a JSON file.
+// Built-in profiles f32, f16, bf16, q8 (docs/tolerance.md says how they were calibrated);
+// users override them with a JSON file.
 #pragma once
 
 #include <map>
@@ -17,6 +17,11 @@ struct ToleranceProfile {
   std::map<std::string, double, std::less<>> nmse;  // tap class → threshold
   double default_nmse = 0;                          // classes not listed
   double jump_factor = 10;
+  // Rows over their class's threshold but at most this NMSE diverge only where replaying the
+  // op from its own inputs confirms the error is the op's (diff/amplified.hpp); where nothing
+  // replays them (no model, --no-diagnosis) they pass. 0: no such band. q8's GEMMs leave
+  // inherited noise that f32 ops after them (attention, SiLU) may amplify past 3e-3.
+  double replay_band_nmse = 0;
 
   double threshold(std::string_view tap_class) const;
 };
@@ -32,7 +37,8 @@ bool has_profile(std::string_view precision);
 ToleranceProfile profile_for_precisions(std::string_view expected, std::string_view actual);
 
 // A JSON file: {"base": "f16", "jump_factor": 10, "nmse": {"projection": 1e-4, ...},
-// "default_nmse": 1e-4}; every key optional but base. Errors throw InputError naming the
+// "default_nmse": 1e-4, "replay_band_nmse": 0}; every key optional but base; classes the base
+// lists keep their thresholds unless "nmse" names them. Errors throw InputError naming the
 // file, the key and what was expected.
 ToleranceProfile load_profile(const std::string& path);
 ToleranceProfile parse_profile(std::string_view json_text, const std::string& source);

@@ -485,10 +485,7 @@ void LlamaRun::describe(TraceMetadata& m) const {
                 {"weight_types", s.weight_types},
                 {"kv_overrides", overrides},
                 {"system_info", std::string(llama_print_system_info())}};
-  for (const char* key : {"attn_rot_k", "attn_rot_v"}) {
-    const auto it = s.rotations.find(key);
-    m.settings[key] = it == s.rotations.end() ? std::int64_t(0) : it->second;
-  }
+  for (const auto& [key, on] : s.rotations) m.settings[key] = on;  // absent where llama.cpp did not log it
   // The producer's hparams carry the architecture (app/trace_metadata_for.cpp fills them first).
   const auto arch = m.hparams.find("arch");
   const std::string* arch_name = arch == m.hparams.end() ? nullptr : std::get_if<std::string>(&arch->second);

@@ -246,6 +246,34 @@ def test_a_bug_past_the_gemms_is_found_against_llama_cpp_on_quantized_weights(mo
     assert report["diagnosis"]["class"] == cls, report["diagnosis"]
 
 
+# Rows of one tap judged one by one: a 4-bit cache's noise at the prompt's positions is cleared
+# as inherited while the tap's decode rows are the engine's own error, found where it starts.
+def test_a_decode_bug_is_found_where_it_starts_against_a_4_bit_cache(models, tmp_path):
+    expected, actual = tmp_path / "llama.h5", tmp_path / "engine.h5"
+    llama_run(models["llama-f32-h64"], expected, "--llama-kv-type", "q4_0", "--llama-flash-attn")
+    p = tapdiff("run", "--backend", "host", "-m", models["llama-f32-h64"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--logits", "all", "--inject", "kv-stuck-length", "-o", actual)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(expected, actual)
+    assert code == 1 and report["first_divergence"]["position"] == 8, report["first_divergence"]
+    assert report["diagnosis"]["class"] == "kv-cache" and not report["diagnosis"]["in_expected"], report["diagnosis"]
+
+
+# llama.cpp's phi3 graph leaves resid.attn unnamed: ffn_norm's input is missing from its trace,
+# so nothing can say which side's ffn_norm is off its inputs; the engine's dropped residual is
+# found at ffn_norm, without blaming llama.cpp's trace.
+def test_an_op_whose_input_one_trace_lacks_is_not_blamed_on_that_trace(models, tmp_path):
+    expected, actual = tmp_path / "llama.h5", tmp_path / "engine.h5"
+    llama_run(models["phi3-q4_k"], expected)
+    p = tapdiff("run", "--backend", "host", "-m", models["phi3-q4_k"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--logits", "all", "--inject", "resid-attn-dropped", "-o", actual)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(expected, actual)
+    assert code == 1 and report["first_divergence"]["tap"] == "blk.0.ffn_norm", report["first_divergence"]
+    assert not report["diagnosis"]["in_expected"], report["diagnosis"]
+    assert not [f for f in report["findings"] if f["kind"] == "expected-off-its-inputs"]
+
+
 def test_precision_follows_weights_and_cache(models, tmp_path):
     expect = {("llama-f32", "f32"): "f32", ("llama-f32", "f16"): "f16", ("llama-bf16", "f32"): "bf16",
               ("llama-q8_0", "f32"): "q8", ("llama-f16", "f32"): "f16"}

@@ -242,6 +242,26 @@ def test_llama_cpps_own_graph_passes_against_the_reference(smollm2, tmp_path, ca
     assert report["profile"] == "q8" and len(report["taps"]) == 3 + (15 if flash else 17) * 30
 
 
+def test_without_the_replay_llama_cpps_amplified_noise_passes_and_is_named(smollm2, tmp_path):
+    """The q8 profile holds ops after the GEMMs to 3e-3; rows up to 3e-2 need the model replay
+    to tell an op's own error from 8-bit noise it amplified (SiLU, softmax). With the replay
+    off they pass, and an "unreplayed" finding names them."""
+    probe = run("run", "--backend", "llama.cpp", "-m", "/nonexistent.gguf", "--tokens", "1")
+    if "built without llama.cpp" in probe.stderr:
+        pytest.skip(probe.stderr.strip())
+    tokens = ",".join(map(str, PINNED["trace"]["prompt_ids"]))
+    ref, llama = tmp_path / "reference.h5", tmp_path / "llama.h5"
+    assert run("run", "-m", MODEL, "--tokens", tokens, "-n", 32, "--logits", "all", "-o", ref).returncode == 0
+    p = run("run", "--backend", "llama.cpp", "--threads", 2, "-m", MODEL, "--tokens", tokens, "-n", 32, "--logits",
+            "all", "-o", llama)
+    assert p.returncode == 0, p.stderr
+    d = run("diff", ref, llama, "--no-diagnosis", "--format", "json")
+    report = json.loads(d.stdout)
+    assert d.returncode == 0 and report["profile"] == "q8", report["summary"]["headline"]
+    unreplayed = [f for f in report["findings"] if f["kind"] == "unreplayed"]
+    assert unreplayed and "blk.2.ffn.act" in unreplayed[0]["detail"], report["findings"]
+
+
 def test_transformers_passes_against_the_reference(smollm2, tmp_path):
     """Hugging Face transformers' SmolLM2 (the same GGUF, dequantized to float32) against the
     reference: every tap of all 30 layers, the cache read-backs and softmax weights included,

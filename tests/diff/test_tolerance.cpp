@@ -34,6 +34,19 @@ TEST(DiffTolerance, TwoTracesAreJudgedByTheLooserPrecision) {
   EXPECT_EQ(profile_for_precisions("f16", "bf16").name, "bf16");
   EXPECT_EQ(profile_for_precisions("f64", "f32").name, "f32");
   EXPECT_EQ(profile_for_precisions("f32", "fp4-mystery").name, "f32");
+  // q8's default threshold is bf16's; its GEMMs' are coarser: q8 is the looser either way.
+  EXPECT_EQ(profile_for_precisions("q8", "bf16").name, "q8");
+  EXPECT_EQ(profile_for_precisions("bf16", "q8").name, "q8");
+}
+
+TEST(DiffTolerance, Q8IsCoarseForGemmsAndReplaysTheRest) {
+  const auto q8 = builtin_profile("q8");
+  EXPECT_EQ(q8.threshold("projection"), 3e-2);
+  EXPECT_EQ(q8.threshold("logits"), 3e-2);
+  for (const char* cls : {"attention", "norm", "rope", "activation", "residual", "cache", "embedding"})
+    EXPECT_EQ(q8.threshold(cls), 3e-3) << cls;
+  EXPECT_EQ(q8.replay_band_nmse, 3e-2);
+  EXPECT_EQ(builtin_profile("bf16").replay_band_nmse, 0);
 }
 
 TEST(DiffTolerance, JsonOverridesOnTopOfABase) {
@@ -41,6 +54,11 @@ TEST(DiffTolerance, JsonOverridesOnTopOfABase) {
   EXPECT_EQ(p.jump_factor, 4);
   EXPECT_EQ(p.threshold("rope"), 1e-6);
   EXPECT_EQ(p.threshold("projection"), builtin_profile("f16").threshold("projection"));
+  // A q8 base keeps the classes it lists; 0 turns its replay band off.
+  const auto q = parse_profile(R"({"base": "q8", "default_nmse": 1e-3, "replay_band_nmse": 0})", "q.json");
+  EXPECT_EQ(q.threshold("norm"), 1e-3);
+  EXPECT_EQ(q.threshold("projection"), 3e-2);
+  EXPECT_EQ(q.replay_band_nmse, 0);
 }
 
 TEST(DiffTolerance, BadProfilesNameTheKey) {
@@ -51,13 +69,15 @@ TEST(DiffTolerance, BadProfilesNameTheKey) {
                       "overflow parsing '1e400'"),
             std::string::npos);
   EXPECT_EQ(parse_error("[1]"), "p.json: profile: expected a JSON object");
-  EXPECT_EQ(parse_error("{}"), "p.json: base: expected a string naming the profile to start from: f32, f16 or bf16");
-  EXPECT_EQ(parse_error(R"({"base": "fp8"})"), "p.json: base: expected f32, f16 or bf16, got \"fp8\"");
+  EXPECT_EQ(parse_error("{}"), "p.json: base: expected a string naming the profile to start from: f32, f16, bf16 or q8");
+  EXPECT_EQ(parse_error(R"({"base": "fp8"})"), "p.json: base: expected f32, f16, bf16 or q8, got \"fp8\"");
+  EXPECT_EQ(parse_error(R"({"base": "q8", "replay_band_nmse": -1})"),
+            "p.json: replay_band_nmse: expected a positive number, got -1");
   EXPECT_EQ(parse_error(R"({"base": "f32", "jump_factor": "x"})"), "p.json: jump_factor: expected a number, got \"x\"");
   EXPECT_EQ(parse_error(R"({"base": "f32", "jump_factor": -1})"), "p.json: jump_factor: expected a positive number, got -1");
   EXPECT_EQ(parse_error(R"({"base": "f32", "nmse": {"ropes": 1}})").rfind("p.json: nmse.ropes: unknown tap class", 0), 0u);
   EXPECT_EQ(parse_error(R"({"base": "f32", "colour": 1})"),
-            "p.json: colour: unknown key (expected base, jump_factor, default_nmse, nmse)");
+            "p.json: colour: unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse)");
 }
 
 }  // namespace
