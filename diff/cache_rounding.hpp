@@ -11,7 +11,7 @@ namespace tapdiff::diff {
 
 // How a run's KV cache stores K and V.
 struct CacheFormat {
-  std::string type = "f32";  // f32, f16, bf16, or a 32-element block type (cache_type_modeled())
+  std::string type = "f32";  // f32, f16, bf16, or a 32-element block type (cache_type_modeled)
   // llama.cpp rotates K (and q with it) and V by an orthonormal Hadamard transform before a
   // quantized cache stores them, and the attention output back (its attn_rot_k, attn_rot_v).
   bool rotated_k = false, rotated_v = false;
@@ -20,7 +20,7 @@ struct CacheFormat {
   bool modeled = true;
 };
 
-// Whether round_to_cache() models a cache of this type (llama.cpp's name: "q4_0", "iq4_nl").
+// Whether the functions below model a cache of this type (llama.cpp's name: "q4_0", "iq4_nl").
 bool cache_type_modeled(std::string_view type);
 
 // Rows of K or V (each kv_dim wide) as the cache stores them: rounded to its 16-bit type, or
