@@ -274,6 +274,22 @@ def test_an_op_whose_input_one_trace_lacks_is_not_blamed_on_that_trace(models, t
     assert not [f for f in report["findings"] if f["kind"] == "expected-off-its-inputs"]
 
 
+# With a 4-bit cache, phi3's ffn_norm carries attention's amplified noise through resid.attn,
+# which llama.cpp's phi3 graph leaves unnamed: the jump test reads what resid.attn's own inputs
+# carry (it read the missing input as exact, and ffn_norm's 3.8e-2 as a divergence).
+def test_an_input_llama_cpp_does_not_name_carries_its_inputs_error(tmp_path):
+    model, ref, llama = tmp_path / "phi3.gguf", tmp_path / "ref.h5", tmp_path / "llama.h5"
+    assert tapdiff("fixture", "--seed", "5", "--arch", "phi3", "--type", "Q4_K", "--n-embd", "256", "--n-head", "4",
+                   "--n-head-kv", "2", "--n-ff", "512", "-o", model).returncode == 0
+    tokens = "1,70,200,33,5,90,12,140,7,99,250,3"
+    assert tapdiff("run", "-m", model, "--tokens", tokens, "-n", 16, "-o", ref).returncode == 0
+    p = tapdiff("run", "--backend", "llama.cpp", "-m", model, "--tokens", tokens, "-n", 16, "--llama-kv-type", "q4_0",
+                "--llama-flash-attn", "--threads", 2, "-o", llama)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(ref, llama)
+    assert code == 0, report["first_divergence"]
+
+
 def test_precision_follows_weights_and_cache(models, tmp_path):
     expect = {("llama-f32", "f32"): "f32", ("llama-f32", "f16"): "f16", ("llama-bf16", "f32"): "bf16",
               ("llama-q8_0", "f32"): "q8", ("llama-f16", "f32"): "f16"}
