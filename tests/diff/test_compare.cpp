@@ -344,6 +344,36 @@ TEST(DiffCompare, NearTieFlipIsANoteInReducedPrecision) {
   EXPECT_EQ(not_own.first->tap, "tokens");
 }
 
+// q8 holds a norm to 3e-3 but only a replay of the op can tell its own error from amplified
+// 8-bit noise up to 3e-2: with nothing replayed (no model here) a row in that band passes and is
+// named; a row past it diverges.
+TEST(DiffCompare, RowsInTheReplayBandPassWhenNothingReplaysThem) {
+  const auto scaled = [](float by) {
+    TraceSpec b;
+    b.perturb = [by](const std::string& n, int l, int p, std::vector<float>& row) {
+      if (n == "attn_norm" && l == 0 && p == 2)
+        for (float& v : row) v *= by;
+    };
+    return b;
+  };
+  for (bool diagnose : {false, true}) {  // no model at hand: the replay cannot run either way
+    DiffOptions o;
+    o.diagnose = diagnose;
+    o.profile = builtin_profile("q8");
+    const auto band = diff_traces(write_trace("band_a", {}), write_trace("band_b", scaled(1.1f)), o);  // nmse 1e-2
+    EXPECT_EQ(band.verdict, Verdict::pass);
+    bool named = false;
+    for (const auto& f : band.findings)
+      named = named || (f.kind == "unreplayed" && f.tap == "blk.0.attn_norm");
+    EXPECT_TRUE(named);
+    const auto past = diff_traces(write_trace("past_a", {}), write_trace("past_b", scaled(1.3f)), o);  // nmse 9e-2
+    EXPECT_EQ(past.verdict, Verdict::diverged);
+    ASSERT_TRUE(past.first.has_value());
+    EXPECT_EQ(past.first->tap, "blk.0.attn_norm");
+    EXPECT_EQ(past.first->position, 2);
+  }
+}
+
 // A margin beyond the noise the profile allows for two logits is no near-tie, even when the
 // logits row itself stays within tolerance (bf16: the row's nmse here is 2.4e-3 < 3e-3).
 TEST(DiffCompare, FlipWithARealMarginStillDiverges) {
