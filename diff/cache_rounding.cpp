@@ -76,7 +76,9 @@ void round_to(const std::string& type, std::vector<double>& values, std::size_t 
   std::vector<std::uint8_t> blocks;
   if (block_type) blocks.resize(width / kBlock * std::size_t(ggml_type_traits(*block_type).block_bytes));
   for (std::size_t start = 0; start + width <= values.size(); start += width) {
-    std::copy_n(values.begin() + std::ptrdiff_t(start), width, row.begin());
+    const auto first = values.begin() + std::ptrdiff_t(start);
+    if (std::all_of(first, first + std::ptrdiff_t(width), [](double v) { return v == 0; })) continue;
+    std::copy_n(first, width, row.begin());
     if (block_type) {
       quantize_row(*block_type, row.data(), blocks.data(), std::int64_t(width));
       dequantize_row(*block_type, blocks.data(), row.data(), std::int64_t(width));
@@ -90,8 +92,11 @@ void round_to(const std::string& type, std::vector<double>& values, std::size_t 
 // x <- H x over each block of n elements, H the orthonormal Sylvester-Hadamard matrix of size n
 // (a power of 2; H = Hᵀ = H⁻¹, as llama.cpp builds it): a fast Walsh-Hadamard transform.
 void hadamard_blocks(std::vector<double>& x, std::size_t n) {
+  if (n < 2) return;
   const double norm = 1 / std::sqrt(double(n));
   for (std::size_t b = 0; b + n <= x.size(); b += n) {
+    const auto first = x.begin() + std::ptrdiff_t(b);
+    if (std::all_of(first, first + std::ptrdiff_t(n), [](double v) { return v == 0; })) continue;
     for (std::size_t h = 1; h < n; h *= 2)
       for (std::size_t i = b; i < b + n; i += 2 * h)
         for (std::size_t j = i; j < i + h; ++j) {
@@ -109,18 +114,11 @@ std::size_t k_rotation(const CacheFormat& cache, std::size_t head_dim) {
   return cache.rotated_k && head_dim % 64 == 0 ? head_dim & (~head_dim + 1) : 0;
 }
 
-// Row by row: a replayed cache's slots no position wrote are zero, and stay so.
+// A replayed cache's slots no position wrote are zero, and stay so: neither step touches them.
 void round_rotated(std::vector<double>& x, const std::string& type, std::size_t width, std::size_t rotation) {
-  std::vector<double> row(width);
-  for (std::size_t start = 0; width > 0 && start + width <= x.size(); start += width) {
-    const auto first = x.begin() + std::ptrdiff_t(start), last = first + std::ptrdiff_t(width);
-    if (std::all_of(first, last, [](double v) { return v == 0; })) continue;
-    std::copy(first, last, row.begin());
-    if (rotation > 1) hadamard_blocks(row, rotation);
-    round_to(type, row, width);
-    if (rotation > 1) hadamard_blocks(row, rotation);
-    std::copy(row.begin(), row.end(), first);
-  }
+  hadamard_blocks(x, rotation);
+  round_to(type, x, width);
+  hadamard_blocks(x, rotation);
 }
 
 }  // namespace

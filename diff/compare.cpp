@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
-#include <functional>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -193,36 +192,45 @@ void mark_divergences(DiffResult& r, int n_layer) {
   const bool lockstep = r.mode == DiffMode::lockstep;
   std::map<std::pair<std::string, int>, const TapComparison*> by_name;
   for (const auto& t : r.taps) by_name[{t.name, t.layer}] = &t;
-  // An input neither trace records (llama.cpp's phi3 graph leaves resid.attn unnamed) carries
-  // what its own inputs carry; one the model has no op for (attn_q_norm outside qwen3) nothing.
-  std::function<double(const ResolvedInput&, std::int64_t, int)> nmse_at = [&](const ResolvedInput& in,
-                                                                               std::int64_t p, int depth) {
-    auto it = by_name.find({in.name, in.layer});
-    // A producer without cache read-backs (llama.cpp): the cache holds what was written.
-    if (it == by_name.end() && (in.name == "kv.k" || in.name == "kv.v"))
-      it = by_name.find({in.name == "kv.k" ? "attn_k.rope" : "attn_v", in.layer});
-    double worst = 0;
-    if (it == by_name.end()) {
-      if (depth < 2)
-        for (const auto& up : tap_inputs(in.name, in.layer, n_layer)) {
-          ResolvedInput earlier = up;
-          earlier.all_earlier_positions = earlier.all_earlier_positions || in.all_earlier_positions;
-          worst = std::max(worst, nmse_at(earlier, p, depth + 1));
+  // A tap's inputs as the traces hold them, resolved once per tap. A producer without cache
+  // read-backs (llama.cpp) caches what it wrote; an input neither trace records (llama.cpp's
+  // phi3 graph leaves resid.attn unnamed) carries what its own inputs carry, two levels up; one
+  // the model has no op for (attn_q_norm outside qwen3) carries nothing.
+  const auto held = [&](const ResolvedInput& in) { return by_name.count({in.name, in.layer}) > 0; };
+  const auto held_inputs = [&](const TapComparison& t) {
+    std::vector<ResolvedInput> out, level = tap_inputs(t.name, t.layer, n_layer);
+    for (int depth = 0; depth <= 2 && !level.empty(); ++depth) {
+      std::vector<ResolvedInput> up;
+      for (ResolvedInput in : level) {
+        if (!held(in) && (in.name == "kv.k" || in.name == "kv.v"))
+          in.name = in.name == "kv.k" ? "attn_k.rope" : "attn_v";
+        if (held(in)) {
+          out.push_back(in);
+        } else if (depth < 2) {
+          for (ResolvedInput earlier : tap_inputs(in.name, in.layer, n_layer)) {
+            earlier.all_earlier_positions = earlier.all_earlier_positions || in.all_earlier_positions;
+            up.push_back(std::move(earlier));
+          }
         }
-      return worst;
+      }
+      level = std::move(up);
     }
-    for (const auto& row : it->second->rows) {
+    return out;
+  };
+  auto nmse_at = [&](const ResolvedInput& in, std::int64_t p) {
+    double worst = 0;
+    for (const auto& row : by_name.at({in.name, in.layer})->rows) {
       if (row.position > p) break;
       if (row.position == p || in.all_earlier_positions) worst = std::max(worst, row.nmse);
     }
     return worst;
   };
   for (auto& t : r.taps) {
-    const auto inputs = tap_inputs(t.name, t.layer, n_layer);
+    const auto inputs = held_inputs(t);
     for (auto& row : t.rows) {
       row.input_nmse = 0;
       if (!lockstep)
-        for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position, 0));
+        for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position));
       const bool new_nonfinite = row.nonfinite > row.nonfinite_expected && std::isfinite(row.input_nmse);
       row.diverged = new_nonfinite || (std::isfinite(row.nmse) && row.nmse > t.threshold_nmse &&
                                        row.nmse > t.jump_factor * row.input_nmse);

@@ -381,8 +381,9 @@ CacheFormat cache_format_of(const TraceMetadata& m) {
   const auto* kv_type = setting("kv_type");
   const auto* type = kv_type ? std::get_if<std::string>(kv_type) : nullptr;
   if (!type) return c;
-  c.type = *type == "f16" || *type == "bf16" ? *type : "f32";
+  c.type = *type;
   if (*type == "f32" || *type == "f16" || *type == "bf16") return c;
+  c.type = "f32";  // until the settings below say how it was stored
   // A quantized cache. llama.cpp says whether it stored K and V rotated: a trace that does not
   // say (recorded before tapdiff read it) cannot be replayed as stored.
   const auto rotated = [&](const char* key) -> std::optional<bool> {
