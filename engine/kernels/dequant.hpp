@@ -94,10 +94,9 @@ struct KScales {
 };
 TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
   constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
-  std::uint32_t w[3];
-  memcpy(w, packed, sizeof w);
-  const std::uint32_t words[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4), w[1] & kLow6,
-                                  ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4)};
+  const std::uint32_t w0 = u32(packed), w1 = u32(packed + 4), w2 = u32(packed + 8);
+  const std::uint32_t words[4] = {w0 & kLow6, (w2 & kLow4) | (((w0 >> 6) & kLow2) << 4), w1 & kLow6,
+                                  ((w2 >> 4) & kLow4) | (((w1 >> 6) & kLow2) << 4)};
   KScales s;
   memcpy(&s, words, sizeof s);  // little-endian words: sc[0..7], then m[0..7]
   return s;

@@ -125,7 +125,7 @@ TD_VNNI void tile_encoded_weights(const MatmulQ8Args& a, std::int64_t row, std::
   for (int b = 0; b < 8; ++b) v[b] = b < blocks ? q8_avx2::legacy_ints<kType>(run + b * kBytes) : _mm256_setzero_si256();
   transpose_words(v);
   set_steps(v, kType == GgmlType::Q8_0, w);
-  q8_avx2::legacy_scales<kType>(run, present, w.scale, w.offset);
+  q8_avx2::legacy_scales<kType>(q8_avx2::legacy_heads_gathered<kType>(run, present), w.scale, w.offset);
 }
 
 // Activation row t's runs, interleaved, bit 7 flipped for signed weights.
