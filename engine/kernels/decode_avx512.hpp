@@ -89,12 +89,42 @@ struct RowGroup {
   std::int64_t ahead;
 };
 
+// The first 16 or 32 bits of the blocks at p, p + kStride, ... (the first n <= 16; the
+// others 0), inserted into a register's lanes one by one. Through an array in memory a load
+// waits for the stores it spans, which cannot forward to it, and GCC vectorizes such a loop
+// into partial stores that cannot either; either cost the legacy encodings' matvec about 40%.
+template <std::size_t kStride>
+TD_AVX512_INLINE __m256i first_halves(const std::uint8_t* p, int n) {
+  const auto at = [&](int k) { return k < n ? int(dd::u16(p + k * kStride)) : 0; };
+  const auto eight = [&](int k) TD_AVX512 __attribute__((always_inline)) {
+    __m128i v = _mm_cvtsi32_si128(at(k));
+    v = _mm_insert_epi16(v, at(k + 1), 1);
+    v = _mm_insert_epi16(v, at(k + 2), 2);
+    v = _mm_insert_epi16(v, at(k + 3), 3);
+    v = _mm_insert_epi16(v, at(k + 4), 4);
+    v = _mm_insert_epi16(v, at(k + 5), 5);
+    v = _mm_insert_epi16(v, at(k + 6), 6);
+    return _mm_insert_epi16(v, at(k + 7), 7);
+  };
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(eight(0)), eight(8), 1);
+}
+template <std::size_t kStride>
+TD_AVX512_INLINE __m512i first_words(const std::uint8_t* p, int n) {
+  const auto at = [&](int k) { return k < n ? int(dd::u32(p + k * kStride)) : 0; };
+  const auto four = [&](int k) TD_AVX512 __attribute__((always_inline)) {
+    return _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(at(k)), at(k + 1), 1), at(k + 2), 2),
+                            at(k + 3), 3);
+  };
+  const __m512i low = _mm512_inserti32x4(_mm512_castsi128_si512(four(0)), four(4), 1);
+  return _mm512_inserti32x4(_mm512_inserti32x4(low, four(8), 2), four(12), 3);
+}
+
 // The scale d of blocks [b0, b0 + n) of each row (n <= 16) as floats in first, and where
 // kSecond the offset m in second, which the loops then broadcast from memory: the blocks' first
-// 16 or 32 bits (d, then m) copied out with scalar moves and converted sixteen at a time. A
-// block's own scalar conversion and broadcast had been a third of its instructions; one gather
-// of sixteen blocks' first words cost AMD's cores 10 to 18% of the legacy encodings' matvec
-// (bench_matmul on an AMD EPYC VM: Q4_0 37.4 billion weights/s gathered, 44.3 so).
+// 16 or 32 bits (d, then m) converted sixteen at a time. A block's own scalar conversion and
+// broadcast had been a third of its instructions; a gather of sixteen blocks' first words
+// cost AMD's cores 10 to 18% of the legacy encodings' matvec (bench_matmul on an AMD EPYC VM:
+// Q4_0 37.4 billion weights/s gathered, 44.3 so).
 template <int R, std::size_t kBlockBytes, bool kSecond>
 TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n, float (*first)[16],
                                    float (*second)[16]) {
@@ -104,15 +134,11 @@ TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n,
   for (int i = 0; i < R; ++i) {
     const std::uint8_t* base = g.row[i] + b0 * std::int64_t(kBlockBytes);
     if constexpr (kSecond) {
-      alignas(64) std::uint32_t words[16] = {};
-      for (int k = 0; k < n; ++k) words[k] = dd::u32(base + k * kBlockBytes);
-      const __m512i both = _mm512_load_si512(words);
+      const __m512i both = first_words<kBlockBytes>(base, n);
       _mm512_store_ps(first[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both)));
       _mm512_store_ps(second[i], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16))));
     } else {
-      alignas(32) std::uint16_t halves[16] = {};
-      for (int k = 0; k < n; ++k) halves[k] = dd::u16(base + k * kBlockBytes);
-      _mm512_store_ps(first[i], _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves))));
+      _mm512_store_ps(first[i], _mm512_cvtph_ps(first_halves<kBlockBytes>(base, n)));
     }
   }
 }
@@ -242,8 +268,8 @@ TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, 
 // mj = dmin * m[j] in out[8..15] (dequant.hpp's products), stored for the loops to broadcast.
 template <typename Block>
 TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
-  const dd::KScales s = dd::k_scales_mins(b + offsetof(Block, scales));
-  const __m512 ints = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&s))));
+  const dd::KScaleBits s = dd::k_scale_min_bits(b + offsetof(Block, scales));
+  const __m512 ints = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi32(int(s.m >> 32), int(s.m), int(s.sc >> 32), int(s.sc))));
   const __m512 d = _mm512_set1_ps(scale_f16(b + offsetof(Block, d)));
   const __m512 dmin = _mm512_set1_ps(scale_f16(b + offsetof(Block, dmin)));
   _mm512_store_ps(out, _mm512_mul_ps(ints, _mm512_mask_blend_ps(0xff00, d, dmin)));

@@ -92,13 +92,25 @@ TD_HD inline void widen_run(const std::uint8_t* p, int len, float* out, bool bf1
 struct KScales {
   std::uint8_t sc[8], m[8];
 };
-TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
+// The same as two little-endian 64-bit words, sc[0..7] and m[0..7]: what vector code loads
+// into a register without a round trip through memory.
+struct KScaleBits {
+  std::uint64_t sc, m;
+};
+TD_HD inline KScaleBits k_scale_min_bits(const std::uint8_t* packed) {
   constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
   const std::uint32_t w0 = u32(packed), w1 = u32(packed + 4), w2 = u32(packed + 8);
-  const std::uint32_t words[4] = {w0 & kLow6, (w2 & kLow4) | (((w0 >> 6) & kLow2) << 4), w1 & kLow6,
-                                  ((w2 >> 4) & kLow4) | (((w1 >> 6) & kLow2) << 4)};
+  const std::uint32_t sc_high = (w2 & kLow4) | (((w0 >> 6) & kLow2) << 4);
+  const std::uint32_t m_high = ((w2 >> 4) & kLow4) | (((w1 >> 6) & kLow2) << 4);
+  return {(w0 & kLow6) | std::uint64_t(sc_high) << 32, (w1 & kLow6) | std::uint64_t(m_high) << 32};
+}
+TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
+  const KScaleBits bits = k_scale_min_bits(packed);
   KScales s;
-  memcpy(&s, words, sizeof s);  // little-endian words: sc[0..7], then m[0..7]
+  for (int j = 0; j < 8; ++j) {
+    s.sc[j] = std::uint8_t(bits.sc >> (8 * j));
+    s.m[j] = std::uint8_t(bits.m >> (8 * j));
+  }
   return s;
 }
 

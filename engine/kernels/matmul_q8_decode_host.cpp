@@ -138,10 +138,10 @@ TD_VNNI float legacy_decode_row(const MatmulQ8Args& a, std::int64_t r) {
 // Q4_K and Q5_K: 32 bytes of nibbles at qs + 32c are blocks 2c (low) and 2c + 1 (high); Q5_K's
 // fifth bit of block j is bit j of each byte of qh. Block j's two groups take its 6-bit scale.
 template <GgmlType kType>
-TD_VNNI_INLINE __m256i q4_k_lanes(const std::uint8_t* b, const dequant_detail::KScales& k, const std::int8_t* x) {
+TD_VNNI_INLINE __m256i q4_k_lanes(const std::uint8_t* b, std::uint64_t sc, const std::int8_t* x) {
   constexpr bool q5 = kType == GgmlType::Q5_K;
   const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
-  const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.sc))));
+  const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(sc))));
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i qh = q5 ? both_halves(b + offsetof(BlockQ5_K, qh)) : __m512i{};
   __m512i lanes = _mm512_setzero_si512();
@@ -204,13 +204,13 @@ TD_VNNI float k_decode_row(const MatmulQ8Args& a, std::int64_t r) {
     __m256i lanes;
     float d;
     if constexpr (kMins) {
-      const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
-      lanes = q4_k_lanes<kType>(b, k, x);
+      const dd::KScaleBits k = dd::k_scale_min_bits(b + offsetof(BlockQ4_K, scales));
+      lanes = q4_k_lanes<kType>(b, k.sc, x);
       // Q4_K and Q5_K begin alike: d, dmin, the packed scales.
       const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd::u16(b + offsetof(BlockQ4_K, d)) |
                                                                std::uint32_t(dd::u16(b + offsetof(BlockQ4_K, dmin))) << 16)));
       d = _mm_cvtss_f32(d_dmin);
-      const __m128i min_lanes = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.m))),
+      const __m128i min_lanes = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(k.m))),
                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.x.sums + s * kKBlocks)));
       const float dmin = -(dx * _mm_cvtss_f32(_mm_movehdup_ps(d_dmin)));
       acc_min = _mm_add_ps(acc_min, _mm_mul_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(min_lanes)));
