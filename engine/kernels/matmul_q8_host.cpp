@@ -1,4 +1,3 @@
-#include <cstring>
 #include <type_traits>
 
 #include "engine/kernels/host_loop.hpp"
@@ -128,12 +127,10 @@ struct KDotAvx2 {
     r.d = _mm_cvtss_f32(both);
     r.dmin = _mm_cvtss_f32(_mm_movehdup_ps(both));
   }
-  // KDotLoop::k_scales on 32-bit words (dequant.hpp's k_scales_mins), widened to 16 bits at once.
+  // KDotLoop::k_scales on 64-bit words (dequant.hpp's k_scale_min_bits), widened to 16 bits at once.
   __attribute__((target("avx2"))) static void k_scales(const std::uint8_t* packed, KRun& r) {
-    const dequant_detail::KScales k = dequant_detail::k_scales_mins(packed);
-    __m128i sc_m;
-    std::memcpy(&sc_m, &k, sizeof sc_m);                            // sc[0..7], m[0..7]
-    const __m256i wide = _mm256_cvtepu8_epi16(sc_m);                // 16-bit sc, then m
+    const dequant_detail::KScaleBits k = dequant_detail::k_scale_min_bits(packed);
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_set_epi64x(std::int64_t(k.m), std::int64_t(k.sc)));  // 16-bit sc, then m
     const __m128i sc = _mm256_castsi256_si128(wide);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.multiplier),
                         _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc)));
