@@ -11,6 +11,6 @@ tapdiff_warnings(bench_engine)
 # bench_matmul: one 4096 x 4096 decode product per weight encoding, matvec against precision
 # q8's quantize_q8 + matmul_q8 (writes bench/results/matmul.md).
 add_executable(bench_matmul ${CMAKE_CURRENT_LIST_DIR}/matmul_bench.cpp)
-target_link_libraries(bench_matmul PRIVATE tapdiff_engine tapdiff_model fmt::fmt)
+target_link_libraries(bench_matmul PRIVATE tapdiff_engine tapdiff_model tapdiff_bench_common fmt::fmt)
 target_compile_definitions(bench_matmul PRIVATE TAPDIFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tapdiff_warnings(bench_matmul)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/executor.hpp"
+#include "machine.hpp"
 #include "model/quantize.hpp"
 
 namespace {
@@ -61,10 +62,10 @@ int main(int argc, char** argv) {
     std::vector<float> d(std::size_t(kBatch * kCols / kQ8Block)), ds(d.size());
     std::vector<std::int16_t> sums(d.size());
     std::string md = fmt::format(
-        "# Decode product of a {} x {} matrix, host executor\n\nCommand: `OMP_NUM_THREADS=2 "
-        "build/bench/bench_matmul` ({}; best of {}). Billions of weights a second.\n\n| encoding | matvec (f32 activations) | "
-        "q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
-        kRows, kCols, ex->describe(), reps, kBatch);
+        "# Decode product of a {} x {} matrix, host executor\n\nMachine: {}; load average before the run: {}  \n"
+        "Command: `OMP_NUM_THREADS=2 build/bench/bench_matmul` ({}; best of {}). Billions of weights a second.\n\n"
+        "| encoding | matvec (f32 activations) | q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
+        kRows, kCols, bench::machine_description(), bench::load_average(), ex->describe(), reps, kBatch);
     for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K,
                                 GgmlType::Q6_K}) {
       const std::vector<std::uint8_t> bytes = quantize(type, w);
