@@ -146,6 +146,17 @@ def types_of(model):
     return ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def cpu_name():
+    """The CPU's model name as /proc/cpuinfo gives it (platform.processor() is empty on Linux)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def parameters(model):
     import gguf
     return sum(int(t.n_elements) for t in gguf.GGUFReader(str(model)).tensors)
@@ -265,7 +276,7 @@ def main():
     lines = [
         "# Real model sizes: throughput against llama.cpp, memory, long contexts", "",
         f"Command: `build/venv/bin/python bench/large_models.py` (`make bench` runs it). Machine: "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {THREADS} threads for every program "
+        f"{cpu_name()}, {os.cpu_count()} cores, {THREADS} threads for every program "
         f"(OMP_WAIT_POLICY=active), llama-cpp-python {importlib.metadata.version('llama_cpp_python')}, Python {sys.version.split()[0]}. "
         "Method: see the docstring of bench/large_models.py.", "",
         f"## Throughput, side by side (tokens/s, medians of {args.reps} interleaved rounds; the ratio: the median of "
