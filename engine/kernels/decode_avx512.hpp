@@ -22,6 +22,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "engine/kernels/avx512.hpp"
+#include "engine/kernels/lanes_x86.hpp"
 #define TD_DECODE_AVX512 1
 #endif
 
@@ -90,33 +91,17 @@ struct RowGroup {
 };
 
 // The first 16 or 32 bits of the blocks at p, p + kStride, ... (the first n <= 16; the
-// others 0), inserted into a register's lanes one by one. Through an array in memory a load
-// waits for the stores it spans, which cannot forward to it, and GCC vectorizes such a loop
-// into partial stores that cannot either; either cost the legacy encodings' matvec about 40%.
+// others 0), moved into a register lane by lane (lanes_x86.hpp).
 template <std::size_t kStride>
 TD_AVX512_INLINE __m256i first_halves(const std::uint8_t* p, int n) {
   const auto at = [&](int k) { return k < n ? int(dd::u16(p + k * kStride)) : 0; };
-  const auto eight = [&](int k) TD_AVX512 __attribute__((always_inline)) {
-    __m128i v = _mm_cvtsi32_si128(at(k));
-    v = _mm_insert_epi16(v, at(k + 1), 1);
-    v = _mm_insert_epi16(v, at(k + 2), 2);
-    v = _mm_insert_epi16(v, at(k + 3), 3);
-    v = _mm_insert_epi16(v, at(k + 4), 4);
-    v = _mm_insert_epi16(v, at(k + 5), 5);
-    v = _mm_insert_epi16(v, at(k + 6), 6);
-    return _mm_insert_epi16(v, at(k + 7), 7);
-  };
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(eight(0)), eight(8), 1);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(eight_lanes16(at, 0)), eight_lanes16(at, 8), 1);
 }
 template <std::size_t kStride>
 TD_AVX512_INLINE __m512i first_words(const std::uint8_t* p, int n) {
   const auto at = [&](int k) { return k < n ? int(dd::u32(p + k * kStride)) : 0; };
-  const auto four = [&](int k) TD_AVX512 __attribute__((always_inline)) {
-    return _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(at(k)), at(k + 1), 1), at(k + 2), 2),
-                            at(k + 3), 3);
-  };
-  const __m512i low = _mm512_inserti32x4(_mm512_castsi128_si512(four(0)), four(4), 1);
-  return _mm512_inserti32x4(_mm512_inserti32x4(low, four(8), 2), four(12), 3);
+  const __m512i low = _mm512_inserti32x4(_mm512_castsi128_si512(four_lanes(at, 0)), four_lanes(at, 4), 1);
+  return _mm512_inserti32x4(_mm512_inserti32x4(low, four_lanes(at, 8), 2), four_lanes(at, 12), 3);
 }
 
 // The scale d of blocks [b0, b0 + n) of each row (n <= 16) as floats in first, and where

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "engine/kernels/dequant.hpp"
+#include "engine/kernels/lanes_x86.hpp"
 
 namespace tapdiff::engine::q8_avx2 {
 
@@ -72,10 +73,10 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_sc
 }
 
 // The first words of the blocks from `run` on: gathered (those in `present`; the others 0),
-// or the first n moved into lanes one by one. The one-row products (matmul_q8_decode) ran 14 to
-// 20% faster with the moves on an AMD EPYC VM, Q4_0 to Q8_0 alike (bench_matmul's q8 column);
-// the 16-row tiles took Q4_0 from 119 to 160 billion weights/s and Q5_0 from 159 to 118 with
-// them, so they gather.
+// or the first n moved into lanes one by one (lanes_x86.hpp). The one-row products
+// (matmul_q8_decode) ran 14 to 20% faster with the moves on an AMD EPYC VM, Q4_0 to Q8_0
+// alike (bench_matmul's q8 column); the 16-row tiles took Q4_0 from 119 to 160 billion
+// weights/s and Q5_0 from 159 to 118 with them, so they gather.
 template <GgmlType kType>
 __attribute__((target("avx2"), always_inline)) static inline __m256i legacy_heads_gathered(const std::uint8_t* run, __m256i present) {
   return _mm256_mask_i32gather_epi32(
@@ -86,13 +87,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i legacy_head
 template <GgmlType kType>
 __attribute__((target("avx2"), always_inline)) static inline __m256i legacy_heads_moved(const std::uint8_t* run, int n) {
   const auto head = [&](int b) { return b < n ? int(dequant_detail::u32(run + b * sizeof(LegacyBlock<kType>))) : 0; };
-  // Inserted lane by lane: an array of the words, stored and loaded, waits for its eight stores
-  // (a load is not forwarded from several), and so did GCC's own assembly of _mm256_setr_epi32.
-  const auto four = [&](int b) __attribute__((target("avx2"), always_inline)) {
-    return _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(head(b)), head(b + 1), 1), head(b + 2), 2),
-                            head(b + 3), 3);
-  };
-  return _mm256_setr_m128i(four(0), four(4));
+  return _mm256_setr_m128i(four_lanes(head, 0), four_lanes(head, 4));
 }
 
 // A legacy type whose one-row products read the encoded bytes in registers: not under a
