@@ -149,9 +149,10 @@ def types_of(model):
 def cpu_name():
     """The CPU's model name as /proc/cpuinfo gives it (platform.processor() is empty on Linux)."""
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.machine()

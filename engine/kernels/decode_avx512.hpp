@@ -108,8 +108,8 @@ TD_AVX512_INLINE __m512i first_words(const std::uint8_t* p, int n) {
 // kSecond the offset m in second, which the loops then broadcast from memory: the blocks' first
 // 16 or 32 bits (d, then m) converted sixteen at a time. A block's own scalar conversion and
 // broadcast had been a third of its instructions; a gather of sixteen blocks' first words
-// cost AMD's cores 10 to 18% of the legacy encodings' matvec (bench_matmul on an AMD EPYC VM:
-// Q4_0 37.4 billion weights/s gathered, 44.3 so).
+// cost an AMD EPYC VM (Zen 4) 10 to 18% of the legacy encodings' matvec (bench_matmul: Q4_0
+// 37.4 billion weights/s gathered, 44.2 so).
 template <int R, std::size_t kBlockBytes, bool kSecond>
 TD_AVX512_INLINE void block_scales(const RowGroup<R>& g, std::int64_t b0, int n, float (*first)[16],
                                    float (*second)[16]) {

@@ -57,11 +57,11 @@ struct IntDotAvx2 {
   }
   // IntDotLoop::k_scales eight lanes at a time (F16C for d and dmin), stored whole.
   __attribute__((target("avx2,f16c"))) static void k_scales(std::uint16_t d, std::uint16_t dmin,
-                                                            const dequant_detail::KScales& s, IntRun& r) {
+                                                            const dequant_detail::KScaleBits& s, IntRun& r) {
     const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(int(std::uint32_t(d) | std::uint32_t(dmin) << 16)));
     const __m256 d8 = _mm256_broadcastss_ps(both), dmin8 = _mm256_broadcastss_ps(_mm_movehdup_ps(both));
-    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc))));
-    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.m))));
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(std::int64_t(s.sc))));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(std::int64_t(s.m))));
     _mm256_storeu_ps(r.scale, _mm256_mul_ps(d8, sc));
     _mm256_storeu_ps(r.offset, _mm256_xor_ps(_mm256_mul_ps(dmin8, m), _mm256_set1_ps(-0.0f)));  // -(x): its sign flipped
   }
