@@ -253,7 +253,7 @@ TD_AVX512_INLINE void decode_q5_legacy(const RowGroup<R>& g, std::int64_t full, 
 // mj = dmin * m[j] in out[8..15] (dequant.hpp's products), stored for the loops to broadcast.
 template <typename Block>
 TD_AVX512_INLINE void k_scales(const std::uint8_t* b, float* out) {
-  const dd::KScaleBits s = dd::k_scale_min_bits(b + offsetof(Block, scales));
+  const dd::KScales s = dd::k_scales_mins(b + offsetof(Block, scales));
   const __m512 ints = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi32(int(s.m >> 32), int(s.m), int(s.sc >> 32), int(s.sc))));
   const __m512 d = _mm512_set1_ps(scale_f16(b + offsetof(Block, d)));
   const __m512 dmin = _mm512_set1_ps(scale_f16(b + offsetof(Block, dmin)));

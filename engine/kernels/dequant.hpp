@@ -89,29 +89,19 @@ TD_HD inline void widen_run(const std::uint8_t* p, int len, float* out, bool bf1
 // get_scale_min_k4 of j = 0..7) from the 12 packed bytes, four at a time in 32-bit words.
 // Bytes 0-3 hold sc[0..3] in their low 6 bits, 4-7 m[0..3]; bytes 8-11 the low 4 bits of
 // sc[4..7] and, high, of m[4..7], whose top 2 bits are the top bits of bytes 0-3 and 4-7.
+// Kept as two little-endian 64-bit words, sc[0..7] and m[0..7]: vector code moves them into a
+// register without a round trip through memory (a load of bytes just stored waits for them).
 struct KScales {
-  std::uint8_t sc[8], m[8];
-};
-// The same as two little-endian 64-bit words, sc[0..7] and m[0..7]: what vector code loads
-// into a register without a round trip through memory.
-struct KScaleBits {
   std::uint64_t sc, m;
+  TD_HD unsigned scale(int j) const { return unsigned(sc >> (8 * j)) & 0xffu; }
+  TD_HD unsigned min(int j) const { return unsigned(m >> (8 * j)) & 0xffu; }
 };
-TD_HD inline KScaleBits k_scale_min_bits(const std::uint8_t* packed) {
+TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
   constexpr std::uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
   const std::uint32_t w0 = u32(packed), w1 = u32(packed + 4), w2 = u32(packed + 8);
   const std::uint32_t sc_high = (w2 & kLow4) | (((w0 >> 6) & kLow2) << 4);
   const std::uint32_t m_high = ((w2 >> 4) & kLow4) | (((w1 >> 6) & kLow2) << 4);
   return {(w0 & kLow6) | std::uint64_t(sc_high) << 32, (w1 & kLow6) | std::uint64_t(m_high) << 32};
-}
-TD_HD inline KScales k_scales_mins(const std::uint8_t* packed) {
-  const KScaleBits bits = k_scale_min_bits(packed);
-  KScales s;
-  for (int j = 0; j < 8; ++j) {
-    s.sc[j] = std::uint8_t(bits.sc >> (8 * j));
-    s.m[j] = std::uint8_t(bits.m >> (8 * j));
-  }
-  return s;
 }
 
 // Q5_0 / Q5_1: the 5-bit integers of a block, the nibbles of qs with bit 4 from qh.
@@ -194,13 +184,13 @@ TD_HD inline KSuper k_super(const std::uint8_t* b) {
 
 // K-quant sub-block j (32 elements) of superblock b, into y[0..32).
 TD_HD inline void q4_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
-  const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
+  const float dj = k.d * float(k.s.scale(j)), mj = k.dmin * float(k.s.min(j));
   std::int8_t q[32];
   q4_k_sub_ints(b + offsetof(BlockQ4_K, qs), j, q);
   for (int l = 0; l < 32; ++l) y[l] = dj * float(q[l]) - mj;
 }
 TD_HD inline void q5_k_sub(const std::uint8_t* b, const KSuper& k, int j, float* y) {
-  const float dj = k.d * float(k.s.sc[j]), mj = k.dmin * float(k.s.m[j]);
+  const float dj = k.d * float(k.s.scale(j)), mj = k.dmin * float(k.s.min(j));
   std::int8_t q[32];
   q5_k_sub_ints(b + offsetof(BlockQ5_K, qs), b + offsetof(BlockQ5_K, qh), j, q);
   for (int l = 0; l < 32; ++l) y[l] = dj * float(q[l]) - mj;

@@ -148,7 +148,7 @@ TD_HD inline void legacy_run(const Encoded& w, std::int64_t first_block, int blo
 // from the block's head (d, dmin, 12 packed bytes: the same in both).
 template <typename IntDot, typename Block>
 TD_HD inline void k_run_scales(const std::uint8_t* b, IntRun& r) {
-  IntDot::k_scales(u16(b + offsetof(Block, d)), u16(b + offsetof(Block, dmin)), k_scale_min_bits(b + offsetof(Block, scales)), r);
+  IntDot::k_scales(u16(b + offsetof(Block, d)), u16(b + offsetof(Block, dmin)), k_scales_mins(b + offsetof(Block, scales)), r);
   r.form = IntForm::unsigned_ints;
 }
 // A K-quant superblock's 256 integers, in element order: Q4_K's and Q5_K's unsigned (0..15,
@@ -241,11 +241,11 @@ struct IntDotLoop {
   }
   // A K-quant run's block scales d sc[j] and offsets -(dmin m[j]), d and dmin as fp16 bits:
   // one product each, the same floats however an executor computes them.
-  TD_HD static void k_scales(std::uint16_t d, std::uint16_t dmin, const dequant_detail::KScaleBits& s, IntRun& r) {
+  TD_HD static void k_scales(std::uint16_t d, std::uint16_t dmin, const dequant_detail::KScales& s, IntRun& r) {
     const float df = f16_bits_to_f32(d), dminf = f16_bits_to_f32(dmin);
     for (int j = 0; j < kRunBlocks; ++j) {
-      r.scale[j] = df * float((s.sc >> (8 * j)) & 0xff);
-      r.offset[j] = -(dminf * float((s.m >> (8 * j)) & 0xff));
+      r.scale[j] = df * float(s.scale(j));
+      r.offset[j] = -(dminf * float(s.min(j)));
     }
   }
   // A Q6_K run: the scale d (fp16 bits) for every block, no offset, and the groups' integer

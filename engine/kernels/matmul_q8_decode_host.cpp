@@ -204,7 +204,7 @@ TD_VNNI float k_decode_row(const MatmulQ8Args& a, std::int64_t r) {
     __m256i lanes;
     float d;
     if constexpr (kMins) {
-      const dd::KScaleBits k = dd::k_scale_min_bits(b + offsetof(BlockQ4_K, scales));
+      const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
       lanes = q4_k_lanes<kType>(b, k.sc, x);
       // Q4_K and Q5_K begin alike: d, dmin, the packed scales.
       const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd::u16(b + offsetof(BlockQ4_K, d)) |

@@ -57,7 +57,7 @@ struct IntDotAvx2 {
   }
   // IntDotLoop::k_scales eight lanes at a time (F16C for d and dmin), stored whole.
   __attribute__((target("avx2,f16c"))) static void k_scales(std::uint16_t d, std::uint16_t dmin,
-                                                            const dequant_detail::KScaleBits& s, IntRun& r) {
+                                                            const dequant_detail::KScales& s, IntRun& r) {
     const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(int(std::uint32_t(d) | std::uint32_t(dmin) << 16)));
     const __m256 d8 = _mm256_broadcastss_ps(both), dmin8 = _mm256_broadcastss_ps(_mm_movehdup_ps(both));
     const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(std::int64_t(s.sc))));
@@ -127,9 +127,9 @@ struct KDotAvx2 {
     r.d = _mm_cvtss_f32(both);
     r.dmin = _mm_cvtss_f32(_mm_movehdup_ps(both));
   }
-  // KDotLoop::k_scales on 64-bit words (dequant.hpp's k_scale_min_bits), widened to 16 bits at once.
+  // KDotLoop::k_scales on 64-bit words (dequant.hpp's k_scales_mins), widened to 16 bits at once.
   __attribute__((target("avx2"))) static void k_scales(const std::uint8_t* packed, KRun& r) {
-    const dequant_detail::KScaleBits k = dequant_detail::k_scale_min_bits(packed);
+    const dequant_detail::KScales k = dequant_detail::k_scales_mins(packed);
     const __m256i wide = _mm256_cvtepu8_epi16(_mm_set_epi64x(std::int64_t(k.m), std::int64_t(k.sc)));  // 16-bit sc, then m
     const __m128i sc = _mm256_castsi256_si128(wide);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.multiplier),

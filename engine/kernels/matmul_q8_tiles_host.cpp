@@ -312,11 +312,11 @@ TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
   namespace dd = dequant_detail;
   if constexpr (kType == GgmlType::Q4_K) {
     const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ4_K));
-    const dd::KScaleBits k = dd::k_scale_min_bits(b + offsetof(BlockQ4_K, scales));
+    const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) q8_avx2::q4_k_blocks(b + offsetof(BlockQ4_K, qs), c, w.q[2 * c], w.q[2 * c + 1]);
 #pragma GCC unroll 8
-    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_set1_epi16(short((k.sc >> (8 * j)) & 0xff));
+    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_set1_epi16(short(k.scale(j)));
     w.min = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(k.m)));
     w.d = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, d)));
     w.dmin = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, dmin)));

@@ -82,8 +82,8 @@ struct KDotLoop {
   TD_HD static void k_scales(const std::uint8_t* packed, KRun& r) {
     const dequant_detail::KScales k = dequant_detail::k_scales_mins(packed);
     for (int j = 0; j < kKBlocks; ++j) {
-      r.multiplier[2 * j] = r.multiplier[2 * j + 1] = k.sc[j];
-      r.min[j] = k.m[j];
+      r.multiplier[2 * j] = r.multiplier[2 * j + 1] = std::int16_t(k.scale(j));
+      r.min[j] = std::int16_t(k.min(j));
     }
   }
   TD_HD static void lanes(const KRun& run, const std::int8_t* x, std::int32_t* lane) {

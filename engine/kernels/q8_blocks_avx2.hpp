@@ -75,9 +75,9 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void legacy_sc
 // The first words of the blocks from `run` on: gathered (those in `present`; the others 0),
 // or the first n moved into lanes one by one (lanes_x86.hpp). The one-row products
 // (matmul_q8_decode) ran 15 to 22% faster with the moves on an AMD EPYC VM (Zen 4), Q4_0 to
-// Q8_0 alike (bench_matmul's q8 column). The 16-row tiles gather as before: with the moves,
-// Q4_0 went from 119 to 160 billion weights/s and Q5_0 from 159 to 118, the same two figures
-// the two types swap between with changes elsewhere in the code, so nothing was shown.
+// Q8_0 alike (bench_matmul's q8 column). The 16-row tiles gather: with the moves their Q4_0
+// ran at 148 to 160 billion weights/s (gathered mostly 112 to 120, once 154) but their Q5_0 at
+// 105 to 118 (gathered 145 to 160); neither is worth a per-type choice yet.
 template <GgmlType kType>
 __attribute__((target("avx2"), always_inline)) static inline __m256i legacy_heads_gathered(const std::uint8_t* run, __m256i present) {
   return _mm256_mask_i32gather_epi32(
