@@ -1,6 +1,6 @@
 // bench_matmul: the decode product of one 4096 x 4096 matrix (a Llama-2-7B projection) on the
 // host executor, per weight encoding: matvec (float32 activations) against quantize_q8 +
-// matmul_q8 (precision q8), and a 16-row batch through matmul_q8. Best of --reps, in billions
+// matmul_q8 (precision q8), and a batch of --batch rows (16) through matmul_q8. Best of --reps, in billions
 // of weights a second. Writes bench/results/matmul.md.
 #include <algorithm>
 #include <chrono>
@@ -20,7 +20,7 @@ using namespace tapdiff;
 using namespace tapdiff::engine;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::int64_t kRows = 4096, kCols = 4096, kBatch = 16;
+constexpr std::int64_t kRows = 4096, kCols = 4096;
 
 std::vector<float> values(std::size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
@@ -48,24 +48,27 @@ double best_seconds(int reps, const F& f) {
 int main(int argc, char** argv) {
   try {
     int reps = 20;
+    std::int64_t batch = 16;
     std::string out = std::string(TAPDIFF_SOURCE_DIR) + "/bench/results/matmul.md";
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string arg = argv[i];
       if (arg == "--reps") reps = std::stoi(argv[i + 1]);
       else if (arg == "--out") out = argv[i + 1];
+      else if (arg == "--batch") batch = std::stoll(argv[i + 1]);
       else throw std::invalid_argument("unknown argument " + arg);
     }
     auto ex = make_host_executor();
-    const std::vector<float> w = values(std::size_t(kRows * kCols), 1), x = values(std::size_t(kBatch * kCols), 2);
-    std::vector<float> y(std::size_t(kBatch * kRows));
-    std::vector<std::int8_t> q(std::size_t(kBatch * kCols));
-    std::vector<float> d(std::size_t(kBatch * kCols / kQ8Block)), ds(d.size());
+    const std::vector<float> w = values(std::size_t(kRows * kCols), 1), x = values(std::size_t(batch * kCols), 2);
+    std::vector<float> y(std::size_t(batch * kRows));
+    std::vector<std::int8_t> q(std::size_t(batch * kCols));
+    std::vector<float> d(std::size_t(batch * kCols / kQ8Block)), ds(d.size());
     std::vector<std::int16_t> sums(d.size());
     std::string md = fmt::format(
         "# Decode product of a {} x {} matrix, host executor\n\nMachine: {}; load average before the run: {}  \n"
-        "Command: `OMP_NUM_THREADS=2 build/bench/bench_matmul` ({}; best of {}). Billions of weights a second.\n\n"
+        "Command: `OMP_NUM_THREADS=2 build/bench/bench_matmul{}` ({}; best of {}). Billions of weights a second (in a batch: times its rows).\n\n"
         "| encoding | matvec (f32 activations) | q8: quantize + matmul_q8 | q8, {} rows |\n|---|---|---|---|\n",
-        kRows, kCols, bench::machine_description(), bench::load_average(), ex->describe(), reps, kBatch);
+        kRows, kCols, bench::machine_description(), bench::load_average(), batch == 16 ? "" : fmt::format(" --batch {}", batch),
+        ex->describe(), reps, batch);
     for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K,
                                 GgmlType::Q6_K}) {
       const std::vector<std::uint8_t> bytes = quantize(type, w);
@@ -79,9 +82,9 @@ int main(int argc, char** argv) {
           ex->matmul_q8(MatmulQ8Args{e, kCols, kRows, kCols, xq, n, y.data(), kRows});
         });
       };
-      const double one = q8(1), batch = q8(kBatch);
+      const double one = q8(1), many = q8(batch);
       md += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} |\n", ggml_type_name(type), weights / f32 / 1e9,
-                        weights / one / 1e9, weights * kBatch / batch / 1e9);
+                        weights / one / 1e9, weights * double(batch) / many / 1e9);
     }
     std::ofstream(out) << md;
     fmt::print("wrote {}\n", out);

@@ -26,7 +26,7 @@ static_assert(kActTile % kTileActs == 0 && kRunBlocks == 8, "eight blocks: eight
 
 using q8_avx2::load32;
 
-// The integer part of a tile, shared by both block sizes: each weight row in turn against the
+// The integer part of a legacy tile (blocks of 32): each weight row in turn against the
 // kTileActs activation rows at once (their accumulators stay in registers; sixteen, for the
 // whole tile, did not), 64 bytes an instruction: step(r, p, c, acc) adds bytes 64p..64p+63 of
 // row r against activation row c. The low and high halves of an accumulator hold the lanes of
@@ -295,80 +295,57 @@ void legacy_tiles(const MatmulQ8Args& a) {
 // A superblock's integer lanes are already 32-bit lanes of its blocks' byte products: lane L
 // of block b holds products 4L..4L+3, times the multiplier of L's group. Per block, maddubs
 // adds the products in pairs (16 bits: |q| <= 63, |x| <= 127) and dpwssd adds those pairs,
-// times the group multipliers, into the lanes: matmul_q8k_row's lanes exactly.
+// times the group multipliers, into the lanes: matmul_q8k_row's lanes exactly. A register holds
+// block b of two weight rows, one a half, against the activations' block b in both halves, so
+// that its lanes are the two rows' lanes side by side as the float terms take them, with no
+// halves to add. The rows are tiled once for all the passes (the tiles before, two blocks of one
+// row a register and tiled at every pass, multiplied Q4_K, Q5_K, Q6_K at 135, 124, 120 billion
+// weights a second by 32 activation rows, against 150, 148, 131: `bench_matmul --batch 32`).
 
-struct TiledSuper {
-  __m256i q[kKBlocks];     // unsigned integers (Q6_K's q + 32)
-  __m256i mult[kKBlocks];  // block b's two group multipliers, eight 16-bit copies each
-  __m128i min;             // the eight 16-bit mins (Q4_K, Q5_K)
-  float d, dmin;
+// One row's superblock before pairing: its unsigned integers by block (Q6_K's q + 32), its 16
+// group multipliers, its 8 mins (Q4_K, Q5_K) and the fp16 bits of d and dmin. Integers from
+// the bytes (q8_blocks_avx2.hpp), scales through dequant.hpp's extractors.
+struct RowSuper {
+  __m256i q[kKBlocks];
+  __m256i groups;
+  __m128i min;
+  std::uint16_t d, dmin;
 };
 
-// Superblock s of w (counted from the tensor's start) tiled. Q4_K's and Q6_K's integers come
-// from their bytes (q8_blocks_avx2.hpp), their scales through dequant.hpp's extractors;
-// Q5_K is unpack_k_run's.
+// Superblock s of e (counted from the tensor's start).
 template <GgmlType kType>
-TD_VNNI void tile_super(const Encoded& e, std::int64_t s, TiledSuper& w) {
+TD_VNNI_INLINE void row_super(const Encoded& e, std::int64_t s, RowSuper& w) {
   namespace dd = dequant_detail;
-  if constexpr (kType == GgmlType::Q4_K) {
-    const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ4_K));
+  if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
+    // Q5_K begins as Q4_K does (d, dmin, the packed scales) and adds a fifth bit from qh.
+    constexpr bool q5 = kType == GgmlType::Q5_K;
+    const std::uint8_t* b = dd::block_at(e, s, q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+    const std::uint8_t* qs = b + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
     const dd::KScales k = dd::k_scales_mins(b + offsetof(BlockQ4_K, scales));
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) q8_avx2::q4_k_blocks(b + offsetof(BlockQ4_K, qs), c, w.q[2 * c], w.q[2 * c + 1]);
-#pragma GCC unroll 8
-    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_set1_epi16(short(k.scale(j)));
+    for (int c = 0; c < 4; ++c) {
+      q8_avx2::q4_k_blocks(qs, c, w.q[2 * c], w.q[2 * c + 1]);
+      if constexpr (q5) {
+        const __m256i qh = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
+        w.q[2 * c] = _mm256_or_si256(w.q[2 * c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4));
+        w.q[2 * c + 1] =
+            _mm256_or_si256(w.q[2 * c + 1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4));
+      }
+    }
+    const __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(k.sc)));
+    w.groups = _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc));
     w.min = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(k.m)));
-    w.d = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, d)));
-    w.dmin = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ4_K, dmin)));
+    w.d = dd::u16(b + offsetof(BlockQ4_K, d));
+    w.dmin = dd::u16(b + offsetof(BlockQ4_K, dmin));
   } else if constexpr (kType == GgmlType::Q6_K) {
     const std::uint8_t* b = dd::block_at(e, s, sizeof(BlockQ6_K));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) q8_avx2::q6_k_blocks(b, h, &w.q[4 * h]);
-    const auto* sc = reinterpret_cast<const std::int8_t*>(b + offsetof(BlockQ6_K, scales));
-#pragma GCC unroll 8
-    for (int j = 0; j < kKBlocks; ++j) w.mult[j] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * j]), _mm_set1_epi16(sc[2 * j + 1]));
-    w.d = f16_bits_to_f32(dd::u16(b + offsetof(BlockQ6_K, d)));
-    w.dmin = 0.0f;
-  } else {
-    KRun run;
-    unpack_k_run<KDotLoop>(e, s, run);
-#pragma GCC unroll 8
-    for (int j = 0; j < kKBlocks; ++j) {
-      w.q[j] = load32(run.q + 32 * j);
-      w.mult[j] = _mm256_setr_m128i(_mm_set1_epi16(run.multiplier[2 * j]), _mm_set1_epi16(run.multiplier[2 * j + 1]));
-    }
-    w.min = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run.min));
-    w.d = run.d;
-    w.dmin = run.dmin;
+    w.groups = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales))));
+    w.min = _mm_setzero_si128();
+    w.d = dd::u16(b + offsetof(BlockQ6_K, d));
+    w.dmin = 0;
   }
-}
-
-// A superblock's lanes: blocks 2p and 2p + 1 (maddubs, then vpdpwssd by the group
-// multipliers). Q6_K's integers go in as q + 32 (unsigned), their pairs less 32 times the
-// activations' (offset, the same for every row): those of q, within 16 bits.
-template <bool kOffset32>
-struct SuperStep {
-  const TiledSuper (&w)[kTileRows];
-  const std::int8_t* const (&x)[kTileActs];
-  const __m512i (&offset)[kTileActs][4];
-  TD_VNNI_MEMBER __m512i operator()(int r, int p, int c, __m512i acc) const {
-    __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(&w[r].q[2 * p]), _mm512_loadu_si512(x[c] + 64 * p));
-    if (kOffset32) pairs = _mm512_sub_epi16(pairs, offset[c][p]);
-    return _mm512_dpwssd_epi32(acc, pairs, _mm512_loadu_si512(&w[r].mult[2 * p]));
-  }
-};
-
-template <bool kOffset32>
-TD_VNNI_INLINE void super_lanes(const TiledSuper (&w)[kTileRows], const std::int8_t* const (&x)[kTileActs],
-                                __m256i (&lanes)[kTileActs][kTileRows]) {
-  __m512i offset[kTileActs][4];
-  if (kOffset32)
-#pragma GCC unroll 4
-    for (int c = 0; c < kTileActs; ++c)
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p)
-        offset[c][p] = _mm512_maddubs_epi16(_mm512_set1_epi8(32), _mm512_loadu_si512(x[c] + 64 * p));
-  tile_ints(SuperStep<kOffset32>{w, x, offset}, lanes);
 }
 
 // The four rows' scales for one superblock, laid out as the float terms take them: d of
@@ -378,31 +355,61 @@ struct SuperScales {
   __m512i min;
 };
 
-TD_VNNI_INLINE SuperScales super_scales(const TiledSuper (&w)[kTileRows]) {
-  SuperScales s;
-  for (int h = 0; h < 2; ++h)
-    s.d[h] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(w[2 * h].d)),
-                                                 _mm256_castps_pd(_mm256_set1_ps(w[2 * h + 1].d)), 1));
-  s.dmin = _mm512_setr_ps(w[0].dmin, w[0].dmin, w[0].dmin, w[0].dmin, w[1].dmin, w[1].dmin, w[1].dmin, w[1].dmin,
-                          w[2].dmin, w[2].dmin, w[2].dmin, w[2].dmin, w[3].dmin, w[3].dmin, w[3].dmin, w[3].dmin);
-  s.min = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_zextsi128_si512(w[0].min), w[1].min, 1),
-                                                w[2].min, 2),
-                             w[3].min, 3);
-  return s;
+// Four weight rows' superblock as the passes take it: block b of rows 2h and 2h + 1 side by
+// side in one register, integers and group multipliers.
+struct TiledRows {
+  __m512i q[2][kKBlocks];
+  __m512i mult[2][kKBlocks];
+  SuperScales scales;
+};
+
+TD_VNNI_INLINE __m512i side_by_side(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+template <GgmlType kType>
+TD_VNNI void tile_rows(const MatmulQ8Args& a, std::int64_t r0, std::int64_t s, TiledRows& t) {
+  RowSuper w[kTileRows];
+  const std::int64_t row_first = a.cols / kQK_K;
+#pragma GCC unroll 4
+  for (int r = 0; r < kTileRows; ++r) row_super<kType>(a.w, std::min(r0 + r, a.rows - 1) * row_first + s, w[r]);
+  // d of the four rows, then dmin, widened at once.
+  const __m256 f = _mm256_cvtph_ps(_mm_setr_epi16(short(w[0].d), short(w[1].d), short(w[2].d), short(w[3].d),
+                                                  short(w[0].dmin), short(w[1].dmin), short(w[2].dmin), short(w[3].dmin)));
+  const __m512 wide = _mm512_castps256_ps512(f);
+  const __m512i row8 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  t.scales.d[0] = _mm512_permutexvar_ps(row8, wide);
+  t.scales.d[1] = _mm512_permutexvar_ps(_mm512_add_epi32(row8, _mm512_set1_epi32(2)), wide);
+  t.scales.dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), wide);
+  t.scales.min = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(w[0].min), w[1].min, 1),
+                                                       w[2].min, 2),
+                                    w[3].min, 3);
+  // Block b's multipliers of a pair: words 0..7 group 2b of the first row, 8..15 group 2b + 1,
+  // then the second row's (its groups are words 16..31 of `groups`).
+  const __m512i group_of_word = _mm512_setr_epi32(0, 0, 0, 0, 0x00010001, 0x00010001, 0x00010001, 0x00010001,
+                                                  0x00100010, 0x00100010, 0x00100010, 0x00100010,
+                                                  0x00110011, 0x00110011, 0x00110011, 0x00110011);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m512i groups = side_by_side(w[2 * h].groups, w[2 * h + 1].groups);
+#pragma GCC unroll 8
+    for (int b = 0; b < kKBlocks; ++b) {
+      t.q[h][b] = side_by_side(w[2 * h].q[b], w[2 * h + 1].q[b]);
+      t.mult[h][b] = _mm512_permutexvar_epi16(_mm512_add_epi16(group_of_word, _mm512_set1_epi16(short(2 * b))), groups);
+    }
+  }
 }
 
 // k_accumulate's floats for one activation row's superblock, the four rows at once: the
 // lanes times dx d (two rows a vector), the min lanes times -(dx dmin) (four rows a vector),
 // each added to its accumulator.
 template <bool kMins>
-TD_VNNI_INLINE void add_super_terms(__m512 (&acc)[2], __m512& acc_min, const __m256i (&lanes)[kTileRows],
+TD_VNNI_INLINE void add_super_terms(__m512 (&acc)[2], __m512& acc_min, const __m512i (&lanes)[2],
                                     const SuperScales& w, float dx, const std::int16_t* sums) {
   const __m512 dx16 = _mm512_set1_ps(dx);
 #pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const __m512i both = _mm512_inserti64x4(_mm512_zextsi256_si512(lanes[2 * h]), lanes[2 * h + 1], 1);
-    acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_mul_ps(dx16, w.d[h]), _mm512_cvtepi32_ps(both)));
-  }
+  for (int h = 0; h < 2; ++h)
+    acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_mul_ps(dx16, w.d[h]), _mm512_cvtepi32_ps(lanes[h])));
   if (kMins) {
     const __m512i min_lanes =
         _mm512_madd_epi16(w.min, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums))));
@@ -412,42 +419,68 @@ TD_VNNI_INLINE void add_super_terms(__m512 (&acc)[2], __m512& acc_min, const __m
   }
 }
 
+// Activation rows [t0, t1) against weight rows [r0, r0 + kTileRows): the rows' superblocks
+// tiled once, then kTileActs activation rows at a time over all of them, their float lanes in
+// registers. Q6_K's integers go in as q + 32 (unsigned), their pairs less 32 times the
+// activations' (those of q, within 16 bits).
 template <GgmlType kType>
 TD_VNNI void k_tile(const MatmulQ8Args& a, std::int64_t r0, std::int64_t t0, std::int64_t t1) {
   constexpr bool kOffset32 = kType == GgmlType::Q6_K, kMins = !kOffset32;
-  const std::int64_t supers = a.k / kQK_K, row_first = a.cols / kQK_K;
-  __m512 acc[kActTile][2], acc_min[kActTile];  // rows (0, 1) and (2, 3); the four rows' min lanes
-  for (std::int64_t t = 0; t < t1 - t0; ++t) acc[t][0] = acc[t][1] = acc_min[t] = _mm512_setzero_ps();
-  TiledSuper w[kTileRows];
-  for (std::int64_t s = 0; s < supers; ++s) {
+  const std::int64_t supers = a.k / kQK_K;
+  // Kept from call to call (a thread's tiles of a row group are about 100 KB for k = 11008); its
+  // own alignment, as std::vector does not give a __m512i its 64 bytes here.
+  thread_local std::vector<unsigned char> storage;
+  const std::size_t bytes = std::size_t(supers + 1) * sizeof(TiledRows);
+  if (storage.size() < bytes) storage.resize(bytes);
+  auto* tiled = reinterpret_cast<TiledRows*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+  for (std::int64_t s = 0; s < supers; ++s) tile_rows<kType>(a, r0, s, tiled[s]);
+  for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
+    std::int64_t row[kTileActs];
 #pragma GCC unroll 4
-    for (int r = 0; r < kTileRows; ++r) tile_super<kType>(a.w, std::min(r0 + r, a.rows - 1) * row_first + s, w[r]);
-    const SuperScales scales = super_scales(w);
-    for (std::int64_t tc = t0; tc < t1; tc += kTileActs) {
+    for (int c = 0; c < kTileActs; ++c) row[c] = std::min(tc + c, t1 - 1);
+    __m512 acc[kTileActs][2], acc_min[kTileActs];  // rows (0, 1) and (2, 3); the four rows' min lanes
+#pragma GCC unroll 4
+    for (int c = 0; c < kTileActs; ++c) acc[c][0] = acc[c][1] = acc_min[c] = _mm512_setzero_ps();
+    for (std::int64_t s = 0; s < supers; ++s) {
+      const TiledRows& w = tiled[s];
       const std::int8_t* x[kTileActs];
-      std::int64_t first[kTileActs];
 #pragma GCC unroll 4
-      for (int c = 0; c < kTileActs; ++c) {
-        first[c] = std::min(tc + c, t1 - 1) * a.k + s * kQK_K;
-        x[c] = a.x.q + first[c];
+      for (int c = 0; c < kTileActs; ++c) x[c] = a.x.q + row[c] * a.k + s * kQK_K;
+      __m512i lanes[kTileActs][2];
+#pragma GCC unroll 4
+      for (int c = 0; c < kTileActs; ++c) lanes[c][0] = lanes[c][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int b = 0; b < kKBlocks; ++b) {
+        __m512i xb[kTileActs], offset[kTileActs];
+#pragma GCC unroll 4
+        for (int c = 0; c < kTileActs; ++c) {
+          xb[c] = _mm512_broadcast_i64x4(load32(x[c] + 32 * b));
+          if (kOffset32) offset[c] = _mm512_maddubs_epi16(_mm512_set1_epi8(32), xb[c]);
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 4
+          for (int c = 0; c < kTileActs; ++c) {
+            __m512i pairs = _mm512_maddubs_epi16(w.q[h][b], xb[c]);
+            if (kOffset32) pairs = _mm512_sub_epi16(pairs, offset[c]);
+            lanes[c][h] = _mm512_dpwssd_epi32(lanes[c][h], pairs, w.mult[h][b]);
+          }
       }
-      __m256i lanes[kTileActs][kTileRows];
-      super_lanes<kOffset32>(w, x, lanes);
 #pragma GCC unroll 4
       for (int c = 0; c < kTileActs; ++c) {
-        const std::int64_t t = tc - t0 + c;
-        add_super_terms<kMins>(acc[t], acc_min[t], lanes[c], scales, a.x.d[first[c] / kQK_K],
-                               a.x.sums + first[c] / kQ8Block);
+        const std::int64_t first = row[c] * a.k + s * kQK_K;
+        add_super_terms<kMins>(acc[c], acc_min[c], lanes[c], w.scales, a.x.d[first / kQK_K],
+                               a.x.sums + first / kQ8Block);
       }
     }
-  }
-  for (std::int64_t t = t0; t < t1; ++t) {
-    alignas(64) float l[2][16], m[16];
-    _mm512_store_ps(l[0], acc[t - t0][0]);
-    _mm512_store_ps(l[1], acc[t - t0][1]);
-    _mm512_store_ps(m, acc_min[t - t0]);
-    for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
-      a.y[t * a.ldy + r0 + r] = k_total(&l[r / 2][8 * (r % 2)], &m[4 * r]);
+    for (int c = 0; c < kTileActs && tc + c < t1; ++c) {
+      alignas(64) float l[2][16], m[16];
+      _mm512_store_ps(l[0], acc[c][0]);
+      _mm512_store_ps(l[1], acc[c][1]);
+      _mm512_store_ps(m, acc_min[c]);
+      for (int r = 0; r < kTileRows && r0 + r < a.rows; ++r)
+        a.y[(tc + c) * a.ldy + r0 + r] = k_total(&l[r / 2][8 * (r % 2)], &m[4 * r]);
+    }
   }
 }
 
