@@ -16,8 +16,8 @@ back to back. The measurements are interleaved: each of --reps rounds times llam
 (a child process) and each tapdiff figure once, llama.cpp first in even rounds and last in odd
 ones, so that a shared machine whose speed drifts slows both sides of a round alike. Each
 side's figure is its median over the rounds; the ratio is the median of the rounds' ratios.
-Before a model's rounds its file leaves the page cache (read_back_from_disk), so that the
-first round's first program reads it back and every round after finds the same pages.
+Before a model's rounds its file leaves the page cache and is read back (read_back_from_disk),
+so that every round finds the same pages and none reads the disk.
 Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
 in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
 a child's ru_maxrss starts from its parent's resident size at fork.
@@ -97,15 +97,21 @@ class Tapdiff:
 
 
 def read_back_from_disk(path):
-    """Drops path's pages from the page cache (written back first), so that every round of a
-    model finds the pages its first reader's mapped reads gave: which pages a file's cache holds
-    is otherwise whatever wrote or last read it, and a decode step reads all of them. On the 7B
-    fixture, the engine's q8 decode ran 7.7 to 7.9 tokens/s with 0.8 of its 3.8 GiB in 2 MiB pages
-    (`FilePmdMapped` in /proc/PID/smaps), 8.5 to 9.0 read back."""
+    """Drops path's pages from the page cache (written back first) and reads them back through a
+    mapping that asks for huge pages, as tapdiff's own does (model/mapped_file.cpp): every round
+    of a model then finds the same pages, none reads the disk, and which pages a file's cache
+    holds is no longer whatever wrote or last read it (a decode step reads all of them: on the 7B
+    fixture the engine's q8 decode ran 7.7 to 7.9 tokens/s with 0.8 of its 3.8 GiB mapped in
+    2 MiB pages, `FilePmdMapped` in /proc/PID/smaps, and 8.5 to 9.0 read back)."""
+    import mmap
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+            if hasattr(mmap, "MADV_HUGEPAGE"):
+                m.madvise(mmap.MADV_HUGEPAGE)
+            sum(m[i] for i in range(0, len(m), mmap.PAGESIZE))
     finally:
         os.close(fd)
 

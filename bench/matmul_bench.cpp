@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
       else if (arg == "--batch") batch = std::stoll(argv[i + 1]);
       else throw std::invalid_argument("unknown argument " + arg);
     }
+    if (batch < 2) throw std::invalid_argument("--batch: expected 2 or more rows");
     auto ex = make_host_executor();
     const std::vector<float> w = values(std::size_t(kRows * kCols), 1), x = values(std::size_t(batch * kCols), 2);
     std::vector<float> y(std::size_t(batch * kRows));

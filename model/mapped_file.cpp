@@ -38,11 +38,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       throw InputError(path, "file", std::string("cannot map: ") + std::strerror(err));
     }
     data_ = static_cast<const std::uint8_t*>(p);
-    // A decode step reads every weight of the mapping. Asked for huge pages, the kernel reads
-    // pages it does not hold yet into 2 MiB pages and maps them whole (the 7B fixture read back
-    // from disk: 3.77 of its 3.8 GiB mapped so, against 2.6 without asking). Advice only: a
-    // kernel without transparent huge pages refuses it, and nothing changes.
+#ifdef MADV_HUGEPAGE
+    // A decode step reads every weight of the mapping. Asked for huge pages, a kernel whose file
+    // system caches large folios reads the pages it does not hold yet 2 MiB at a time and maps
+    // each with one entry (the 7B fixture read back from disk on Linux 6.18, ext4: 3.77 of its
+    // 3.8 GiB mapped so, against 2.6 without asking). Advice only: where it is refused or the
+    // file is cached already, nothing changes.
     ::madvise(p, size_, MADV_HUGEPAGE);
+#endif
   }
   ::close(fd);
 }

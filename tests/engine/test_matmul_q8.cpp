@@ -173,24 +173,31 @@ TEST(Q8, ABatchGivesEachRowsSingleProductBitForBit) {
 
 // The host executor's products of `type` against `portable`, the body the CUDA executor runs,
 // bit for bit, for 1, 2, 5, kQ8Tile + 1 and 67 activation rows in blocks of `block` (on a CPU
-// with AVX-512 VNNI, batches take matmul_q8_tiles: 67 rows are more than one of its passes).
+// with AVX-512 VNNI, batches take matmul_q8_tiles: 67 rows are more than one of its passes),
+// 9 and 11 weight rows (tiles of four with one and three rows over), every column or fewer
+// (k < cols: rows of weights are longer than those of activations), results ldy apart with
+// gaps between them that must stay as they were.
 using RowBody = void (*)(const MatmulQ8Args&, std::int64_t, std::int64_t, std::int64_t);
 void expect_host_is_portable(Executor& ex, GgmlType type, std::int64_t cols, int block, RowBody portable_row) {
-  const std::int64_t rows = 9;
-  const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
-  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{kQ8Tile + 1}, std::int64_t{67}}) {
-    Quantized xq = quantize_rows(ex, test_values(std::size_t(n * cols), 82, 1.0f), n, cols, block);
-    const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, nullptr, rows};
-    std::vector<float> host(std::size_t(n * rows)), loop(std::size_t(n * rows));
-    MatmulQ8Args on_host = a;
-    on_host.y = host.data();
-    ex.matmul_q8(on_host);
-    MatmulQ8Args portable = a;
-    portable.y = loop.data();
-    for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
-      for (std::int64_t r = 0; r < rows; ++r) portable_row(portable, r, t0, std::min(n, t0 + kQ8Tile));
-    EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float)))
-        << ggml_type_traits(type).name << ", blocks of " << block << ", " << n << " rows";
+  for (const std::int64_t rows : {std::int64_t{9}, std::int64_t{11}}) {
+    const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 81, 0.3f));
+    const std::int64_t ldy = rows + 3;
+    for (const std::int64_t k : {cols, cols > 512 ? cols - 256 : std::int64_t{256}})
+      for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{kQ8Tile + 1}, std::int64_t{67}}) {
+        Quantized xq = quantize_rows(ex, test_values(std::size_t(n * k), 82, 1.0f), n, k, block);
+        const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, k, xq.rows(), n, nullptr, ldy};
+        std::vector<float> host(std::size_t(n * ldy), -7.0f), loop(std::size_t(n * ldy), -7.0f);
+        MatmulQ8Args on_host = a;
+        on_host.y = host.data();
+        ex.matmul_q8(on_host);
+        MatmulQ8Args portable = a;
+        portable.y = loop.data();
+        for (std::int64_t t0 = 0; t0 < n; t0 += kQ8Tile)
+          for (std::int64_t r = 0; r < rows; ++r) portable_row(portable, r, t0, std::min(n, t0 + kQ8Tile));
+        EXPECT_EQ(0, std::memcmp(host.data(), loop.data(), host.size() * sizeof(float)))
+            << ggml_type_traits(type).name << ", blocks of " << block << ", " << rows << " x " << k << " of " << cols
+            << ", " << n << " rows";
+      }
   }
 }
 
@@ -272,12 +279,39 @@ TEST(Q8, DecodeOfLegacyTypesIsThePortableRowForAnyBytes) {
   EXPECT_FALSE(matmul_q8_decode(MatmulQ8Args{Encoded{q8.data(), GgmlType::Q8_0, quirk}, cols, rows, cols, xq.rows(), 1, y.data(), rows}));
 }
 
+TEST(Q8, BatchesAreThePortableRowsForAnyBytes) {
+  // A batch reads the bytes its own way (the tiles: fp16 scales of four rows widened at once,
+  // 6-bit scales and mins, Q6_K's signed scales, Q5 fifth bits), and still gives the body's
+  // floats for any bytes: every integer and scale a block can hold, subnormal, huge, NaN and
+  // infinite d and dmin. 10 weight rows, 6 activation rows.
+  auto ex = make_host_executor();
+  const std::int64_t rows = 10, n = 6;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const bool k_quant = q8k_multipliable(Encoded{nullptr, type, {}});
+    const std::int64_t cols = k_quant ? 768 : 320;
+    const int block = k_quant ? kQ8KBlock : kQ8Block;
+    const RowBody portable_row = k_quant ? matmul_q8k_row<KDotLoop> : matmul_q8_row<IntDotLoop>;
+    Quantized xq = quantize_rows(*ex, test_values(std::size_t(n * cols), 101, 2.0f), n, cols, block);
+    for (const bool finite : {true, false}) {
+      const std::vector<std::uint8_t> bytes = arbitrary_bytes(ggml_type_traits(type), rows * cols, finite);
+      std::vector<float> host(std::size_t(n * rows)), portable(std::size_t(n * rows));
+      const MatmulQ8Args a{Encoded{bytes.data(), type, {}}, cols, rows, cols, xq.rows(), n, host.data(), rows};
+      ex->matmul_q8(a);
+      MatmulQ8Args loop = a;
+      loop.y = portable.data();
+      for (std::int64_t r = 0; r < rows; ++r) portable_row(loop, r, 0, n);
+      EXPECT_TRUE(same_floats(host, portable)) << ggml_type_traits(type).name << (finite ? ", finite" : ", any bytes");
+    }
+  }
+}
+
 TEST(Q8, BatchesTakeTheTilesWhereTheCpuHasVnni) {
   // Where the CPU lacks AVX-512 VNNI, nothing takes the tiles (batches take matmul_q8_row).
   const bool vnni = q8_tiles_supported();
   auto ex = make_host_executor();
   const std::int64_t rows = 8, cols = 512;
-  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     for (const int block : {kQ8Block, kQ8KBlock}) {
       if (block == kQ8KBlock && !q8k_multipliable(Encoded{nullptr, type, {}})) continue;
       const std::vector<std::uint8_t> bytes = quantize(type, test_values(std::size_t(rows * cols), 93, 0.3f));
