@@ -18,8 +18,9 @@ ones, so that a shared machine whose speed drifts slows both sides of a round al
 side's figure is its median over the rounds; the ratio is the median of the rounds' ratios.
 Before a model's rounds its file leaves the page cache and is read back (read_back_from_disk),
 so that every round finds the same pages and none reads the disk.
-Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp runs
-in child processes of this script (`--llama-speeds`, `--quantize`), so this process stays small:
+Peak memory: ru_maxrss of each command (os.wait4), mapped model pages included. llama.cpp and
+the reads of a model back from disk run in child processes of this script (`--llama-speeds`,
+`--quantize`, `--read-back`), so this process stays small:
 a child's ru_maxrss starts from its parent's resident size at fork.
 """
 import argparse
@@ -96,7 +97,7 @@ class Tapdiff:
         return out
 
 
-def read_back_from_disk(path):
+def read_back_here(path):
     """Drops path's pages from the page cache (written back first) and reads them back through a
     mapping that asks for huge pages, as tapdiff's own does (model/mapped_file.cpp): every round
     of a model then finds the same pages, none reads the disk, and which pages a file's cache
@@ -151,6 +152,12 @@ def llama_speeds(model, pp, tg):
     return json.loads(child("--llama-speeds", model, pp, tg))
 
 
+def read_back_from_disk(path):
+    """read_back_here in a child process: mapped here, the file would raise this process's
+    resident high-water mark, which every command it starts after inherits (see Peak memory)."""
+    child("--read-back", path)
+
+
 def quantize(src, dst, ftype):
     """A copy of src in another type, by llama.cpp's own quantizer."""
     if not dst.exists():
@@ -193,6 +200,7 @@ def main():
     ap.add_argument("--skip-7b", action="store_true", help="leave out the 7B fixture (about 15 minutes)")
     ap.add_argument("--llama-speeds", nargs=3, metavar=("MODEL", "PP", "TG"), help=argparse.SUPPRESS)
     ap.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "FTYPE"), help=argparse.SUPPRESS)
+    ap.add_argument("--read-back", metavar="MODEL", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.llama_speeds:
         model, pp, tg = args.llama_speeds
@@ -200,6 +208,9 @@ def main():
         return
     if args.quantize:
         sys.exit(quantize_here(*args.quantize))
+    if args.read_back:
+        read_back_here(args.read_back)
+        return
     if not SMOLLM2.exists():
         raise SystemExit(f"{SMOLLM2} is absent: make models")
     WORK.mkdir(parents=True, exist_ok=True)
