@@ -174,11 +174,7 @@ struct KDotAvx2 {
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
         q8_avx2::q4_k_blocks(qs, c, lo, hi);
-        if constexpr (q5) {
-          const __m256i qh = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4));
-        }
+        if constexpr (q5) q8_avx2::q5_k_fifth_bits(b + offsetof(BlockQ5_K, qh), c, lo, hi);
         sum = _mm256_add_epi32(
             sum, _mm256_add_epi32(
                      _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(x + 64 * c)), _mm256_set1_epi16(run.multiplier[4 * c])),

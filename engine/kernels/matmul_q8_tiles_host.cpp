@@ -325,12 +325,7 @@ TD_VNNI_INLINE void row_super(const Encoded& e, std::int64_t s, RowSuper& w) {
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       q8_avx2::q4_k_blocks(qs, c, w.q[2 * c], w.q[2 * c + 1]);
-      if constexpr (q5) {
-        const __m256i qh = load32(b + offsetof(BlockQ5_K, qh)), bit = _mm256_set1_epi8(0x01);
-        w.q[2 * c] = _mm256_or_si256(w.q[2 * c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4));
-        w.q[2 * c + 1] =
-            _mm256_or_si256(w.q[2 * c + 1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4));
-      }
+      if constexpr (q5) q8_avx2::q5_k_fifth_bits(b + offsetof(BlockQ5_K, qh), c, w.q[2 * c], w.q[2 * c + 1]);
     }
     const __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(k.sc)));
     w.groups = _mm256_setr_m128i(_mm_unpacklo_epi16(sc, sc), _mm_unpackhi_epi16(sc, sc));

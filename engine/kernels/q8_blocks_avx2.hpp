@@ -123,6 +123,13 @@ TD_Q8_AVX2_INLINE void q4_k_blocks(const std::uint8_t* qs, int c, __m256i& low, 
   high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
 }
 
+// Q5_K: q4_k_blocks' integers with bit j of each byte of qh (32 bytes) as bit 4 of block j.
+TD_Q8_AVX2_INLINE void q5_k_fifth_bits(const std::uint8_t* qh, int c, __m256i& low, __m256i& high) {
+  const __m256i bits = load32(qh), bit = _mm256_set1_epi8(0x01);
+  low = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * c), bit), 4));
+  high = _mm256_or_si256(high, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * c + 1), bit), 4));
+}
+
 // Q6_K's two high bits at `shift` in each byte of qh, moved to bits 4 and 5.
 template <int shift>
 TD_Q8_AVX2_INLINE __m256i q6_k_high(__m256i qh) {
