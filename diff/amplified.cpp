@@ -92,10 +92,9 @@ bool within_replay_band(const TapComparison& t) {
 bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a, const TraceReader& b,
                           ReplayModel& model) {
   const TraceMetadata& m = a.metadata();
-  const std::int64_t n_ctx = m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size());
   // The candidates' replays refer to their inputs: these outlive them.
-  ReplayInputs in_b{b, model, m.prompt_length, n_ctx, cache_format_of(b.metadata()), prefill_chunk_of(b.metadata())};
-  ReplayInputs in_a{a, model, m.prompt_length, n_ctx, cache_format_of(a.metadata()), prefill_chunk_of(a.metadata())};
+  ReplayInputs in_b = replay_inputs(b, model, m.prompt_length);
+  ReplayInputs in_a = replay_inputs(a, model, m.prompt_length);
   // Attention on a quantized cache the replay cannot store as the run did keeps its noise.
   const auto candidates = [&](ReplayInputs& in) {
     return in.cache.modeled || t.tap_class != "attention" ? candidates_for(t.name, t.layer, in)

@@ -55,20 +55,25 @@ void check_compatible(const TraceReader& a, const TraceReader& b, DiffResult& r)
   }
 }
 
-// Rows of a tap the catalogue makes n_ctx wide (attn.probs: [n_head, n_ctx]), as wide as each
-// trace's own n_ctx: runs of other lengths, not a shape bug. Any other tap whose width happens to
-// equal n_ctx keeps its shape finding.
-bool widths_are_the_contexts(const std::string& name, const std::vector<std::int64_t>& expected,
-                             const std::vector<std::int64_t>& actual, const std::optional<TapDims>& expected_dims,
-                             const std::optional<TapDims>& actual_dims) {
-  const TapSpec* spec = find_tap_spec(name);
-  if (spec == nullptr || spec->row_rank != 2 || spec->row[1].first != DimSymbol::n_ctx || spec->row[1].second)
-    return false;
-  if (expected.size() != 2 || actual.size() != 2) return false;
-  if (!expected_dims || !actual_dims) return false;
-  if (expected_dims->n_ctx == actual_dims->n_ctx) return false;
-  if (!std::equal(expected.begin(), expected.end() - 1, actual.begin())) return false;
-  return expected.back() == expected_dims->n_ctx && actual.back() == actual_dims->n_ctx;
+// Runs of other lengths (prompt + n-predict): attn.probs rows are as wide as each run's context.
+// The longer run's are read over the shorter one's keys; the keys cut are future keys at every
+// position both runs hold (attn.probs.summary still weighs them, whole). A note says so.
+void compare_over_the_shorter_context(TraceReader& a, TraceReader& b, DiffResult& r) {
+  const auto& da = a.metadata().dims;
+  const auto& db = b.metadata().dims;
+  if (!da || !db || da->n_ctx == db->n_ctx) return;
+  const bool a_longer = da->n_ctx > db->n_ctx;
+  TraceReader& longer = a_longer ? a : b;
+  const std::int64_t n_ctx = std::min(da->n_ctx, db->n_ctx);
+  std::map<std::string, std::size_t> cut;  // name -> taps
+  for (const TapInfo* t : longer.read_context_as(n_ctx)) ++cut[t->name];
+  for (const auto& [name, n] : cut)
+    r.findings.push_back({"context-length", name,
+                          fmt::format("compared over keys 0..{} ({} tap{}): n_ctx {} in the expected trace and {} in "
+                                      "the actual (runs of different lengths: prompt + n-predict); the {} trace's "
+                                      "keys from {} on come after every position both runs hold",
+                                      n_ctx - 1, n, n == 1 ? "" : "s", da->n_ctx, db->n_ctx,
+                                      a_longer ? "expected" : "actual", n_ctx)});
 }
 
 // No row of any tap, no weight and no generated token was compared: a pass would say nothing
@@ -350,8 +355,8 @@ ReplayModelPath replay_model_path(const DiffOptions& options, const TraceReader&
 
 DiffResult diff_traces(const std::string& expected_path, const std::string& actual_path,
                        const DiffOptions& options) {
-  const TraceReader a(expected_path);
-  const TraceReader b(actual_path);
+  TraceReader a(expected_path);
+  TraceReader b(actual_path);
   DiffResult r;
   r.expected = side(a);
   r.actual = side(b);
@@ -386,12 +391,12 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     r.findings.push_back({"token-sequence", "tokens",
                           fmt::format("the expected trace holds {} tokens, the actual {}", ta.size(), tb.size())});
 
+  compare_over_the_shorter_context(a, b, r);
   // Weights first: a loader or dequantization bug is the first finding, before any activation.
   const std::optional<WeightFinding> weight_finding =
       compare_weights(a, b, model_path, options.diagnose, r);
   std::vector<TapPair> pairs;  // execution order
   std::map<std::string, std::vector<std::string>> not_available;  // short name → full names
-  std::map<std::string, std::vector<std::string>> other_context;  // rows as wide as n_ctx, which differs
   for (const TapInfo& info : a.taps()) {
     if (is_weight_tap(info.name)) continue;
     const TapInfo* other = b.find(info.name, info.layer);
@@ -403,9 +408,6 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
       r.findings.push_back({"layout", info.full_name,
                             fmt::format("not compared: the traces hold different shards ({}; {})", info.layout_note,
                                         other->layout_note)});
-    } else if (widths_are_the_contexts(info.name, info.whole_shape(), other->whole_shape(), a.metadata().dims,
-                                       b.metadata().dims)) {
-      other_context[info.name].push_back(info.full_name);
     } else if (info.whole_shape() != other->whole_shape()) {
       const auto& dims = a.metadata().dims ? a.metadata().dims : b.metadata().dims;
       r.findings.push_back({"shape", info.full_name,
@@ -452,14 +454,6 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                       full_names.size() == 1 ? "" : "s", in_actual ? "actual" : "expected",
                                       producer_name(m.producer), m.unavailable.at(name))});
   }
-
-  for (const auto& [name, full_names] : other_context)
-    r.findings.push_back({"context-length", full_names.size() == 1 ? full_names.front() : name,
-                          fmt::format("not compared ({} tap{}): rows as wide as each run's context, n_ctx {} in the "
-                                      "expected trace and {} in the actual (runs of different lengths: prompt + "
-                                      "n-predict)",
-                                      full_names.size(), full_names.size() == 1 ? "" : "s", a.metadata().dims->n_ctx,
-                                      b.metadata().dims->n_ctx)});
 
   note_missing_positions(pairs, r.compared_positions, a, b, r);
   note_alignments(a, "expected", r);

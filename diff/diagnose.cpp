@@ -173,9 +173,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
-    const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::int64_t(a.metadata().tokens.size());
-    ReplayInputs in{inputs, model, a.metadata().prompt_length, n_ctx, cache_format_of(inputs.metadata()),
-                    prefill_chunk_of(inputs.metadata())};
+    ReplayInputs in = replay_inputs(inputs, model, a.metadata().prompt_length);
     auto candidates = candidates_for(f.name, f.layer, in);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
     // The same op of another layer, wrong the same way, is the same bug twice (every layer's

@@ -406,6 +406,12 @@ std::int64_t prefill_chunk_of(const TraceMetadata& m) {
   return 0;
 }
 
+ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::int64_t prompt_length) {
+  const TraceMetadata& m = trace.metadata();
+  return {trace, model, prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()), cache_format_of(m),
+          prefill_chunk_of(m)};
+}
+
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {
   std::vector<Candidate> out;
   if (name == "attn_q" || name == "attn_k" || name == "attn_v" || name == "attn_output" ||

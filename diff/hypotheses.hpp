@@ -36,7 +36,7 @@ struct ReplayInputs {
   const TraceReader& actual;
   ReplayModel& model;
   std::int64_t prompt_length;
-  std::int64_t n_ctx;  // width of attn.probs rows
+  std::int64_t n_ctx;  // the actual run's context: its KV cache's capacity
   // How the actual run's KV cache stores K and V (cache_format_of()): attention replays round
   // them to it, and q as the dot product against K converts it.
   CacheFormat cache;
@@ -51,6 +51,9 @@ struct ReplayInputs {
 CacheFormat cache_format_of(const TraceMetadata& m);
 // The producer setting prefill_chunk (tapdiff's engine with --prefill-chunk), else 0.
 std::int64_t prefill_chunk_of(const TraceMetadata& m);
+
+// What replaying `trace`'s own inputs needs: its run's context, cache format and prefill steps.
+ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::int64_t prompt_length);
 
 // Candidates for tap `name` at `layer`; empty when the tap has no replay.
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in);

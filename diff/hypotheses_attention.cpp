@@ -85,6 +85,17 @@ void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, co
   }
 }
 
+// A replayed attn.probs row ([n_head, n_ctx], the run's context) over the keys the trace's rows
+// are read over: fewer when diff compares the run with a shorter one (TraceReader::read_context_as).
+Row keys_as_read(const Row& probs, int n_head, std::int64_t n_ctx, const TapInfo* tap) {
+  const std::int64_t keys = tap && tap->row_shape.size() == 2 ? tap->row_shape[1] : n_ctx;
+  if (keys >= n_ctx) return probs;
+  Row out(std::size_t(n_head) * std::size_t(keys));
+  for (int h = 0; h < n_head; ++h)
+    std::copy_n(probs.begin() + std::ptrdiff_t(h) * n_ctx, keys, out.begin() + std::ptrdiff_t(h) * keys);
+  return out;
+}
+
 }  // namespace
 
 void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -157,7 +168,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
       if (output == Output::attn_out) return Row(o.begin(), o.end());
       Row probs(pr.begin(), pr.end());
-      if (output == Output::probs) return probs;
+      if (output == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
       Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
       summarize_attention_row(probs.data(), c.n_head, in.n_ctx, p, summary.data());
       return summary;

@@ -168,17 +168,43 @@ def test_diff_clean_engine_passes(qwen, tmp_path):
 
 def test_runs_of_other_lengths_compare_what_they_share(qwen, tmp_path):
     """attn.probs rows are as wide as a run's context (prompt + n-predict): a longer run's are
-    wider. That is a note, not a shape bug; the rest is compared, and a fault is still found."""
-    model, ref = qwen  # -n 4
+    wider. diff reads the longer run's rows over the shorter one's keys (the rest are future keys at
+    every position both runs hold) and says so: every tap is compared, and a fault is still found."""
+    model, ref = qwen  # -n 4: n_ctx 9
     longer, faulty = tmp_path / "longer.h5", tmp_path / "faulty.h5"
     run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 7, "-o", longer, check_code=0)
+    for expected, actual in ((ref, longer), (longer, ref)):
+        j = json.loads(run("diff", expected, actual, "--format", "json", check_code=0).stdout)
+        assert j["verdict"] == "pass", j["summary"]
+        rows = {t["tap"]: len(t["rows"]) for t in j["taps"]}
+        assert rows["blk.0.attn_q"] == 8, rows  # the shorter run's 9 tokens, the last never fed
+        assert all(rows[f"blk.{l}.attn.probs"] == 8 for l in (0, 1)), rows
+        assert not [f for f in j["findings"] if f["kind"] == "shape"], j["findings"]
+        notes = [f["detail"] for f in j["findings"] if f["kind"] == "context-length"]
+        assert len(notes) == 1 and "compared over keys 0..8" in notes[0], j["findings"]
     p = run("diff", ref, longer, check_code=0)
-    assert p.stdout.startswith("PASS") and "context-length" in p.stdout and "shape" not in p.stdout, p.stdout
     assert "n_ctx 9 in the expected trace and 12 in the actual" in " ".join(p.stdout.split()), p.stdout
     run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 7, "--inject", "rope-wrong-base",
         "-o", faulty, check_code=0)
     p = run("diff", ref, faulty, check_code=1)
     assert "attn_q.rope" in p.stdout.splitlines()[0], p.stdout
+
+
+@pytest.mark.parametrize("fault, n_predict, position, bug_class", [
+    ("kv-unsliced", 7, 5, "kv-cache"),  # the longer run's attention over its whole cache
+    ("causal-mask-off", 2, 0, "attention-mask"),  # the shorter run's prefill sees later keys
+])
+def test_attention_faults_are_found_in_runs_of_other_lengths(qwen, tmp_path, fault, n_predict, position, bug_class):
+    """An attention fault shows in attn.probs read over the shorter run's keys, and the replay of
+    the faulty run (over its own context, then read the same way) names it."""
+    model, ref = qwen  # -n 4
+    faulty = tmp_path / "faulty.h5"
+    run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", n_predict, "--inject", fault,
+        "-o", faulty, check_code=0)
+    j = json.loads(run("diff", ref, faulty, "--format", "json", check_code=1).stdout)
+    first = j["first_divergence"]
+    assert (first["tap"], first["position"]) == ("blk.0.attn.probs", position), first
+    assert j["diagnosis"]["class"] == bug_class, j["diagnosis"]
 
 
 def test_a_width_that_equals_the_context_is_still_a_shape_bug(tmp_path):

@@ -117,6 +117,54 @@ TEST(TraceCApi, DeclaresALayoutTheReaderAligns) {
   EXPECT_NE(std::string(tapdiff_last_error()).find("layouts[\"attn_q\"]"), std::string::npos) << tapdiff_last_error();
 }
 
+// A longer run's attn.probs read as a shorter run holds them: its first keys, whatever the
+// stored layout; nothing else, and nothing at or past the trace's own context.
+TEST(TraceCApi, ReadsTheContextAsAShorterRunHoldsIt) {
+  TempDir dir;
+  for (const char* layout : {"", "axes=n_ctx,n_head"}) {
+    SCOPED_TRACE(layout);
+    const std::string path = dir.file(std::string("ctx") + (*layout ? "-axes" : "") + ".h5");
+    tapdiff_trace_config cfg;
+    tapdiff_trace_config_init(&cfg);
+    const int32_t prompt[] = {7, 8};
+    cfg.prompt_length = 2;
+    cfg.tokens = prompt;
+    cfg.n_tokens = 2;
+    cfg.dims = {1, 6, 2, 1, 3, 4, 5, 4};  // n_layer n_embd n_head n_head_kv head_dim n_ff n_vocab n_ctx
+    const tapdiff_layout declared[] = {{"attn.probs", layout}};
+    cfg.layouts = declared;
+    cfg.n_layouts = *layout ? 1 : 0;
+    cfg.filter_names = "blk.*.attn.probs,blk.*.attn_q";
+    tapdiff_trace* t = open_or_fail(path, &cfg);
+    ASSERT_NE(t, nullptr);
+    // Two positions of [n_head 2, n_ctx 4], head h's key j holding 10 h + j (+ 100 at position 1).
+    float probs[2][8];
+    for (int p = 0; p < 2; ++p)
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j) probs[p][*layout ? j * 2 + h : h * 4 + j] = float(100 * p + 10 * h + j);
+    const int64_t shape[] = {2, 4}, stored[] = {4, 2};
+    EXPECT_EQ(tapdiff_trace_record(t, "attn.probs", 0, 0, 2, *layout ? stored : shape, 2, &probs[0][0]), TAPDIFF_OK)
+        << tapdiff_last_error();
+    const float q[2][6] = {};
+    const int64_t q_shape[] = {6};
+    EXPECT_EQ(tapdiff_trace_record(t, "attn_q", 0, 0, 2, q_shape, 1, &q[0][0]), TAPDIFF_OK);
+    EXPECT_EQ(tapdiff_trace_end_step(t), TAPDIFF_OK);
+    EXPECT_EQ(tapdiff_trace_close(t), TAPDIFF_OK) << tapdiff_last_error();
+
+    TraceReader r(path);
+    EXPECT_TRUE(r.read_context_as(4).empty());
+    EXPECT_TRUE(r.read_context_as(9).empty());
+    EXPECT_EQ(r.tap("attn.probs", 0).row_shape, (std::vector<std::int64_t>{2, 4}));
+    const std::vector<const TapInfo*> cut = r.read_context_as(3);
+    ASSERT_EQ(cut.size(), 1u);
+    EXPECT_EQ(cut[0]->full_name, "blk.0.attn.probs");
+    const TapRows rows = r.read(r.tap("attn.probs", 0));
+    EXPECT_EQ(rows.row_shape, (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(rows.values, (std::vector<float>{0, 1, 2, 10, 11, 12, 100, 101, 102, 110, 111, 112}));
+    EXPECT_EQ(r.tap("attn_q", 0).row_shape, (std::vector<std::int64_t>{6}));
+  }
+}
+
 TEST(TraceCApi, ErrorsComeBackAsStatusesWithMessages) {
   TempDir dir;
   tapdiff_trace* t = nullptr;

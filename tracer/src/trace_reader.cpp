@@ -193,6 +193,33 @@ std::pair<std::int64_t, std::int64_t> row_range(const TapInfo& tap, std::int64_t
 
 }  // namespace
 
+std::vector<const TapInfo*> TraceReader::read_context_as(std::int64_t n_ctx) {
+  std::vector<const TapInfo*> cut;
+  const TraceMetadata& m = impl_->root.metadata;
+  if (!m.dims || !m.dims->complete() || n_ctx <= 0 || n_ctx >= m.dims->n_ctx) return cut;
+  TapDims shorter = *m.dims;
+  shorter.n_ctx = n_ctx;
+  for (TapInfo& t : impl_->taps) {
+    const TapSpec* spec = find_tap_spec(t.name);
+    if (!spec || spec->row_rank < 1 || spec->row[std::size_t(spec->row_rank - 1)].first != DimSymbol::n_ctx ||
+        spec->row[std::size_t(spec->row_rank - 1)].second)
+      continue;
+    const auto declared = m.layouts.find(t.name);
+    if (declared != m.layouts.end() && !t.alignment) continue;  // its declared layout did not fit: read as stored
+    TapLayout layout = declared != m.layouts.end() ? declared->second : TapLayout{};
+    // The keys past n_ctx as a pad of the context's axis, which reading drops.
+    layout.padded[DimSymbol::n_ctx] = m.dims->n_ctx;
+    RowAlignment a = align_row(*spec, layout, shorter);
+    if (a.stored_shape != t.stored_shape) continue;
+    t.row_shape = a.row_shape;
+    t.row_size = 1;
+    for (std::int64_t d : a.row_shape) t.row_size *= d;
+    t.alignment = std::make_shared<const RowAlignment>(std::move(a));
+    cut.push_back(&t);
+  }
+  return cut;
+}
+
 TapRows TraceReader::read(const TapInfo& tap, std::int64_t first_position,
                           std::int64_t last_position) const {
   TapRows out;

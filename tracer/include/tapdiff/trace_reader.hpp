@@ -93,6 +93,11 @@ public:
   const TapFilterSpec& filter() const;
 
   const std::vector<TapInfo>& taps() const;  // execution order, then unknown taps by name
+  // Rows as wide as the run's context (attn.probs: [n_head, n_ctx]) read over their first n_ctx
+  // keys, as a run of n_ctx positions holds them: how diff compares a longer run's rows with a
+  // shorter one's. Only below the trace's own n_ctx, and only with /dims. Returns the taps it
+  // now reads so.
+  std::vector<const TapInfo*> read_context_as(std::int64_t n_ctx);
   const TapInfo* find(std::string_view name, int layer) const;
   const TapInfo& tap(std::string_view name, int layer) const;  // throws TraceError
 
