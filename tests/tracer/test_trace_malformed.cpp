@@ -382,6 +382,53 @@ TEST(TraceMalformed, EveryBatchMutationGivesANamedError) {
   }
 }
 
+// /dims that do not describe the rows (a producer's n_head of 2^40): reading attn.probs over a
+// shorter context leaves them as stored, without building anything the size the dims claim.
+TEST(TraceMalformed, DimsThatDoNotDescribeTheRowsKeepTheirContext) {
+  TempDir dir;
+  const std::string path = dir.file("dims.h5");
+  TraceMetadata m = test::sample_metadata();
+  m.dims = TapDims{1, 6, 2, 1, 3, 4, 5, 4};
+  {
+    TraceWriter w(path, m);
+    const std::vector<float> probs(8, 0.5f);
+    w.record("attn.probs", 0, 0, 1, {2, 4}, probs.data());
+    w.end_step();
+    w.close();
+  }
+  Edit(path).set_int("/dims", "n_head", std::int64_t{1} << 40);
+  TraceReader r(path);
+  EXPECT_TRUE(r.read_context_as(3).empty());
+  EXPECT_EQ(r.tap("attn.probs", 0).row_shape, (std::vector<std::int64_t>{2, 4}));
+}
+
+// A declared layout the rows do not have (a pad of 2^40 vocabulary entries): read as stored,
+// with a note, at once; nothing the size the layout claims is built.
+TEST(TraceMalformed, ALayoutTheRowsDoNotHaveIsReadAsStored) {
+  TempDir dir;
+  const std::string path = dir.file("layout.h5");
+  TraceMetadata m = test::sample_metadata();
+  m.dims = TapDims{1, 6, 2, 1, 3, 4, 5, 4};
+  {
+    TraceWriter w(path, m);
+    const std::vector<float> logits(5, 0.5f);
+    w.record("output", -1, 0, 1, {5}, logits.data());
+    w.end_step();
+    w.close();
+  }
+  {
+    const hid_t file = test::open_raw(path, H5F_ACC_RDWR);
+    H5Gclose(H5Gcreate2(file, "/layouts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Fclose(file);
+  }
+  Edit(path).set_string("/layouts", "output", "pad=n_vocab:1099511627776");
+  const TraceReader r(path);
+  const TapInfo& t = r.tap("output", -1);
+  EXPECT_EQ(t.row_shape, (std::vector<std::int64_t>{5}));
+  EXPECT_FALSE(t.alignment);
+  EXPECT_NE(t.layout_note.find("read as stored"), std::string::npos) << t.layout_note;
+}
+
 TEST(TraceMalformed, NewerMinorVersionOpens) {
   TempDir dir;
   const std::string path = dir.file("minor.h5");

@@ -79,7 +79,7 @@ void check_metadata(const std::string& path, const TraceMetadata& m) {
     if (!spec) reject("layouts[\"" + name + "\"]: expected a tap of the catalogue (docs/taps.md)");
     if (!m.dims || !m.dims->complete()) reject("layouts[\"" + name + "\"]: a layout needs complete dims");
     try {
-      align_row(*spec, layout, *m.dims);
+      stored_row_shape(*spec, layout, *m.dims);
     } catch (const std::invalid_argument& e) {
       reject("layouts[\"" + name + "\"] (\"" + layout.to_string() + "\"): " + e.what());
     }

@@ -109,8 +109,27 @@ void RowAlignment::apply(const float* stored, float* aligned) const {
   for (std::size_t i = 0; i < gather.size(); ++i) aligned[i] = stored[gather[i]];
 }
 
-RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDims& dims) {
-  std::vector<DimSymbol> factors;
+namespace {
+
+// A layout's axes resolved against the dims, before any element is mapped: cheap, whatever the
+// dims claim.
+struct ResolvedAxes {
+  std::vector<DimSymbol> factors;                       // the catalogue row's factors
+  std::vector<std::int64_t> real, stored_size, offset;  // by factor
+  std::vector<std::size_t> order;                       // stored axis -> factor
+  std::size_t shard_factor = 0;                         // factors.size(): no shard
+  std::string padding_text, shard_text;
+
+  std::vector<std::int64_t> stored_shape() const {
+    std::vector<std::int64_t> shape;
+    for (std::size_t f : order) shape.push_back(stored_size[f]);
+    return shape;
+  }
+};
+
+ResolvedAxes resolve_axes(const TapSpec& spec, const TapLayout& layout, const TapDims& dims) {
+  ResolvedAxes r;
+  auto& factors = r.factors;
   for (int d = 0; d < spec.row_rank; ++d) {
     factors.push_back(spec.row[std::size_t(d)].first);
     if (spec.row[std::size_t(d)].second) factors.push_back(*spec.row[std::size_t(d)].second);
@@ -123,7 +142,12 @@ RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDi
     return std::size_t(it - factors.begin());
   };
   const std::size_t n_factors = factors.size();
-  std::vector<std::int64_t> real(n_factors), stored_size(n_factors), offset(n_factors, 0);
+  r.real.assign(n_factors, 0);
+  r.stored_size.assign(n_factors, 0);
+  r.offset.assign(n_factors, 0);
+  auto& real = r.real;
+  auto& stored_size = r.stored_size;
+  auto& offset = r.offset;
   for (std::size_t f = 0; f < n_factors; ++f) {
     real[f] = dim_value(factors[f], dims);
     if (real[f] <= 0)
@@ -131,25 +155,24 @@ RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDi
     stored_size[f] = real[f];
   }
   const std::vector<DimSymbol> axes = layout.axes.empty() ? factors : layout.axes;
-  std::vector<std::size_t> order;  // stored axis -> factor
+  auto& order = r.order;
   for (DimSymbol a : axes) order.push_back(factor_index(a, "axes: axis"));
   std::vector<std::size_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   if (axes.size() != n_factors || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     throw std::invalid_argument("axes (" + join_axes(axes) + "): expected each of (" + join_axes(factors) +
                                 ") once, in the order the producer stores them");
-  std::string padding_text;
   for (const auto& [axis, size] : layout.padded) {
     const std::size_t f = factor_index(axis, "pad: axis");
     if (size < real[f])
       throw std::invalid_argument("pad " + std::string(dim_symbol_name(axis)) + ":" + std::to_string(size) +
                                   ": smaller than the model's " + std::to_string(real[f]));
     stored_size[f] = size;
-    padding_text += "; " + std::string(dim_symbol_name(axis)) + " padded to " + std::to_string(size) + " (" +
+    r.padding_text += "; " + std::string(dim_symbol_name(axis)) + " padded to " + std::to_string(size) + " (" +
                     std::to_string(size - real[f]) + " padding entries dropped)";
   }
-  std::string shard_text;
-  std::size_t shard_factor = n_factors;
+  auto& shard_factor = r.shard_factor;
+  shard_factor = n_factors;
   if (layout.shard) {
     const TapShard& s = *layout.shard;
     shard_factor = factor_index(s.axis, "shard: axis");
@@ -164,14 +187,31 @@ RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDi
     if (last < first)
       throw std::invalid_argument("shard " + std::string(dim_symbol_name(s.axis)) + ":" + std::to_string(s.rank) + "/" +
                                   std::to_string(s.count) + " holds only padding");
-    shard_text = "; shard " + std::to_string(s.rank) + " of " + std::to_string(s.count) + " along " +
+    r.shard_text = "; shard " + std::to_string(s.rank) + " of " + std::to_string(s.count) + " along " +
                  std::string(dim_symbol_name(s.axis)) + ": compares " + std::string(dim_symbol_name(s.axis)) + " " +
                  std::to_string(first) + ".." + std::to_string(last) + " of " + std::to_string(real[shard_factor]);
   }
+  return r;
+}
 
+}  // namespace
+
+std::vector<std::int64_t> stored_row_shape(const TapSpec& spec, const TapLayout& layout, const TapDims& dims) {
+  return resolve_axes(spec, layout, dims).stored_shape();
+}
+
+RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDims& dims) {
+  const ResolvedAxes r = resolve_axes(spec, layout, dims);
+  const std::vector<DimSymbol>& factors = r.factors;
+  const std::size_t n_factors = factors.size();
+  const auto& real = r.real;
+  const auto& stored_size = r.stored_size;
+  const auto& offset = r.offset;
+  const auto& order = r.order;
+  const std::size_t shard_factor = r.shard_factor;
   RowAlignment a;
   a.whole_shape = catalogue_row_shape(spec, dims);
-  for (std::size_t f : order) a.stored_shape.push_back(stored_size[f]);
+  a.stored_shape = r.stored_shape();
   std::vector<std::int64_t> whole_stride(n_factors, 1);
   for (std::size_t f = n_factors - 1; f > 0; --f) whole_stride[f - 1] = whole_stride[f] * real[f];
   std::int64_t n_stored = 1;
@@ -222,7 +262,7 @@ RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDi
   for (std::size_t f : order) stored_axes.push_back(factors[f]);
   if (stored_axes != factors)
     a.description = "; stored as (" + join_axes(stored_axes) + "), aligned to (" + join_axes(factors) + ")";
-  a.description += padding_text + shard_text;
+  a.description += r.padding_text + r.shard_text;
   a.description.erase(0, std::min<std::size_t>(2, a.description.size()));  // the leading "; "
   return a;
 }

@@ -84,12 +84,17 @@ void align_declared_layouts(const TraceMetadata& m, const std::string& path, std
   const std::string where = std::string("/") + sc::kLayouts;
   if (!m.dims || !m.dims->complete())
     throw TraceError(path, where, "a layout is declared in the model's dimensions: expected a complete /dims group");
-  std::map<std::string, std::shared_ptr<const RowAlignment>> by_name;
+  struct Declared {
+    const TapSpec* spec;
+    std::vector<std::int64_t> stored_shape;
+    std::shared_ptr<const RowAlignment> alignment;  // made for the first tap stored so
+  };
+  std::map<std::string, Declared> by_name;
   for (const auto& [name, layout] : m.layouts) {
     const TapSpec* spec = find_tap_spec(name);
     if (!spec) throw TraceError(path, where, "attribute '" + name + "': expected a tap of the catalogue (docs/taps.md)");
     try {
-      by_name[name] = std::make_shared<const RowAlignment>(align_row(*spec, layout, *m.dims));
+      by_name[name] = {spec, stored_row_shape(*spec, layout, *m.dims), nullptr};
     } catch (const std::invalid_argument& e) {
       throw TraceError(path, where, "attribute '" + name + "' (\"" + layout.to_string() + "\"): " + e.what());
     }
@@ -97,14 +102,17 @@ void align_declared_layouts(const TraceMetadata& m, const std::string& path, std
   for (TapInfo& t : taps) {
     const auto it = by_name.find(t.name);
     if (it == by_name.end()) continue;
-    const RowAlignment& a = *it->second;
-    if (t.stored_shape != a.stored_shape) {
+    Declared& declared = it->second;
+    if (t.stored_shape != declared.stored_shape) {
       t.layout_note = "declared layout \"" + m.layouts.at(t.name).to_string() + "\" stores rows of shape " +
-                      shape_string(a.stored_shape) + ", the trace holds " + shape_string(t.stored_shape) +
+                      shape_string(declared.stored_shape) + ", the trace holds " + shape_string(t.stored_shape) +
                       ": read as stored";
       continue;
     }
-    t.alignment = it->second;
+    if (!declared.alignment)
+      declared.alignment = std::make_shared<const RowAlignment>(align_row(*declared.spec, m.layouts.at(t.name), *m.dims));
+    const RowAlignment& a = *declared.alignment;
+    t.alignment = declared.alignment;
     t.row_shape = a.row_shape;
     t.row_size = 1;
     for (std::int64_t d : a.row_shape) t.row_size *= d;
@@ -209,8 +217,8 @@ std::vector<const TapInfo*> TraceReader::read_context_as(std::int64_t n_ctx) {
     TapLayout layout = declared != m.layouts.end() ? declared->second : TapLayout{};
     // The keys past n_ctx as a pad of the context's axis, which reading drops.
     layout.padded[DimSymbol::n_ctx] = m.dims->n_ctx;
+    if (stored_row_shape(*spec, layout, shorter) != t.stored_shape) continue;  // rows the dims do not describe
     RowAlignment a = align_row(*spec, layout, shorter);
-    if (a.stored_shape != t.stored_shape) continue;
     t.row_shape = a.row_shape;
     t.row_size = 1;
     for (std::int64_t d : a.row_shape) t.row_size *= d;

@@ -187,7 +187,7 @@ void TraceWriter::Impl::precreate_catalogue(const TraceMetadata& metadata, const
     const auto layout = metadata.layouts.find(std::string(spec->name));
     add_tap(spec->name, layer,
             RowShape(layout == metadata.layouts.end() ? catalogue_row_shape(*spec, dims)
-                                                      : align_row(*spec, layout->second, dims).stored_shape));
+                                                      : stored_row_shape(*spec, layout->second, dims)));
   }
   for (const auto& s : stacks) s->ensure_created(taps_group.get(), config, path);
 }

@@ -53,7 +53,10 @@ struct RowAlignment {
 };
 
 // Throws std::invalid_argument when the layout does not fit the tap's row: an axis the row does
-// not have, a size the model's dims contradict, a shard of only padding.
+// not have, a size the model's dims contradict, a shard of only padding. Its work grows with the
+// row the dims describe: check that the file's rows have stored_row_shape() first.
 RowAlignment align_row(const TapSpec& spec, const TapLayout& layout, const TapDims& dims);
+// The shape of one stored row (RowAlignment::stored_shape) alone, at no cost; throws as align_row.
+std::vector<std::int64_t> stored_row_shape(const TapSpec& spec, const TapLayout& layout, const TapDims& dims);
 
 }  // namespace tapdiff
