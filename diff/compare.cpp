@@ -256,6 +256,15 @@ PositionPattern pattern_of(const TapComparison& t, std::vector<std::int64_t>& di
   return tail == diverged.size() ? PositionPattern::from : PositionPattern::some;
 }
 
+// Two runs that closed cleanly and declare the same context (prompt + n-predict) but hold other
+// numbers of tokens: one generation loop stopped short of its context (or ran past it).
+bool other_lengths_of_one_context(const TraceReader& a, const TraceReader& b) {
+  const auto& da = a.metadata().dims;
+  const auto& db = b.metadata().dims;
+  return a.complete() && b.complete() && da && db && da->n_ctx == db->n_ctx &&
+         a.metadata().tokens.size() != b.metadata().tokens.size();
+}
+
 void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReader& b) {
   for (const auto& t : r.taps) {
     const RowMetrics* row = t.first_diverged();
@@ -270,10 +279,12 @@ void find_first_divergence(DiffResult& r, const TraceReader& a, const TraceReade
     r.first = f;
     return;
   }
-  // No numeric divergence before the tokens part: the token sequence itself is the finding.
+  // No numeric divergence before the tokens part: the token sequence itself is the finding, as
+  // is a run that ends before the other where both declare one context.
   const auto& ta = a.metadata().tokens;
   const auto& tb = b.metadata().tokens;
-  if (r.compared_positions < static_cast<std::int64_t>(std::min(ta.size(), tb.size()))) {
+  const auto common = static_cast<std::int64_t>(std::min(ta.size(), tb.size()));
+  if (r.compared_positions < common || (r.compared_positions == common && other_lengths_of_one_context(a, b))) {
     FirstDivergence f;
     f.tap = "tokens";
     f.name = "tokens";
@@ -389,7 +400,11 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
                                       tb[std::size_t(r.compared_positions)], r.compared_positions)});
   else if (ta.size() != tb.size())
     r.findings.push_back({"token-sequence", "tokens",
-                          fmt::format("the expected trace holds {} tokens, the actual {}", ta.size(), tb.size())});
+                          fmt::format("the expected trace holds {} tokens, the actual {}{}", ta.size(), tb.size(),
+                                      other_lengths_of_one_context(a, b)
+                                          ? fmt::format(", though both runs declare n_ctx {} (prompt + n-predict)",
+                                                        a.metadata().dims->n_ctx)
+                                          : "")});
 
   compare_over_the_shorter_context(a, b, r);
   // Weights first: a loader or dequantization bug is the first finding, before any activation.

@@ -93,8 +93,33 @@ int argmax(const Row& row) {
   return row.empty() ? -1 : int(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// Every common position agrees, and one run, declaring the same context as the other, ends
+// first: its generation loop stopped short of the positions it was asked for.
+Diagnosis diagnose_short_run(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
+  Diagnosis d;
+  d.bug_class = "token-sequence";
+  d.evidence = Evidence::indicated;
+  const auto n_a = std::int64_t(a.metadata().tokens.size()), n_b = std::int64_t(b.metadata().tokens.size());
+  const std::int64_t n_ctx = a.metadata().dims->n_ctx;
+  const bool actual_short = n_b < n_a;
+  const std::int64_t missing = std::abs(n_a - n_b);
+  d.in_expected = !actual_short;
+  d.signatures.push_back(fmt::format("every tap agrees on positions 0..{}; the expected run holds {} tokens, the "
+                                     "actual {}, and both declare n_ctx {} (prompt + n-predict)",
+                                     f.position - 1, n_a, n_b, n_ctx));
+  d.variant = fmt::format("the {} run's generation loop ended {} position{} early (its bound off by {})",
+                          actual_short ? "actual" : "expected", missing, missing == 1 ? "" : "s", missing);
+  d.explanation = fmt::format("The two runs agree on every common position, but the {} run stops after {} tokens "
+                              "where the other, asked for the same context, holds {}: {}. Look at {}.",
+                              actual_short ? "actual" : "expected", std::min(n_a, n_b), std::max(n_a, n_b),
+                              d.variant, code_area(d.bug_class));
+  return d;
+}
+
 // Every tap agrees and the tokens differ: what the actual run's loop fed instead of its own choice.
-Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& b) {
+Diagnosis diagnose_tokens(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
+  const auto common = std::int64_t(std::min(a.metadata().tokens.size(), b.metadata().tokens.size()));
+  if (f.position >= common) return diagnose_short_run(f, a, b);
   Diagnosis d;
   d.bug_class = "token-sequence";
   d.evidence = Evidence::indicated;
@@ -234,7 +259,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
 
 Diagnosis diagnose_at(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
-  if (f.tap == "tokens") return diagnose_tokens(f, b);
+  if (f.tap == "tokens") return diagnose_tokens(f, a, b);
   // The amplification check found the expected trace's row off its own inputs and the actual's
   // right: the bug to diagnose is the expected trace's.
   const TapComparison* t = find_tap(r, f.tap);

@@ -15,6 +15,7 @@
 #include "diff/weight_variants.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/tap_filter.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -73,8 +74,13 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                  "", true, with(W, B)});
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
-  out.push_back({"W^T x: the weight read transposed (op flag / leading dimension)", "matmul-layout", false,
-                 with(W, B, true)});
+  // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
+  // apart, and once the run recorded them (and they agreed) the GEMM is left.
+  const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
+                            in.actual.find(std::string(kWeightStatsTapPrefix) + wname, -1);
+  out.push_back({std::string("W^T x: the weight read transposed (op flag / leading dimension") +
+                     (weights_seen ? ")" : "; or stored transposed by the loader: record --weights to rule it out)"),
+                 "matmul-layout", false, with(W, B, true)});
   if (has_bias) {
     out.push_back({"W x without the bias", "bias", false, with(W, nullptr)});
     if (const GgufTensorInfo* bt = in.model.tensor(bname))
@@ -218,9 +224,11 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   }
   enum class Form { rms, mean_removed, one_plus_w, unnormalized };
   auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
-                                                                     Form form = Form::rms) {
-    return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim](std::int64_t p) {
-      const Row x = trace_row(in.actual, x_name, x_layer, p);
+                                                                     Form form = Form::rms, double x_scale = 1) {
+    return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim, x_scale](std::int64_t p) {
+      Row x = trace_row(in.actual, x_name, x_layer, p);
+      if (x_scale != 1)
+        for (float& v : x) v = float(v * x_scale);
       const std::size_t group = per_head ? std::size_t(head_dim) : x.size();
       if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;
@@ -252,17 +260,39 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
-  for (float other : {1e-5f, 1e-6f, 1e-12f, 0.0f, 1.0f})
-    if (other != eps)
-      out.push_back({fmt::format("epsilon {:g} instead of the model's {:g}", other, eps), "normalization", false,
-                     run(w, other)});
-  // An epsilon nobody listed (a misread GGUF key): fitted to the actual row at position 0.
+  // An epsilon nobody listed (a misread GGUF key): fitted to the actual row at position 0. As
+  // rmsnorm(c·x, eps) is rmsnorm(x, eps / c²), it fits as well an input scaled by c after its
+  // tap; the residual add that reads the same stream (when the trace holds it) says which: a
+  // stream it reads as c·x rules out every epsilon variant (each normalizes x itself).
   const Row x0 = trace_row(in.actual, x_name, x_layer, 0), y0 = trace_row(in.actual, name, layer, 0);
-  if (!x0.empty() && w->size() == x0.size())
-    if (const auto fitted = fit_rms_eps(x0, y0, w->data()); fitted && std::abs(*fitted / eps - 1) > 1e-2)
+  const auto fitted = !x0.empty() && w->size() == x0.size() ? fit_rms_eps(x0, y0, w->data()) : std::nullopt;
+  const double scale = fitted && *fitted > 0 && std::abs(*fitted / eps - 1) > 1e-2 ? std::sqrt(double(eps) / *fitted) : 0;
+  const Row read = scale > 0 ? stream_read_by_residual(name, layer, in, 0) : Row{};
+  const auto off_by = [&](double k) {  // of the stream the residual read from k·x, relative
+    double err = 0, norm = 0;
+    for (std::size_t i = 0; i < read.size(); ++i) {
+      err += (read[i] - k * x0[i]) * (read[i] - k * x0[i]);
+      norm += k * x0[i] * k * x0[i];
+    }
+    return norm > 0 ? err / norm : INFINITY;
+  };
+  const bool seen = read.size() == x0.size() && scale > 0;
+  const bool scaled = seen && off_by(scale) < 1e-4 && off_by(1) > 1e-2;
+  const bool unscaled = seen && off_by(1) < 1e-4 && off_by(scale) > 1e-2;
+  if (!scaled) {
+    for (float other : {1e-5f, 1e-6f, 1e-12f, 0.0f, 1.0f})
+      if (other != eps)
+        out.push_back({fmt::format("epsilon {:g} instead of the model's {:g}", other, eps), "normalization", false,
+                       run(w, other)});
+    if (scale > 0)
       out.push_back({fmt::format("epsilon {:.4g} instead of the model's {:g} (fitted to the actual values)", *fitted,
                                  eps),
                      "normalization", false, run(w, float(*fitted))});
+  }
+  if (scale > 0 && !unscaled) {
+    const ScaledStream s = scaled_stream(x_name, x_layer, scale, c);
+    out.push_back({s.variant, s.bug_class, false, run(w, eps, Form::rms, scale)});
+  }
   out.push_back({"the mean subtracted before the RMS (LayerNorm instead of RMSNorm)", "normalization", false,
                  run(w, eps, Form::mean_removed)});
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "diff/hypotheses.hpp"
+#include "diff/replay_rows.hpp"
 
 namespace tapdiff::diff {
 
@@ -17,6 +18,18 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
 void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
+// The residual stream x (tap x_name at x_layer) scaled by c between its tap and the ops that read
+// it: the variant's text and class (an embedding scale where x is token_embd and c is √n_embd, as
+// Gemma scales its embeddings; else the residual stream's).
+struct ScaledStream {
+  std::string variant, bug_class;
+};
+ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, const ModelConfig& config);
+// What the residual add that reads the stream entering `norm` (attn_norm, ffn_norm) at `layer`
+// says that stream was at position p: resid - the block's output, from the actual trace; empty
+// for other norms or when the trace lacks those taps.
+Row stream_read_by_residual(const std::string& norm, int layer, ReplayInputs& in, std::int64_t p);
+
 // Zeros of the width of tap (name, layer): a row never written, by design the only kind of
 // variant that may explain an all-zero actual.
 Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,

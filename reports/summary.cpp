@@ -198,7 +198,7 @@ std::string diverged_count(const diff::DiffResult& r, const diff::FirstDivergenc
     return fmt::format("{} of {} positions", f.diverged_positions.size(), tap->rows.size());
   for (const auto& w : r.weights)
     if ("weight." + w.tensor == f.tap) return fmt::format("{} of {} rows", w.differing_rows, w.compared_rows);
-  if (f.tap == "tokens") return fmt::format("the tokens differ from position {}", f.position);
+  if (f.tap == "tokens") return fmt::format("the tokens from position {}", f.position);
   return fmt::format("{} positions", f.diverged_positions.size());
 }
 

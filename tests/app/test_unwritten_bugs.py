@@ -191,3 +191,30 @@ def test_legitimate_pairs_carry_no_coverage_findings(llama, tmp_path):
         windows.append(out)
     code, r = diff_json(*windows)  # no tap in common: the generated tokens are what is compared
     assert code == 0 and not coverage & {f["kind"] for f in r["findings"]}, r["findings"]
+
+
+def rescale_norm_input(path, c, stream_too):
+    """blk.0.attn_norm as RMSNorm of c times its input (token_embd), and, with stream_too,
+    blk.0.resid.attn adding c times the stream: an op scaling the stream after token_embd's tap.
+    Without it, only the norm moved: what a wrong epsilon (eps / c²) does."""
+    eps = 1e-5  # the llama fixture's
+    x = read_tap(path, "token_embd", -1).astype(np.float64)
+    y = read_tap(path, "attn_norm", 0).astype(np.float64)
+    ms = (x * x).mean(axis=1, keepdims=True)
+    write_tap(path, "attn_norm", 0, y * np.sqrt(ms + eps) / np.sqrt(ms + eps / c**2))
+    if stream_too:
+        write_tap(path, "resid.attn", 0, c * x + read_tap(path, "attn_output", 0))
+
+
+@pytest.mark.parametrize("stream_too, bug_class", [(True, "embedding"), (False, "normalization")])
+def test_a_stream_scaled_after_its_tap_is_not_an_epsilon(llama, tmp_path, stream_too, bug_class):
+    """RMSNorm(c·x) with eps is RMSNorm(x) with eps / c²: a stream scaled by √n_embd after the
+    token_embd tap (Gemma's embedding scale where the model has none) fits an epsilon exactly.
+    The residual add that reads the same stream tells the two apart."""
+    bad = tmp_path / "scaled.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rescale_norm_input(bad, 8.0, stream_too)  # n_embd 64
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1, r
+    assert (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_norm", 0), r["summary"]
+    assert r["diagnosis"]["class"] == bug_class, r["diagnosis"]

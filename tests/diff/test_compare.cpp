@@ -31,6 +31,7 @@ struct TraceSpec {
   int layer_shift = 0;            // rows of layer l recorded as layer l + layer_shift
   int prompt_length = 2;          // tokens after it were generated (diff compares those too)
   bool closed = true;             // false: left as a killed run leaves it, complete=0
+  std::int64_t n_ctx = 0;         // > 0: the run declares /dims with this context (prompt + n-predict)
 };
 
 std::string write_trace(const std::string& tag, const TraceSpec& s) {
@@ -41,6 +42,7 @@ std::string write_trace(const std::string& tag, const TraceSpec& s) {
   m.model_sha256 = s.sha;
   m.prompt_length = s.prompt_length;
   m.tokens = s.tokens;
+  if (s.n_ctx > 0) m.dims = TapDims{2, kWidth, 2, 1, kWidth / 2, 8, 16, s.n_ctx};
   TraceWriter w(path, m);
   const std::vector<std::pair<std::string, int>> taps = {
       {"token_embd", -1}, {"attn_norm", 0}, {"attn_q", 0}, {"attn_norm", 1}, {"attn_q", 1}};
@@ -144,6 +146,34 @@ TEST(DiffCompare, TokenSequenceIsTheFindingWhenValuesAgree) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].kind, "token-sequence");
+}
+
+// Both runs asked for one context (n_ctx 5); the actual's loop ended a token early. A run asked
+// for fewer positions, or one still running, is no such bug.
+TEST(DiffCompare, ARunThatEndsEarlyIsATokenSequenceDivergence) {
+  TraceSpec a, b;
+  a.n_ctx = b.n_ctx = 5;
+  b.tokens = {1, 2, 3, 4};
+  b.to = 4;
+  auto r = run("short", a, b);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->tap, "tokens");
+  EXPECT_EQ(r.first->position, 4);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_NE(r.findings[0].detail.find("though both runs declare n_ctx 5"), std::string::npos) << r.findings[0].detail;
+
+  TraceSpec asked_for_less = b;
+  asked_for_less.n_ctx = 4;
+  r = run("shorter_context", a, asked_for_less);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  EXPECT_FALSE(r.first.has_value());
+
+  TraceSpec still_running = b;
+  still_running.closed = false;
+  r = run("short_unclosed", a, still_running);
+  EXPECT_NE(r.verdict, Verdict::diverged);
+  EXPECT_FALSE(r.first.has_value());
 }
 
 TEST(DiffCompare, PositionsOneTraceLacksAreListed) {
