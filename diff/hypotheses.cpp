@@ -289,7 +289,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                                  eps),
                      "normalization", false, run(w, float(*fitted))});
   }
-  if (scale > 0 && !unscaled) {
+  const bool reads_the_stream = name == "attn_norm" || name == "ffn_norm" || name == "output_norm";
+  if (scale > 0 && !unscaled && reads_the_stream) {
     const ScaledStream s = scaled_stream(x_name, x_layer, scale, c);
     out.push_back({s.variant, s.bug_class, false, run(w, eps, Form::rms, scale)});
   }

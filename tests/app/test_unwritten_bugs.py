@@ -218,3 +218,34 @@ def test_a_stream_scaled_after_its_tap_is_not_an_epsilon(llama, tmp_path, stream
     assert code == 1, r
     assert (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_norm", 0), r["summary"]
     assert r["diagnosis"]["class"] == bug_class, r["diagnosis"]
+
+
+def test_rows_that_pass_only_just_are_not_called_intact(llama, tmp_path):
+    """A bug acting at every position, under the threshold on the prompt and over it from the
+    first decode step on (an epsilon outside the square root, say): the prompt passes, but it is
+    not intact, and the signatures must not send anyone to decode-only code."""
+    bad = tmp_path / "under.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    y = read_tap(bad, "attn_norm", 0).astype(np.float64)
+    prompt = len(PROMPT.split(","))
+    scale = np.where(np.arange(len(y)) < prompt, 1 + 7e-5, 1 + 3e-4)[:, None]  # nmse ~5e-9, then ~9e-8
+    write_tap(bad, "attn_norm", 0, y * scale)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["position"] == prompt, r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "intact" not in signatures and "not cleanly" in signatures, signatures
+
+
+def test_one_hot_rows_are_not_called_16_bit_values(llama, tmp_path):
+    """Attention that puts all its weight on one key holds only 0 and 1, which every float type
+    holds: that is no sign of values stored in 16 bits."""
+    bad = tmp_path / "onehot.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0)
+    probs[3] = 0
+    probs[3][:, 0] = 1
+    write_tap(bad, "attn.probs", 0, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "float16" not in signatures, signatures
