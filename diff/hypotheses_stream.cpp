@@ -32,9 +32,9 @@ ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, con
   const std::string x = x_name + (x_layer >= 0 ? fmt::format("[{}]", x_layer) : "");
   const double root_n_embd = std::sqrt(double(config.n_embd));
   if (x_name == "token_embd" && std::abs(c / root_n_embd - 1) < 1e-2)
-    return {fmt::format("the embeddings scaled by {:.4g} = sqrt(n_embd) after the {} tap: an embedding scale (Gemma's) "
-                        "the model does not have",
-                        c, x),
+    return {fmt::format("the embeddings scaled by {:.4g} = sqrt(n_embd) after the {} tap: {}", c, x,
+                        config.embed_scale ? "the model's embedding scale applied twice"
+                                           : "an embedding scale (Gemma's) the model does not have"),
             "embedding"};
   return {fmt::format("the stream {} scaled by {:.4g} between its tap and the ops that read it", x, c), "residual"};
 }
