@@ -382,20 +382,24 @@ TEST(TraceMalformed, EveryBatchMutationGivesANamedError) {
   }
 }
 
+// One row of one tap at position 0, in a trace whose /dims describe it (n_embd 6, 2 heads of 3,
+// n_vocab 5, n_ctx 4).
+void write_one_row_with_dims(const std::string& path, const char* name, int layer, const RowShape& shape) {
+  TraceMetadata m = test::sample_metadata();
+  m.dims = TapDims{1, 6, 2, 1, 3, 4, 5, 4};
+  TraceWriter w(path, m);
+  const std::vector<float> row(std::size_t(shape.elements()), 0.5f);
+  w.record(name, layer, 0, 1, shape, row.data());
+  w.end_step();
+  w.close();
+}
+
 // /dims that do not describe the rows (a producer's n_head of 2^40): reading attn.probs over a
 // shorter context leaves them as stored, without building anything the size the dims claim.
 TEST(TraceMalformed, DimsThatDoNotDescribeTheRowsKeepTheirContext) {
   TempDir dir;
   const std::string path = dir.file("dims.h5");
-  TraceMetadata m = test::sample_metadata();
-  m.dims = TapDims{1, 6, 2, 1, 3, 4, 5, 4};
-  {
-    TraceWriter w(path, m);
-    const std::vector<float> probs(8, 0.5f);
-    w.record("attn.probs", 0, 0, 1, {2, 4}, probs.data());
-    w.end_step();
-    w.close();
-  }
+  write_one_row_with_dims(path, "attn.probs", 0, {2, 4});
   Edit(path).set_int("/dims", "n_head", std::int64_t{1} << 40);
   TraceReader r(path);
   EXPECT_TRUE(r.read_context_as(3).empty());
@@ -407,15 +411,7 @@ TEST(TraceMalformed, DimsThatDoNotDescribeTheRowsKeepTheirContext) {
 TEST(TraceMalformed, ALayoutTheRowsDoNotHaveIsReadAsStored) {
   TempDir dir;
   const std::string path = dir.file("layout.h5");
-  TraceMetadata m = test::sample_metadata();
-  m.dims = TapDims{1, 6, 2, 1, 3, 4, 5, 4};
-  {
-    TraceWriter w(path, m);
-    const std::vector<float> logits(5, 0.5f);
-    w.record("output", -1, 0, 1, {5}, logits.data());
-    w.end_step();
-    w.close();
-  }
+  write_one_row_with_dims(path, "output", -1, {5});
   {
     const hid_t file = test::open_raw(path, H5F_ACC_RDWR);
     H5Gclose(H5Gcreate2(file, "/layouts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
