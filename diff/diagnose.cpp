@@ -100,7 +100,7 @@ Diagnosis diagnose_short_run(const FirstDivergence& f, const TraceReader& a, con
   d.bug_class = "token-sequence";
   d.evidence = Evidence::indicated;
   const auto n_a = std::int64_t(a.metadata().tokens.size()), n_b = std::int64_t(b.metadata().tokens.size());
-  const std::int64_t n_ctx = a.metadata().dims->n_ctx;
+  const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::max(n_a, n_b);
   const bool actual_short = n_b < n_a;
   const std::int64_t missing = std::abs(n_a - n_b);
   d.in_expected = !actual_short;

@@ -268,7 +268,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const auto fitted = !x0.empty() && w->size() == x0.size() ? fit_rms_eps(x0, y0, w->data()) : std::nullopt;
   const double scale = fitted && *fitted > 0 && std::abs(*fitted / eps - 1) > 1e-2 ? std::sqrt(double(eps) / *fitted) : 0;
   const Row read = scale > 0 ? stream_read_by_residual(name, layer, in, 0) : Row{};
-  const auto off_by = [&](double k) {  // of the stream the residual read from k·x, relative
+  const auto off_by = [&](double k) {  // the stream the residual read against k·x: relative squared error
     double err = 0, norm = 0;
     for (std::size_t i = 0; i < read.size(); ++i) {
       err += (read[i] - k * x0[i]) * (read[i] - k * x0[i]);
