@@ -93,26 +93,28 @@ int argmax(const Row& row) {
   return row.empty() ? -1 : int(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-// Every common position agrees, and one run, declaring the same context as the other, ends
-// first: its generation loop stopped short of the positions it was asked for.
+// Every common position agrees, and the runs, declaring one context, hold other numbers of
+// tokens: a generation loop stopped short of the context it was asked for, or ran past it. The
+// run whose tokens are not its context is the wrong one (the shorter, when neither is).
 Diagnosis diagnose_short_run(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
   Diagnosis d;
   d.bug_class = "token-sequence";
   d.evidence = Evidence::indicated;
   const auto n_a = std::int64_t(a.metadata().tokens.size()), n_b = std::int64_t(b.metadata().tokens.size());
   const std::int64_t n_ctx = a.metadata().dims ? a.metadata().dims->n_ctx : std::max(n_a, n_b);
-  const bool actual_short = n_b < n_a;
-  const std::int64_t missing = std::abs(n_a - n_b);
-  d.in_expected = !actual_short;
+  const bool actual_wrong = n_a == n_ctx || (n_b != n_ctx && n_b < n_a);
+  const std::int64_t held = actual_wrong ? n_b : n_a, other = actual_wrong ? n_a : n_b;
+  const std::int64_t off = std::abs(held - (held == n_ctx ? other : n_ctx));
+  d.in_expected = !actual_wrong;
   d.signatures.push_back(fmt::format("every tap agrees on positions 0..{}; the expected run holds {} tokens, the "
                                      "actual {}, and both declare n_ctx {} (prompt + n-predict)",
                                      f.position - 1, n_a, n_b, n_ctx));
-  d.variant = fmt::format("the {} run's generation loop ended {} position{} early (its bound off by {})",
-                          actual_short ? "actual" : "expected", missing, missing == 1 ? "" : "s", missing);
-  d.explanation = fmt::format("The two runs agree on every common position, but the {} run stops after {} tokens "
-                              "where the other, asked for the same context, holds {}: {}. Look at {}.",
-                              actual_short ? "actual" : "expected", std::min(n_a, n_b), std::max(n_a, n_b),
-                              d.variant, code_area(d.bug_class));
+  d.variant = fmt::format("the {} run's generation loop {} {} position{} {} (its bound off by {})",
+                          actual_wrong ? "actual" : "expected", held < other ? "ended" : "ran", off,
+                          off == 1 ? "" : "s", held < other ? "early" : "past its context", off);
+  d.explanation = fmt::format("The two runs agree on every common position, but the {} run holds {} tokens where "
+                              "the other, asked for the same context, holds {}: {}. Look at {}.",
+                              actual_wrong ? "actual" : "expected", held, other, d.variant, code_area(d.bug_class));
   return d;
 }
 

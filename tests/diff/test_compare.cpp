@@ -176,6 +176,32 @@ TEST(DiffCompare, ARunThatEndsEarlyIsATokenSequenceDivergence) {
   EXPECT_FALSE(r.first.has_value());
 }
 
+// The diagnosis names the run whose tokens are not the context both declare, and which way.
+TEST(DiffCompare, TheRunOffItsContextIsNamed) {
+  DiffOptions o;
+  o.profile = builtin_profile("f32");
+  const auto diagnosed = [&](const std::string& tag, const TraceSpec& a, const TraceSpec& b) {
+    const DiffResult r = diff_traces(write_trace(tag + "_a", a), write_trace(tag + "_b", b), o);
+    EXPECT_TRUE(r.first && r.first->tap == "tokens") << tag;
+    return r.diagnosis.value_or(Diagnosis{});
+  };
+  TraceSpec full, one_short, one_past;
+  full.n_ctx = one_short.n_ctx = one_past.n_ctx = 5;
+  one_short.tokens = {1, 2, 3, 4};
+  one_short.to = 4;
+  one_past.tokens = {1, 2, 3, 4, 5, 6};
+  Diagnosis d = diagnosed("actual_short", full, one_short);
+  EXPECT_EQ(d.bug_class, "token-sequence");
+  EXPECT_FALSE(d.in_expected);
+  EXPECT_EQ(d.variant, "the actual run's generation loop ended 1 position early (its bound off by 1)");
+  d = diagnosed("actual_past", full, one_past);
+  EXPECT_FALSE(d.in_expected);
+  EXPECT_EQ(d.variant, "the actual run's generation loop ran 1 position past its context (its bound off by 1)");
+  d = diagnosed("expected_short", one_short, full);
+  EXPECT_TRUE(d.in_expected);
+  EXPECT_EQ(d.variant, "the expected run's generation loop ended 1 position early (its bound off by 1)");
+}
+
 TEST(DiffCompare, PositionsOneTraceLacksAreListed) {
   TraceSpec b;
   b.from = 2;
