@@ -34,6 +34,13 @@ std::optional<double> fit_rope_base(const std::vector<float>& x, const std::vect
   return std::isfinite(base) && base > 1 ? std::optional<double>(base) : std::nullopt;
 }
 
+std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<float>& y) {
+  if (x.empty() || x.size() != y.size()) return std::nullopt;
+  double xy = 0, xx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) xy += double(x[i]) * y[i], xx += double(x[i]) * x[i];
+  return xx > 0 ? std::optional<double>(xy / xx) : std::nullopt;
+}
+
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w) {
   if (x.empty() || x.size() != y.size()) return std::nullopt;
   double ms = 0, xy = 0, xx = 0;

@@ -18,6 +18,9 @@ namespace tapdiff::diff {
 std::optional<double> fit_rope_base(const std::vector<float>& x, const std::vector<float>& y, int n_heads,
                                     int head_dim, int n_rot, std::int64_t position, ref::Pairing pairing);
 
+// The c of y = c x by least squares; nothing when x is all zero or the rows differ in length.
+std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<float>& y);
+
 // The epsilon of y = x / sqrt(mean(x²) + eps) * w (w may be null), by least squares on the
 // scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w);

@@ -2,6 +2,7 @@
 
 #include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
+#include "diff/metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -267,14 +268,15 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const Row x0 = trace_row(in.actual, x_name, x_layer, 0), y0 = trace_row(in.actual, name, layer, 0);
   const auto fitted = !x0.empty() && w->size() == x0.size() ? fit_rms_eps(x0, y0, w->data()) : std::nullopt;
   const double scale = fitted && *fitted > 0 && std::abs(*fitted / eps - 1) > 1e-2 ? std::sqrt(double(eps) / *fitted) : 0;
-  const Row read = scale > 0 ? stream_read_by_residual(name, layer, in, 0) : Row{};
-  const auto off_by = [&](double k) {  // the stream the residual read against k·x: relative squared error
-    double err = 0, norm = 0;
-    for (std::size_t i = 0; i < read.size(); ++i) {
-      err += (read[i] - k * x0[i]) * (read[i] - k * x0[i]);
-      norm += k * x0[i] * k * x0[i];
-    }
-    return norm > 0 ? err / norm : INFINITY;
+  const bool block_norm = name == "attn_norm" || name == "ffn_norm";
+  const bool reads_the_stream = block_norm || name == "output_norm";
+  const Row read = scale > 0 && block_norm
+                       ? stream_added_by(name == "attn_norm" ? "resid.attn" : "resid.ffn", layer, in, 0)
+                       : Row{};
+  const auto off_by = [&](double k) {  // nmse of the stream the residual added against k·x
+    Row kx(x0.size());
+    std::transform(x0.begin(), x0.end(), kx.begin(), [k](float v) { return float(k * v); });
+    return row_metrics(kx.data(), read.data(), std::int64_t(kx.size())).nmse;
   };
   const bool seen = read.size() == x0.size() && scale > 0;
   const bool scaled = seen && off_by(scale) < 1e-4 && off_by(1) > 1e-2;
@@ -289,7 +291,6 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                                  eps),
                      "normalization", false, run(w, float(*fitted))});
   }
-  const bool reads_the_stream = name == "attn_norm" || name == "ffn_norm" || name == "output_norm";
   if (scale > 0 && !unscaled && reads_the_stream) {
     const ScaledStream s = scaled_stream(x_name, x_layer, scale, c);
     out.push_back({s.variant, s.bug_class, false, run(w, eps, Form::rms, scale)});

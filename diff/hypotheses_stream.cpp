@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
 #include "diff/replay_rows.hpp"
 #include "diff/tap_graph.hpp"
@@ -39,9 +40,7 @@ ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, con
   return {fmt::format("the stream {} scaled by {:.4g} between its tap and the ops that read it", x, c), "residual"};
 }
 
-Row stream_read_by_residual(const std::string& norm, int layer, ReplayInputs& in, std::int64_t p) {
-  if (norm != "attn_norm" && norm != "ffn_norm") return {};
-  const std::string resid = norm == "attn_norm" ? "resid.attn" : "resid.ffn";
+Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::int64_t p) {
   // (the block's post-norm, the block's output, the stream)
   const auto inputs = tap_inputs(resid, layer, in.model.config().n_layer);
   const std::string o_name = inputs[in.model.config().post_norms ? 0 : 1].name;
@@ -75,19 +74,10 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
   out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o_name), "residual", false, add(2, 1)});
   out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o_name), "residual", false, add(1, -1)});
   // The stream scaled by an op between its tap and the add: the scale fitted at position 0.
-  const Row x0 = trace_row(in.actual, x_name, x_layer, 0), o0 = trace_row(in.actual, o_name, layer, 0),
-            r0 = trace_row(in.actual, name, layer, 0);
-  if (!x0.empty() && x0.size() == o0.size() && x0.size() == r0.size()) {
-    double xs = 0, xx = 0;
-    for (std::size_t i = 0; i < x0.size(); ++i) {
-      xs += double(x0[i]) * (double(r0[i]) - o0[i]);
-      xx += double(x0[i]) * x0[i];
-    }
-    const double c = xx > 0 ? xs / xx : 1;
-    if (std::isfinite(c) && std::abs(c - 1) > 1e-2 && std::abs(c - 2) > 1e-2 && std::abs(c) > 1e-2) {
-      const ScaledStream s = scaled_stream(x_name, x_layer, c, in.model.config());
-      out.push_back({fmt::format("{:.4g} * {} + {}: {}", c, x, o_name, s.variant), s.bug_class, false, add(c, 1)});
-    }
+  const auto c = fit_scale(trace_row(in.actual, x_name, x_layer, 0), stream_added_by(name, layer, in, 0));
+  if (c && std::isfinite(*c) && std::abs(*c - 1) > 1e-2 && std::abs(*c - 2) > 1e-2 && std::abs(*c) > 1e-2) {
+    const ScaledStream s = scaled_stream(x_name, x_layer, *c, in.model.config());
+    out.push_back({fmt::format("{:.4g} * {} + {}: {}", *c, x, o_name, s.variant), s.bug_class, false, add(*c, 1)});
   }
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";

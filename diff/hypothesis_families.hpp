@@ -25,10 +25,10 @@ struct ScaledStream {
   std::string variant, bug_class;
 };
 ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, const ModelConfig& config);
-// What the residual add that reads the stream entering `norm` (attn_norm, ffn_norm) at `layer`
-// says that stream was at position p: resid - the block's output, from the actual trace; empty
-// for other norms or when the trace lacks those taps.
-Row stream_read_by_residual(const std::string& norm, int layer, ReplayInputs& in, std::int64_t p);
+// The stream the residual add `resid` (resid.attn, resid.ffn) at `layer` added at position p, as
+// the actual trace holds it: resid - the block's output (gemma2: its post-norm); empty when the
+// trace lacks those taps.
+Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::int64_t p);
 
 // Zeros of the width of tap (name, layer): a row never written, by design the only kind of
 // variant that may explain an all-zero actual.

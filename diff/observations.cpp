@@ -8,6 +8,8 @@
 #include <utility>
 #include <fmt/format.h>
 
+#include "diff/fitted_constants.hpp"
+
 namespace tapdiff::diff {
 namespace {
 
@@ -80,10 +82,8 @@ void degenerate_shapes(const Row& a, const Row& b, bool says_16_bits, Observatio
     o.lines.push_back("the actual values are the expected ones with the sign flipped");
     return;
   }
-  double ab = 0, aa = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i];
-  if (aa > 0) {
-    const double c = ab / aa;
+  if (const auto fitted = fit_scale(a, b)) {
+    const double c = *fitted;
     Row scaled(a.size());
     std::transform(a.begin(), a.end(), scaled.begin(), [c](float v) { return float(c * v); });
     if (nmse_against(b, scaled) < kClose) {

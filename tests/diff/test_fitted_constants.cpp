@@ -50,5 +50,16 @@ TEST(FittedConstants, RmsEpsilon) {
   EXPECT_FALSE(fit_rms_eps(x, flipped, w.data()));
 }
 
+TEST(FittedConstants, ScaleOfAScaledRow) {
+  const std::vector<float> x = {1.0f, -2.0f, 0.5f, 3.0f};
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = 2.5f * x[i];
+  const auto c = fit_scale(x, y);
+  ASSERT_TRUE(c);
+  EXPECT_NEAR(*c, 2.5, 1e-6);
+  EXPECT_FALSE(fit_scale(std::vector<float>(4, 0.0f), y));
+  EXPECT_FALSE(fit_scale(x, std::vector<float>(3, 1.0f)));
+}
+
 }  // namespace
 }  // namespace tapdiff::diff

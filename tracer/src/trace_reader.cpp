@@ -76,6 +76,14 @@ std::vector<std::int64_t> read_committed_ints(hid_t file, const char* name, std:
   return values;
 }
 
+// The tap read through `alignment`: its rows as aligned.
+void read_aligned(TapInfo& t, std::shared_ptr<const RowAlignment> alignment) {
+  t.row_shape = alignment->row_shape;
+  t.row_size = 1;
+  for (std::int64_t d : t.row_shape) t.row_size *= d;
+  t.alignment = std::move(alignment);
+}
+
 // Taps the producer stores in a declared layout (/layouts) read as the catalogue lays them out.
 // A layout that contradicts the rows' stored shape is not applied: the shape then differs
 // from the other trace's, and diff reports that with the note.
@@ -111,12 +119,8 @@ void align_declared_layouts(const TraceMetadata& m, const std::string& path, std
     }
     if (!declared.alignment)
       declared.alignment = std::make_shared<const RowAlignment>(align_row(*declared.spec, m.layouts.at(t.name), *m.dims));
-    const RowAlignment& a = *declared.alignment;
-    t.alignment = declared.alignment;
-    t.row_shape = a.row_shape;
-    t.row_size = 1;
-    for (std::int64_t d : a.row_shape) t.row_size *= d;
-    t.layout_note = a.description;
+    read_aligned(t, declared.alignment);
+    t.layout_note = declared.alignment->description;
   }
 }
 
@@ -207,6 +211,7 @@ std::vector<const TapInfo*> TraceReader::read_context_as(std::int64_t n_ctx) {
   if (!m.dims || !m.dims->complete() || n_ctx <= 0 || n_ctx >= m.dims->n_ctx) return cut;
   TapDims shorter = *m.dims;
   shorter.n_ctx = n_ctx;
+  std::map<std::string, std::shared_ptr<const RowAlignment>> by_name;  // every layer's rows alike
   for (TapInfo& t : impl_->taps) {
     const TapSpec* spec = find_tap_spec(t.name);
     if (!spec || spec->row_rank < 1 || spec->row[std::size_t(spec->row_rank - 1)].first != DimSymbol::n_ctx ||
@@ -218,11 +223,9 @@ std::vector<const TapInfo*> TraceReader::read_context_as(std::int64_t n_ctx) {
     // The keys past n_ctx as a pad of the context's axis, which reading drops.
     layout.padded[DimSymbol::n_ctx] = m.dims->n_ctx;
     if (stored_row_shape(*spec, layout, shorter) != t.stored_shape) continue;  // rows the dims do not describe
-    RowAlignment a = align_row(*spec, layout, shorter);
-    t.row_shape = a.row_shape;
-    t.row_size = 1;
-    for (std::int64_t d : a.row_shape) t.row_size *= d;
-    t.alignment = std::make_shared<const RowAlignment>(std::move(a));
+    auto& alignment = by_name[t.name];
+    if (!alignment) alignment = std::make_shared<const RowAlignment>(align_row(*spec, layout, shorter));
+    read_aligned(t, alignment);
     cut.push_back(&t);
   }
   return cut;
