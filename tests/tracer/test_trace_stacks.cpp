@@ -306,45 +306,53 @@ hsize_t raw_storage_size(const std::string& file, const std::string& dataset) {
 }
 
 // attn.probs-shaped rows ([heads, keys]): position p's row holds values at keys 0..p and +0.0
-// after, except the rows that end in -0.0 or NaN. Written as a prefill of 40 positions then
-// one position a step, through staging, straight to the file (a stage limit below one record)
-// and compressed, every row reads back bit for bit, and the uncompressed file holds about the
-// keys the positions see, not whole rows.
+// after, except two rows that end in -0.0 or NaN. Written as a prompt of 100 positions (in one
+// record, or in records of 40 that split the batch's tiles of 64 positions) then one position a
+// step, through staging, straight to the file (a stage limit below one record) and compressed,
+// every row reads back bit for bit, and the uncompressed file holds about the keys the positions
+// see, not whole rows.
 TEST(TraceStacks, AttentionRowsAreStoredUpToTheirLastNonzeroBlock) {
-  constexpr std::int64_t kHeads = 3, kKeys = 300, kPositions = 80, kPrefill = 40;
+  constexpr std::int64_t kHeads = 3, kKeys = 300, kPositions = 180, kPrompt = 100;
   auto row_at = [&](int layer, std::int64_t p) {
     std::vector<float> row(kHeads * kKeys, 0.0f);
     const std::vector<float> values = test::tap_row(7, layer, p, kHeads * (p + 1));
     for (std::int64_t h = 0; h < kHeads; ++h)
       for (std::int64_t k = 0; k <= p; ++k) row[std::size_t(h * kKeys + k)] = values[std::size_t(h * (p + 1) + k)];
-    if (p == 50) row[std::size_t(kKeys - 1)] = -0.0f;                 // kept: not +0.0
-    if (p == 60) row[std::size_t(2 * kKeys - 1)] = std::nanf("");  // kept
+    if (p == 120) row[std::size_t(kKeys - 1)] = -0.0f;                 // kept: not +0.0
+    if (p == 150) row[std::size_t(2 * kKeys - 1)] = std::nanf("");  // kept
     return row;
   };
   struct Variant {
     const char* what;
     std::size_t stage_limit;
     bool compress;
+    std::int64_t prompt_record;  // rows a record of the prompt holds
   };
-  for (const Variant& v : {Variant{"staged", 256u << 20, false}, Variant{"direct", 1, false},
-                           Variant{"gzip at close", 256u << 20, true}}) {
+  for (const Variant& v : {Variant{"staged", 256u << 20, false, kPrompt}, Variant{"direct", 1, false, kPrompt},
+                           Variant{"prompt in records of 40", 256u << 20, false, 40},
+                           Variant{"gzip at close", 256u << 20, true, 40}}) {
     TempDir dir;
     const std::string path = dir.file("probs.h5");
     WriterOptions options;
     options.stage_limit_bytes = v.stage_limit;
     options.compress = v.compress;
+    TraceMetadata metadata = sample_metadata();
+    metadata.prompt_length = kPrompt;
     {
-      TraceWriter w(path, sample_metadata(), options);
-      for (int layer = 0; layer < 2; ++layer) {
-        std::vector<float> prefill;
-        for (std::int64_t p = 0; p < kPrefill; ++p) {
-          const std::vector<float> row = row_at(layer, p);
-          prefill.insert(prefill.end(), row.begin(), row.end());
+      TraceWriter w(path, metadata, options);
+      for (std::int64_t first = 0; first < kPrompt; first += v.prompt_record) {
+        const std::int64_t n = std::min(v.prompt_record, kPrompt - first);
+        for (int layer = 0; layer < 2; ++layer) {
+          std::vector<float> rows;
+          for (std::int64_t p = first; p < first + n; ++p) {
+            const std::vector<float> row = row_at(layer, p);
+            rows.insert(rows.end(), row.begin(), row.end());
+          }
+          w.record("attn.probs", layer, first, n, {kHeads, kKeys}, rows.data());
         }
-        w.record("attn.probs", layer, 0, kPrefill, {kHeads, kKeys}, prefill.data());
+        w.end_step();
       }
-      w.end_step();
-      for (std::int64_t p = kPrefill; p < kPositions; ++p) {
+      for (std::int64_t p = kPrompt; p < kPositions; ++p) {
         for (int layer = 0; layer < 2; ++layer)
           w.record("attn.probs", layer, p, 1, {kHeads, kKeys}, row_at(layer, p).data());
         w.end_step();
@@ -353,7 +361,9 @@ TEST(TraceStacks, AttentionRowsAreStoredUpToTheirLastNonzeroBlock) {
     }
     const TraceReader r(path);
     for (int layer = 0; layer < 2; ++layer) {
-      const TapRows rows = r.read(r.tap("attn.probs", layer));
+      const TapInfo& tap = r.tap("attn.probs", layer);
+      if (!v.compress) EXPECT_EQ(tap.batch_rows, kPrompt) << v.what << ": the prompt's rows are in the stack's batch";
+      const TapRows rows = r.read(tap);
       ASSERT_EQ(rows.size(), std::size_t(kPositions)) << v.what;
       for (std::int64_t p = 0; p < kPositions; ++p) {
         const std::vector<float> want = row_at(layer, p);
@@ -363,7 +373,10 @@ TEST(TraceStacks, AttentionRowsAreStoredUpToTheirLastNonzeroBlock) {
     }
     if (!v.compress) {
       const double dense = 2.0 * kPositions * kHeads * kKeys * sizeof(float);
-      EXPECT_LT(double(raw_storage_size(path, "/taps/attn.probs/data")), 0.5 * dense) << v.what;
+      EXPECT_LT(double(raw_storage_size(path, "/taps/attn.probs/data") +
+                       raw_storage_size(path, "/taps/attn.probs/batch")),
+                0.5 * dense)
+          << v.what;
     }
   }
 }

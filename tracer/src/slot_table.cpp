@@ -102,8 +102,8 @@ void SlotTable::write_last_range(hsize_t row, hsize_t n_rows, hsize_t slot, hsiz
   if (n_rows == 0 || n_slots == 0 || count == 0) return;
   const h5::Id file_space = select(row, n_rows, slot, n_slots, first, count, where);
   std::array<hsize_t, kMaxRank> mem_dims = dims_;
-  mem_dims[0] = n_rows;
-  mem_dims[1] = n_slots;
+  mem_dims[row_dim_] = n_rows;
+  mem_dims[slot_dim_] = n_slots;
   mem_dims[rank_ - 1] = count;
   const h5::Id mem_space = h5::space_id(H5Screate_simple(rank_, mem_dims.data(), nullptr), where,
                                         "cannot create a dataspace");

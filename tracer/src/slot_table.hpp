@@ -34,7 +34,7 @@ public:
              const void* mem, hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot,
              const h5::Where& where);
   // The same rows and slots, elements [first, first + count) of the last dimension, from `mem`
-  // holding exactly those: (n_rows, n_slots, ..., count).
+  // holding exactly those, in the table's own order: (n_rows, n_slots, ..., count), or slot-major.
   void write_last_range(hsize_t row, hsize_t n_rows, hsize_t slot, hsize_t n_slots, hid_t mem_type,
                         const void* mem, hsize_t first, hsize_t count, const h5::Where& where);
   void set_slots(hsize_t slots, const h5::Where& where);

@@ -24,6 +24,26 @@ constexpr hsize_t kRunsChunkRows = 4;               // a slot has one run unless
 // trace of n positions stores about n²/2 keys per head, not n × n_ctx.
 constexpr hsize_t kKeyBlock = 64;
 
+// Whether a key block of a row holds a value other than +0.0 (-0.0 and NaN are kept: only +0.0
+// reads back as what it was). A whole block is a loop of fixed length, which compilers vectorize.
+bool block_in_use(const float* keys, std::size_t n) {
+  std::uint32_t any = 0;
+  if (n == kKeyBlock) {
+    for (std::size_t j = 0; j < kKeyBlock; ++j) {
+      std::uint32_t bits;
+      std::memcpy(&bits, keys + j, sizeof bits);
+      any |= bits;
+    }
+  } else {
+    for (std::size_t j = 0; j < n; ++j) {
+      std::uint32_t bits;
+      std::memcpy(&bits, keys + j, sizeof bits);
+      any |= bits;
+    }
+  }
+  return any != 0;
+}
+
 }  // namespace
 
 TapStack::TapStack(std::string name, std::string group, const RowShape& shape, StagingPool& pool)
@@ -145,29 +165,49 @@ void TapStack::write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::s
     data_.write(row, n_rows, slot, n_slots, H5T_NATIVE_FLOAT, mem, mem_rows, mem_slots, mem_slot, where);
     return;
   }
+  write_key_blocks(data_, row, n_rows, slot, n_slots, mem, mem_slots, mem_slot, where);
+}
+
+// A sparse stack's rows into `table` a key block at a time. Rows that leave a block +0.0 are
+// not written to it, unless a chunk of `table` holds them beside rows that use it (chunks of
+// several rows: `batch`): then they go out with those, so that each chunk is one whole write.
+void TapStack::write_key_blocks(SlotTable& table, hsize_t row, hsize_t n_rows, std::size_t slot,
+                                std::size_t n_slots, const float* mem, hsize_t mem_slots, hsize_t mem_slot,
+                                const h5::Where& where) {
   const auto row_size = static_cast<std::size_t>(row_size_);
   const auto keys = static_cast<std::size_t>(keys_);
   const std::size_t heads = row_size / keys;
+  const hsize_t tile = table.chunk_rows();
   const auto row_at = [&](hsize_t r, std::size_t s) { return mem + (r * mem_slots + mem_slot + s) * row_size; };
   std::vector<hsize_t> used(n_rows);
   hsize_t most = 0;
   for (hsize_t r = 0; r < n_rows; ++r) most = std::max(most, used[r] = keys_in_use(row_at(r, 0), n_slots));
+  std::vector<char> written(n_rows);
   for (hsize_t first = 0; first < most; first += kKeyBlock) {
     const std::size_t width = std::min<std::size_t>(kKeyBlock, keys - first);
+    std::fill(written.begin(), written.end(), 0);
+    for (hsize_t r = 0; r < n_rows; ++r) {
+      if (used[r] <= first) continue;
+      const hsize_t chunk = (row + r) / tile * tile;
+      const hsize_t begin = chunk > row ? chunk - row : 0;
+      const hsize_t end = std::min(n_rows, chunk + tile - row);
+      std::fill(written.begin() + static_cast<std::ptrdiff_t>(begin), written.begin() + static_cast<std::ptrdiff_t>(end), 1);
+      r = end - 1;
+    }
     for (hsize_t r0 = 0; r0 < n_rows;) {
-      if (used[r0] <= first) {
+      if (!written[r0]) {
         ++r0;
         continue;
       }
       hsize_t r1 = r0 + 1;
-      while (r1 < n_rows && used[r1] > first) ++r1;
+      while (r1 < n_rows && written[r1]) ++r1;
       float* out = gather_.reserve((r1 - r0) * n_slots * heads * width);
       for (hsize_t r = r0; r < r1; ++r)
         for (std::size_t s = 0; s < n_slots; ++s)
           for (std::size_t h = 0; h < heads; ++h)
             std::memcpy(out + (((r - r0) * n_slots + s) * heads + h) * width, row_at(r, s) + h * keys + first,
                         width * sizeof(float));
-      data_.write_last_range(row + r0, r1 - r0, slot, n_slots, H5T_NATIVE_FLOAT, out, first, width, where);
+      table.write_last_range(row + r0, r1 - r0, slot, n_slots, H5T_NATIVE_FLOAT, out, first, width, where);
       r0 = r1;
     }
   }
@@ -204,8 +244,13 @@ void TapStack::write_batch(std::size_t slot, std::int64_t first_position, std::i
   ensure_created(taps_group, config, path);
   Slot& s = slots_[slot];
   note_rows(s, first_position, n_rows);
-  batch_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, H5T_NATIVE_FLOAT,
-               rows, static_cast<hsize_t>(n_rows), 1, 0, {path, object() + "/" + schema::kTapBatch});
+  const h5::Where where{path, object() + "/" + schema::kTapBatch};
+  if (sparse_keys())
+    write_key_blocks(batch_, static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, rows, 1, 0,
+                     where);
+  else
+    batch_.write(static_cast<hsize_t>(s.rows_written), static_cast<hsize_t>(n_rows), slot, 1, H5T_NATIVE_FLOAT,
+                 rows, static_cast<hsize_t>(n_rows), 1, 0, where);
   s.rows_written += n_rows;
   s.batch_rows += n_rows;
   write_runs(path);
@@ -213,8 +258,11 @@ void TapStack::write_batch(std::size_t slot, std::int64_t first_position, std::i
 
 // A chunk of `batch` holds rows of one slot: the prompt's, split evenly into chunks of at most
 // kMaxChunkBytes, so that a prompt fills whole chunks and no chunk is allocated mostly unused.
+// A sparse stack's chunk is a tile of as many positions as a key block has keys: a causal
+// prompt's rows fill whole tiles below the diagonal, half of each on it, and none above.
 hsize_t TapStack::batch_chunk_rows(const StreamConfig& config) const {
   const std::uint64_t rows = static_cast<std::uint64_t>(config.batch_rows);
+  if (sparse_keys()) return static_cast<hsize_t>(std::min<std::uint64_t>(rows, kKeyBlock));
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_size_) * sizeof(float);
   const std::uint64_t chunks = std::max<std::uint64_t>(1, (rows * row_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes);
   return static_cast<hsize_t>((rows + chunks - 1) / chunks);
@@ -270,8 +318,9 @@ void TapStack::create(hid_t taps_group, const StreamConfig& config, const std::s
   if (has_batch(config)) {
     DatasetOptions batch_options = config.dataset;
     batch_options.exact_extent = true;
+    if (sparse_keys()) batch_options.zero_fill = true;  // as `data`'s: tiles a record writes in part
     batch_.create(group_.get(), schema::kTapBatch, H5T_IEEE_F32LE, slots, row_dims(), batch_chunk_rows(config), 1,
-                  batch_options, {path, where.object + "/" + schema::kTapBatch}, 0, true);
+                  batch_options, {path, where.object + "/" + schema::kTapBatch}, sparse_keys() ? kKeyBlock : 0, true);
   } else {
     // With a batch, `data` waits for ensure_data() at the commit: a stack created by its first
     // slot's prompt rows then knows the step's other slots, and a chunk holds a row of them all.
@@ -354,22 +403,21 @@ void TapStack::write_rows(const std::string& path) {
 // The keys up to the last block holding a value other than +0.0 in any of n consecutive rows
 // (one block at least, so every row is in the file).
 hsize_t TapStack::keys_in_use(const float* rows, std::size_t n) const {
-  const std::int64_t keys = keys_, heads = row_size_ / keys;
-  std::int64_t used = 1;
+  const auto keys = static_cast<std::size_t>(keys_), heads = static_cast<std::size_t>(row_size_) / keys;
+  const std::size_t blocks = (keys + kKeyBlock - 1) / kKeyBlock;
+  std::size_t used = 1;  // blocks
   for (std::size_t k = 0; k < n; ++k) {
     const float* row = rows + k * static_cast<std::size_t>(row_size_);
-    for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t j = keys - 1; j >= used; --j) {
-        std::uint32_t bits = 0;  // -0.0 and NaN are kept: only +0.0 reads back as what it was
-        std::memcpy(&bits, row + h * keys + j, sizeof bits);
-        if (bits != 0) {
-          used = j + 1;
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t b = blocks - 1; b >= used; --b) {
+        const std::size_t first = b * kKeyBlock;
+        if (block_in_use(row + h * keys + first, std::min<std::size_t>(kKeyBlock, keys - first))) {
+          used = b + 1;
           break;
         }
       }
   }
-  const auto block = static_cast<std::int64_t>(kKeyBlock);
-  return static_cast<hsize_t>(std::min(keys, (used + block - 1) / block * block));
+  return static_cast<hsize_t>(std::min<std::size_t>(keys, used * kKeyBlock));
 }
 
 void TapStack::write_runs(const std::string& path) {

@@ -108,12 +108,13 @@ private:
   // Rows of two dimensions wider than a key block (attn.probs) are stored a row at a time up to
   // the keys they use (tap_stack.cpp).
   bool sparse_keys() const { return keys_ > 0; }
-  // Sparse rows are written up to the keys they use, which a slot-major batch cannot do.
-  bool has_batch(const StreamConfig& config) const { return !sparse_keys() && config.batch_rows > 1; }
+  bool has_batch(const StreamConfig& config) const { return config.batch_rows > 1; }
   hsize_t batch_chunk_rows(const StreamConfig& config) const;
   std::int64_t chunk_row_elements() const;
   void write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots, const float* mem,
                    hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot, const h5::Where& where);
+  void write_key_blocks(SlotTable& table, hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots,
+                        const float* mem, hsize_t mem_slots, hsize_t mem_slot, const h5::Where& where);
   hsize_t chunk_rows(const StreamConfig& config) const;
   hsize_t chunk_slots() const;
   hsize_t keys_in_use(const float* rows, std::size_t n_rows) const;
