@@ -328,7 +328,8 @@ def main():
                   "| command | s | peak RSS GiB |", "|---|---|---|", *memory_rows, ""]
     lines += [f"## A {n_long}-token prompt traced and diffed (SmolLM2-135M Q4_1, 8 tokens generated)", "",
               "attn.probs rows hold the keys each position sees: the tracer writes a row up to its last "
-              "nonzero block of 64 keys (docs/trace-schema.md), so a trace grows with n²/2 per head, not n × n_ctx. "
+              "nonzero block of 64 keys, a prompt's rows in tiles of 64 positions by 64 keys (docs/trace-schema.md), "
+              "so a trace grows with n²/2 per head, not n × n_ctx. "
               "Without attn.probs, attn.probs.summary keeps four numbers per head and position.", "",
               "| command | s | peak RSS GiB | trace GiB | trace MiB per token |", "|---|---|---|---|---|",
               *long_rows, "", f"The diffs' verdicts: {'; '.join(long_verdicts)}.", ""]

@@ -41,6 +41,27 @@ std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<f
   return xx > 0 ? std::optional<double>(xy / xx) : std::nullopt;
 }
 
+std::optional<double> fit_score_scale(const std::vector<float>& actual, const std::vector<float>& correct,
+                                      int n_head) {
+  if (actual.empty() || actual.size() != correct.size() || n_head < 1 || actual.size() % std::size_t(n_head) != 0)
+    return std::nullopt;
+  const std::size_t keys = actual.size() / std::size_t(n_head);
+  double xy = 0, xx = 0;
+  for (std::size_t h = 0; h < std::size_t(n_head); ++h) {
+    double sx = 0, sy = 0, sxy = 0, sxx = 0, n = 0;
+    for (std::size_t t = h * keys; t < (h + 1) * keys; ++t) {
+      if (!(actual[t] > 0 && correct[t] > 0)) continue;
+      const double x = std::log(double(correct[t])), y = std::log(double(actual[t]));
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      sx += x, sy += y, sxy += x * y, sxx += x * x, n += 1;
+    }
+    if (n < 2) continue;
+    xy += sxy - sx * sy / n;
+    xx += sxx - sx * sx / n;
+  }
+  return xx > 1e-12 && xy > 0 ? std::optional<double>(xy / xx) : std::nullopt;
+}
+
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w) {
   if (x.empty() || x.size() != y.size()) return std::nullopt;
   double ms = 0, xy = 0, xx = 0;

@@ -21,6 +21,12 @@ std::optional<double> fit_rope_base(const std::vector<float>& x, const std::vect
 // The c of y = c x by least squares; nothing when x is all zero or the rows differ in length.
 std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<float>& y);
 
+// The k of actual = softmax(k x scores) where correct = softmax(scores), per head of rows of
+// n_head heads: the slope of log(actual) over log(correct), pooled over the heads' keys both
+// give weight. Nothing when the rows differ in size or correct is flat.
+std::optional<double> fit_score_scale(const std::vector<float>& actual, const std::vector<float>& correct,
+                                      int n_head);
+
 // The epsilon of y = x / sqrt(mean(x²) + eps) * w (w may be null), by least squares on the
 // scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "diff/fitted_constants.hpp"
 #include "diff/replay_rows.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/attn_summary.hpp"
@@ -116,63 +117,65 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
-  auto replay = [&in, layer, output, kv_dim, c](Setup s) {
-    return [&in, layer, output, kv_dim, c, s](std::int64_t p) {
-      const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
-      const Rows ks = trace_rows_upto(in.actual, "attn_k.rope", layer, p);
-      const Rows vs = trace_rows_upto(in.actual, "attn_v", layer, p);
-      if (q.empty()) return Row{};
-      // In prefill every prompt row exists before attention runs: the mask-off variant sees them.
-      // Likewise a bound one past p sees row p + 1 inside the prompt.
-      std::int64_t upto = s.cache.visible == Visible::prompt                        ? std::max(in.prompt_length - 1, p)
-                                : s.cache.visible == Visible::next && p + 1 < in.prompt_length ? p + 1
-                                                                                             : p;
-      // A chunk written at slot 0 puts its later rows where attention's mask lets p see them.
-      if (s.cache.cursor == Cursor::batch_start && p < in.prompt_length && in.prefill_chunk > 0)
-        upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
-      const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
-      if (whole_batch) upto = in.prompt_length - 1;
-      Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
-      Rows v_all = upto > p ? trace_rows_upto(in.actual, "attn_v", layer, upto) : vs;
-      if (s.shared_across_layers && p >= in.prompt_length) {
-        const Rows k_last = trace_rows_upto(in.actual, "attn_k.rope", c.n_layer - 1, p - 1);
-        const Rows v_last = trace_rows_upto(in.actual, "attn_v", c.n_layer - 1, p - 1);
-        std::copy(k_last.begin(), k_last.end(), k_all.begin());
-        std::copy(v_last.begin(), v_last.end(), v_all.begin());
+  // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
+  auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
+    const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
+    const Rows ks = trace_rows_upto(in.actual, "attn_k.rope", layer, p);
+    const Rows vs = trace_rows_upto(in.actual, "attn_v", layer, p);
+    if (q.empty()) return Row{};
+    // In prefill every prompt row exists before attention runs: the mask-off variant sees them.
+    // Likewise a bound one past p sees row p + 1 inside the prompt.
+    std::int64_t upto = s.cache.visible == Visible::prompt                        ? std::max(in.prompt_length - 1, p)
+                              : s.cache.visible == Visible::next && p + 1 < in.prompt_length ? p + 1
+                                                                                           : p;
+    // A chunk written at slot 0 puts its later rows where attention's mask lets p see them.
+    if (s.cache.cursor == Cursor::batch_start && p < in.prompt_length && in.prefill_chunk > 0)
+      upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
+    const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
+    if (whole_batch) upto = in.prompt_length - 1;
+    Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
+    Rows v_all = upto > p ? trace_rows_upto(in.actual, "attn_v", layer, upto) : vs;
+    if (s.shared_across_layers && p >= in.prompt_length) {
+      const Rows k_last = trace_rows_upto(in.actual, "attn_k.rope", c.n_layer - 1, p - 1);
+      const Rows v_last = trace_rows_upto(in.actual, "attn_v", c.n_layer - 1, p - 1);
+      std::copy(k_last.begin(), k_last.end(), k_all.begin());
+      std::copy(v_last.begin(), v_last.end(), v_all.begin());
+    }
+    for (std::int64_t t = 0; t <= upto; ++t)
+      if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
+    auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+    auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+    std::vector<double> qd(q.begin(), q.end());
+    round_k_to_cache(in.cache, K, kv_dim, std::size_t(c.head_dim));
+    round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
+    round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
+    ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+    if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
+      for (auto* cache : {&K, &V}) {
+        std::vector<double> head0(std::size_t(in.n_ctx) * std::size_t(c.head_dim));
+        for (std::int64_t t = 0; t < in.n_ctx; ++t)
+          std::copy_n(cache->begin() + std::ptrdiff_t(std::size_t(t) * kv_dim), c.head_dim,
+                      head0.begin() + std::ptrdiff_t(t * c.head_dim));
+        *cache = std::move(head0);
       }
-      for (std::int64_t t = 0; t <= upto; ++t)
-        if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
-      auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
-      auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
-      std::vector<double> qd(q.begin(), q.end());
-      round_k_to_cache(in.cache, K, kv_dim, std::size_t(c.head_dim));
-      round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
-      round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
-      ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-      if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
-        for (auto* cache : {&K, &V}) {
-          std::vector<double> head0(std::size_t(in.n_ctx) * std::size_t(c.head_dim));
-          for (std::int64_t t = 0; t < in.n_ctx; ++t)
-            std::copy_n(cache->begin() + std::ptrdiff_t(std::size_t(t) * kv_dim), c.head_dim,
-                        head0.begin() + std::ptrdiff_t(t * c.head_dim));
-          *cache = std::move(head0);
-        }
-        shape.n_head_kv = 1;
-      }
-      const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
-      const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
-      std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-      const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
-      ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
-                     pr.data(), in.n_ctx, s.softcap);
-      if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
-      if (output == Output::attn_out) return Row(o.begin(), o.end());
-      Row probs(pr.begin(), pr.end());
-      if (output == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
-      Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
-      summarize_attention_row(probs.data(), c.n_head, in.n_ctx, p, summary.data());
-      return summary;
-    };
+      shape.n_head_kv = 1;
+    }
+    const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
+    const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
+    std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
+    const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+    ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
+                   pr.data(), in.n_ctx, s.softcap);
+    if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
+    if (as == Output::attn_out) return Row(o.begin(), o.end());
+    Row probs(pr.begin(), pr.end());
+    if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
+    Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
+    summarize_attention_row(probs.data(), c.n_head, in.n_ctx, p, summary.data());
+    return summary;
+  };
+  auto replay = [compute, output](Setup s) {
+    return [compute, output, s](std::int64_t p) { return compute(s, output, p); };
   };
   Setup right{{}, right_scale, ref::GqaMap::grouped};
   right.softcap = c.attn_softcap;
@@ -255,22 +258,41 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
                  false, replay(s)});
-  s = right;
-  s.scale = 1.0f / float(c.head_dim);
-  out.push_back({"scores scaled by 1/d instead of 1/sqrt(d)", "attention-scale", false, replay(s)});
-  s = right;
-  s.scale = 1.0f;
-  out.push_back({"scores not scaled", "attention-scale", false, replay(s)});
+  std::vector<float> named_scales;  // of the variants below
+  auto scaled = [&](std::string variant, float scale) {
+    s = right;
+    s.scale = scale;
+    named_scales.push_back(scale);
+    out.push_back({std::move(variant), "attention-scale", false, replay(s)});
+  };
+  scaled("scores scaled by 1/d instead of 1/sqrt(d)", 1.0f / float(c.head_dim));
+  scaled("scores not scaled", 1.0f);
   // The scale built from another dimension of the model.
   const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd}, {"n_head", c.n_head}, {"kv_dim", c.kv_dim()},
                                               {"n_rot", c.n_rot}};
   for (const auto& [what, n] : dims)
-    if (n > 0 && n != c.head_dim) {
-      s = right;
-      s.scale = 1.0f / std::sqrt(float(n));
-      out.push_back({fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", what, n),
-                     "attention-scale", false, replay(s)});
-    }
+    if (n > 0 && n != c.head_dim)
+      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", what, n),
+             1.0f / std::sqrt(float(n)));
+  // A factor nobody listed (a softmax by exp2 whose scores miss log2 e, a temperature): its ratio
+  // to the right scale fitted where the most keys are seen, at the last prompt position. A fit
+  // that lands on a named scale leaves the naming to that variant.
+  const std::int64_t fit_at = std::max<std::int64_t>(in.prompt_length - 1, 1);
+  const auto k = fit_score_scale(trace_row(in.actual, "attn.probs", layer, fit_at),
+                                 compute(right, Output::probs, fit_at), c.n_head);
+  const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
+  if (k && !near(*k, 1) &&
+      std::none_of(named_scales.begin(), named_scales.end(), [&](float n) { return near(*k * right_scale, n); })) {
+    const char* why = near(*k, std::log(2.0))  ? ": exp2 in the softmax without log2(e) in the scores"
+                      : near(*k, std::log2(M_E)) ? ": log2(e) in the scores for exp2, then exp used"
+                                                 : "";
+    s = right;
+    s.scale = float(*k) * right_scale;
+    out.push_back({fmt::format("scores scaled by {:.4g} = {:.4g} x 1/sqrt(head_dim) (fitted to the actual "
+                               "probabilities){}",
+                               s.scale, *k, why),
+                   "attention-scale", false, replay(s)});
+  }
   s = right;
   s.cache.visible = Visible::before;
   out.push_back({"keys 0..p-1: the range bound off by one, the position's own key left out", "attention-mask",

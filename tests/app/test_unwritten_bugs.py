@@ -249,3 +249,18 @@ def test_one_hot_rows_are_not_called_16_bit_values(llama, tmp_path):
     assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
     signatures = " ".join(r["diagnosis"]["signatures"])
     assert "float16" not in signatures, signatures
+
+
+@pytest.mark.parametrize("k, words", [(np.log(2), "exp2 in the softmax"), (0.8, "fitted")])
+def test_a_scale_nobody_listed_is_fitted(llama, tmp_path, k, words):
+    """Scores scaled by a factor no named variant has: exp2 in the softmax with no log2(e) in
+    the scores (ln 2 times the right scale), or any temperature. Once was "unexplained" at f32
+    and, at f16, named 1/sqrt(kv_dim), which lies 2% from ln 2 / sqrt(head_dim)."""
+    bad = tmp_path / "scaled-scores.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0).astype(np.float64)
+    scaled = np.where(probs > 0, probs, 1.0) ** k * (probs > 0)  # softmax(k s) ∝ softmax(s)^k
+    write_tap(bad, "attn.probs", 0, scaled / scaled.sum(axis=-1, keepdims=True))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "attention-scale" and words in r["diagnosis"]["variant"], r["diagnosis"]

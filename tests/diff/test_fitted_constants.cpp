@@ -1,6 +1,7 @@
 // Constants recovered from actual values: a rotation's frequency base, a norm's epsilon.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "diff/fitted_constants.hpp"
@@ -59,6 +60,25 @@ TEST(FittedConstants, ScaleOfAScaledRow) {
   EXPECT_NEAR(*c, 2.5, 1e-6);
   EXPECT_FALSE(fit_scale(std::vector<float>(4, 0.0f), y));
   EXPECT_FALSE(fit_scale(x, std::vector<float>(3, 1.0f)));
+}
+
+// Two heads over five keys, the last key masked (0 in both rows): softmax(k s) against softmax(s).
+TEST(FittedConstants, ScoreScaleOfASharperSoftmax) {
+  const std::vector<double> scores = {0.3, -1.2, 2.0, 0.7, 0.0, -0.4, 1.1, 0.2, 1.9, 0.0};
+  auto softmax = [&](double k) {
+    std::vector<float> p(scores.size(), 0.0f);
+    for (std::size_t h = 0; h < 2; ++h) {
+      double sum = 0;
+      for (std::size_t t = 0; t < 4; ++t) sum += std::exp(k * scores[h * 5 + t]);
+      for (std::size_t t = 0; t < 4; ++t) p[h * 5 + t] = float(std::exp(k * scores[h * 5 + t]) / sum);
+    }
+    return p;
+  };
+  const auto k = fit_score_scale(softmax(0.6931), softmax(1.0), 2);
+  ASSERT_TRUE(k);
+  EXPECT_NEAR(*k, 0.6931, 1e-5);
+  EXPECT_FALSE(fit_score_scale(softmax(0.5), std::vector<float>(10, 0.25f), 2)) << "a flat row fits nothing";
+  EXPECT_FALSE(fit_score_scale(softmax(0.5), softmax(1.0), 3)) << "rows of another number of heads";
 }
 
 }  // namespace
