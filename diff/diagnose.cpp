@@ -8,6 +8,8 @@
 #include "diff/judge.hpp"
 #include "diff/observations.hpp"
 #include "diff/tap_graph.hpp"
+#include "model/ggml_type.hpp"
+#include "tapdiff/weight_taps.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -237,6 +239,20 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       if (!d.ties.empty()) d.separating_experiment = separating_experiment(classes);
     }
     for (const Judged& h : j.runners_up) d.runners_up.push_back({h.candidate->variant, h.residual, h.candidate->bug_class});
+    // Unexplained at an op reading a quantized weight: its decoder is a suspect the activations
+    // cannot name (every program decodes the weight its own way). The weights as decoded can.
+    const std::string w = weight_read_by(f.name, f.layer, model.config());
+    const GgufTensorInfo* wt = j.reproducing.empty() && !w.empty() ? model.tensor(w) : nullptr;
+    const auto holds = [&w](const TraceReader& trace) {
+      return trace.find(std::string(kWeightTapPrefix) + w, -1) ||
+             trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
+    };
+    if (wt && ggml_type_traits(wt->type).block_elems > 1 && !(holds(a) && holds(b)))
+      d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: record --weights in "
+                                         "both runs (`tapdiff run --weights`) and diff them; decoded weights that "
+                                         "differ name the decoder, weights that agree leave the kernels' own {} "
+                                         "decoding (a fast path, an embedding lookup) as the suspect",
+                                         w, ggml_type_name(wt->type), ggml_type_name(wt->type)));
   } catch (const std::exception& e) {
     d.signatures.push_back(fmt::format("hypothesis replay skipped: {}", e.what()));
   }

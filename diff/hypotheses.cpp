@@ -75,6 +75,15 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                  "", true, with(W, B)});
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
+  if (cap > 0 && c.attn_softcap > 0 && c.attn_softcap != cap)
+    out.push_back({fmt::format("the logits soft-capped at the attention's cap {:g} instead of the final cap {:g}",
+                               c.attn_softcap, cap),
+                   "softcap", false, with(W, B, false, {}, c.attn_softcap)});
+  if (const std::int64_t last = in.prompt_length - 1; name == "output" && last > 0)
+    out.push_back({"the prompt's logits from the hidden state of the position before its last (the head read the "
+                   "batch's row before the last)",
+                   "buffer", false,
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? p - 1 : p), n_out, false, B, cap); }});
   // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
   // apart, and once the run recorded them (and they agreed) the GEMM is left.
   const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
@@ -174,6 +183,12 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup_scaled(W, token(1, 0))});
   out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup_scaled(W, token(-1, 0))});
   out.push_back({"the row of the previous position's token", "embedding", false, lookup_scaled(W, token(0, -1))});
+  for (const int bits : {8, 16})
+    if (V > (std::size_t(1) << bits))
+      out.push_back({fmt::format("the row of the token id truncated to {} bits (id mod {})", bits, 1 << bits),
+                     "embedding", false, lookup_scaled(W, [tokens, bits](std::int64_t p) -> std::int64_t {
+                       return p < std::int64_t(tokens.size()) ? std::int64_t(tokens[std::size_t(p)]) % (1 << bits) : -1;
+                     })});
   out.push_back({"the row of the position index instead of the token id", "embedding", false,
                  lookup_scaled(W, [](std::int64_t p) { return p; })});
   out.push_back({"the row of the first token of the prompt at every position", "embedding", false,
@@ -181,6 +196,19 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   if (scale == 1.0f)
     out.push_back({fmt::format("the row scaled by sqrt(n_embd) = {:.4g}", std::sqrt(double(E))), "embedding", false,
                    lookup(W, token(0, 0), float(std::sqrt(double(E))))});
+  // A scale nobody listed (the square root taken in integers, a constant from another model):
+  // fitted to the actual row at position 0.
+  const auto named = [](double k, double c) { return std::abs(k / c - 1) < 1e-3; };
+  if (const auto k = fit_scale(lookup(W, token(0, 0))(0), trace_row(in.actual, "token_embd", -1, 0));
+      k && *k > 0 && !named(*k, scale) && !named(*k, std::sqrt(double(E))) && !named(*k, 1)) {
+    const bool integer_root = std::abs(*k - std::floor(std::sqrt(double(E)))) < 1e-4 * *k;
+    out.push_back({fmt::format("the row scaled by {:.6g} (fitted to the actual row){}", *k,
+                               integer_root ? fmt::format(" = floor(sqrt(n_embd)) = floor(sqrt({})): the square root "
+                                                          "taken in integers",
+                                                          E)
+                                            : std::string()),
+                   "embedding", false, lookup(W, token(0, 0), float(*k))});
+  }
   out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
                  lookup_scaled(W, token(0, 0), 1.0f, true)});
   // Another table of the same shape passed to the lookup (the head's, when it is untied).
@@ -223,7 +251,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized };
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1 };
   auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                      Form form = Form::rms, double x_scale = 1) {
     return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim, x_scale](std::int64_t p) {
@@ -248,10 +276,16 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
           mean /= double(group);
           for (double& v : xd) v -= mean;
         }
-        if (form == Form::unnormalized)
+        if (form == Form::unnormalized) {
           for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * (w ? w[i] : 1.0f);
-        else
+        } else if (form == Form::over_n_minus_1) {
+          double squares = 0;
+          for (double v : xd) squares += v * v;
+          const double inv = group > 1 ? 1 / std::sqrt(squares / double(group - 1) + eps) : 0;
+          for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * inv * (w ? w[i] : 1.0f);
+        } else {
           ref::rmsnorm(xd.data(), w, int(group), eps, yd.data());
+        }
         std::copy(yd.begin(), yd.end(), y.begin() + std::ptrdiff_t(at));
       }
       return y;
@@ -297,6 +331,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   }
   out.push_back({"the mean subtracted before the RMS (LayerNorm instead of RMSNorm)", "normalization", false,
                  run(w, eps, Form::mean_removed)});
+  out.push_back({"the mean square taken over n - 1 instead of n elements", "normalization", false,
+                 run(w, eps, Form::over_n_minus_1)});
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
                  run(w, eps, Form::one_plus_w)});
   out.push_back({"x * w: the weight applied, the normalization skipped", "normalization", false,
@@ -352,6 +388,11 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return -p; }, base, right)});
   out.push_back({"rotated at the decode step index p - prompt length instead of p", "rope", false,
                  rotate([prompt](std::int64_t p) { return p >= prompt ? p - prompt : p; }, base, right)});
+  if (const std::int64_t chunk = in.prefill_chunk; chunk > 0 && chunk < prompt)
+    out.push_back({fmt::format("rotated at the position within its prefill chunk of {} (p mod {}) instead of p",
+                               chunk, chunk),
+                   "rope", false,
+                   rotate([prompt, chunk](std::int64_t p) { return p < prompt ? p % chunk : p; }, base, right)});
   if (factors) {
     out.push_back({"the frequency factors (rope_freqs.weight) not applied", "rope", false,
                    rotate(at_p, base, right, true, 0, nullptr, false)});
@@ -442,6 +483,14 @@ ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::in
   const TraceMetadata& m = trace.metadata();
   return {trace, model, prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()), cache_format_of(m),
           prefill_chunk_of(m)};
+}
+
+std::string weight_read_by(const std::string& name, int layer, const ModelConfig& c) {
+  if (name == "token_embd") return "token_embd.weight";
+  for (const char* projection :
+       {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "output"})
+    if (name == projection) return weight_of(name, layer, c);
+  return "";
 }
 
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {

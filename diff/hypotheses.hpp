@@ -55,6 +55,10 @@ std::int64_t prefill_chunk_of(const TraceMetadata& m);
 // What replaying `trace`'s own inputs needs: its run's context, cache format and prefill steps.
 ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::int64_t prompt_length);
 
+// The weight the op of tap `name` multiplies by (the embedding table, a projection's or the
+// head's matrix); "" for an op that reads none.
+std::string weight_read_by(const std::string& name, int layer, const ModelConfig& c);
+
 // Candidates for tap `name` at `layer`; empty when the tap has no replay.
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in);
 

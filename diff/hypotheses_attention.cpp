@@ -364,6 +364,19 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
   };
   out.push_back({"the row computed for this position", "", true, row_of(src, 0)});
   out.push_back(never_written("zeros: the row was never written", "kv-cache", in, src, layer));
+  // A batched append one row short: each prefill batch's last row left for a step that never
+  // writes it (the last prompt token's K/V "appended by decode").
+  Candidate short_batch{"zeros at the last row of each prefill batch: the batch appended one row short",
+                        "kv-cache", false, [row = row_of(src, 0), prompt = in.prompt_length,
+                                            chunk = in.prefill_chunk](std::int64_t p) {
+                          Row r = row(p);
+                          const std::int64_t size = chunk > 0 ? chunk : prompt, start = p / size * size;
+                          const std::int64_t n = std::min(size, prompt - start);
+                          if (p < prompt && n > 1 && p == start + n - 1) std::fill(r.begin(), r.end(), 0.0f);
+                          return r;
+                        }};
+  short_batch.explains_zeros = true;
+  out.push_back(std::move(short_batch));
   Candidate previous{"the previous position's row (the write cursor did not advance)", "kv-cache", false,
                      row_of(src, -1)};
   previous.takes = "previous position";

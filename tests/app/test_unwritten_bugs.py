@@ -264,3 +264,145 @@ def test_a_scale_nobody_listed_is_fitted(llama, tmp_path, k, words):
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
     assert r["diagnosis"]["class"] == "attention-scale" and words in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_a_norm_over_n_minus_1_is_named(llama, tmp_path):
+    """RMSNorm whose mean square divides by n - 1: a scale a hair under 1 that no epsilon fits
+    at every row."""
+    bad = tmp_path / "n-minus-1.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    eps = 1e-5  # the llama fixture's
+    x = read_tap(bad, "token_embd", -1).astype(np.float64)
+    y = read_tap(bad, "attn_norm", 0).astype(np.float64)
+    squares = (x * x).sum(axis=1, keepdims=True)
+    n = x.shape[1]
+    write_tap(bad, "attn_norm", 0, y * np.sqrt(squares / n + eps) / np.sqrt(squares / (n - 1) + eps))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn_norm", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "normalization" and "n - 1" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_a_prefill_that_appends_one_row_short_is_a_kv_cache_bug(llama, tmp_path):
+    """The batch's last K/V row left for a decode step that never writes it: the cache slot of
+    the last prompt position reads back as zeros, every other slot as computed."""
+    bad = tmp_path / "short-append.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    last = len(PROMPT.split(",")) - 1
+    for name in ("kv.k", "kv.v"):
+        rows = read_tap(bad, name, 0)
+        rows[last] = 0
+        write_tap(bad, name, 0, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.kv.k", last)
+    assert r["diagnosis"]["class"] == "kv-cache" and "one row short" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def rope_norm(x, position, head_dim=16, base=1e4):
+    """The llama fixture's RoPE (adjacent pairs, every dimension rotated) of one row."""
+    x = x.reshape(-1, head_dim // 2, 2).astype(np.float64)
+    theta = position * base ** (-2 * np.arange(head_dim // 2) / head_dim)
+    c, s = np.cos(theta), np.sin(theta)
+    return np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], axis=-1).reshape(-1)
+
+
+def test_rope_at_the_position_within_a_prefill_chunk_is_named(llama, tmp_path):
+    """A chunked prefill that passes each chunk's positions from 0: rows rotated at p mod chunk."""
+    eng = tmp_path / "chunked.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--prefill-chunk", 4, "-o", eng)
+    assert p.returncode == 0, p.stderr
+    q = read_tap(eng, "attn_q", 0)
+    q_rope = read_tap(eng, "attn_q.rope", 0)
+    assert np.allclose(rope_norm(q[5], 5), q_rope[5], atol=1e-5), "the test's RoPE is the fixture's"
+    prompt = len(PROMPT.split(","))
+    for pos in range(4, prompt):
+        q_rope[pos] = rope_norm(q[pos], pos % 4)
+    write_tap(eng, "attn_q.rope", 0, q_rope)
+    code, r = diff_json(llama / "ref.h5", eng, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_q.rope", 4)
+    assert r["diagnosis"]["class"] == "rope" and "within its prefill chunk of 4" in r["diagnosis"]["variant"], \
+        r["diagnosis"]
+
+
+def test_a_token_id_truncated_to_8_bits_is_named(llama, tmp_path):
+    """A token id stored in a byte: token 300 looks up row 44 (the fixture has 320 tokens)."""
+    model = llama / "llama.gguf"
+    for backend, out, tokens in (("reference", "ref.h5", "1,70,300,33"), ("host", "eng.h5", "1,70,300,33"),
+                                 ("host", "row44.h5", "1,70,44,33")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", tokens, "-n", 2, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1)
+    rows[2] = read_tap(tmp_path / "row44.h5", "token_embd", -1)[2]
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, rows)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("token_embd", 2)
+    assert r["diagnosis"]["class"] == "embedding" and "8 bits" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_logits_of_the_row_before_the_last_are_named(llama, tmp_path):
+    """A batched prefill whose head reads the row before the last: the prompt's logits are the
+    previous position's."""
+    model = llama / "llama.gguf"
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "--logits", "all",
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    last = len(PROMPT.split(",")) - 1
+    logits = read_tap(tmp_path / "eng.h5", "output", -1)
+    logits[last] = logits[last - 1]
+    write_tap(tmp_path / "eng.h5", "output", -1, logits)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("output", last)
+    assert "row before the last" in (r["diagnosis"]["variant"] or ""), r["diagnosis"]
+
+
+def test_logits_capped_at_the_attention_cap_are_named(tmp_path):
+    """gemma2 caps scores at 1 and logits at 2 (the fixture's): the head given the attention's cap."""
+    model = tmp_path / "gemma2.gguf"
+    assert run("fixture", "--arch", "gemma2", "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    logits = read_tap(tmp_path / "eng.h5", "output", -1).astype(np.float64)
+    write_tap(tmp_path / "eng.h5", "output", -1, np.tanh(2 * np.arctanh(logits / 2)))
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "output", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "softcap" and "attention's cap" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_an_embedding_scale_nobody_listed_is_fitted(tmp_path):
+    """gemma2's sqrt(n_embd) taken in integers: 9 for n_embd 96, where the model says 9.798."""
+    model = tmp_path / "gemma2.gguf"
+    assert run("fixture", "--arch", "gemma2", "--n-embd", 96, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1).astype(np.float64)
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, rows * 9 / np.sqrt(96))
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("token_embd", 0)
+    assert r["diagnosis"]["class"] == "embedding" and "floor(sqrt(n_embd))" in r["diagnosis"]["variant"], \
+        r["diagnosis"]
+
+
+def test_an_unexplained_op_on_a_quantized_weight_asks_for_the_decoded_weights(tmp_path):
+    """A decoder bug inside a kernel shows first where the kernel's output is tapped, and no
+    replay from the trace's activations names it: the report says how to compare the decoded
+    weights, until both traces hold them."""
+    model = tmp_path / "q8.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q8_0", "-o", model).returncode == 0
+    for weights in ([], ["--weights"]):
+        for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+            p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, *weights,
+                    "-o", tmp_path / out)
+            assert p.returncode == 0, p.stderr
+        rows = read_tap(tmp_path / "eng.h5", "attn_q", 0)
+        rows[:, ::7] *= -1  # a few elements of every row wrong, as a misdecoded block leaves them
+        write_tap(tmp_path / "eng.h5", "attn_q", 0, rows)
+        code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+        assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn_q", r["first_divergence"]
+        asked = [s for s in r["diagnosis"]["signatures"] if "record --weights" in s]
+        if weights:
+            assert not asked, r["diagnosis"]["signatures"]
+        else:
+            assert r["diagnosis"]["class"] == "unexplained" and asked and "Q8_0" in asked[0], r["diagnosis"]
