@@ -25,6 +25,14 @@ bool same_runs(const TapInfo& x, const TapInfo& y) {
 
 bool as_stored(const TapInfo& t) { return !t.alignment && t.stored_size == t.row_size; }
 
+// The first position past the rows `t` keeps in its stack's batch; -1 when it keeps none there.
+std::int64_t past_batch(const TapInfo& t) {
+  if (t.batch_rows <= 0) return -1;
+  const std::vector<std::int64_t> positions = t.positions();
+  const auto rows = std::size_t(t.batch_rows);
+  return rows < positions.size() ? positions[rows] : positions.back() + 1;
+}
+
 }  // namespace
 
 PairReader::PairReader(const TraceReader& a, const TraceReader& b, std::vector<TapPair> pairs,
@@ -78,9 +86,26 @@ void PairReader::publish() {
   changed_.notify_all();
 }
 
-// The group's positions in batches of about batch_bytes_: the positions of its first pair's
-// expected tap (only positions both traces hold are compared).
+// A batch (`batch` in the schema) is slot-major: a slot's rows lie together, in chunks of many
+// positions, and attn.probs's in tiles of 64 positions by 64 keys. Read as a stack, a few positions
+// of every slot at a time, each tile would be read again for every few positions (a 2048-token
+// prompt's diff: 34 s instead of 7). So the rows in batches are read pair by pair, the rest as a
+// stack.
 void PairReader::read_group(const Group& group, std::size_t& batch_index) {
+  std::int64_t split = -1;
+  if (group.stacked())
+    for (std::size_t k = group.first; k < group.end; ++k)
+      split = std::max({split, past_batch(*pairs_[k].first), past_batch(*pairs_[k].second)});
+  if (split <= 0) return read_positions(group, 0, last_position_, batch_index);
+  for (std::size_t k = group.first; k < group.end; ++k)
+    read_positions({k, k + 1}, 0, std::min(split - 1, last_position_), batch_index);
+  if (split <= last_position_) read_positions(group, split, last_position_, batch_index);
+}
+
+// The group's positions lo..hi in batches of about batch_bytes_: the positions of its first
+// pair's expected tap (only positions both traces hold are compared).
+void PairReader::read_positions(const Group& group, std::int64_t lo_position, std::int64_t hi_position,
+                                std::size_t& batch_index) {
   const TapInfo& a0 = *pairs_[group.first].first;
   const TapInfo& b0 = *pairs_[group.first].second;
   // A position's floats in each trace, as read: every slot's stored row, or the pair's rows
@@ -89,7 +114,7 @@ void PairReader::read_group(const Group& group, std::size_t& batch_index) {
   const std::int64_t b_floats = group.stacked() ? group.slots_b * b0.stored_size : b0.row_size;
   const std::int64_t position_bytes = (a_floats + b_floats) * std::int64_t(sizeof(float));
   const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / position_bytes));
-  const std::vector<std::int64_t> positions = a_.positions_in(a0, 0, last_position_);
+  const std::vector<std::int64_t> positions = a_.positions_in(a0, lo_position, hi_position);
   for (std::size_t i0 = 0; i0 < positions.size(); i0 += per_batch, ++batch_index) {
     if (!wait_for_room(batch_index)) return;
     const std::int64_t lo = positions[i0], hi = positions[std::min(i0 + per_batch, positions.size()) - 1];

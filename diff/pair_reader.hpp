@@ -7,7 +7,8 @@
 // A batch is a range of positions of consecutive pairs (in the order given) whose taps lie in
 // the same stack in each trace: those are read with one HDF5 read per trace straight into the
 // batch's memory, every slot of the stack at once (no copy), a few MB at a time so that the
-// memory stays small and warm (fresh pages cost as much as reading them here).
+// memory stays small and warm (fresh pages cost as much as reading them here). Rows a stack keeps
+// in its slot-major `batch` (a prompt's) are read pair by pair.
 #pragma once
 
 #include <condition_variable>
@@ -68,6 +69,8 @@ private:
   void read_all();
   Group group_at(std::size_t first) const;
   void read_group(const Group& group, std::size_t& batch_index);
+  void read_positions(const Group& group, std::int64_t lo_position, std::int64_t hi_position,
+                      std::size_t& batch_index);
   bool wait_for_room(std::size_t batch_index);
   void publish();
 
