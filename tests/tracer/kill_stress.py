@@ -50,7 +50,8 @@ def check(path):
 def main():
     writer, trials = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 150
     variants = [[], ["--commit-every", "3"], ["--compress"], ["--lazy-taps"],
-                ["--prompt", "24"], ["--prompt", "24", "--lazy-taps"]]  # a prompt goes to batch
+                ["--prompt", "24"], ["--prompt", "24", "--lazy-taps"],  # a prompt goes to batch
+                ["--prompt", "24", "--compress"]]
     failures, counted, steps = 0, 0, []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "killed.h5")

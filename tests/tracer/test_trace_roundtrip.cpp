@@ -216,14 +216,12 @@ TEST(TraceRoundTrip, BatchedStepsThenDecodeStepsReadAsOneSequence) {
       w.close();
     }
     const TraceReader r(path);
-    EXPECT_EQ(r.tap("attn_q", 0).batch_rows, compress ? 0 : 6);
+    EXPECT_EQ(r.tap("attn_q", 0).batch_rows, 6);  // the compressed copy keeps the batch
     EXPECT_EQ(r.tap("attn_q", 2).batch_rows, 0);
     const nlohmann::json summary = trace_summary(r);  // tapdiff inspect says where rows are
-    EXPECT_EQ(summary["taps"][0].value("batch_rows", 0), compress ? 0 : 6);
+    EXPECT_EQ(summary["taps"][0].value("batch_rows", 0), 6);
     EXPECT_FALSE(summary["taps"][2].contains("batch_rows"));
-    if (!compress) {
-      EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/batch"), (std::vector<hsize_t>{3, 6, 5}));
-    }
+    EXPECT_EQ(test::raw_dims(path, "/taps/attn_q/batch"), (std::vector<hsize_t>{3, 6, 5}));
     for (int layer = 0; layer < 3; ++layer) {
       const TapInfo& tap = r.tap("attn_q", layer);
       const std::int64_t first = layer == 2 ? 6 : 0;

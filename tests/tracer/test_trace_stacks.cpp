@@ -362,9 +362,7 @@ TEST(TraceStacks, AttentionRowsAreStoredUpToTheirLastNonzeroBlock) {
     const TraceReader r(path);
     for (int layer = 0; layer < 2; ++layer) {
       const TapInfo& tap = r.tap("attn.probs", layer);
-      if (!v.compress) {
-        EXPECT_EQ(tap.batch_rows, kPrompt) << v.what << ": the prompt's rows are in the stack's batch";
-      }
+      EXPECT_EQ(tap.batch_rows, kPrompt) << v.what << ": the prompt's rows are in the stack's batch";
       const TapRows rows = r.read(tap);
       ASSERT_EQ(rows.size(), std::size_t(kPositions)) << v.what;
       for (std::int64_t p = 0; p < kPositions; ++p) {

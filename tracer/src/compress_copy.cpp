@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "extendable.hpp"
@@ -27,8 +28,24 @@ constexpr std::uint64_t kMargin = 1u << 20;
 
 std::string object(const char* name) { return std::string("/") + name; }
 
-// Copies one stack window by window: a window is the same rows of every slot, written in one
-// block where the slots agree.
+// Rows of `tap` from row r0 to before r1 (row numbers, not positions), run by run.
+template <class Write>
+void copy_rows(const TraceReader& in, const TapInfo& tap, std::int64_t r0, std::int64_t r1, Write&& write) {
+  for (const PositionRun& run : tap.runs) {
+    const std::int64_t lo = std::max(r0, run.first_row);
+    const std::int64_t hi = std::min(r1, run.first_row + run.n_rows);
+    if (lo >= hi) continue;
+    const std::int64_t position = run.first_position + (lo - run.first_row);
+    const TapRows rows = in.read(tap, position, position + (hi - lo) - 1);
+    write(position, hi - lo, rows.values.data());
+  }
+}
+
+// Copies one stack. The rows a slot keeps in the stack's `batch` (a prompt's, slot-major) go to
+// the copy's batch a slot at a time, in windows of whole chunks: read a few rows of every slot at
+// a time, each of attn.probs's tiles of 64 positions would be read again for every few rows. The
+// rest go window by window: a window is the same rows of every slot, written in one block where
+// the slots agree.
 void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, hid_t taps_group,
                 const StreamConfig& config, SpaceReserve& reserve, const std::string& path,
                 std::vector<std::int64_t>& committed) {
@@ -36,34 +53,47 @@ void copy_stack(const TraceReader& in, const std::vector<const TapInfo*>& taps, 
   StagingPool staging;
   TapStack out(first.name, first.stack, RowShape(first.row_shape), staging);
   std::int64_t max_rows = 0;
+  std::int64_t first_data_row = std::numeric_limits<std::int64_t>::max();
   for (const TapInfo* tap : taps) {
     out.add_slot(tap->layer, static_cast<std::int64_t>(committed.size() / sc::kCommittedWidth));
     committed.insert(committed.end(), sc::kCommittedWidth, 0);
     max_rows = std::max(max_rows, tap->n_rows);
+    first_data_row = std::min(first_data_row, tap->batch_rows);
   }
   const std::int64_t row_bytes = first.row_size * static_cast<std::int64_t>(sizeof(float));
+
+  const auto batch_chunk = std::max<std::int64_t>(1, std::int64_t(out.batch_chunk_rows(config)));
+  const std::int64_t slot_window = std::max<std::int64_t>(1, kWindowBytes / (row_bytes * batch_chunk)) * batch_chunk;
+  for (std::size_t slot = 0; slot < taps.size(); ++slot) {
+    const TapInfo& tap = *taps[slot];
+    for (std::int64_t r0 = 0; r0 < tap.batch_rows; r0 += slot_window) {
+      const std::int64_t r1 = std::min(r0 + slot_window, tap.batch_rows);
+      reserve.ensure(kMargin + 2 * std::uint64_t(r1 - r0) * std::uint64_t(row_bytes));
+      copy_rows(in, tap, r0, r1, [&](std::int64_t position, std::int64_t n, const float* rows) {
+        out.write_batch(slot, position, n, rows, taps_group, config, path);
+      });
+    }
+  }
+
   const std::int64_t window =
       std::max<std::int64_t>(1, kWindowBytes / (row_bytes * static_cast<std::int64_t>(taps.size())));
-  for (std::int64_t r0 = 0; r0 < max_rows; r0 += window) {
+  for (std::int64_t r0 = first_data_row; r0 < max_rows; r0 += window) {
     for (std::size_t slot = 0; slot < taps.size(); ++slot) {
       const TapInfo& tap = *taps[slot];
-      for (const PositionRun& run : tap.runs) {
-        const std::int64_t lo = std::max(r0, run.first_row);
-        const std::int64_t hi = std::min(r0 + window, run.first_row + run.n_rows);
-        if (lo >= hi) continue;
-        const std::int64_t position = run.first_position + (lo - run.first_row);
-        const TapRows rows = in.read(tap, position, position + (hi - lo) - 1);
-        out.stage(slot, position, hi - lo, rows.values.data());
-      }
+      copy_rows(in, tap, std::max(r0, tap.batch_rows), r0 + window,
+                [&](std::int64_t position, std::int64_t n, const float* rows) { out.stage(slot, position, n, rows); });
     }
     reserve.ensure(kMargin + 2 * out.write_bound(config));
     out.write_staged(taps_group, config, path);
   }
+  reserve.ensure(kMargin + out.write_bound(config));
+  out.ensure_data(taps_group, config, path);  // every stack has one, if only batch rows were copied
   out.trim(path);
   for (std::size_t slot = 0; slot < taps.size(); ++slot) {
     const std::size_t i = static_cast<std::size_t>(out.index(slot)) * sc::kCommittedWidth;
     committed[i] = out.rows_written(slot);
-    committed[i + 1] = out.runs_written(slot);  // the copy has no batch: every row in `data`
+    committed[i + 1] = out.runs_written(slot);
+    committed[i + 2] = out.batch_rows(slot);
   }
   out.close();
 }
@@ -91,6 +121,8 @@ void write_copy(const TraceReader& in, const std::string& path, int gzip_level) 
   StreamConfig config;
   config.dataset.compress = true;
   config.dataset.gzip_level = gzip_level;
+  const bool batched = std::any_of(in.taps().begin(), in.taps().end(), [](const TapInfo& t) { return t.batch_rows > 0; });
+  if (batched) config.batch_rows = in.metadata().prompt_length;  // the copy's batch chunks as the trace's
   const h5::Id taps =
       h5::group_id(H5Gcreate2(file.get(), sc::kTaps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    {path, object(sc::kTaps)}, "cannot create group");

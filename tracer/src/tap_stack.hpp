@@ -78,6 +78,8 @@ public:
   }
   void write_batch(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
                    hid_t taps_group, const StreamConfig& config, const std::string& path);
+  // Rows of one slot a chunk of `batch` holds.
+  hsize_t batch_chunk_rows(const StreamConfig& config) const;
   // Writes rows of a slot with nothing staged straight from `rows` (n_rows, shape().elements()).
   void write_direct(std::size_t slot, std::int64_t first_position, std::int64_t n_rows, const float* rows,
                     hid_t taps_group, const StreamConfig& config, const std::string& path);
@@ -109,7 +111,6 @@ private:
   // the keys they use (tap_stack.cpp).
   bool sparse_keys() const { return keys_ > 0; }
   bool has_batch(const StreamConfig& config) const { return config.batch_rows > 1; }
-  hsize_t batch_chunk_rows(const StreamConfig& config) const;
   std::int64_t chunk_row_elements() const;
   void write_block(hsize_t row, hsize_t n_rows, std::size_t slot, std::size_t n_slots, const float* mem,
                    hsize_t mem_rows, hsize_t mem_slots, hsize_t mem_slot, const h5::Where& where);
