@@ -62,6 +62,29 @@ std::optional<double> fit_score_scale(const std::vector<float>& actual, const st
   return xx > 1e-12 && xy > 0 ? std::optional<double>(xy / xx) : std::nullopt;
 }
 
+std::optional<std::vector<int>> fit_head_sources(const std::vector<float>& actual, int n_head, int n_options,
+                                                 const std::function<const float*(int head, int source)>& source) {
+  if (actual.empty() || n_head < 1 || actual.size() % std::size_t(n_head) != 0) return std::nullopt;
+  const std::size_t size = actual.size() / std::size_t(n_head);
+  std::vector<int> from(std::size_t(n_head), -1);
+  for (int h = 0; h < n_head; ++h) {
+    const float* a = actual.data() + std::size_t(h) * size;
+    double own = 0, best = INFINITY, next = INFINITY;
+    for (std::size_t i = 0; i < size; ++i) own += double(a[i]) * double(a[i]);
+    for (int k = 0; k < n_options; ++k) {
+      const float* b = source(h, k);
+      if (b == nullptr) continue;
+      double e = 0;
+      for (std::size_t i = 0; i < size; ++i) e += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+      if (!(e < next)) continue;
+      if (e < best) next = best, best = e, from[std::size_t(h)] = k;
+      else next = e;
+    }
+    if (from[std::size_t(h)] < 0 || !(own > 0) || best > 1e-2 * own || best > 0.25 * next) return std::nullopt;
+  }
+  return from;
+}
+
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w) {
   if (x.empty() || x.size() != y.size()) return std::nullopt;
   double ms = 0, xy = 0, xx = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,13 @@ std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<f
 // give weight. Nothing when the rows differ in size or correct is flat.
 std::optional<double> fit_score_scale(const std::vector<float>& actual, const std::vector<float>& correct,
                                       int n_head);
+
+// Which of n_options sources each head of `actual` (a row of n_head equal blocks) holds:
+// source(h, k) is the block head h would hold from source k (null: none). A head's fit must be
+// clear: its squared error within 1% of the head's own squared size and at most a quarter of the
+// next source's. Nothing when a head has no clear fit.
+std::optional<std::vector<int>> fit_head_sources(const std::vector<float>& actual, int n_head, int n_options,
+                                                 const std::function<const float*(int head, int source)>& source);
 
 // The epsilon of y = x / sqrt(mean(x²) + eps) * w (w may be null), by least squares on the
 // scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).

@@ -97,6 +97,24 @@ Row keys_as_read(const Row& probs, int n_head, std::int64_t n_ctx, const TapInfo
   return out;
 }
 
+std::string list_text(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+// A name for a placement of heads: ": adjacent heads swapped" and the like, or "".
+std::string heads_pattern(const std::vector<int>& from) {
+  const auto n = int(from.size());
+  auto every = [&](auto f) {
+    for (int j = 0; j < n; ++j)
+      if (from[std::size_t(j)] != f(j)) return false;
+    return true;
+  };
+  if (n % 2 == 0 && every([](int j) { return j ^ 1; })) return ": adjacent heads swapped in pairs (h ^ 1)";
+  if (every([&](int j) { return n - 1 - j; })) return ": the heads in reverse order";
+  for (int k = 1; k < n; ++k)
+    if (every([&](int j) { return (j + k) % n; }))
+      return fmt::format(": the heads shifted by {} (slot j holds head (j + {}) mod n_head)", k, k);
+  return "";
+}
+
 }  // namespace
 
 void attention_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -113,7 +131,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     ref::GqaMap map;
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
-    bool kv_head_zero = false;           // every query head reads kv head 0
+    std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
@@ -150,15 +168,17 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
     round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
     ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-    if (s.kv_head_zero) {  // the cache as if it held kv head 0 alone
+    if (!s.kv_of_head.empty()) {  // the cache as if it held each query head's kv head
+      const auto d = std::size_t(c.head_dim), n = std::size_t(c.n_head);
       for (auto* cache : {&K, &V}) {
-        std::vector<double> head0(std::size_t(in.n_ctx) * std::size_t(c.head_dim));
-        for (std::int64_t t = 0; t < in.n_ctx; ++t)
-          std::copy_n(cache->begin() + std::ptrdiff_t(std::size_t(t) * kv_dim), c.head_dim,
-                      head0.begin() + std::ptrdiff_t(t * c.head_dim));
-        *cache = std::move(head0);
+        std::vector<double> per_head(std::size_t(in.n_ctx) * n * d);
+        for (std::size_t t = 0; t < std::size_t(in.n_ctx); ++t)
+          for (std::size_t h = 0; h < n; ++h)
+            std::copy_n(cache->begin() + std::ptrdiff_t(t * kv_dim + std::size_t(s.kv_of_head[h]) * d), d,
+                        per_head.begin() + std::ptrdiff_t((t * n + h) * d));
+        *cache = std::move(per_head);
       }
-      shape.n_head_kv = 1;
+      shape.n_head_kv = c.n_head;
     }
     const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
     const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
@@ -318,41 +338,94 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                c.n_layer - 1),
                    "kv-cache", false, replay(s)});
   }
-  if (output == Output::attn_out && c.n_head > 1) {
-    // The heads' outputs written to the wrong slots of attn.out.
-    const int n_head = c.n_head, d = c.head_dim;
-    auto relaid = [correct = replay(right), n_head, d](bool transposed) {
-      return [correct, n_head, d, transposed](std::int64_t p) {
-        const Row o = correct(p);
-        if (o.size() != std::size_t(n_head) * std::size_t(d)) return Row{};
-        Row moved(o.size());
-        for (int h = 0; h < n_head; ++h)
-          for (int i = 0; i < d; ++i)
-            moved[transposed ? std::size_t(i) * std::size_t(n_head) + std::size_t(h)
-                           : std::size_t(n_head - 1 - h) * std::size_t(d) + std::size_t(i)] =
-                o[std::size_t(h) * std::size_t(d) + std::size_t(i)];
-        return moved;
-      };
+  // The heads' rows in other slots: slot j holds head from[j]'s.
+  auto heads_from = [correct = replay(right), n_head = c.n_head](std::vector<int> from) {
+    return [correct, n_head, from](std::int64_t p) {
+      const Row o = correct(p);
+      if (o.empty() || o.size() % std::size_t(n_head) != 0) return Row{};
+      const std::size_t size = o.size() / std::size_t(n_head);
+      Row moved(o.size());
+      for (std::size_t j = 0; j < std::size_t(n_head); ++j)
+        std::copy_n(o.begin() + std::ptrdiff_t(std::size_t(from[j]) * size), size,
+                    moved.begin() + std::ptrdiff_t(j * size));
+      return moved;
     };
+  };
+  std::vector<int> reversed(std::size_t(c.n_head));
+  for (int h = 0; h < c.n_head; ++h) reversed[std::size_t(h)] = c.n_head - 1 - h;
+  if (output == Output::attn_out && c.n_head > 1) {
     out.push_back({"head h's output written to slot n_head - 1 - h (the heads in reverse order)", "buffer", false,
-                   relaid(false)});
+                   heads_from(reversed)});
+    const int n_head = c.n_head, d = c.head_dim;
     out.push_back({"the output laid out [head_dim][n_head] instead of [n_head][head_dim] (heads interleaved)",
-                   "buffer", false, relaid(true)});
+                   "buffer", false, [correct = replay(right), n_head, d](std::int64_t p) {
+                     const Row o = correct(p);
+                     if (o.size() != std::size_t(n_head) * std::size_t(d)) return Row{};
+                     Row moved(o.size());
+                     for (int h = 0; h < n_head; ++h)
+                       for (int i = 0; i < d; ++i)
+                         moved[std::size_t(i) * std::size_t(n_head) + std::size_t(h)] =
+                             o[std::size_t(h) * std::size_t(d) + std::size_t(i)];
+                     return moved;
+                   }});
+  }
+  // Heads in slots nobody listed (pairs swapped, an index off by one): each slot's head fitted to
+  // the correct replay's heads where the prompt ends.
+  const Row actual_at_fit = trace_row(in.actual, name, layer, fit_at);
+  const Row right_at_fit = compute(right, output, fit_at);
+  if (c.n_head > 1 && right_at_fit.size() == actual_at_fit.size()) {
+    const std::size_t size = right_at_fit.size() / std::size_t(c.n_head);
+    const auto from = fit_head_sources(actual_at_fit, c.n_head, c.n_head, [&](int, int head) {
+      return right_at_fit.data() + std::size_t(head) * size;
+    });
+    std::vector<int> same(std::size_t(c.n_head));
+    for (int h = 0; h < c.n_head; ++h) same[std::size_t(h)] = h;
+    if (from && *from != same && !(output == Output::attn_out && *from == reversed))
+      out.push_back({fmt::format("slots 0.. hold the {} of heads {} (fitted where the prompt ends){}",
+                                 output == Output::attn_out ? "outputs" : "attention rows", list_text(*from),
+                                 heads_pattern(*from)),
+                     "buffer", false, heads_from(*from)});
   }
   s = right;
   s.cache.cursor = Cursor::late;
   out.push_back({"decode rows written one slot late (the write offset one row ahead of the length)", "kv-cache",
                  false, replay(s)});
   if (c.n_head_kv > 1) {
+    std::vector<std::vector<int>> named;  // the kv heads of the query heads, by mapping
+    for (const ref::GqaMap map : {ref::GqaMap::grouped, ref::GqaMap::modulo}) {
+      named.emplace_back();
+      for (int h = 0; h < c.n_head; ++h) named.back().push_back(ref::kv_head_for(h, c.n_head, c.n_head_kv, map));
+    }
+    named.emplace_back(std::size_t(c.n_head), 0);
     s = right;
-    s.kv_head_zero = true;
+    s.kv_of_head = named.back();
     out.push_back({"every query head reads kv head 0", "gqa-mapping", false, replay(s)});
-  }
-  if (c.n_head_kv > 1 && c.n_head_kv < c.n_head) {
-    s = right;
-    s.map = ref::GqaMap::modulo;
-    out.push_back({"query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
-                   "gqa-mapping", false, replay(s)});
+    if (c.n_head_kv < c.n_head) {
+      s = right;
+      s.map = ref::GqaMap::modulo;
+      out.push_back({"query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
+                     "gqa-mapping", false, replay(s)});
+    }
+    // A mapping nobody listed: each query head's kv head fitted where the prompt ends, from the
+    // rows every query head would hold reading kv head g.
+    std::vector<Row> reading(std::size_t(c.n_head_kv));
+    for (int g = 0; g < c.n_head_kv; ++g) {
+      s = right;
+      s.kv_of_head.assign(std::size_t(c.n_head), g);
+      reading[std::size_t(g)] = compute(s, output, fit_at);
+    }
+    const std::size_t size = actual_at_fit.size() / std::size_t(c.n_head);
+    const auto kv = fit_head_sources(actual_at_fit, c.n_head, c.n_head_kv, [&](int h, int g) {
+      const Row& r = reading[std::size_t(g)];
+      return r.size() == actual_at_fit.size() ? r.data() + std::size_t(h) * size : nullptr;
+    });
+    if (kv && std::find(named.begin(), named.end(), *kv) == named.end()) {
+      s = right;
+      s.kv_of_head = *kv;
+      out.push_back({fmt::format("query heads 0.. read kv heads {} instead of {} (fitted where the prompt ends)",
+                                 list_text(*kv), list_text(named.front())),
+                     "gqa-mapping", false, replay(s)});
+    }
   }
 }
 

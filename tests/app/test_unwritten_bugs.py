@@ -406,3 +406,52 @@ def test_an_unexplained_op_on_a_quantized_weight_asks_for_the_decoded_weights(tm
             assert not asked, r["diagnosis"]["signatures"]
         else:
             assert r["diagnosis"]["class"] == "unexplained" and asked and "Q8_0" in asked[0], r["diagnosis"]
+
+
+@pytest.mark.parametrize("order, words", [([1, 0, 3, 2], "adjacent heads swapped"), ([1, 2, 3, 0], "shifted by 1")])
+def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
+    """An attention kernel that writes each head's probabilities to another head's slot (pairs
+    swapped, an index off by one): no named variant places the heads so; the placement is fitted.
+    Was unexplained."""
+    bad = tmp_path / "heads.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0)
+    assert probs.shape[1] == len(order), probs.shape
+    write_tap(bad, "attn.probs", 0, probs[:, order, :])
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "buffer" and words in r["diagnosis"]["variant"], r["diagnosis"]
+    assert str(order) in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def causal_probs(q, k, n_head, n_keys, kv_of_head):
+    """softmax(q_h · K_g / sqrt(d)) over keys 0..p, query head h reading kv head kv_of_head[h]."""
+    n, d = q.shape[0], q.shape[1] // n_head
+    q = q.reshape(n, n_head, d).astype(np.float64)
+    k = k.reshape(n, -1, d).astype(np.float64)
+    probs = np.zeros((n, n_head, n_keys))
+    for p in range(n):
+        for h in range(n_head):
+            s = k[: p + 1, kv_of_head[h]] @ q[p, h] / np.sqrt(d)
+            e = np.exp(s - s.max())
+            probs[p, h, : p + 1] = e / e.sum()
+    return probs
+
+
+def test_a_kv_head_map_nobody_listed_is_fitted(llama, tmp_path):
+    """Query heads that read their kv heads through a mapping no named variant has (the groups
+    in reverse): each query head's kv head is fitted. Was unexplained."""
+    bad = tmp_path / "kv-map.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0)
+    q, k = read_tap(bad, "attn_q.rope", 0), read_tap(bad, "attn_k.rope", 0)
+    n_head, n_keys = probs.shape[1], probs.shape[2]
+    n_kv = k.reshape(k.shape[0], -1).shape[1] // (q.reshape(q.shape[0], -1).shape[1] // n_head)
+    assert (n_head, n_kv) == (4, 2)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    grouped = [h // (n_head // n_kv) for h in range(n_head)]
+    assert np.allclose(causal_probs(q, k, n_head, n_keys, grouped), probs, atol=1e-5)  # the replay is right
+    write_tap(bad, "attn.probs", 0, causal_probs(q, k, n_head, n_keys, [1, 1, 0, 0]))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "gqa-mapping" and "[1, 1, 0, 0]" in r["diagnosis"]["variant"], r["diagnosis"]
