@@ -90,30 +90,53 @@ void PairReader::publish() {
 // positions, and attn.probs's in tiles of 64 positions by 64 keys. Read as a stack, a few positions
 // of every slot at a time, each tile would be read again for every few positions (a 2048-token
 // prompt's diff: 34 s instead of 7). So the rows in batches are read pair by pair, the rest as a
-// stack.
+// stack. Where one trace keeps a prompt in batches and the other does not (a reference that
+// records a position at a time), each is read its own way, many positions at a time: reading
+// the stacked trace pair by pair would read each of its chunks once per slot.
 void PairReader::read_group(const Group& group, std::size_t& batch_index) {
   std::int64_t split = -1;
+  bool batched_a = false, batched_b = false;
   if (group.stacked())
+    for (std::size_t k = group.first; k < group.end; ++k) {
+      const std::int64_t in_a = past_batch(*pairs_[k].first), in_b = past_batch(*pairs_[k].second);
+      split = std::max({split, in_a, in_b});
+      batched_a |= in_a > 0;
+      batched_b |= in_b > 0;
+    }
+  if (split <= 0) return read_positions(group, 0, last_position_, batch_bytes_, batch_index);
+  const std::int64_t batched_end = std::min(split - 1, last_position_);
+  if (batched_a && batched_b) {
     for (std::size_t k = group.first; k < group.end; ++k)
-      split = std::max({split, past_batch(*pairs_[k].first), past_batch(*pairs_[k].second)});
-  if (split <= 0) return read_positions(group, 0, last_position_, batch_index);
-  for (std::size_t k = group.first; k < group.end; ++k)
-    read_positions({k, k + 1}, 0, std::min(split - 1, last_position_), batch_index);
-  if (split <= last_position_) read_positions(group, split, last_position_, batch_index);
+      read_positions({k, k + 1}, 0, batched_end, batch_bytes_, batch_index);
+  } else {
+    // As many positions at a time as a chunk of the batch holds, within kMixedBatchBytes.
+    std::int64_t chunk_rows = 1;
+    for (std::size_t k = group.first; k < group.end; ++k)
+      chunk_rows = std::max({chunk_rows, pairs_[k].first->batch_chunk_rows, pairs_[k].second->batch_chunk_rows});
+    const TapInfo& a0 = *pairs_[group.first].first;
+    const TapInfo& b0 = *pairs_[group.first].second;
+    const std::int64_t position_bytes = (group.slots_a * a0.stored_size + group.slots_b * b0.stored_size) *
+                                        std::int64_t(sizeof(float));  // at most, as a stack in both
+    const std::int64_t bytes = std::clamp(chunk_rows * position_bytes, batch_bytes_, kMixedBatchBytes);
+    const Group mixed{group.first, group.end, batched_a ? 0 : group.slots_a, batched_b ? 0 : group.slots_b};
+    read_positions(mixed, 0, batched_end, bytes, batch_index);
+  }
+  if (split <= last_position_) read_positions(group, split, last_position_, batch_bytes_, batch_index);
 }
 
-// The group's positions lo..hi in batches of about batch_bytes_: the positions of its first
+// The group's positions lo..hi in batches of about batch_bytes: the positions of its first
 // pair's expected tap (only positions both traces hold are compared).
 void PairReader::read_positions(const Group& group, std::int64_t lo_position, std::int64_t hi_position,
-                                std::size_t& batch_index) {
+                                std::int64_t batch_bytes, std::size_t& batch_index) {
   const TapInfo& a0 = *pairs_[group.first].first;
   const TapInfo& b0 = *pairs_[group.first].second;
-  // A position's floats in each trace, as read: every slot's stored row, or the pair's rows
-  // as aligned (read_into).
-  const std::int64_t a_floats = group.stacked() ? group.slots_a * a0.stored_size : a0.row_size;
-  const std::int64_t b_floats = group.stacked() ? group.slots_b * b0.stored_size : b0.row_size;
+  const auto n_pairs = std::int64_t(group.end - group.first);
+  // A position's floats in each trace, as read: every slot's stored row (a stack), or each pair's
+  // row as aligned (read_into), a pair's rows after the previous pair's.
+  const std::int64_t a_floats = group.slots_a > 0 ? group.slots_a * a0.stored_size : n_pairs * a0.row_size;
+  const std::int64_t b_floats = group.slots_b > 0 ? group.slots_b * b0.stored_size : n_pairs * b0.row_size;
   const std::int64_t position_bytes = (a_floats + b_floats) * std::int64_t(sizeof(float));
-  const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes_ / position_bytes));
+  const auto per_batch = std::size_t(std::max<std::int64_t>(1, batch_bytes / position_bytes));
   const std::vector<std::int64_t> positions = a_.positions_in(a0, lo_position, hi_position);
   for (std::size_t i0 = 0; i0 < positions.size(); i0 += per_batch, ++batch_index) {
     if (!wait_for_room(batch_index)) return;
@@ -130,21 +153,31 @@ void PairReader::read_positions(const Group& group, std::int64_t lo_position, st
     const std::size_t rows_a = batch.rows[0].positions_a.size(), rows_b = batch.rows[0].positions_b.size();
     float* const a = batch.memory.reserve(rows_a * std::size_t(a_floats) + rows_b * std::size_t(b_floats));
     float* const b = a + rows_a * std::size_t(a_floats);
-    if (group.stacked()) {
-      a_.read_stack_into(a0, lo, hi, a);
-      b_.read_stack_into(b0, lo, hi, b);
-    } else {
-      a_.read_into(a0, lo, hi, a);
-      b_.read_into(b0, lo, hi, b);
-    }
+    if (group.slots_a > 0) a_.read_stack_into(a0, lo, hi, a);
+    if (group.slots_b > 0) b_.read_stack_into(b0, lo, hi, b);
     for (std::size_t k = group.first; k < group.end; ++k) {
       PairRows& rows = batch.rows[k - group.first];
       const TapInfo& ta = *pairs_[k].first;
       const TapInfo& tb = *pairs_[k].second;
-      rows.a = a + (group.stacked() ? ta.slot * std::size_t(ta.stored_size) : 0);
-      rows.b = b + (group.stacked() ? tb.slot * std::size_t(tb.stored_size) : 0);
-      rows.stride_a = std::size_t(a_floats);
-      rows.stride_b = std::size_t(b_floats);
+      const std::size_t j = k - group.first;
+      if (group.slots_a > 0) {
+        rows.a = a + ta.slot * std::size_t(ta.stored_size);
+        rows.stride_a = std::size_t(a_floats);
+      } else {
+        float* const own = a + j * rows_a * std::size_t(ta.row_size);
+        a_.read_into(ta, lo, hi, own);
+        rows.a = own;
+        rows.stride_a = std::size_t(ta.row_size);
+      }
+      if (group.slots_b > 0) {
+        rows.b = b + tb.slot * std::size_t(tb.stored_size);
+        rows.stride_b = std::size_t(b_floats);
+      } else {
+        float* const own = b + j * rows_b * std::size_t(tb.row_size);
+        b_.read_into(tb, lo, hi, own);
+        rows.b = own;
+        rows.stride_b = std::size_t(tb.row_size);
+      }
       rows.row_size = ta.row_size;
       if (ta.sharded() && !tb.sharded()) {
         rows.b = keep_shard(rows.b, rows_b, tb.row_size, ta, rows.kept);

@@ -40,6 +40,9 @@ struct PairRows {
 class PairReader {
 public:
   static constexpr std::int64_t kBatchBytes = 8 << 20;  // of rows, both traces; at least one position
+  // Where one trace keeps a prompt's rows slot-major and the other position-major: at most this
+  // much, to read as many positions at a time as a slot-major chunk holds.
+  static constexpr std::int64_t kMixedBatchBytes = 64 << 20;
 
   // Rows of positions 0..last_position of each pair.
   PairReader(const TraceReader& a, const TraceReader& b, std::vector<TapPair> pairs, std::int64_t last_position,
@@ -58,19 +61,19 @@ private:
     std::vector<PairRows> rows;  // one per pair of the batch
     FloatBuffer memory;
   };
-  // Pairs [first, end) read together: as a stack (every slot in one read per trace; slots_a,
-  // slots_b the stacks' slot counts) or, one pair alone, slot by slot (slot counts 0).
+  // Pairs [first, end) read together: in each trace as a stack (every slot in one read; slots_a,
+  // slots_b the stacks' slot counts) or pair by pair (a slot count 0).
   struct Group {
     std::size_t first = 0, end = 0;
     std::int64_t slots_a = 0, slots_b = 0;
-    bool stacked() const { return slots_a > 0; }
+    bool stacked() const { return slots_a > 0 && slots_b > 0; }
   };
 
   void read_all();
   Group group_at(std::size_t first) const;
   void read_group(const Group& group, std::size_t& batch_index);
   void read_positions(const Group& group, std::int64_t lo_position, std::int64_t hi_position,
-                      std::size_t& batch_index);
+                      std::int64_t batch_bytes, std::size_t& batch_index);
   bool wait_for_room(std::size_t batch_index);
   void publish();
 

@@ -105,67 +105,85 @@ TEST(PairReader, EveryRowOfEveryPairOnceInPositionOrderWhateverTheBatch) {
 
 // A prompt recorded in one step goes to each stack's slot-major `batch`: read as a stack, a few
 // positions of every slot at a time, each of its chunks would be read again for every few
-// positions. Its rows come pair by pair, whole batches of one pair before the next; the decode
-// rows after it as a stack. Trace 1 records its prompt a row a step (no batch): trace 0's decides.
+// positions. Where both traces batched their prompt its rows come pair by pair, whole batches of
+// one pair before the next. Where trace 1 recorded its prompt a row a step (no batch, as the
+// reference does), trace 0's prompt comes pair by pair and trace 1's as a stack (each of its
+// chunks holds every slot), as many positions at a time as trace 0's batch chunks hold. The
+// decode rows after the prompt come as a stack.
 TEST(PairReader, ThePromptsBatchedRowsComePairByPair) {
   constexpr std::int64_t kPrompt = 12, kDecode = 4;
-  test::TempDir dir;
-  for (const int which : {0, 1}) {
-    TraceWriter w(dir.file(which == 0 ? "a.h5" : "b.h5"), test::sample_metadata());
-    const auto step = [&](std::int64_t first, std::int64_t n) {
-      for (int l = 0; l < kLayers; ++l) {
-        std::vector<float> rows;
-        for (std::int64_t p = first; p < first + n; ++p) {
-          const std::vector<float> row = test::tap_row(1, l, p, kWidth);
-          rows.insert(rows.end(), row.begin(), row.end());
+  for (const bool both_batched : {true, false}) {
+    test::TempDir dir;
+    TraceMetadata metadata = test::sample_metadata();
+    metadata.prompt_length = kPrompt;
+    metadata.tokens.assign(std::size_t(kPrompt), 7);
+    for (const int which : {0, 1}) {
+      TraceWriter w(dir.file(which == 0 ? "a.h5" : "b.h5"), metadata);
+      const auto step = [&](std::int64_t first, std::int64_t n) {
+        for (int l = 0; l < kLayers; ++l) {
+          std::vector<float> rows;
+          for (std::int64_t p = first; p < first + n; ++p) {
+            const std::vector<float> row = test::tap_row(1, l, p, kWidth);
+            rows.insert(rows.end(), row.begin(), row.end());
+          }
+          w.record("attn_q", l, first, n, {kWidth}, rows.data());
         }
-        w.record("attn_q", l, first, n, {kWidth}, rows.data());
+        w.end_step();
+      };
+      if (which == 0 || both_batched) {
+        step(0, kPrompt);
+      } else {
+        for (std::int64_t p = 0; p < kPrompt; ++p) step(p, 1);
       }
-      w.end_step();
-    };
-    if (which == 0) {
-      step(0, kPrompt);
-    } else {
-      for (std::int64_t p = 0; p < kPrompt; ++p) step(p, 1);
+      for (std::int64_t p = kPrompt; p < kPrompt + kDecode; ++p) step(p, 1);
+      w.close();
     }
-    for (std::int64_t p = kPrompt; p < kPrompt + kDecode; ++p) step(p, 1);
-    w.close();
-  }
-  const TraceReader a(dir.file("a.h5"));
-  const TraceReader b(dir.file("b.h5"));
-  ASSERT_EQ(a.tap("attn_q", 0).batch_rows, kPrompt);
-  std::vector<TapPair> pairs;
-  for (int l = 0; l < kLayers; ++l) pairs.emplace_back(&a.tap("attn_q", l), &b.tap("attn_q", l));
+    const TraceReader a(dir.file("a.h5"));
+    const TraceReader b(dir.file("b.h5"));
+    ASSERT_EQ(a.tap("attn_q", 0).batch_rows, kPrompt);
+    ASSERT_EQ(a.tap("attn_q", 0).batch_chunk_rows, kPrompt);  // a chunk holds a slot's whole prompt
+    ASSERT_EQ(b.tap("attn_q", 0).batch_rows, both_batched ? kPrompt : 0);
+    std::vector<TapPair> pairs;
+    for (int l = 0; l < kLayers; ++l) pairs.emplace_back(&a.tap("attn_q", l), &b.tap("attn_q", l));
 
-  // Two positions of every pair a batch as a stack; more of one pair alone.
-  const std::int64_t batch_bytes = 2 * 2 * kLayers * kWidth * std::int64_t(sizeof(float));
-  std::vector<std::pair<std::size_t, std::int64_t>> order;  // (pair, first position) of each part
-  std::map<std::size_t, std::vector<std::int64_t>> positions;
-  PairReader reader(a, b, pairs, kPrompt + kDecode - 1, batch_bytes);
-  while (const PairRows* rows = reader.next()) {
-    ASSERT_FALSE(rows->positions_a.empty());
-    order.emplace_back(rows->pair, rows->positions_a.front());
-    for (std::size_t i = 0; i < rows->positions_a.size(); ++i) {
-      const std::int64_t p = rows->positions_a[i];
-      positions[rows->pair].push_back(p);
-      const std::vector<float> want = test::tap_row(1, int(rows->pair), p, kWidth);
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), rows->a + i * rows->stride_a)) << rows->pair << " @ " << p;
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), rows->b + i * rows->stride_b)) << rows->pair << " @ " << p;
+    // Two positions of every pair a batch as a stack; more of one pair alone.
+    const std::int64_t batch_bytes = 2 * 2 * kLayers * kWidth * std::int64_t(sizeof(float));
+    std::vector<std::pair<std::size_t, std::int64_t>> order;  // (pair, first position) of each part
+    std::map<std::size_t, std::vector<std::int64_t>> positions;
+    PairReader reader(a, b, pairs, kPrompt + kDecode - 1, batch_bytes);
+    const std::string what = both_batched ? "both batched: " : "trace 1 a row a step: ";
+    while (const PairRows* rows = reader.next()) {
+      ASSERT_FALSE(rows->positions_a.empty());
+      order.emplace_back(rows->pair, rows->positions_a.front());
+      const bool prompt = rows->positions_a.front() < kPrompt;
+      EXPECT_EQ(rows->stride_a, std::size_t(prompt ? kWidth : kLayers * kWidth)) << what << rows->pair;
+      EXPECT_EQ(rows->stride_b, std::size_t(prompt && both_batched ? kWidth : kLayers * kWidth)) << what << rows->pair;
+      for (std::size_t i = 0; i < rows->positions_a.size(); ++i) {
+        const std::int64_t p = rows->positions_a[i];
+        positions[rows->pair].push_back(p);
+        const std::vector<float> want = test::tap_row(1, int(rows->pair), p, kWidth);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), rows->a + i * rows->stride_a)) << what << rows->pair << " @ " << p;
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), rows->b + i * rows->stride_b)) << what << rows->pair << " @ " << p;
+      }
+    }
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      std::vector<std::int64_t> all(kPrompt + kDecode);
+      for (std::size_t p = 0; p < all.size(); ++p) all[p] = std::int64_t(p);
+      EXPECT_EQ(positions[k], all) << what << "pair " << k;
+    }
+    std::size_t prompt_parts = 0, last_pair = 0;
+    for (const auto& [pair, first] : order) {
+      if (first >= kPrompt) continue;
+      EXPECT_GE(pair, last_pair) << what << "a part of pair " << pair << "'s prompt after pair " << last_pair << "'s";
+      last_pair = pair;
+      ++prompt_parts;
+    }
+    if (both_batched) {
+      EXPECT_LT(prompt_parts, std::size_t(kLayers) * kPrompt / 2) << what << "the prompt's rows came a few positions at a time";
+    } else {
+      EXPECT_EQ(prompt_parts, std::size_t(kLayers)) << what << "the prompt came in more than one read of a chunk's rows";
     }
   }
-  for (std::size_t k = 0; k < pairs.size(); ++k) {
-    std::vector<std::int64_t> all(kPrompt + kDecode);
-    for (std::size_t p = 0; p < all.size(); ++p) all[p] = std::int64_t(p);
-    EXPECT_EQ(positions[k], all) << "pair " << k;
-  }
-  std::size_t prompt_parts = 0, last_pair = 0;
-  for (const auto& [pair, first] : order) {
-    if (first >= kPrompt) continue;
-    EXPECT_GE(pair, last_pair) << "a part of pair " << pair << "'s prompt after pair " << last_pair << "'s";
-    last_pair = pair;
-    ++prompt_parts;
-  }
-  EXPECT_LT(prompt_parts, std::size_t(kLayers) * kPrompt / 2) << "the prompt's rows came a few positions at a time";
 }
 
 TEST(PairReader, NoPairsNoRows) {

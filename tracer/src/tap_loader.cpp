@@ -181,6 +181,15 @@ h5::Id open_rows(hid_t group, const char* name, bool slot_major, const std::vect
   return data;
 }
 
+// The rows of a slot one chunk of a slot-major dataset holds (its second dimension); 0 when it
+// is not chunked.
+std::int64_t chunk_rows_of(hid_t dataset, std::size_t rank, const h5::Where& where) {
+  const h5::Id dcpl = h5::plist_id(H5Dget_create_plist(dataset), where, "cannot read");
+  std::vector<hsize_t> chunk(rank);
+  if (rank < 2 || H5Pget_chunk(dcpl.get(), int(rank), chunk.data()) != int(rank)) return 0;
+  return std::int64_t(chunk[1]);
+}
+
 // Appends the taps of one stack: slots with committed rows. In an incomplete trace, a stack
 // or slot created in the interrupted step is left out.
 void load_stack(hid_t taps, const std::string& member, const std::string& path,
@@ -255,6 +264,7 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
   const h5::Where batch_where{path, object + "/" + sc::kTapBatch};
   h5::Id batch;
   std::vector<hsize_t> batch_dims;
+  std::int64_t batch_chunk_rows = 0;
   std::int64_t max_runs = 0;
   double claimed_bytes = 0;
   for (std::size_t i = 0; i < n_slots; ++i) {
@@ -267,6 +277,7 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
     if (c.batch > 0 && !batch.valid()) {
       batch = open_rows(group.get(), sc::kTapBatch, true, row_shape, n_slots, batch_where);
       batch_dims = dataset_dims(batch.get(), batch_where);
+      batch_chunk_rows = chunk_rows_of(batch.get(), batch_dims.size(), batch_where);
     }
     if (c.batch > 0 && static_cast<hsize_t>(c.batch) > batch_dims[1]) {
       throw TraceError(path, batch_where.object,
@@ -301,6 +312,7 @@ void load_stack(hid_t taps, const std::string& member, const std::string& path,
     tap.stored_size = row_size;
     tap.n_rows = counts[i].rows;
     tap.batch_rows = counts[i].batch;
+    if (tap.batch_rows > 0) tap.batch_chunk_rows = batch_chunk_rows;
     std::vector<std::int64_t> raw(static_cast<std::size_t>(counts[i].runs) * 2);
     for (std::size_t r = 0; r < raw.size() / 2; ++r) {
       raw[2 * r] = runs[(r * n_slots + i) * 2];

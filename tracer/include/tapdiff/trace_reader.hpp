@@ -48,6 +48,7 @@ struct TapInfo {
   std::int64_t row_size = 0;            // product of row_shape
   std::int64_t n_rows = 0;              // committed rows
   std::int64_t batch_rows = 0;          // of them, rows 0 .. batch_rows - 1 are in the stack's batch
+  std::int64_t batch_chunk_rows = 0;    // a slot's rows one chunk of that batch holds (0: no batch)
   std::vector<PositionRun> runs;
   // A declared layout (/layouts): how the file stores the rows and how read() aligns them.
   std::vector<std::int64_t> stored_shape;  // row_shape when no layout is declared
