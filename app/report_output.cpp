@@ -52,7 +52,7 @@ void write_rendered(const ReportOutput& out, const std::function<std::string(rep
   const std::string shown = render(*reports::parse_format(out.format), true);
   std::vector<std::string> files;
   for (const reports::Format f : formats) files.push_back(render(f, false));
-  fmt::print("{}", shown);
+  std::fwrite(shown.data(), 1, shown.size(), stdout);  // fmt::print would copy a long report once more
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
     std::ofstream f(tmp, std::ios::binary);

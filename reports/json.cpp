@@ -252,8 +252,6 @@ std::string render_json(const diff::DiffResult& r, const RenderOptions& options)
     }
     findings.push_back(std::move(item));
   }
-  json taps = json::array();
-  for (const auto& t : r.taps) taps.push_back(tap_json(t, options.json_rows));
   json out = {{"schema", "tapdiff-report"},
               {"schema_version", kSchemaVersion},
               {"verdict", verdict_key(r.verdict)},
@@ -268,9 +266,31 @@ std::string render_json(const diff::DiffResult& r, const RenderOptions& options)
               {"diagnosis", diagnosis_json(r.diagnosis)},
               {"roots", roots_json(r.roots)},
               {"logits", logits_json(r.logits)},
-              {"taps", taps}};
+              {"taps", json::array()}};
   // Names and paths come from any engine: replace invalid UTF-8 rather than throw.
-  return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  std::string text = out.dump(2, ' ', false, json::error_handler_t::replace);
+  if (r.taps.empty()) return text + "\n";
+  // The taps, a long prompt's rows among them, are dumped one at a time into the last member's
+  // place, as dump() would lay them out: the whole tree of a 2048-token run's rows took 2.8 GB.
+  const std::string empty = "[]\n}";
+  text.resize(text.size() - empty.size());
+  text += "[\n";
+  for (std::size_t i = 0; i < r.taps.size(); ++i) {
+    const std::string tap = tap_json(r.taps[i], options.json_rows).dump(2, ' ', false, json::error_handler_t::replace);
+    // Room for as many taps as the first, and a quarter more: pages never written cost nothing,
+    // where growing by doubling would hold the old text and twice its size at once.
+    if (i == 0) text.reserve(text.size() + tap.size() * 5 / 4 * r.taps.size());
+    text += "    ";
+    std::size_t from = 0;
+    for (std::size_t nl; (nl = tap.find('\n', from)) != std::string::npos; from = nl + 1) {
+      text.append(tap, from, nl + 1 - from);
+      text += "    ";
+    }
+    text.append(tap, from);
+    text += i + 1 < r.taps.size() ? ",\n" : "\n";
+  }
+  text += "  ]\n}\n";
+  return text;
 }
 
 }  // namespace tapdiff::reports
