@@ -94,32 +94,34 @@ void PairReader::publish() {
 // records a position at a time), each is read its own way, many positions at a time: reading
 // the stacked trace pair by pair would read each of its chunks once per slot.
 void PairReader::read_group(const Group& group, std::size_t& batch_index) {
-  std::int64_t split = -1;
+  std::int64_t split = -1, chunk_rows = 1;
   bool batched_a = false, batched_b = false;
   if (group.stacked())
     for (std::size_t k = group.first; k < group.end; ++k) {
-      const std::int64_t in_a = past_batch(*pairs_[k].first), in_b = past_batch(*pairs_[k].second);
+      const TapInfo& ta = *pairs_[k].first;
+      const TapInfo& tb = *pairs_[k].second;
+      const std::int64_t in_a = past_batch(ta), in_b = past_batch(tb);
       split = std::max({split, in_a, in_b});
       batched_a |= in_a > 0;
       batched_b |= in_b > 0;
+      chunk_rows = std::max({chunk_rows, ta.batch_chunk_rows, tb.batch_chunk_rows});
     }
-  if (split <= 0) return read_positions(group, 0, last_position_, batch_bytes_, batch_index);
+  // A batch chunk's positions of the whole stack in both traces: where they fit a few batches
+  // (a short prompt), reading a chunk a few times as a stack costs less than a read per pair.
+  const TapInfo& a0 = *pairs_[group.first].first;
+  const TapInfo& b0 = *pairs_[group.first].second;
+  const std::int64_t chunk_bytes =
+      chunk_rows * (group.slots_a * a0.stored_size + group.slots_b * b0.stored_size) * std::int64_t(sizeof(float));
+  if (split <= 0 || chunk_bytes <= kChunkRereads * batch_bytes_)
+    return read_positions(group, 0, last_position_, batch_bytes_, batch_index);
   const std::int64_t batched_end = std::min(split - 1, last_position_);
   if (batched_a && batched_b) {
     for (std::size_t k = group.first; k < group.end; ++k)
       read_positions({k, k + 1}, 0, batched_end, batch_bytes_, batch_index);
   } else {
     // As many positions at a time as a chunk of the batch holds, within kMixedBatchBytes.
-    std::int64_t chunk_rows = 1;
-    for (std::size_t k = group.first; k < group.end; ++k)
-      chunk_rows = std::max({chunk_rows, pairs_[k].first->batch_chunk_rows, pairs_[k].second->batch_chunk_rows});
-    const TapInfo& a0 = *pairs_[group.first].first;
-    const TapInfo& b0 = *pairs_[group.first].second;
-    const std::int64_t position_bytes = (group.slots_a * a0.stored_size + group.slots_b * b0.stored_size) *
-                                        std::int64_t(sizeof(float));  // at most, as a stack in both
-    const std::int64_t bytes = std::clamp(chunk_rows * position_bytes, batch_bytes_, kMixedBatchBytes);
     const Group mixed{group.first, group.end, batched_a ? 0 : group.slots_a, batched_b ? 0 : group.slots_b};
-    read_positions(mixed, 0, batched_end, bytes, batch_index);
+    read_positions(mixed, 0, batched_end, std::min(chunk_bytes, kMixedBatchBytes), batch_index);
   }
   if (split <= last_position_) read_positions(group, split, last_position_, batch_bytes_, batch_index);
 }

@@ -43,6 +43,8 @@ public:
   // Where one trace keeps a prompt's rows slot-major and the other position-major: at most this
   // much, to read as many positions at a time as a slot-major chunk holds.
   static constexpr std::int64_t kMixedBatchBytes = 64 << 20;
+  // A prompt's rows are read as a stack while that reads each batch chunk at most this often.
+  static constexpr std::int64_t kChunkRereads = 16;
 
   // Rows of positions 0..last_position of each pair.
   PairReader(const TraceReader& a, const TraceReader& b, std::vector<TapPair> pairs, std::int64_t last_position,
