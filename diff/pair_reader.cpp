@@ -88,11 +88,11 @@ void PairReader::publish() {
 
 // A batch (`batch` in the schema) is slot-major: a slot's rows lie together, in chunks of many
 // positions, and attn.probs's in tiles of 64 positions by 64 keys. Read as a stack, a few positions
-// of every slot at a time, each tile would be read again for every few positions (a 2048-token
-// prompt's diff: 34 s instead of 7). So the rows in batches are read pair by pair, the rest as a
-// stack. Where one trace keeps a prompt in batches and the other does not (a reference that
-// records a position at a time), each is read its own way, many positions at a time: reading
-// the stacked trace pair by pair would read each of its chunks once per slot.
+// of every slot at a time, a long prompt's tiles would be read again for every few positions (a
+// 2048-token prompt's diff: 64 s instead of 6). So where both traces batched the prompt its rows
+// are read pair by pair, the rest as a stack. Where one trace did not (the reference records a
+// position at a time), each is read its own way, a batch chunk's positions at a time: read pair
+// by pair, each chunk of the other trace (every slot) would be read once per slot.
 void PairReader::read_group(const Group& group, std::size_t& batch_index) {
   std::int64_t split = -1, chunk_rows = 1;
   bool batched_a = false, batched_b = false;
@@ -161,25 +161,22 @@ void PairReader::read_positions(const Group& group, std::int64_t lo_position, st
       PairRows& rows = batch.rows[k - group.first];
       const TapInfo& ta = *pairs_[k].first;
       const TapInfo& tb = *pairs_[k].second;
-      const std::size_t j = k - group.first;
-      if (group.slots_a > 0) {
-        rows.a = a + ta.slot * std::size_t(ta.stored_size);
-        rows.stride_a = std::size_t(a_floats);
-      } else {
-        float* const own = a + j * rows_a * std::size_t(ta.row_size);
-        a_.read_into(ta, lo, hi, own);
-        rows.a = own;
-        rows.stride_a = std::size_t(ta.row_size);
-      }
-      if (group.slots_b > 0) {
-        rows.b = b + tb.slot * std::size_t(tb.stored_size);
-        rows.stride_b = std::size_t(b_floats);
-      } else {
-        float* const own = b + j * rows_b * std::size_t(tb.row_size);
-        b_.read_into(tb, lo, hi, own);
-        rows.b = own;
-        rows.stride_b = std::size_t(tb.row_size);
-      }
+      // The pair's rows in one trace's memory: its slot of the stack read, or read here.
+      const auto place = [&, j = k - group.first](const TraceReader& r, const TapInfo& t, bool stacked,
+                                                   float* memory, std::size_t n_rows, std::int64_t floats,
+                                                   const float*& at, std::size_t& stride) {
+        if (stacked) {
+          at = memory + t.slot * std::size_t(t.stored_size);
+          stride = std::size_t(floats);
+          return;
+        }
+        float* const own = memory + j * n_rows * std::size_t(t.row_size);
+        r.read_into(t, lo, hi, own);
+        at = own;
+        stride = std::size_t(t.row_size);
+      };
+      place(a_, ta, group.slots_a > 0, a, rows_a, a_floats, rows.a, rows.stride_a);
+      place(b_, tb, group.slots_b > 0, b, rows_b, b_floats, rows.b, rows.stride_b);
       rows.row_size = ta.row_size;
       if (ta.sharded() && !tb.sharded()) {
         rows.b = keep_shard(rows.b, rows_b, tb.row_size, ta, rows.kept);

@@ -7,8 +7,9 @@
 // A batch is a range of positions of consecutive pairs (in the order given) whose taps lie in
 // the same stack in each trace: those are read with one HDF5 read per trace straight into the
 // batch's memory, every slot of the stack at once (no copy), a few MB at a time so that the
-// memory stays small and warm (fresh pages cost as much as reading them here). Rows a stack keeps
-// in its slot-major `batch` (a prompt's) are read pair by pair.
+// memory stays small and warm (fresh pages cost as much as reading them here). A long prompt's
+// rows that a stack keeps in its slot-major `batch` are read pair by pair, or, against a trace that
+// keeps them in `data`, that trace's as a stack beside them (read_group).
 #pragma once
 
 #include <condition_variable>

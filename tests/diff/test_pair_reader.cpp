@@ -108,11 +108,19 @@ TEST(PairReader, EveryRowOfEveryPairOnceInPositionOrderWhateverTheBatch) {
 // positions. Where both traces batched their prompt its rows come pair by pair, whole batches of
 // one pair before the next. Where trace 1 recorded its prompt a row a step (no batch, as the
 // reference does), trace 0's prompt comes pair by pair and trace 1's as a stack (each of its
-// chunks holds every slot), as many positions at a time as trace 0's batch chunks hold. The
-// decode rows after the prompt come as a stack.
+// chunks holds every slot), as many positions at a time as trace 0's batch chunks hold. A prompt
+// whose chunks a few reads of the stack hold comes as a stack, as the decode rows after it do.
 TEST(PairReader, ThePromptsBatchedRowsComePairByPair) {
-  constexpr std::int64_t kPrompt = 12, kDecode = 4;
-  for (const bool both_batched : {true, false}) {
+  constexpr std::int64_t kPrompt = 40, kDecode = 4;
+  struct Variant {
+    const char* what;
+    bool both_batched;
+    std::int64_t read_positions;  // of every pair in both traces, a read (diff's batch_bytes)
+  };
+  for (const Variant& v : {Variant{"both batched: ", true, 2}, Variant{"trace 1 a row a step: ", false, 2},
+                           Variant{"a prompt a few reads hold: ", true, kPrompt}}) {
+    const bool both_batched = v.both_batched;
+    const bool pair_by_pair = v.read_positions * PairReader::kChunkRereads < kPrompt;
     test::TempDir dir;
     TraceMetadata metadata = test::sample_metadata();
     metadata.prompt_length = kPrompt;
@@ -147,15 +155,15 @@ TEST(PairReader, ThePromptsBatchedRowsComePairByPair) {
     for (int l = 0; l < kLayers; ++l) pairs.emplace_back(&a.tap("attn_q", l), &b.tap("attn_q", l));
 
     // Two positions of every pair a batch as a stack; more of one pair alone.
-    const std::int64_t batch_bytes = 2 * 2 * kLayers * kWidth * std::int64_t(sizeof(float));
+    const std::int64_t batch_bytes = v.read_positions * 2 * kLayers * kWidth * std::int64_t(sizeof(float));
     std::vector<std::pair<std::size_t, std::int64_t>> order;  // (pair, first position) of each part
     std::map<std::size_t, std::vector<std::int64_t>> positions;
     PairReader reader(a, b, pairs, kPrompt + kDecode - 1, batch_bytes);
-    const std::string what = both_batched ? "both batched: " : "trace 1 a row a step: ";
+    const std::string what = v.what;
     while (const PairRows* rows = reader.next()) {
       ASSERT_FALSE(rows->positions_a.empty());
       order.emplace_back(rows->pair, rows->positions_a.front());
-      const bool prompt = rows->positions_a.front() < kPrompt;
+      const bool prompt = pair_by_pair && rows->positions_a.front() < kPrompt;
       EXPECT_EQ(rows->stride_a, std::size_t(prompt ? kWidth : kLayers * kWidth)) << what << rows->pair;
       EXPECT_EQ(rows->stride_b, std::size_t(prompt && both_batched ? kWidth : kLayers * kWidth)) << what << rows->pair;
       for (std::size_t i = 0; i < rows->positions_a.size(); ++i) {
@@ -178,7 +186,7 @@ TEST(PairReader, ThePromptsBatchedRowsComePairByPair) {
       last_pair = pair;
       ++prompt_parts;
     }
-    if (both_batched) {
+    if (both_batched && pair_by_pair) {
       EXPECT_LT(prompt_parts, std::size_t(kLayers) * kPrompt / 2) << what << "the prompt's rows came a few positions at a time";
     } else {
       EXPECT_EQ(prompt_parts, std::size_t(kLayers)) << what << "the prompt came in more than one read of a chunk's rows";
