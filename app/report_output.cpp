@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <system_error>
 #include <unistd.h>
 
 #include "app/exit_codes.hpp"
@@ -52,7 +53,10 @@ void write_rendered(const ReportOutput& out, const std::function<std::string(rep
   const std::string shown = render(*reports::parse_format(out.format), true);
   std::vector<std::string> files;
   for (const reports::Format f : formats) files.push_back(render(f, false));
-  std::fwrite(shown.data(), 1, shown.size(), stdout);  // fmt::print would copy a long report once more
+  // fwrite, not fmt::print, which would copy a long report once more; a short write fails as
+  // fmt::print's does.
+  if (std::fwrite(shown.data(), 1, shown.size(), stdout) != shown.size())
+    throw std::system_error(errno, std::generic_category(), "cannot write the report to standard output");
   for (std::size_t i = 0; i < out.files.size(); ++i) {
     const std::string tmp = out.files[i] + ".tmp";
     std::ofstream f(tmp, std::ios::binary);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <fmt/format.h>
 
 #include "diff/fitted_constants.hpp"
@@ -297,9 +298,14 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // A factor nobody listed (a softmax by exp2 whose scores miss log2 e, a temperature): its ratio
   // to the right scale fitted where the most keys are seen, at the last prompt position. A fit
   // that lands on a named scale leaves the naming to that variant.
+  // The fits below (the scale, the heads' slots, the kv heads) read this tap's actual row and
+  // its correct replay there.
   const std::int64_t fit_at = std::max<std::int64_t>(in.prompt_length - 1, 1);
-  const auto k = fit_score_scale(trace_row(in.actual, "attn.probs", layer, fit_at),
-                                 compute(right, Output::probs, fit_at), c.n_head);
+  const Row actual_at_fit = trace_row(in.actual, name, layer, fit_at);
+  const Row right_at_fit = compute(right, output, fit_at);
+  const bool fit_on_probs = output == Output::probs;
+  const auto k = fit_score_scale(fit_on_probs ? actual_at_fit : trace_row(in.actual, "attn.probs", layer, fit_at),
+                                 fit_on_probs ? right_at_fit : compute(right, Output::probs, fit_at), c.n_head);
   const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
   if (k && !near(*k, 1) &&
       std::none_of(named_scales.begin(), named_scales.end(), [&](float n) { return near(*k * right_scale, n); })) {
@@ -371,15 +377,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   }
   // Heads in slots nobody listed (pairs swapped, an index off by one): each slot's head fitted to
   // the correct replay's heads where the prompt ends.
-  const Row actual_at_fit = trace_row(in.actual, name, layer, fit_at);
-  const Row right_at_fit = compute(right, output, fit_at);
   if (c.n_head > 1 && right_at_fit.size() == actual_at_fit.size()) {
     const std::size_t size = right_at_fit.size() / std::size_t(c.n_head);
     const auto from = fit_head_sources(actual_at_fit, c.n_head, c.n_head, [&](int, int head) {
       return right_at_fit.data() + std::size_t(head) * size;
     });
     std::vector<int> same(std::size_t(c.n_head));
-    for (int h = 0; h < c.n_head; ++h) same[std::size_t(h)] = h;
+    std::iota(same.begin(), same.end(), 0);
     if (from && *from != same && !(output == Output::attn_out && *from == reversed))
       out.push_back({fmt::format("slots 0.. hold the {} of heads {} (fitted where the prompt ends){}",
                                  output == Output::attn_out ? "outputs" : "attention rows", list_text(*from),

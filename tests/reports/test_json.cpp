@@ -101,6 +101,16 @@ TEST(ReportsJson, RowsCanBeLeftOut) {
   EXPECT_EQ(j["first_divergence"]["metrics"]["position"], 8);
 }
 
+// The taps are rendered one at a time into the report's text: it reads as one dump of the whole
+// tree would lay it out, every tap, row and comma in place.
+TEST(ReportsJson, TapsRenderedOneAtATimeLayOutAsOneDump) {
+  const std::string text = render(testing::diverged_result(), Format::json);
+  const nlohmann::ordered_json tree = nlohmann::ordered_json::parse(text);
+  ASSERT_GT(tree["taps"].size(), 1u);
+  ASSERT_FALSE(tree["taps"][9]["rows"].empty());
+  EXPECT_EQ(text, tree.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+}
+
 TEST(ReportsJson, AbsentPartsAreNull) {
   const json j = parse(testing::passing_result());
   EXPECT_EQ(j["verdict"], "pass");
