@@ -101,4 +101,31 @@ std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector
   return std::isfinite(eps) && eps > 0 ? std::optional<double>(eps) : std::nullopt;
 }
 
+std::optional<std::vector<bool>> fit_bias_mask(const std::vector<float>& without, const std::vector<float>& actual,
+                                               const std::vector<float>& b) {
+  const std::size_t n = b.size();
+  if (n == 0 || without.size() != n || actual.size() != n) return std::nullopt;
+  float row = 0;
+  for (float v : actual) row = std::max(row, std::fabs(v));
+  const float told = 1e-2f * row;  // a bias this small hides in a 16-bit row's rounding
+  std::vector<bool> added(n);
+  std::size_t seen = 0, on = 0, first_told = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float bi = std::fabs(b[i]), d = actual[i] - without[i];
+    if (bi > told) {
+      const bool near_b = std::fabs(d - b[i]) < 0.25f * bi, near_0 = std::fabs(d) < 0.25f * bi;
+      if (near_b == near_0) return std::nullopt;
+      first_told = std::min(first_told, i);
+      ++seen;
+      on += near_b;
+      added[i] = near_b;
+    } else if (i > 0) {
+      added[i] = added[i - 1];
+    }
+  }
+  if (seen == 0 || on == 0 || on == seen) return std::nullopt;
+  for (std::size_t i = 0; i < first_told; ++i) added[i] = added[first_told];
+  return added;
+}
+
 }  // namespace tapdiff::diff

@@ -39,4 +39,11 @@ std::optional<std::vector<int>> fit_head_sources(const std::vector<float>& actua
 // scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w);
 
+// The elements of actual = without + b on which the bias b was added (a bias applied at
+// another row's width, or to some heads only): each element whose bias stands out of the row's
+// own rounding goes to whichever of b and 0 its offset is near; the others follow the element
+// before them. Nothing when an offset is near neither, or the bias went everywhere or nowhere.
+std::optional<std::vector<bool>> fit_bias_mask(const std::vector<float>& without, const std::vector<float>& actual,
+                                               const std::vector<float>& b);
+
 }  // namespace tapdiff::diff

@@ -44,6 +44,24 @@ Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, boo
   return Row(y.begin(), y.end());
 }
 
+// "elements 0..31 only (32 of 64: the k/v width)" and the like.
+std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, end)
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] && (i == 0 || !mask[i - 1])) runs.push_back({i, i + 1});
+    else if (mask[i]) runs.back().second = i + 1;
+  std::size_t on = 0;
+  for (const auto& [first, end] : runs) on += end - first;
+  if (runs.size() != 1) return fmt::format("{} of its {} elements only, in {} runs", on, mask.size(), runs.size());
+  const auto [first, end] = runs.front();
+  const std::size_t d = std::size_t(c.head_dim);
+  std::string why;
+  if (first == 0 && on == std::size_t(c.kv_dim()) && on != mask.size()) why = ": the k/v width";
+  else if (d > 0 && first % d == 0 && on % d == 0)
+    why = on == d ? fmt::format(": head {} only", first / d) : fmt::format(": heads {}..{}", first / d, end / d - 1);
+  return fmt::format("elements {}..{} only ({} of {}{})", first, end - 1, on, mask.size(), why);
+}
+
 }  // namespace
 
 void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
@@ -105,6 +123,13 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     for (float& v : *negated) v = -v;
     out.push_back({"W x + 2b: the bias added twice", "bias", false, with(W, doubled.get(), false, doubled)});
     out.push_back({"W x - b: the bias subtracted", "bias", false, with(W, negated.get(), false, negated)});
+    if (const std::int64_t p = std::max<std::int64_t>(in.prompt_length - 1, 0); !x(p).empty())
+      if (const auto mask = fit_bias_mask(matvec_row(*W, x(p), n_out, false, nullptr), trace_row(in.actual, name, layer, p), *B)) {
+        auto partial = std::make_shared<std::vector<float>>(*B);
+        for (std::size_t i = 0; i < partial->size(); ++i) (*partial)[i] *= (*mask)[i] ? 1.0f : 0.0f;
+        out.push_back({"W x + b with the bias added to " + elements_text(*mask, c) + " (fitted where the prompt ends)",
+                       "bias", false, with(W, partial.get(), false, partial)});
+      }
   }
   // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
   for (WeightVariant& v : weight_variants(*wt)) {

@@ -455,3 +455,26 @@ def test_a_kv_head_map_nobody_listed_is_fitted(llama, tmp_path):
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
     assert r["diagnosis"]["class"] == "gqa-mapping" and "[1, 1, 0, 0]" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+@pytest.mark.parametrize("added, words", [(slice(0, 32), "elements 0..31 only (32 of 64: the k/v width)"),
+                                          (slice(16, 32), "elements 16..31 only (16 of 64: head 1 only)")])
+def test_a_bias_added_to_part_of_the_row_is_fitted(tmp_path, added, words):
+    """qwen2's q bias added at the k/v width (a loop bound from the k and v adds), or to one head:
+    the elements that got it are fitted. Was bias without a variant."""
+    from gguf import GGUFReader
+    model = tmp_path / "qwen2.gguf"
+    assert run("fixture", "--arch", "qwen2", "--seed", 3, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bias = next(t for t in GGUFReader(model).tensors if t.name == "blk.1.attn_q.bias").data.astype(np.float32)
+    assert bias.shape == (64,)
+    missing = np.ones(64, bool)
+    missing[added] = False
+    q = read_tap(tmp_path / "eng.h5", "attn_q", 1)
+    write_tap(tmp_path / "eng.h5", "attn_q", 1, q - bias * missing)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn_q", r["first_divergence"]
+    d = r["diagnosis"]
+    assert d["class"] == "bias" and d["evidence"] == "reproduced" and words in d["variant"], d

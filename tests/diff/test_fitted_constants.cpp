@@ -81,5 +81,23 @@ TEST(FittedConstants, ScoreScaleOfASharperSoftmax) {
   EXPECT_FALSE(fit_score_scale(softmax(0.5), softmax(1.0), 3)) << "rows of another number of heads";
 }
 
+// A bias of 8 elements added to elements 2..5 of a row; element 4's bias is too small to tell and
+// follows its neighbours.
+TEST(FittedConstants, BiasMaskOfAPartlyAddedBias) {
+  const std::vector<float> without = {1.0f, -2.0f, 0.5f, 3.0f, -1.5f, 0.25f, 2.0f, -0.75f};
+  const std::vector<float> b = {0.5f, -0.4f, 0.3f, 0.6f, 1e-4f, -0.7f, 0.2f, 0.45f};
+  std::vector<float> actual = without;
+  for (std::size_t i = 2; i < 6; ++i) actual[i] += b[i];
+  const auto mask = fit_bias_mask(without, actual, b);
+  ASSERT_TRUE(mask);
+  EXPECT_EQ(*mask, std::vector<bool>({false, false, true, true, true, true, false, false}));
+  EXPECT_FALSE(fit_bias_mask(without, without, b)) << "no bias anywhere is the variant without it";
+  std::vector<float> everywhere = without, halved = without;
+  for (std::size_t i = 0; i < b.size(); ++i) everywhere[i] += b[i], halved[i] += 0.5f * b[i];
+  EXPECT_FALSE(fit_bias_mask(without, everywhere, b)) << "the bias everywhere is the correct computation";
+  EXPECT_FALSE(fit_bias_mask(without, halved, b)) << "half the bias is neither added nor not";
+  EXPECT_FALSE(fit_bias_mask(without, actual, std::vector<float>(3, 1.0f))) << "rows of other sizes";
+}
+
 }  // namespace
 }  // namespace tapdiff::diff
