@@ -7,6 +7,7 @@
 
 #include "diff/fitted_constants.hpp"
 #include "diff/replay_rows.hpp"
+#include "model/half.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/attn_summary.hpp"
 
@@ -466,6 +467,17 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
   if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
   taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
              is_k ? "attn_v" : "attn_k.rope");
+  // A 16-bit cache written in one of the two formats and read as the other.
+  const std::string& type = in.cache.type;
+  if (type == "f16" || type == "bf16") {
+    const bool bf16 = type == "bf16";
+    out.push_back({fmt::format("the cache stored in {} and read back as {}", type, bf16 ? "f16" : "bf16"), "kv-cache",
+                   false, [row = row_of(src, 0), bf16](std::int64_t p) {
+                     Row r = row(p);
+                     for (float& v : r) v = bf16 ? fp16_to_fp32(fp32_to_bf16(v)) : bf16_to_fp32(fp32_to_fp16(v));
+                     return r;
+                   }});
+  }
 }
 
 }  // namespace tapdiff::diff

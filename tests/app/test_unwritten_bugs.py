@@ -478,3 +478,21 @@ def test_a_bias_added_to_part_of_the_row_is_fitted(tmp_path, added, words):
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn_q", r["first_divergence"]
     d = r["diagnosis"]
     assert d["class"] == "bias" and d["evidence"] == "reproduced" and words in d["variant"], d
+
+
+@pytest.mark.parametrize("precision, misread", [
+    ("bf16", lambda k: (k.view(np.uint32) >> 16).astype(np.uint16).view(np.float16).astype(np.float32)),
+    ("f16", lambda k: (k.astype(np.float16).view(np.uint16).astype(np.uint32) << 16).view(np.float32))])
+def test_a_16_bit_cache_read_as_the_other_format_is_named(llama, tmp_path, precision, misread):
+    """K stored in the cache as bf16 and read back through an f16 view (or the other way round).
+    Was unexplained."""
+    bad = tmp_path / f"{precision}.h5"
+    p = run("run", "--backend", "host", "--precision", precision, "-m", llama / "llama.gguf", "--tokens", PROMPT,
+            "-n", 3, "-o", bad)
+    assert p.returncode == 0, p.stderr
+    write_tap(bad, "kv.k", 0, misread(read_tap(bad, "kv.k", 0).astype(np.float32)))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.kv.k", r["first_divergence"]
+    other = "f16" if precision == "bf16" else "bf16"
+    assert r["diagnosis"]["class"] == "kv-cache", r["diagnosis"]
+    assert f"stored in {precision} and read back as {other}" in r["diagnosis"]["variant"], r["diagnosis"]
