@@ -88,6 +88,29 @@ void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, co
   }
 }
 
+// The softmax with 1 added to its denominator ("quiet" or off-by-one softmax): each head's
+// probabilities and output times Z / (1 + Z), Z = Σ_t exp(s_t), read off the head's likeliest key
+// (p_t = exp(s_t) / Z).
+void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                   const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map, float scale,
+                   float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride) {
+  const int kv_dim = shape.n_head_kv * shape.head_dim;
+  for (int h = 0; h < shape.n_head; ++h) {
+    double* ph = probs.data() + std::int64_t(h) * stride;
+    const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
+    if (t >= n_keys || !(ph[t] > 0)) continue;
+    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+    double score = 0;
+    for (int d = 0; d < shape.head_dim; ++d)
+      score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
+    score *= scale;
+    ref::softcap(&score, 1, cap);
+    const double kept = 1.0 / (1.0 + std::exp(std::log(ph[t]) - score));  // Z / (1 + Z)
+    for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
+    for (int d = 0; d < shape.head_dim; ++d) out[std::size_t(h * shape.head_dim + d)] *= kept;
+  }
+}
+
 // A replayed attn.probs row ([n_head, n_ctx], the run's context) over the keys the trace's rows
 // are read over: fewer when diff compares the run with a shorter one (TraceReader::read_context_as).
 Row keys_as_read(const Row& probs, int n_head, std::int64_t n_ctx, const TapInfo* tap) {
@@ -134,6 +157,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
+    bool quiet = false;                  // 1 added to the softmax's denominator
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
@@ -189,6 +213,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
+    if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
     Row probs(pr.begin(), pr.end());
     if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
@@ -210,6 +235,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   if (c.attn_softcap > 0) {
     s.softcap = 0;
     out.push_back({fmt::format("scores not soft-capped (the model caps them at {:g})", c.attn_softcap),
+                   "softcap", false, replay(s)});
+    // scale · c · tanh(q·k / c) is the cap c · scale on the scaled scores.
+    s.softcap = c.attn_softcap * right_scale;
+    out.push_back({fmt::format("scores soft-capped at {:g} before the 1/sqrt(d) scale instead of after it",
+                               c.attn_softcap),
                    "softcap", false, replay(s)});
     s = right;
   }
@@ -332,6 +362,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::batch_short;
   out.push_back({"the batch's key count one short: the last row of each batch loses its own key", "attention-mask",
                  false, replay(s)});
+  s = right;
+  s.quiet = true;
+  out.push_back({"1 added to the softmax's denominator (a \"quiet\" softmax): each head's probabilities sum to "
+                 "Z / (1 + Z)",
+                 "softmax", false, replay(s)});
   s = right;
   s.normalized_over_batch = true;
   out.push_back({"softmax normalized over every key of the batch, the causal mask applied after it (the kept "

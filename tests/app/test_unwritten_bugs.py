@@ -424,17 +424,18 @@ def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
     assert str(order) in r["diagnosis"]["variant"], r["diagnosis"]
 
 
-def causal_probs(q, k, n_head, n_keys, kv_of_head):
-    """softmax(q_h · K_g / sqrt(d)) over keys 0..p, query head h reading kv head kv_of_head[h]."""
+def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots / np.sqrt(d), quiet=False):
+    """softmax(scores(q_h · K_g)) over keys 0..p, query head h reading kv head kv_of_head[h];
+    quiet: 1 added to the softmax's denominator."""
     n, d = q.shape[0], q.shape[1] // n_head
     q = q.reshape(n, n_head, d).astype(np.float64)
     k = k.reshape(n, -1, d).astype(np.float64)
     probs = np.zeros((n, n_head, n_keys))
     for p in range(n):
         for h in range(n_head):
-            s = k[: p + 1, kv_of_head[h]] @ q[p, h] / np.sqrt(d)
+            s = scores(k[: p + 1, kv_of_head[h]] @ q[p, h], d)
             e = np.exp(s - s.max())
-            probs[p, h, : p + 1] = e / e.sum()
+            probs[p, h, : p + 1] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
     return probs
 
 
@@ -496,3 +497,39 @@ def test_a_16_bit_cache_read_as_the_other_format_is_named(llama, tmp_path, preci
     other = "f16" if precision == "bf16" else "bf16"
     assert r["diagnosis"]["class"] == "kv-cache", r["diagnosis"]
     assert f"stored in {precision} and read back as {other}" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_a_quiet_softmax_is_named(llama, tmp_path):
+    """exp(s) / (1 + sum exp(s)), the "off-by-one" softmax some engines adopt: no row sums to 1.
+    Was unexplained."""
+    bad = tmp_path / "quiet.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    probs = read_tap(bad, "attn.probs", 1)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    write_tap(bad, "attn.probs", 1, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], quiet=True))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "softmax" and "quiet" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_a_softcap_before_the_scale_is_named(tmp_path):
+    """gemma2's scores capped as c·tanh(q·k / c) and scaled after, where the model scales first.
+    Was unexplained."""
+    model = tmp_path / "gemma2.gguf"
+    assert run("fixture", "--arch", "gemma2", "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    probs = read_tap(bad, "attn.probs", 1)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    assert np.allclose(causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: np.tanh(x / np.sqrt(d))),
+                       probs, atol=1e-5)  # layer 1 attends to every key, the scores capped at 1
+    write_tap(bad, "attn.probs", 1,
+              causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: np.tanh(x) / np.sqrt(d)))
+    code, r = diff_json(tmp_path / "ref.h5", bad, "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "softcap" and "before the 1/sqrt(d) scale" in r["diagnosis"]["variant"], \
+        r["diagnosis"]
