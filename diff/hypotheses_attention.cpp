@@ -260,6 +260,30 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    "attention-mask", false, replay(s)});
     s = right;
   }
+  // A window nobody listed (read from another key, applied where the model has none): the keys
+  // before it hold exactly zero in every head, seen where the trace attends over the most keys.
+  if (const TapInfo* probs = in.actual.find("attn.probs", layer); probs && probs->n_rows > 0) {
+    const std::int64_t last = probs->last_position();
+    const Row row = trace_row(in.actual, "attn.probs", layer, last);
+    const std::size_t keys = row.size() / std::size_t(c.n_head);
+    std::int64_t first = -1;  // the first key above zero, the same in every head; -2: the heads differ
+    for (int h = 0; h < c.n_head && keys > 0; ++h) {
+      const auto head = row.begin() + std::ptrdiff_t(std::size_t(h) * keys);
+      const auto f = std::find_if(head, head + std::ptrdiff_t(keys), [](float v) { return v != 0; }) - head;
+      first = first == -1 || first == f ? f : -2;
+    }
+    const std::int64_t w = first > 0 && first <= last ? last - first + 1 : 0;
+    if (w > 0 && std::abs(w - right.window) > 1 && (right.window > 0 || w != c.sliding_window)) {
+      s.window = w;
+      out.push_back({right.window > 0 ? fmt::format("a window of {} keys instead of {} (fitted at position {})", w,
+                                                    right.window, last)
+                                      : fmt::format("a sliding window of {} keys on a layer that attends to every key "
+                                                    "(fitted at position {})",
+                                                    w, last),
+                     "attention-mask", false, replay(s)});
+      s = right;
+    }
+  }
   s.cache.visible = Visible::one;
   s.cache.cursor = Cursor::stuck;
   out.push_back({"one visible key, slot 0 overwritten by each decode step: the cache length never advances",

@@ -424,18 +424,20 @@ def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
     assert str(order) in r["diagnosis"]["variant"], r["diagnosis"]
 
 
-def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots / np.sqrt(d), quiet=False):
-    """softmax(scores(q_h · K_g)) over keys 0..p, query head h reading kv head kv_of_head[h];
-    quiet: 1 added to the softmax's denominator."""
+def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots / np.sqrt(d), quiet=False,
+                 window=0):
+    """softmax(scores(q_h · K_g)) over keys 0..p (p - window + 1..p with a window), query head h
+    reading kv head kv_of_head[h]; quiet: 1 added to the softmax's denominator."""
     n, d = q.shape[0], q.shape[1] // n_head
     q = q.reshape(n, n_head, d).astype(np.float64)
     k = k.reshape(n, -1, d).astype(np.float64)
     probs = np.zeros((n, n_head, n_keys))
     for p in range(n):
         for h in range(n_head):
-            s = scores(k[: p + 1, kv_of_head[h]] @ q[p, h], d)
+            first = max(0, p - window + 1) if window else 0
+            s = scores(k[first: p + 1, kv_of_head[h]] @ q[p, h], d)
             e = np.exp(s - s.max())
-            probs[p, h, : p + 1] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
+            probs[p, h, first: p + 1] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
     return probs
 
 
@@ -533,3 +535,19 @@ def test_a_softcap_before_the_scale_is_named(tmp_path):
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     assert r["diagnosis"]["class"] == "softcap" and "before the 1/sqrt(d) scale" in r["diagnosis"]["variant"], \
         r["diagnosis"]
+
+
+def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
+    """An engine that slides a window of 3 keys over a llama layer (a Mistral code path, a window
+    read from a default): the window is read off the keys left at zero. Was unexplained."""
+    bad = tmp_path / "window.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    probs = read_tap(bad, "attn.probs", 1)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    write_tap(bad, "attn.probs", 1, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], window=3))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
+    assert r["first_divergence"]["position"] == 3, r["first_divergence"]
+    d = r["diagnosis"]
+    assert d["class"] == "attention-mask" and "a sliding window of 3 keys on a layer that attends" in d["variant"], d
