@@ -102,6 +102,14 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    "batch's row before the last)",
                    "buffer", false,
                    [=](std::int64_t p) { return matvec_row(*W, x(p == last ? p - 1 : p), n_out, false, B, cap); }});
+  // A head written for one-token steps reads row 0 of a prompt's batch.
+  if (const std::int64_t last = in.prompt_length - 1, step = in.prefill_chunk > 0 ? in.prefill_chunk : last + 1,
+      first = last / step * step;
+      name == "output" && last - first > 1)
+    out.push_back({"the prompt's logits from the hidden state of its batch's first row (the head read row 0 of the "
+                   "batch, not its last)",
+                   "buffer", false,
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
   // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
   // apart, and once the run recorded them (and they agreed) the GEMM is left.
   const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
@@ -276,7 +284,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1 };
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, whole_row };
   auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                      Form form = Form::rms, double x_scale = 1) {
     return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim, x_scale](std::int64_t p) {
@@ -293,6 +301,13 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         w = w1.data();
       }
       Row y(x.size());
+      if (form == Form::whole_row) {  // a per-head norm's mean square taken over every head at once
+        double squares = 0;
+        for (float v : x) squares += double(v) * double(v);
+        const double inv = 1 / std::sqrt(squares / double(x.size()) + eps);
+        for (std::size_t i = 0; i < x.size(); ++i) y[i] = float(x[i] * inv * (w ? w[i % group] : 1.0f));
+        return y;
+      }
       for (std::size_t at = 0; at < x.size(); at += group) {
         std::vector<double> xd(x.begin() + std::ptrdiff_t(at), x.begin() + std::ptrdiff_t(at + group)), yd(group);
         if (form == Form::mean_removed) {
@@ -320,6 +335,23 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
+  if (per_head)
+    out.push_back({"the mean square taken over the whole row (every head) instead of each head's", "normalization",
+                   false, run(w, eps, Form::whole_row)});
+  if (name == "attn_post_norm" || name == "ffn_post_norm") {
+    // A pre-norm block's post-norm placed as a post-LN transformer's: rmsnorm(stream + o) · w.
+    const ResolvedInput stream = tap_inputs(name == "attn_post_norm" ? "resid.attn" : "resid.ffn", layer, c.n_layer).back();
+    out.push_back({fmt::format("rmsnorm({} + {}) * w: the post-norm applied after the residual add", stream.name, x_name),
+                   "normalization", false, [&in, stream, x_name, x_layer, w, eps](std::int64_t p) {
+                     const Row x = trace_row(in.actual, x_name, x_layer, p);
+                     const Row r = trace_row(in.actual, stream.name, stream.layer, p);
+                     if (x.empty() || r.size() != x.size() || w->size() != x.size()) return Row{};
+                     std::vector<double> sum(x.size()), y(x.size());
+                     for (std::size_t i = 0; i < x.size(); ++i) sum[i] = double(r[i]) + double(x[i]);
+                     ref::rmsnorm(sum.data(), w->data(), int(x.size()), eps, y.data());
+                     return Row(y.begin(), y.end());
+                   }});
+  }
   // An epsilon nobody listed (a misread GGUF key): fitted to the actual row at position 0. As
   // rmsnorm(c·x, eps) is rmsnorm(x, eps / c²), it fits as well an input scaled by c after its
   // tap; the residual add that reads the same stream (when the trace holds it) says which: a

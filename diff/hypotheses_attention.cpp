@@ -17,7 +17,7 @@ namespace {
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
 enum class Cursor { row, element, stuck, late, batch_start };  // where position q's row was written
-enum class Visible { causal, one, capacity, prompt, before, next, batch_short };  // which cache slots attention read
+enum class Visible { causal, one, capacity, prompt, before, strictly_before, next, batch_short };  // which cache slots attention read
 
 struct CacheReplay {
   Cursor cursor = Cursor::row;
@@ -65,6 +65,7 @@ std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int6
     case Visible::capacity: return n_ctx;
     case Visible::prompt: return std::max(prompt, p + 1);
     case Visible::before: return std::max<std::int64_t>(p, 1);
+    case Visible::strictly_before: return p;
     case Visible::next: return std::min(p + 2, p < prompt ? prompt : p + 1);  // within the batch's keys
     case Visible::batch_short: return std::min(p + 1, (p < prompt ? prompt : p + 1) - 1);
   }
@@ -108,6 +109,22 @@ void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const s
     const double kept = 1.0 / (1.0 + std::exp(std::log(ph[t]) - score));  // Z / (1 + Z)
     for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
     for (int d = 0; d < shape.head_dim; ++d) out[std::size_t(h * shape.head_dim + d)] *= kept;
+  }
+}
+
+// Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
+void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
+                       const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
+                       std::int64_t n_keys, std::int64_t stride) {
+  const int kv_dim = shape.n_head_kv * shape.head_dim;
+  for (int h = 0; h < shape.n_head; ++h) {
+    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+    double* ph = probs.data() + std::int64_t(h) * stride;
+    ref::softcap(ph + first, n_keys - first, cap);
+    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
+    std::fill(oh, oh + shape.head_dim, 0.0);
+    for (std::int64_t t = first; t < n_keys; ++t)
+      for (int d = 0; d < shape.head_dim; ++d) oh[d] += ph[t] * V[std::size_t(t * kv_dim + g * shape.head_dim + d)];
   }
 }
 
@@ -158,6 +175,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     bool quiet = false;                  // 1 added to the softmax's denominator
+    bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
@@ -213,6 +231,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
+    if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
     Row probs(pr.begin(), pr.end());
@@ -236,9 +255,21 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     s.softcap = 0;
     out.push_back({fmt::format("scores not soft-capped (the model caps them at {:g})", c.attn_softcap),
                    "softcap", false, replay(s)});
+    if (c.final_softcap > 0 && c.final_softcap != c.attn_softcap) {
+      s.softcap = c.final_softcap;
+      out.push_back({fmt::format("scores capped at the logits' final cap {:g} instead of the attention's {:g}",
+                                 c.final_softcap, c.attn_softcap),
+                     "softcap", false, replay(s)});
+    }
     // scale · c · tanh(q·k / c) is the cap c · scale on the scaled scores.
     s.softcap = c.attn_softcap * right_scale;
     out.push_back({fmt::format("scores soft-capped at {:g} before the 1/sqrt(d) scale instead of after it",
+                               c.attn_softcap),
+                   "softcap", false, replay(s)});
+    s.softcap = 0;
+    s.cap_probs = true;
+    out.push_back({fmt::format("the soft-cap at {:g} applied to the probabilities after the softmax instead of to the "
+                               "scores",
                                c.attn_softcap),
                    "softcap", false, replay(s)});
     s = right;
@@ -378,6 +409,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::before;
   out.push_back({"keys 0..p-1: the range bound off by one, the position's own key left out", "attention-mask",
                  false, replay(s)});
+  s.cache.visible = Visible::strictly_before;
+  Candidate strict{"keys t < p: the causal mask excludes the diagonal, position 0 sees no key", "attention-mask", false,
+                   replay(s)};
+  strict.explains_zeros = true;  // position 0's row
+  out.push_back(std::move(strict));
   s = right;
   s.cache.visible = Visible::next;
   out.push_back({"keys 0..p+1 of the batch: the mask's bound off by one, one future key visible", "attention-mask",
@@ -526,8 +562,18 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
   if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
   taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
              is_k ? "attn_v" : "attn_k.rope");
-  // A 16-bit cache written in one of the two formats and read as the other.
   const std::string& type = in.cache.type;
+  if (type == "f32")
+    for (const char* to : {"f16", "bf16"}) {
+      const bool bf16 = to == std::string("bf16");
+      out.push_back({fmt::format("the row rounded to {} before it is cached (a 16-bit cache in an f32 run)", to),
+                     "kv-cache", false, [row = row_of(src, 0), bf16](std::int64_t p) {
+                       Row r = row(p);
+                       for (float& v : r) v = bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v));
+                       return r;
+                     }});
+    }
+  // A 16-bit cache written in one of the two formats and read as the other.
   if (type == "f16" || type == "bf16") {
     const bool bf16 = type == "bf16";
     out.push_back({fmt::format("the cache stored in {} and read back as {}", type, bf16 ? "f16" : "bf16"), "kv-cache",

@@ -25,6 +25,7 @@ Row elementwise(const Row& x, const Row& y, F f) {
 }
 
 double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 }  // namespace
@@ -105,6 +106,8 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
     out.push_back({"gelu(ffn_gate) * ffn_up", "", true, gated(false, gelu)});
     out.push_back({"gelu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, gelu)});
     out.push_back({"silu(ffn_gate) * ffn_up: SiLU instead of GELU", "activation", false, gated(false, silu)});
+    out.push_back({"the exact (erf) GELU instead of the model's tanh approximation", "activation", false,
+                   gated(false, gelu_erf)});
   } else {
     out.push_back({"silu(ffn_gate) * ffn_up", "", true, gated(false, silu)});
     out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
@@ -114,6 +117,11 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  gated(false, sigmoid)});
   out.push_back({"relu(ffn_gate) * ffn_up: ReLU instead of SiLU", "activation", false, gated(false, relu)});
   out.push_back({"ffn_gate * ffn_up: no activation", "activation", false, gated(false, identity)});
+  out.push_back({fmt::format("{0}(ffn_gate * ffn_up): the activation applied to the product", geglu ? "gelu" : "silu"),
+                 "activation", false, [&in, layer, geglu](std::int64_t p) {
+                   const Row g = trace_row(in.actual, "ffn_gate", layer, p), u = trace_row(in.actual, "ffn_up", layer, p);
+                   return elementwise(g, u, [geglu](double a, double b) { return geglu ? gelu(a * b) : ref::silu(a * b); });
+                 }});
   out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
                  gated(false, silu, false)});
   for (const char* alone : {"ffn_up", "ffn_gate"}) {

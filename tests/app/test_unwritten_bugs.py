@@ -425,19 +425,22 @@ def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
 
 
 def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots / np.sqrt(d), quiet=False,
-                 window=0):
-    """softmax(scores(q_h · K_g)) over keys 0..p (p - window + 1..p with a window), query head h
-    reading kv head kv_of_head[h]; quiet: 1 added to the softmax's denominator."""
+                 window=0, own_key=True):
+    """softmax(scores(q_h · K_g)) over keys 0..p (p - window + 1..p with a window; without its own
+    key, 0..p-1 and nothing at 0), query head h reading kv head kv_of_head[h]; quiet: 1 added to
+    the softmax's denominator."""
     n, d = q.shape[0], q.shape[1] // n_head
     q = q.reshape(n, n_head, d).astype(np.float64)
     k = k.reshape(n, -1, d).astype(np.float64)
     probs = np.zeros((n, n_head, n_keys))
     for p in range(n):
         for h in range(n_head):
-            first = max(0, p - window + 1) if window else 0
-            s = scores(k[first: p + 1, kv_of_head[h]] @ q[p, h], d)
+            first, end = max(0, p - window + 1) if window else 0, p + 1 if own_key else p
+            if end == first:
+                continue
+            s = scores(k[first:end, kv_of_head[h]] @ q[p, h], d)
             e = np.exp(s - s.max())
-            probs[p, h, first: p + 1] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
+            probs[p, h, first:end] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
     return probs
 
 
@@ -551,3 +554,122 @@ def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
     assert r["first_divergence"]["position"] == 3, r["first_divergence"]
     d = r["diagnosis"]
     assert d["class"] == "attention-mask" and "a sliding window of 3 keys on a layer that attends" in d["variant"], d
+
+
+# The second blind round's bugs (engine patches a helper wrote without reading diff/), each
+# written into a trace as the patched engine wrote it. All were unexplained before.
+
+@pytest.fixture(scope="module")
+def gemma2(tmp_path_factory):
+    """gemma2: scores capped at 1, logits at 2, layer 0 slides a window of 4, layer 1 attends to all."""
+    d = tmp_path_factory.mktemp("gemma2")
+    assert run("fixture", "--arch", "gemma2", "-o", d / "gemma2.gguf").returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", d / "gemma2.gguf", "--tokens", PROMPT, "-n", 3, "-o", d / out)
+        assert p.returncode == 0, p.stderr
+    return d
+
+
+def gguf_tensor(model, name):
+    from gguf import GGUFReader
+    return next(t for t in GGUFReader(model).tensors if t.name == name).data.astype(np.float64)
+
+
+def rmsnorm(x, w, eps):
+    x = np.asarray(x, np.float64)
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+
+def diagnose(expected, actual, model, tap, words, bug_class):
+    code, r = diff_json(expected, actual, "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == tap, r["first_divergence"]
+    d = r["diagnosis"]
+    assert d["class"] == bug_class and d["evidence"] == "reproduced" and words in d["variant"], d
+
+
+@pytest.mark.parametrize("misplaced, words", [
+    ("final cap", "capped at the logits' final cap 2 instead of the attention's 1"),
+    ("after softmax", "applied to the probabilities after the softmax")])
+def test_gemma2_softcap_misplaced_is_named(gemma2, tmp_path, misplaced, words):
+    """The attention capped with the logits' constant; the cap applied to the probabilities."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    probs = read_tap(bad, "attn.probs", 1)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    if misplaced == "final cap":
+        new = causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: 2 * np.tanh(x / np.sqrt(d) / 2))
+    else:  # c·tanh(p / c) on uncapped scores' probabilities, c = 1
+        new = np.tanh(causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1]))
+    write_tap(bad, "attn.probs", 1, new)
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.1.attn.probs", words, "softcap")
+
+
+def test_a_post_norm_after_the_residual_add_is_named(gemma2, tmp_path):
+    """gemma2's post-attention norm applied to the stream after the add, as a post-LN block does."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    w = gguf_tensor(gemma2 / "gemma2.gguf", "blk.0.post_attention_norm.weight")
+    stream = read_tap(bad, "token_embd", -1) + read_tap(bad, "attn_output", 0)
+    write_tap(bad, "attn_post_norm", 0, rmsnorm(stream, w, 1e-6))
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.0.attn_post_norm",
+             "post-norm applied after the residual add", "normalization")
+
+
+def test_a_per_head_norm_over_the_whole_row_is_named(tmp_path):
+    """qwen3's q norm taking its mean square over every head at once, the weight still per head."""
+    model = tmp_path / "qwen3.gguf"
+    assert run("fixture", "--arch", "qwen3", "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
+    q = read_tap(tmp_path / "eng.h5", "attn_q", 0).astype(np.float64)
+    q = q.reshape(q.shape[0], -1)
+    normed = q / np.sqrt((q * q).mean(axis=-1, keepdims=True) + 1e-6) * np.tile(w, q.shape[1] // w.size)
+    write_tap(tmp_path / "eng.h5", "attn_q_norm", 0, normed.reshape(read_tap(tmp_path / "eng.h5", "attn_q_norm", 0).shape))
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.0.attn_q_norm", "over the whole row",
+             "normalization")
+
+
+def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
+    """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "kv.k", 0, read_tap(bad, "kv.k", 0).astype(np.float16).astype(np.float32))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "rounded to f16 before it is cached",
+             "kv-cache")
+
+
+def test_a_causal_mask_without_its_diagonal_is_named(llama, tmp_path):
+    """Keys t < p instead of t <= p: position 0 sees no key and its row stays zero."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 0), read_tap(bad, "attn_k.rope", 0)
+    probs = read_tap(bad, "attn.probs", 0)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    write_tap(bad, "attn.probs", 0, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], own_key=False))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "excludes the diagonal",
+             "attention-mask")
+
+
+def test_the_head_reading_the_batchs_first_row_is_named(llama, tmp_path):
+    """The prompt's logits from row 0 of the batch: a head written for one-token steps."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    from gguf import GGUFReader
+    names = {t.name for t in GGUFReader(llama / "llama.gguf").tensors}
+    head = gguf_tensor(llama / "llama.gguf", "output.weight" if "output.weight" in names else "token_embd.weight")
+    logits = read_tap(bad, "output", -1)  # from the last prompt position on
+    logits[0] = head @ read_tap(bad, "output_norm", -1)[0]
+    write_tap(bad, "output", -1, logits)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "its batch's first row", "buffer")
+
+
+def test_silu_of_the_product_is_named(llama, tmp_path):
+    """silu(gate * up) where the model gates: silu(gate) * up."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    gu = read_tap(bad, "ffn_gate", 0).astype(np.float64) * read_tap(bad, "ffn_up", 0)
+    write_tap(bad, "ffn.act", 0, gu / (1 + np.exp(-gu)))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", "applied to the product", "activation")
