@@ -107,7 +107,6 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
   };
   const Candidate *base_b = baseline(cb), *base_a = baseline(ca);
   if (!base_b) return false;
-  const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
   bool actual_off = false;
   std::optional<StructuralFinding> expected_off;
   DivergedRows cleared;
@@ -117,6 +116,14 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
     const Row replay_b = base_b->replay(row.position);
     if (replay_b.empty()) continue;
     const double own_b = own_error(trace_row(b, t.name, t.layer, row.position), replay_b);
+    if (row.suspect) {  // confirmed by an own error above the floor, else no divergence
+      row.suspect = !(own_b > t.own_error_floor_nmse);
+      row.diverged = !row.suspect;
+      row.own_nmse = own_b;
+      actual_off = actual_off || row.diverged;
+      continue;
+    }
+    const double bar = t.threshold_nmse;  // the op's own error within the tap's tolerance
     if (!(own_b <= bar)) {
       actual_off = true;
       continue;
@@ -160,7 +167,9 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
   const TraceMetadata& m = a.metadata();
   for (TapComparison& t : r.taps) {
     if (!t.diverged()) continue;
-    if (t.name == "ffn.act" &&
+    const auto suspects_only = std::all_of(t.rows.begin(), t.rows.end(),
+                                           [](const RowMetrics& row) { return !row.diverged || row.suspect; });
+    if (t.name == "ffn.act" && !suspects_only &&
         std::all_of(t.rows.begin(), t.rows.end(), [&](const RowMetrics& row) {
           return !row.diverged || activation_within_its_inputs(a, b, t.layer, row.position);
         })) {
@@ -176,12 +185,35 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
       if (judge_rows_by_replay(r, t, a, b, *model)) return true;
     } catch (const std::exception&) {
-      return false;  // no model, another model (its sha256), or a trace the replay cannot read: the rows stand
+      // No model, another model (its sha256), or a trace the replay cannot read: the rows stand,
+      // but suspects need a replay to stand (drop_unconfirmed_suspects), and later taps are judged on.
+      if (suspects_only) continue;
+      return false;
     }
-    // Rows no replay judged (an input a trace lacks) stand, unless within the replay band.
-    if (t.diverged() && !within_replay_band(t)) return true;
+    // Rows no replay judged (an input a trace lacks) stand, unless within the replay band or
+    // suspects (which no replay confirmed).
+    if (!suspects_only && t.diverged() && !within_replay_band(t)) return true;
   }
   return true;
+}
+
+void drop_unconfirmed_suspects(DiffResult& r) {
+  for (TapComparison& t : r.taps) {
+    const RowMetrics* confirmed = nullptr;
+    for (RowMetrics& row : t.rows) {
+      if (row.suspect) row.diverged = row.suspect = false;
+      else if (row.diverged && row.own_nmse > 0 && row.nmse <= t.threshold_nmse && !confirmed) confirmed = &row;
+    }
+    if (confirmed)
+      r.findings.push_back(
+          {"below-threshold", t.full_name,
+           fmt::format("diverges under the {} threshold ({:.3g}): at position {} its error (nmse {:.3g}) is {:.3g}x its "
+                       "inputs' ({:.3g}), and the op replayed from the actual trace's own inputs is off by nmse {:.3g}, "
+                       "over the floor {:.3g} that no honest op of this precision reaches",
+                       r.profile, t.threshold_nmse, confirmed->position, confirmed->nmse,
+                       confirmed->nmse / std::max(confirmed->input_nmse, 1e-300), confirmed->input_nmse,
+                       confirmed->own_nmse, t.own_error_floor_nmse)});
+  }
 }
 
 void settle_replay_band(DiffResult& r, bool replayed) {

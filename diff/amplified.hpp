@@ -25,4 +25,8 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
 // rows passed so, an "unreplayed" finding says which.
 void settle_replay_band(DiffResult& r, bool replayed);
 
+// Suspect rows (RowMetrics::suspect) no replay confirmed pass; each confirmed one stays diverged
+// with a "below-threshold" finding saying why a row under the threshold diverges.
+void drop_unconfirmed_suspects(DiffResult& r);
+
 }  // namespace tapdiff::diff

@@ -28,6 +28,9 @@ namespace tapdiff::diff {
 namespace {
 
 constexpr int kTopTokens = 5;
+// A row under its threshold is a suspect only when its error is this many times its inputs':
+// an op that adds its own error, not one passing on (and amplifying) what it was given.
+constexpr double kSuspectJump = 1000;
 
 TraceSide side(const TraceReader& r) { return {r.path(), r.metadata(), r.complete()}; }
 
@@ -128,6 +131,7 @@ TapComparison comparison_of(const TapInfo& ta, const TapInfo& tb, const Toleranc
   c.threshold_nmse = profile.threshold(c.tap_class);
   c.jump_factor = profile.jump_factor;
   c.replay_band_nmse = profile.replay_band_nmse;
+  c.own_error_floor_nmse = profile.own_error_floor_nmse;
   return c;
 }
 
@@ -237,8 +241,11 @@ void mark_divergences(DiffResult& r, int n_layer) {
       if (!lockstep)
         for (const auto& in : inputs) row.input_nmse = std::max(row.input_nmse, nmse_at(in, row.position));
       const bool new_nonfinite = row.nonfinite > row.nonfinite_expected && std::isfinite(row.input_nmse);
-      row.diverged = new_nonfinite || (std::isfinite(row.nmse) && row.nmse > t.threshold_nmse &&
-                                       row.nmse > t.jump_factor * row.input_nmse);
+      const bool over = std::isfinite(row.nmse) && row.nmse > t.threshold_nmse &&
+                        row.nmse > t.jump_factor * row.input_nmse;
+      row.suspect = !new_nonfinite && !over && t.own_error_floor_nmse > 0 && row.nmse > t.own_error_floor_nmse &&
+                    row.nmse > kSuspectJump * row.input_nmse;
+      row.diverged = new_nonfinite || over || row.suspect;
     }
     t.min_passing_nmse = 0;
     for (const auto& row : t.rows) t.min_passing_nmse = std::max(t.min_passing_nmse, row.nmse);
@@ -481,6 +488,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
     const bool replayed = options.diagnose && clear_amplified_rows(r, a, b, model_path);
     settle_replay_band(r, replayed);
   }
+  drop_unconfirmed_suspects(r);
   if (r.logits) summarize_logits(*r.logits);
   find_first_divergence(r, a, b);
   // A flip at a near-tie in a reduced precision is noise: a note, not a divergence.

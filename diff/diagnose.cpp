@@ -219,7 +219,12 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       actual.push_back(trace_row(b, f.name, f.layer, p));
       expected.push_back(trace_row(a, f.name, f.layer, p));
     }
-    const Judgement j = judge(candidates, positions, actual, expected, t ? t->threshold_nmse : 1e-8, f.name);
+    // A divergence under the threshold (a confirmed suspect) is judged at the floor that confirmed it.
+    const bool under = t && std::any_of(t->rows.begin(), t->rows.end(), [&](const RowMetrics& row) {
+      return row.position == f.position && row.own_nmse > 0 && row.nmse <= t->threshold_nmse;
+    });
+    const double tolerance = !t ? 1e-8 : under ? t->own_error_floor_nmse : t->threshold_nmse;
+    const Judgement j = judge(candidates, positions, actual, expected, tolerance, f.name);
     d.baseline_residual = j.baseline_residual;
     if (!j.reproducing.empty()) {
       const Judged& best = j.reproducing.front();

@@ -173,6 +173,30 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     out.push_back({fmt::format("x multiplied by {} instead of {}", other, wname), "weight-loading", false,
                    with(O, B)});
   }
+  // A sibling projection's bias added instead (a copy-pasted add): its first n_out elements.
+  if (has_bias)
+    for (const char* sibling : {"attn_q", "attn_k", "attn_v"}) {
+      const std::string other = fmt::format("blk.{}.{}.bias", layer, sibling);
+      const std::vector<float>* O = sibling != name ? &in.model.weight(other) : nullptr;
+      if (!O || O->size() < n_out) continue;
+      auto head = std::make_shared<std::vector<float>>(O->begin(), O->begin() + std::ptrdiff_t(n_out));
+      out.push_back({fmt::format("W x + {}{} instead of {}", other,
+                                 O->size() > n_out ? fmt::format(" (its first {} elements)", n_out) : "", bname),
+                     "bias", false, with(W, head.get(), false, head)});
+    }
+  // A tied head reading a table that Gemma's sqrt(n_embd) scaled in place at load (meant for
+  // the lookups only).
+  if (name == "output" && c.tied_output) {
+    const float root = std::sqrt(float(c.n_embd));
+    out.push_back({"the logits times sqrt(n_embd) (before any soft-cap): the tied table scaled in place for the "
+                   "embedding lookups",
+                   "embedding", false, [=](std::int64_t q) {
+                     Row r = matvec_row(*W, x(q), n_out, false, B);
+                     for (float& v : r) v *= root;
+                     ref::softcap(r.data(), std::int64_t(r.size()), cap);
+                     return r;
+                   }});
+  }
 }
 
 void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
@@ -338,6 +362,24 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   if (per_head)
     out.push_back({"the mean square taken over the whole row (every head) instead of each head's", "normalization",
                    false, run(w, eps, Form::whole_row)});
+  if (!per_head && in.prompt_length > 1) {
+    // The mean square taken over the whole batch (every prompt row's elements), not per row.
+    const std::int64_t prompt = in.prompt_length, step = in.prefill_chunk > 0 ? in.prefill_chunk : prompt;
+    out.push_back({"the mean square taken over every row of the prefill batch instead of each row's", "normalization",
+                   false, [&in, x_name, x_layer, w, eps, prompt, step](std::int64_t p) {
+                     const std::int64_t first = p < prompt ? p / step * step : p;
+                     const std::int64_t end = p < prompt ? std::min(prompt, first + step) : p + 1;
+                     double squares = 0, count = 0;
+                     for (std::int64_t q = first; q < end; ++q)
+                       for (float v : trace_row(in.actual, x_name, x_layer, q)) squares += double(v) * v, ++count;
+                     const Row x = trace_row(in.actual, x_name, x_layer, p);
+                     if (x.empty() || w->size() != x.size()) return Row{};
+                     const double inv = 1 / std::sqrt(squares / count + eps);
+                     Row y(x.size());
+                     for (std::size_t i = 0; i < x.size(); ++i) y[i] = float(x[i] * inv * (*w)[i]);
+                     return y;
+                   }});
+  }
   if (name == "attn_post_norm" || name == "ffn_post_norm") {
     // A pre-norm block's post-norm placed as a post-LN transformer's: rmsnorm(stream + o) · w.
     const ResolvedInput stream = tap_inputs(name == "attn_post_norm" ? "resid.attn" : "resid.ffn", layer, c.n_layer).back();
@@ -398,9 +440,15 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                     run(nullptr, eps, Form::unnormalized)};
   skipped.takes = full_tap_name(x_name, x_layer);
   out.push_back(std::move(skipped));
-  if (const std::vector<float>* o = &in.model.weight(other_w); !o->empty() && o->size() == w->size())
-    out.push_back({fmt::format("rmsnorm(x) * {} (another norm's weight wired in)", other_w), "weight-loading",
-                   false, run(o, eps)});
+  std::vector<std::string> others{other_w};
+  const std::string prefix = fmt::format("blk.{}.", layer);
+  if (name != "output_norm" && w_name.rfind(prefix, 0) == 0)  // the same norm of the layer before or after
+    for (int l : {layer - 1, layer + 1})
+      if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}", l, w_name.substr(prefix.size())));
+  for (const std::string& other : others)
+    if (const std::vector<float>* o = &in.model.weight(other); !o->empty() && o->size() == w->size())
+      out.push_back({fmt::format("rmsnorm(x) * {} (another norm's weight wired in)", other), "weight-loading",
+                     false, run(o, eps)});
 }
 
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -431,6 +479,14 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float base = c.rope_base(layer);
   const std::int64_t prompt = in.prompt_length;
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
+  if (is_q)
+    out.push_back({"the rotated q times 1/sqrt(head_dim): q pre-scaled as a fused attention kernel expects, by an "
+                   "engine whose attention scales the scores again",
+                   "attention-scale", false, [rotated = rotate(at_p, base, right), c](std::int64_t p) {
+                     Row y = rotated(p);
+                     for (float& v : y) v /= std::sqrt(float(c.head_dim));
+                     return y;
+                   }});
   out.push_back({fmt::format("pairs taken the other way ({} instead of {})",
                              wrong == ref::Pairing::norm ? "adjacent NORM" : "half-split NEOX",
                              right == ref::Pairing::norm ? "adjacent NORM" : "half-split NEOX"),
@@ -479,10 +535,18 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.actual, name, layer, fit_at);
   // (The fit knows no frequency factors: with them it would name a base that is not the bug.)
   if (const auto fitted = factors ? std::nullopt : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
-      fitted && std::abs(*fitted / double(base) - 1) > 1e-3)
-    out.push_back({fmt::format("frequency base {:.4g} instead of the model's {:g} (fitted to the actual rotation)",
-                               *fitted, base),
+      fitted && std::abs(*fitted / double(base) - 1) > 1e-5) {
+    // A base stored or computed in 16 bits (1e6 is 999424 in bf16) is named so.
+    const double in_bf16 = bf16_to_fp32(fp32_to_bf16(base)), in_f16 = fp16_to_fp32(fp32_to_fp16(base));
+    const auto near = [&](double v) { return v != double(base) && std::abs(*fitted / v - 1) < 1e-4; };
+    const std::string why = near(in_bf16) ? fmt::format(": the base rounded to bf16 ({:g})", in_bf16)
+                            : near(in_f16) ? fmt::format(": the base rounded to f16 ({:g})", in_f16)
+                                           : "";
+    const int digits = std::abs(*fitted / double(base) - 1) > 1e-3 ? 4 : 7;  // enough to tell it from the base
+    out.push_back({fmt::format("frequency base {:.{}g} instead of the model's {:g} (fitted to the actual rotation){}",
+                               *fitted, digits, base, why),
                    "rope", false, rotate(at_p, float(*fitted), right)});
+  }
   // The exponent's denominator taken from another dimension: base^(-2i/F) = (base^(n_rot/F))^(-2i/n_rot).
   const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim}, {"n_embd", c.n_embd}, {"n_head * head_dim", c.q_dim()},
                                               {"n_head_kv * head_dim", c.kv_dim()}};

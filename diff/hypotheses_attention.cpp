@@ -176,6 +176,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     bool quiet = false;                  // 1 added to the softmax's denominator
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
+    bool decode_v_from_k = false;        // decode steps read V from the K cache
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
   };
@@ -206,7 +207,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     for (std::int64_t t = 0; t <= upto; ++t)
       if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
-    auto V = simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+    auto V = s.decode_v_from_k && p >= in.prompt_length
+                 ? K
+                 : simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
     std::vector<double> qd(q.begin(), q.end());
     round_k_to_cache(in.cache, K, kv_dim, std::size_t(c.head_dim));
     round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
@@ -422,6 +425,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::batch_short;
   out.push_back({"the batch's key count one short: the last row of each batch loses its own key", "attention-mask",
                  false, replay(s)});
+  s = right;
+  s.decode_v_from_k = true;
+  out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
   s = right;
   s.quiet = true;
   out.push_back({"1 added to the softmax's denominator (a \"quiet\" softmax): each head's probabilities sum to "

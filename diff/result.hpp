@@ -27,6 +27,10 @@ struct RowMetrics {
   float worst_actual = 0;
   double input_nmse = 0;     // the largest nmse of this tap's inputs (jump test)
   bool diverged = false;
+  // Diverged under the threshold (ToleranceProfile::own_error_floor_nmse), not yet confirmed by a
+  // replay; a row left so passes.
+  bool suspect = false;
+  double own_nmse = 0;  // a confirmed suspect's error against the op replayed from its own inputs
 };
 
 enum class PositionPattern { none, all, from, some };  // which positions diverge
@@ -43,6 +47,7 @@ struct TapComparison {
   double threshold_nmse = 0;     // the profile's threshold for this tap class
   double jump_factor = 0;        // the profile's jump test factor
   double replay_band_nmse = 0;   // the profile's replay band (ToleranceProfile::replay_band_nmse)
+  double own_error_floor_nmse = 0;  // ToleranceProfile::own_error_floor_nmse
   // The smallest nmse threshold at which no row would have diverged: evidence for tuning.
   double min_passing_nmse = 0;
   // Set by clear_amplified_rows: the replay found this op's own error in the actual trace's row,

@@ -25,6 +25,7 @@ ToleranceProfile builtin_profile(std::string_view name) {
   if (name == "f32") {
     p.default_nmse = 1e-8;
     p.jump_factor = 10;
+    p.own_error_floor_nmse = 3e-10;
   } else if (name == "f16") {
     p.default_nmse = 1e-4;
     p.jump_factor = 10;
@@ -101,6 +102,8 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
       p.default_nmse = number(value, key);
     } else if (key == "replay_band_nmse") {  // 0 turns the band off
       p.replay_band_nmse = value.is_number() && value.get<double>() == 0 ? 0.0 : number(value, key);
+    } else if (key == "own_error_floor_nmse") {  // 0 turns the suspects off
+      p.own_error_floor_nmse = value.is_number() && value.get<double>() == 0 ? 0.0 : number(value, key);
     } else if (key == "nmse") {
       if (!value.is_object()) throw InputError(source, key, "expected an object of tap class → threshold");
       for (const auto& [cls, threshold] : value.items()) {
@@ -113,7 +116,7 @@ ToleranceProfile parse_profile(std::string_view text, const std::string& source)
         p.nmse[cls] = number(threshold, "nmse." + cls);
       }
     } else {
-      throw InputError(source, key, "unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse)");
+      throw InputError(source, key, "unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse, own_error_floor_nmse)");
     }
   }
   return p;

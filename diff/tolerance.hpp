@@ -22,6 +22,12 @@ struct ToleranceProfile {
   // replays them (no model, --no-diagnosis) they pass. 0: no such band. q8's GEMMs leave
   // inherited noise that f32 ops after them (attention, SiLU) may amplify past 3e-3.
   double replay_band_nmse = 0;
+  // Rows under their threshold but above this NMSE and a thousand times their inputs' error are
+  // suspects: they diverge only where replaying the op from the actual trace's own inputs leaves
+  // an own error above it too (a bug too small for the threshold on a small model: the exact
+  // GELU for the tanh one, a RoPE base rounded to bf16). 0: none (every profile but f32, whose
+  // honest own errors sit far below it).
+  double own_error_floor_nmse = 0;
 
   double threshold(std::string_view tap_class) const;
 };
@@ -37,7 +43,7 @@ bool has_profile(std::string_view precision);
 ToleranceProfile profile_for_precisions(std::string_view expected, std::string_view actual);
 
 // A JSON file: {"base": "f16", "jump_factor": 10, "nmse": {"projection": 1e-4, ...},
-// "default_nmse": 1e-4, "replay_band_nmse": 0}; every key optional but base; classes the base
+// "default_nmse": 1e-4, "replay_band_nmse": 0, "own_error_floor_nmse": 0}; every key optional but base; classes the base
 // lists keep their thresholds unless "nmse" names them. Errors throw InputError naming the
 // file, the key and what was expected.
 ToleranceProfile load_profile(const std::string& path);

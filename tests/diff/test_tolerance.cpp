@@ -59,6 +59,11 @@ TEST(DiffTolerance, JsonOverridesOnTopOfABase) {
   EXPECT_EQ(q.threshold("norm"), 1e-3);
   EXPECT_EQ(q.threshold("projection"), 3e-2);
   EXPECT_EQ(q.replay_band_nmse, 0);
+  // Only f32 has suspects under its threshold; 0 turns them off.
+  EXPECT_GT(builtin_profile("f32").own_error_floor_nmse, 0);
+  EXPECT_LT(builtin_profile("f32").own_error_floor_nmse, builtin_profile("f32").default_nmse);
+  EXPECT_EQ(builtin_profile("f16").own_error_floor_nmse, 0);
+  EXPECT_EQ(parse_profile(R"({"base": "f32", "own_error_floor_nmse": 0})", "f.json").own_error_floor_nmse, 0);
 }
 
 TEST(DiffTolerance, BadProfilesNameTheKey) {
@@ -77,7 +82,7 @@ TEST(DiffTolerance, BadProfilesNameTheKey) {
   EXPECT_EQ(parse_error(R"({"base": "f32", "jump_factor": -1})"), "p.json: jump_factor: expected a positive number, got -1");
   EXPECT_EQ(parse_error(R"({"base": "f32", "nmse": {"ropes": 1}})").rfind("p.json: nmse.ropes: unknown tap class", 0), 0u);
   EXPECT_EQ(parse_error(R"({"base": "f32", "colour": 1})"),
-            "p.json: colour: unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse)");
+            "p.json: colour: unknown key (expected base, jump_factor, default_nmse, nmse, replay_band_nmse, own_error_floor_nmse)");
 }
 
 }  // namespace
