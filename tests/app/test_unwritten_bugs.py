@@ -799,3 +799,33 @@ def test_a_tied_head_on_a_table_scaled_in_place_is_named(tmp_path):
     logits = read_tap(tmp_path / "eng.h5", "output", -1).astype(np.float64)  # 2·tanh(z / 2)
     write_tap(tmp_path / "eng.h5", "output", -1, 2 * np.tanh(2 * np.arctanh(logits / 2) * np.sqrt(64) / 2))
     diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "output", "the tied table scaled in place", "embedding")
+
+
+def test_an_intact_first_position_before_attention_does_not_point_at_rope(llama, tmp_path):
+    """A misdecoded embedding row from position 1 on: position 0 is intact, but RoPE, the attention
+    scale and the KV cache come after token_embd and cannot be why. Blind round 2, case 27."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "token_embd", -1)
+    rows[1:, ::5] += 0.5
+    write_tap(bad, "token_embd", -1, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("token_embd", 1)
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "position 0 intact" in signatures and "RoPE" not in signatures, signatures
+
+
+def test_a_slightly_wrong_row_is_not_called_a_permutation_or_a_scale(llama, tmp_path):
+    """Attention rows 5e-3 off (a cache overlapping another layer's, blind round 2 case 20) sort
+    into nearly the expected values, and fit a scale of nearly 1: neither says anything."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1).astype(np.float64)
+    noise = 1 + 0.005 * np.random.default_rng(0).standard_normal(probs.shape)
+    probs[6:] *= noise[6:]
+    probs[6:] /= probs[6:].sum(axis=-1, keepdims=True)
+    write_tap(bad, "attn.probs", 1, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "permutation" not in signatures and "scale factor" not in signatures, signatures
