@@ -296,6 +296,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
                                                     c.compared_rows)
                                       : fmt::format("compared every value of {} rows of {}", c.compared_rows, c.cols));
   const std::int64_t compared = std::int64_t(v.compared.size());
+  std::string wrong_type;  // the GGUF type whose every tensor, and no other type's, differs
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
@@ -336,6 +337,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
       // type's decoder is the better account than a loader failing for exactly that type.
       d.signatures.push_back(fmt::format("every other {} tensor differs too, while tensors of other types match",
                                          ggml_type_name(t->type)));
+      wrong_type = ggml_type_name(t->type);
       std::stable_partition(scored.begin(), scored.end(), [&](const auto& x) {
         return !(x.first.explained == compared && x.second->bug_class == "weight-loading");
       });
@@ -378,15 +380,20 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
   if (d.variant.empty()) {
     // No decode reproduces the values: zero rows point to a load that never happened; any
     // other difference is unexplained (it could be the decoder or the loader).
+    // Every tensor of this type wrong and every other type right: its decoder, by elimination.
     const bool zeros = !v.zero_in_actual.empty() && v.zero_in_actual.back() >= v.differing.front();
-    d.bug_class = zeros ? "weight-loading" : "unexplained";
-    d.evidence = zeros ? Evidence::indicated : Evidence::unexplained;
+    const bool decoder = !zeros && !wrong_type.empty();
+    d.bug_class = zeros ? "weight-loading" : decoder ? "dequantization" : "unexplained";
+    d.evidence = zeros || decoder ? Evidence::indicated : Evidence::unexplained;
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}), and no replayed decode of "
         "its GGUF bytes reproduces the actual values. {}",
         tensor, c.summary,
-        zeros ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
-              : "Look at the loader and the dequantization kernel of its type.");
+        zeros     ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
+        : decoder ? fmt::format("Every {0} tensor differs and every tensor of another type matches: look at the {0} "
+                                "decoder (its block layout, scales and mins).",
+                                wrong_type)
+                  : "Look at the loader and the dequantization kernel of its type.");
   } else if (d.evidence == Evidence::tied) {
     std::string names;
     for (const auto& tie : d.ties) names += fmt::format("{}\"{}\" ({})", names.empty() ? "" : " and ", tie.variant, tie.bug_class);

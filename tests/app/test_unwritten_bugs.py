@@ -829,3 +829,27 @@ def test_a_slightly_wrong_row_is_not_called_a_permutation_or_a_scale(llama, tmp_
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     signatures = " ".join(r["diagnosis"]["signatures"])
     assert "permutation" not in signatures and "scale factor" not in signatures, signatures
+
+
+def test_every_tensor_of_one_type_wrong_points_at_its_decoder(tmp_path):
+    """A decoder bug no variant replays (blind round 2, case 18: Q6_K's scale index): with weight
+    taps, every tensor of that type differs and every other type matches, so the class is the
+    decoder's, indicated. Was unexplained."""
+    model = tmp_path / "mixed.gguf"
+    p = run("fixture", "--arch", "llama", "--tensor-type", "blk.*.ffn_*.weight=Q4_0", "-o", model)
+    assert p.returncode == 0, p.stderr
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "--weights", "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    with h5py.File(tmp_path / "eng.h5", "r") as f:
+        q4 = [n for n in f["taps"] if n.startswith("weight.blk.") and ".ffn_" in n and "_norm" not in n]
+    assert len(q4) == 6, q4
+    for name in q4:
+        rows = read_tap(tmp_path / "eng.h5", name, -1)
+        rows[:, 3::32] *= 1.5  # one element of every block decoded with the wrong scale
+        write_tap(tmp_path / "eng.h5", name, -1, rows)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"].startswith("weight.blk."), r["first_divergence"]
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("dequantization", "indicated"), d
+    assert "look at the Q4_0 decoder" in d["explanation"], d
