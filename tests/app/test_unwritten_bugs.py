@@ -43,6 +43,17 @@ def write_tap(path, name, layer, values):
             stack["data"][batch:rows, slot] = values[batch:rows]
 
 
+def traced(d, name, *fixture_args, n=3, run_args=()):
+    """A fixture model d/name.gguf and its reference and host traces, d/ref.h5 and d/eng.h5."""
+    model = d / f"{name}.gguf"
+    p = run("fixture", *fixture_args, "-o", model)
+    assert p.returncode == 0, p.stderr
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", n, *run_args, "-o", d / out)
+        assert p.returncode == 0, p.stderr
+    return model
+
+
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     d = tmp_path_factory.mktemp("llama")
@@ -359,11 +370,7 @@ def test_logits_of_the_row_before_the_last_are_named(llama, tmp_path):
 
 def test_logits_capped_at_the_attention_cap_are_named(tmp_path):
     """gemma2 caps scores at 1 and logits at 2 (the fixture's): the head given the attention's cap."""
-    model = tmp_path / "gemma2.gguf"
-    assert run("fixture", "--arch", "gemma2", "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", n=3)
     logits = read_tap(tmp_path / "eng.h5", "output", -1).astype(np.float64)
     write_tap(tmp_path / "eng.h5", "output", -1, np.tanh(2 * np.arctanh(logits / 2)))
     code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
@@ -373,11 +380,7 @@ def test_logits_capped_at_the_attention_cap_are_named(tmp_path):
 
 def test_an_embedding_scale_nobody_listed_is_fitted(tmp_path):
     """gemma2's sqrt(n_embd) taken in integers: 9 for n_embd 96, where the model says 9.798."""
-    model = tmp_path / "gemma2.gguf"
-    assert run("fixture", "--arch", "gemma2", "--n-embd", 96, "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", "--n-embd", 96, n=2)
     rows = read_tap(tmp_path / "eng.h5", "token_embd", -1).astype(np.float64)
     write_tap(tmp_path / "eng.h5", "token_embd", -1, rows * 9 / np.sqrt(96))
     code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
@@ -445,6 +448,14 @@ def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots /
     return probs
 
 
+def replayed_probs(trace, layer, **how):
+    """attn.probs of `layer` replayed from the trace's own q and K by causal_probs(**how), for the
+    fixtures' 4 query heads over 2 kv heads."""
+    q, k = read_tap(trace, "attn_q.rope", layer), read_tap(trace, "attn_k.rope", layer)
+    keys = read_tap(trace, "attn.probs", layer).shape[2]
+    return causal_probs(q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1), 4, keys, [0, 0, 1, 1], **how)
+
+
 def test_a_kv_head_map_nobody_listed_is_fitted(llama, tmp_path):
     """Query heads that read their kv heads through a mapping no named variant has (the groups
     in reverse): each query head's kv head is fitted. Was unexplained."""
@@ -469,13 +480,8 @@ def test_a_kv_head_map_nobody_listed_is_fitted(llama, tmp_path):
 def test_a_bias_added_to_part_of_the_row_is_fitted(tmp_path, added, words):
     """qwen2's q bias added at the k/v width (a loop bound from the k and v adds), or to one head:
     the elements that got it are fitted. Was bias without a variant."""
-    from gguf import GGUFReader
-    model = tmp_path / "qwen2.gguf"
-    assert run("fixture", "--arch", "qwen2", "--seed", 3, "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
-    bias = next(t for t in GGUFReader(model).tensors if t.name == "blk.1.attn_q.bias").data.astype(np.float32)
+    model = traced(tmp_path, "qwen2", "--arch", "qwen2", "--seed", 3, n=3)
+    bias = gguf_tensor(model, "blk.1.attn_q.bias").astype(np.float32)
     assert bias.shape == (64,)
     missing = np.ones(64, bool)
     missing[added] = False
@@ -510,10 +516,7 @@ def test_a_quiet_softmax_is_named(llama, tmp_path):
     Was unexplained."""
     bad = tmp_path / "quiet.h5"
     shutil.copy(llama / "eng.h5", bad)
-    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
-    probs = read_tap(bad, "attn.probs", 1)
-    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
-    write_tap(bad, "attn.probs", 1, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], quiet=True))
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, quiet=True))
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     assert r["diagnosis"]["class"] == "softmax" and "quiet" in r["diagnosis"]["variant"], r["diagnosis"]
@@ -522,19 +525,11 @@ def test_a_quiet_softmax_is_named(llama, tmp_path):
 def test_a_softcap_before_the_scale_is_named(tmp_path):
     """gemma2's scores capped as c·tanh(q·k / c) and scaled after, where the model scales first.
     Was unexplained."""
-    model = tmp_path / "gemma2.gguf"
-    assert run("fixture", "--arch", "gemma2", "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", n=3)
     bad = tmp_path / "eng.h5"
-    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
-    probs = read_tap(bad, "attn.probs", 1)
-    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
-    assert np.allclose(causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: np.tanh(x / np.sqrt(d))),
-                       probs, atol=1e-5)  # layer 1 attends to every key, the scores capped at 1
-    write_tap(bad, "attn.probs", 1,
-              causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: np.tanh(x) / np.sqrt(d)))
+    assert np.allclose(replayed_probs(bad, 1, scores=lambda x, d: np.tanh(x / np.sqrt(d))),
+                       read_tap(bad, "attn.probs", 1), atol=1e-5)  # layer 1 attends to every key, capped at 1
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, scores=lambda x, d: np.tanh(x) / np.sqrt(d)))
     code, r = diff_json(tmp_path / "ref.h5", bad, "--model", model)
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     assert r["diagnosis"]["class"] == "softcap" and "before the 1/sqrt(d) scale" in r["diagnosis"]["variant"], \
@@ -546,10 +541,7 @@ def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
     read from a default): the window is read off the keys left at zero. Was unexplained."""
     bad = tmp_path / "window.h5"
     shutil.copy(llama / "eng.h5", bad)
-    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
-    probs = read_tap(bad, "attn.probs", 1)
-    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
-    write_tap(bad, "attn.probs", 1, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], window=3))
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, window=3))
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     assert r["first_divergence"]["position"] == 3, r["first_divergence"]
@@ -564,10 +556,7 @@ def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
 def gemma2(tmp_path_factory):
     """gemma2: scores capped at 1, logits at 2, layer 0 slides a window of 4, layer 1 attends to all."""
     d = tmp_path_factory.mktemp("gemma2")
-    assert run("fixture", "--arch", "gemma2", "-o", d / "gemma2.gguf").returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", d / "gemma2.gguf", "--tokens", PROMPT, "-n", 3, "-o", d / out)
-        assert p.returncode == 0, p.stderr
+    traced(d, "gemma2", "--arch", "gemma2")
     return d
 
 
@@ -595,13 +584,10 @@ def test_gemma2_softcap_misplaced_is_named(gemma2, tmp_path, misplaced, words):
     """The attention capped with the logits' constant; the cap applied to the probabilities."""
     bad = tmp_path / "eng.h5"
     shutil.copy(gemma2 / "eng.h5", bad)
-    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
-    probs = read_tap(bad, "attn.probs", 1)
-    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
     if misplaced == "final cap":
-        new = causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], lambda x, d: 2 * np.tanh(x / np.sqrt(d) / 2))
+        new = replayed_probs(bad, 1, scores=lambda x, d: 2 * np.tanh(x / np.sqrt(d) / 2))
     else:  # c·tanh(p / c) on uncapped scores' probabilities, c = 1
-        new = np.tanh(causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1]))
+        new = np.tanh(replayed_probs(bad, 1))
     write_tap(bad, "attn.probs", 1, new)
     diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.1.attn.probs", words, "softcap")
 
@@ -619,11 +605,7 @@ def test_a_post_norm_after_the_residual_add_is_named(gemma2, tmp_path):
 
 def test_a_per_head_norm_over_the_whole_row_is_named(tmp_path):
     """qwen3's q norm taking its mean square over every head at once, the weight still per head."""
-    model = tmp_path / "qwen3.gguf"
-    assert run("fixture", "--arch", "qwen3", "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
     w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
     q = read_tap(tmp_path / "eng.h5", "attn_q", 0).astype(np.float64)
     q = q.reshape(q.shape[0], -1)
@@ -646,10 +628,7 @@ def test_a_causal_mask_without_its_diagonal_is_named(llama, tmp_path):
     """Keys t < p instead of t <= p: position 0 sees no key and its row stays zero."""
     bad = tmp_path / "eng.h5"
     shutil.copy(llama / "eng.h5", bad)
-    q, k = read_tap(bad, "attn_q.rope", 0), read_tap(bad, "attn_k.rope", 0)
-    probs = read_tap(bad, "attn.probs", 0)
-    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
-    write_tap(bad, "attn.probs", 0, causal_probs(q, k, 4, probs.shape[2], [0, 0, 1, 1], own_key=False))
+    write_tap(bad, "attn.probs", 0, replayed_probs(bad, 0, own_key=False))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "excludes the diagonal",
              "attention-mask")
 
@@ -722,11 +701,7 @@ def gguf_field(model, key):
 
 def test_a_sibling_projections_bias_is_named(tmp_path):
     """qwen2's k gets q's bias (its first kv_dim elements): a copy-pasted bias add."""
-    model = tmp_path / "qwen2.gguf"
-    assert run("fixture", "--arch", "qwen2", "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "qwen2", "--arch", "qwen2", n=2)
     k = read_tap(tmp_path / "eng.h5", "attn_k", 0).astype(np.float64)
     bq, bk = gguf_tensor(model, "blk.0.attn_q.bias"), gguf_tensor(model, "blk.0.attn_k.bias")
     write_tap(tmp_path / "eng.h5", "attn_k", 0, k - bk + bq[: bk.size])
@@ -791,11 +766,7 @@ def test_decode_reading_v_from_the_k_cache_is_named(llama, tmp_path):
 def test_a_tied_head_on_a_table_scaled_in_place_is_named(tmp_path):
     """gemma2's sqrt(n_embd) folded into the tied table at load: the lookups are right, the head
     carries the factor under its soft-cap."""
-    model = tmp_path / "gemma2.gguf"
-    assert run("fixture", "--arch", "gemma2", "--tied", "-o", model).returncode == 0
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", "--tied", n=2)
     logits = read_tap(tmp_path / "eng.h5", "output", -1).astype(np.float64)  # 2·tanh(z / 2)
     write_tap(tmp_path / "eng.h5", "output", -1, 2 * np.tanh(2 * np.arctanh(logits / 2) * np.sqrt(64) / 2))
     diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "output", "the tied table scaled in place", "embedding")
@@ -835,12 +806,8 @@ def test_every_tensor_of_one_type_wrong_points_at_its_decoder(tmp_path):
     """A decoder bug no variant replays (blind round 2, case 18: Q6_K's scale index): with weight
     taps, every tensor of that type differs and every other type matches, so the class is the
     decoder's, indicated. Was unexplained."""
-    model = tmp_path / "mixed.gguf"
-    p = run("fixture", "--arch", "llama", "--tensor-type", "blk.*.ffn_*.weight=Q4_0", "-o", model)
-    assert p.returncode == 0, p.stderr
-    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
-        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "--weights", "-o", tmp_path / out)
-        assert p.returncode == 0, p.stderr
+    model = traced(tmp_path, "mixed", "--arch", "llama", "--tensor-type", "blk.*.ffn_*.weight=Q4_0", n=2,
+                   run_args=["--weights"])
     with h5py.File(tmp_path / "eng.h5", "r") as f:
         q4 = [n for n in f["taps"] if n.startswith("weight.blk.") and ".ffn_" in n and "_norm" not in n]
     assert len(q4) == 6, q4
