@@ -156,6 +156,13 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                      return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B, cap);
                    }});
   }
+  // The down projection fed one of the activation's operands (an in-place activation assumed).
+  if (name == "ffn_down")
+    for (const char* operand : {"ffn_gate", "ffn_up"})
+      out.push_back({fmt::format("W applied to {} instead of ffn.act (the activation assumed in place)", operand),
+                     "buffer", false, [=, &in](std::int64_t p) {
+                       return matvec_row(*W, trace_row(in.actual, operand, layer, p), n_out, false, B, cap);
+                     }});
   // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
   std::vector<std::string> others;
   if (name == "output") {
@@ -378,6 +385,20 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                      Row y(x.size());
                      for (std::size_t i = 0; i < x.size(); ++i) y[i] = float(x[i] * inv * (*w)[i]);
                      return y;
+                   }});
+  }
+  if (name == "ffn_norm") {
+    // A parallel block's wiring (GPT-J, Falcon): the FFN norm reads the block's input, not resid.attn.
+    const ResolvedInput block_in = tap_inputs("attn_norm", layer, c.n_layer).front();
+    out.push_back({fmt::format("rmsnorm({}) * w: the FFN fed the block's input, as a parallel attention/FFN block "
+                               "is, instead of {}",
+                               full_tap_name(block_in.name, block_in.layer), x_name),
+                   "buffer", false, [&in, block_in, w, eps](std::int64_t p) {
+                     const Row x = trace_row(in.actual, block_in.name, block_in.layer, p);
+                     if (x.empty() || w->size() != x.size()) return Row{};
+                     std::vector<double> xd(x.begin(), x.end()), y(x.size());
+                     ref::rmsnorm(xd.data(), w->data(), int(x.size()), eps, y.data());
+                     return Row(y.begin(), y.end());
                    }});
   }
   if (name == "attn_post_norm" || name == "ffn_post_norm") {

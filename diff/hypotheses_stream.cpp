@@ -113,6 +113,8 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
     out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
     out.push_back({"gelu(ffn_gate) * ffn_up: GELU instead of SiLU", "activation", false, gated(false, gelu)});
   }
+  out.push_back({"ffn_gate * sigmoid(-ffn_gate) * ffn_up: the sign in the SiLU's exponent flipped", "activation", false,
+                 gated(false, [](double x) { return x * sigmoid(-x); })});
   out.push_back({"sigmoid(ffn_gate) * ffn_up: the x of x * sigmoid(x) left out", "activation", false,
                  gated(false, sigmoid)});
   out.push_back({"relu(ffn_gate) * ffn_up: ReLU instead of SiLU", "activation", false, gated(false, relu)});

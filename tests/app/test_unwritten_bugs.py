@@ -820,3 +820,35 @@ def test_every_tensor_of_one_type_wrong_points_at_its_decoder(tmp_path):
     d = r["diagnosis"]
     assert (d["class"], d["evidence"]) == ("dequantization", "indicated"), d
     assert "look at the Q4_0 decoder" in d["explanation"], d
+
+
+# Blind round 3 (46 engine patches, 0 wrong classes, 22 unexplained): three of its unexplained
+# bugs, written into traces.
+
+def test_the_down_projection_fed_the_gate_is_named(llama, tmp_path):
+    """ffn_down multiplying ffn_gate: an activation assumed to be in place."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    w = gguf_tensor(llama / "llama.gguf", "blk.0.ffn_down.weight")  # (n_embd, n_ff)
+    write_tap(bad, "ffn_down", 0, read_tap(bad, "ffn_gate", 0).astype(np.float64) @ w.T)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn_down", "W applied to ffn_gate", "buffer")
+
+
+def test_a_silu_with_its_exponent_sign_flipped_is_named(llama, tmp_path):
+    """g / (1 + exp(g)) · up where the model has g / (1 + exp(-g)) · up."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    g = read_tap(bad, "ffn_gate", 0).astype(np.float64)
+    write_tap(bad, "ffn.act", 0, g / (1 + np.exp(g)) * read_tap(bad, "ffn_up", 0))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", "sign in the SiLU's exponent", "activation")
+
+
+def test_an_ffn_fed_the_blocks_input_is_named(llama, tmp_path):
+    """A parallel attention/FFN block's wiring in a sequential model: ffn_norm normalizes the
+    block's input instead of resid.attn."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    eps = float(gguf_field(llama / "llama.gguf", "llama.attention.layer_norm_rms_epsilon"))
+    w = gguf_tensor(llama / "llama.gguf", "blk.0.ffn_norm.weight")
+    write_tap(bad, "ffn_norm", 0, rmsnorm(read_tap(bad, "token_embd", -1), w, eps))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn_norm", "parallel attention/FFN block", "buffer")
