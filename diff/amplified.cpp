@@ -202,7 +202,7 @@ void drop_unconfirmed_suspects(DiffResult& r) {
     const RowMetrics* confirmed = nullptr;
     for (RowMetrics& row : t.rows) {
       if (row.suspect) row.diverged = row.suspect = false;
-      else if (row.diverged && row.own_nmse > 0 && row.nmse <= t.threshold_nmse && !confirmed) confirmed = &row;
+      else if (row.confirmed_suspect() && !confirmed) confirmed = &row;
     }
     if (confirmed)
       r.findings.push_back(

@@ -221,7 +221,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     }
     // A divergence under the threshold (a confirmed suspect) is judged at the floor that confirmed it.
     const bool under = t && std::any_of(t->rows.begin(), t->rows.end(), [&](const RowMetrics& row) {
-      return row.position == f.position && row.own_nmse > 0 && row.nmse <= t->threshold_nmse;
+      return row.position == f.position && row.confirmed_suspect();
     });
     const double tolerance = !t ? 1e-8 : under ? t->own_error_floor_nmse : t->threshold_nmse;
     const Judgement j = judge(candidates, positions, actual, expected, tolerance, f.name);

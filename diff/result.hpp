@@ -30,7 +30,8 @@ struct RowMetrics {
   // Diverged under the threshold (ToleranceProfile::own_error_floor_nmse), not yet confirmed by a
   // replay; a row left so passes.
   bool suspect = false;
-  double own_nmse = 0;  // a confirmed suspect's error against the op replayed from its own inputs
+  double own_nmse = 0;  // a suspect's error against the op replayed from its own inputs (0: not replayed)
+  bool confirmed_suspect() const { return diverged && own_nmse > 0; }
 };
 
 enum class PositionPattern { none, all, from, some };  // which positions diverge
