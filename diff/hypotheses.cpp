@@ -137,6 +137,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
         for (std::size_t i = 0; i < partial->size(); ++i) (*partial)[i] *= (*mask)[i] ? 1.0f : 0.0f;
         out.push_back({"W x + b with the bias added to " + elements_text(*mask, c) + " (fitted where the prompt ends)",
                        "bias", false, with(W, partial.get(), false, partial)});
+        out.back().fitted = true;
       }
   }
   // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
@@ -212,16 +213,18 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   const auto E = static_cast<std::size_t>(wt->ne[0]);
   const auto V = static_cast<std::size_t>(wt->ne[1]);
   const auto& tokens = in.actual.metadata().tokens;
-  // The row of token id tokens[p] + shift, scaled; read as a column of the table when transposed.
+  // The row of token id tokens[p] + shift, scaled; with a column stride, element i read at
+  // token + i * stride instead (the table's layout misread).
   auto lookup = [tokens, E, V](const std::vector<float>* W, std::function<std::int64_t(std::int64_t)> token_at,
-                               float scale = 1.0f, bool transposed = false) {
+                               float scale = 1.0f, std::size_t column_stride = 0) {
     return [=](std::int64_t p) {
       const std::int64_t t = token_at(p);
       if (p >= std::int64_t(tokens.size()) || t < 0 || std::size_t(t) >= V || W->size() != E * V) return Row{};
       Row r(E);
       for (std::size_t i = 0; i < E; ++i)
-        r[i] = scale * (transposed ? (std::size_t(t) < E && i < V ? (*W)[std::size_t(t) + i * E] : 0.0f)
-                                   : (*W)[std::size_t(t) * E + i]);
+        r[i] = scale * (column_stride == 0                         ? (*W)[std::size_t(t) * E + i]
+                        : std::size_t(t) + i * column_stride < W->size() ? (*W)[std::size_t(t) + i * column_stride]
+                                                                         : 0.0f);
       return r;
     };
   };
@@ -236,8 +239,8 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   const float scale = in.model.config().embed_scale ? float(std::sqrt(double(E))) : 1.0f;
   auto lookup_scaled = [lookup, scale](const std::vector<float>* table,
                                        std::function<std::int64_t(std::int64_t)> token_at, float by = 1.0f,
-                                       bool transposed = false) {
-    return lookup(table, std::move(token_at), by * scale, transposed);
+                                       std::size_t column_stride = 0) {
+    return lookup(table, std::move(token_at), by * scale, column_stride);
   };
   out.push_back({scale != 1.0f ? fmt::format("the token's embedding row times sqrt(n_embd) = {:.4g}", scale)
                                : std::string("the token's embedding row"),
@@ -272,9 +275,13 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                                                           E)
                                             : std::string()),
                    "embedding", false, lookup(W, token(0, 0), float(*k))});
+    out.back().fitted = true;
   }
-  out.push_back({"the table read transposed: element i of the token's column", "embedding", false,
-                 lookup_scaled(W, token(0, 0), 1.0f, true)});
+  out.push_back({"the table read transposed: element i of the token's row taken at i * n_embd + token", "embedding", false,
+                 lookup_scaled(W, token(0, 0), 1.0f, E)});
+  out.push_back({"the table read as [n_embd][n_vocab]: element i of the token's row taken at i * n_vocab + token (a "
+                 "column gathered)",
+                 "embedding", false, lookup_scaled(W, token(0, 0), 1.0f, V)});
   // Another table of the same shape passed to the lookup (the head's, when it is untied).
   for (const GgufTensorInfo& other : in.model.file().tensors())
     if (other.name != wt->name && other.ne == wt->ne) {
@@ -315,13 +322,22 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, whole_row };
-  auto run = [&in, x_name, x_layer, per_head, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
-                                                                     Form form = Form::rms, double x_scale = 1) {
-    return [&in, x_name, x_layer, weight, eps, form, per_head, head_dim, x_scale](std::int64_t p) {
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, whole_row, weighted_first, after_rope };
+  auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
+                                                                            Form form = Form::rms, double x_scale = 1) {
+    return [&in, x_name, x_layer, weight, eps, form, per_head, layer, head_dim, x_scale](std::int64_t p) {
       Row x = trace_row(in.actual, x_name, x_layer, p);
       if (x_scale != 1)
         for (float& v : x) v = float(v * x_scale);
+      if (form == Form::after_rope && !x.empty()) {  // q/k rotated first, then normed (the two ops swapped)
+        const ModelConfig& m = in.model.config();
+        const std::vector<float>& factors = in.model.weight("rope_freqs.weight");
+        std::vector<double> xd(x.begin(), x.end());
+        ref::rope(xd.data(), int(x.size()) / head_dim, head_dim, m.n_rot, p, m.rope_base(layer),
+                  m.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
+                  m.rope_freq_factors && factors.size() == std::size_t(m.n_rot / 2) ? factors.data() : nullptr);
+        x.assign(xd.begin(), xd.end());
+      }
       const std::size_t group = per_head ? std::size_t(head_dim) : x.size();
       if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;
@@ -347,7 +363,10 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
           mean /= double(group);
           for (double& v : xd) v -= mean;
         }
-        if (form == Form::unnormalized) {
+        if (form == Form::weighted_first) {
+          for (std::size_t i = 0; i < group; ++i) xd[i] *= w ? w[i] : 1.0f;
+          ref::rmsnorm(xd.data(), nullptr, int(group), eps, yd.data());
+        } else if (form == Form::unnormalized) {
           for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * (w ? w[i] : 1.0f);
         } else if (form == Form::over_n_minus_1) {
           double squares = 0;
@@ -366,9 +385,12 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
-  if (per_head)
+  if (per_head) {
     out.push_back({"the mean square taken over the whole row (every head) instead of each head's", "normalization",
                    false, run(w, eps, Form::whole_row)});
+    out.push_back({fmt::format("rmsnorm(rope({})) * w: the norm applied after RoPE instead of before it", x_name),
+                   "normalization", false, run(w, eps, Form::after_rope)});
+  }
   if (!per_head && in.prompt_length > 1) {
     // The mean square taken over the whole batch (every prompt row's elements), not per row.
     const std::int64_t prompt = in.prompt_length, step = in.prefill_chunk > 0 ? in.prefill_chunk : prompt;
@@ -440,10 +462,12 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       if (other != eps)
         out.push_back({fmt::format("epsilon {:g} instead of the model's {:g}", other, eps), "normalization", false,
                        run(w, other)});
-    if (scale > 0)
+    if (scale > 0) {
       out.push_back({fmt::format("epsilon {:.4g} instead of the model's {:g} (fitted to the actual values)", *fitted,
                                  eps),
                      "normalization", false, run(w, float(*fitted))});
+      out.back().fitted = true;
+    }
   }
   if (scale > 0 && !unscaled && reads_the_stream) {
     const ScaledStream s = scaled_stream(x_name, x_layer, scale, c);
@@ -455,6 +479,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  run(w, eps, Form::over_n_minus_1)});
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
                  run(w, eps, Form::one_plus_w)});
+  out.push_back({"rmsnorm(x * w): the weight multiplied in before the mean square instead of after", "normalization",
+                 false, run(w, eps, Form::weighted_first)});
   out.push_back({"x * w: the weight applied, the normalization skipped", "normalization", false,
                  run(w, eps, Form::unnormalized)});
   Candidate skipped{fmt::format("{} passed through: the norm not applied", x_name), "normalization", false,
@@ -508,6 +534,28 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                      for (float& v : y) v /= std::sqrt(float(c.head_dim));
                      return y;
                    }});
+  // q's RoPE given K's head count: it reads the batch as rows of n_head_kv heads, so head slot j
+  // of the batch is rotated at the position of row j / n_head_kv, and slots past n_head_kv times
+  // the batch's rows are left unrotated.
+  if (is_q && c.n_head_kv < c.n_head)
+    out.push_back({"q's RoPE given K's head count: the batch read as rows of n_head_kv heads, each head rotated at "
+                   "the position of the row it falls in, the heads past n_head_kv x the batch's rows unrotated",
+                   "rope", false, [&in, src, layer, c, base, right, factors, prompt](std::int64_t p) {
+                     const Row x = trace_row(in.actual, src, layer, p);
+                     if (x.size() != std::size_t(c.q_dim())) return Row{};
+                     const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : prompt;
+                     const std::int64_t start = p < prompt ? p / step * step : p;
+                     const std::int64_t rows = p < prompt ? std::min(step, prompt - start) : 1;
+                     const auto d = std::size_t(c.head_dim);
+                     std::vector<double> y(x.begin(), x.end());
+                     for (int h = 0; h < c.n_head; ++h) {
+                       const std::int64_t row = ((p - start) * c.n_head + h) / c.n_head_kv;
+                       if (row < rows)
+                         ref::rope(y.data() + std::size_t(h) * d, 1, c.head_dim, c.n_rot, start + row, base, right,
+                                   factors ? factors->data() : nullptr);
+                     }
+                     return Row(y.begin(), y.end());
+                   }});
   out.push_back({fmt::format("pairs taken the other way ({} instead of {})",
                              wrong == ref::Pairing::norm ? "adjacent NORM" : "half-split NEOX",
                              right == ref::Pairing::norm ? "adjacent NORM" : "half-split NEOX"),
@@ -534,6 +582,11 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     for (float& f : *inverted) f = 1.0f / f;
     out.push_back({"the frequency factors multiplied into the angle instead of dividing it", "rope", false,
                    [keep = inverted, f = rotate(at_p, base, right, true, 0, inverted.get())](std::int64_t p) {
+                     return f(p);
+                   }});
+    auto reversed = std::make_shared<std::vector<float>>(factors->rbegin(), factors->rend());
+    out.push_back({"the frequency factors in reverse order (pair i divided by factor n_rot/2 - 1 - i)", "rope", false,
+                   [keep = reversed, f = rotate(at_p, base, right, true, 0, reversed.get())](std::int64_t p) {
                      return f(p);
                    }});
   }
@@ -567,6 +620,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     out.push_back({fmt::format("frequency base {:.{}g} instead of the model's {:g} (fitted to the actual rotation){}",
                                *fitted, digits, base, why),
                    "rope", false, rotate(at_p, float(*fitted), right)});
+    out.back().fitted = true;
   }
   // The exponent's denominator taken from another dimension: base^(-2i/F) = (base^(n_rot/F))^(-2i/n_rot).
   const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim}, {"n_embd", c.n_embd}, {"n_head * head_dim", c.q_dim()},
@@ -656,7 +710,10 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
   else if (name == "ffn.act")
     activation_candidates(layer, in, out);
   // Generic variants last: where one predicts what a named variant does, the named one stays.
-  if (!out.empty()) buffer_candidates(name, layer, in, out);
+  if (!out.empty()) {
+    storage_candidates(name, layer, in, out);
+    buffer_candidates(name, layer, in, out);
+  }
   return out;
 }
 

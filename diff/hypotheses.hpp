@@ -30,6 +30,9 @@ struct Candidate {
   // takes is the same hypothesis and is dropped.
   std::string takes{};
   bool generic = false;  // from buffer_candidates(), which any tap gets
+  // Its constant, mask or map was read off the actual values: it yields to a listed variant that
+  // reproduces them as well, which predicted them without looking.
+  bool fitted = false;
 };
 
 struct ReplayInputs {

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "diff/fitted_constants.hpp"
@@ -139,6 +143,41 @@ Row keys_as_read(const Row& probs, int n_head, std::int64_t n_ctx, const TapInfo
   return out;
 }
 
+// The keys [first, end) position p attends to, read off the actual attn.probs row: the range of
+// keys above zero, the same in every head; nullopt where they differ or leave a gap.
+std::optional<std::pair<std::int64_t, std::int64_t>> keys_seen(const TraceReader& actual, int layer, int n_head,
+                                                                std::int64_t p) {
+  const Row row = trace_row(actual, "attn.probs", layer, p);
+  if (row.empty() || row.size() % std::size_t(n_head) != 0) return std::nullopt;
+  const auto keys = std::ptrdiff_t(row.size() / std::size_t(n_head));
+  std::optional<std::pair<std::int64_t, std::int64_t>> seen;
+  for (int h = 0; h < n_head; ++h) {
+    const auto head = row.begin() + h * keys, end = head + keys;
+    const auto nonzero = [](float v) { return v != 0; };
+    const auto first = std::find_if(head, end, nonzero);
+    if (first == end) return std::nullopt;
+    const auto last = std::find_if(std::make_reverse_iterator(end), std::make_reverse_iterator(first), nonzero).base();
+    if (std::find(first, last, 0.0f) != last) return std::nullopt;
+    const std::pair<std::int64_t, std::int64_t> range{first - head, last - head};
+    if (seen && *seen != range) return std::nullopt;
+    seen = range;
+  }
+  return seen;
+}
+
+// The output of an online softmax that never divides by its sum: each head's output times
+// Σ_t exp(s_t − max s) = 1 / (its largest probability).
+void scale_heads_by_softmax_sum(const std::vector<double>& probs, std::vector<double>& out, int n_head,
+                                std::int64_t stride) {
+  const std::size_t d = out.size() / std::size_t(n_head);
+  for (int h = 0; h < n_head; ++h) {
+    const auto head = probs.begin() + std::int64_t(h) * stride;
+    const double largest = *std::max_element(head, head + stride);
+    if (largest > 0)
+      for (std::size_t i = 0; i < d; ++i) out[std::size_t(h) * d + i] /= largest;
+  }
+}
+
 std::string list_text(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 // A name for a placement of heads: ": adjacent heads swapped" and the like, or "".
@@ -174,6 +213,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
+    std::vector<int> v_of_head{};        // ... and V from v_of_head[h], K from its own kv head (empty: as K)
+    bool unnormalized = false;           // the output not divided by the softmax's sum
+    bool mask_from_actual = false;       // the keys each position sees read off the actual probabilities
     bool quiet = false;                  // 1 added to the softmax's denominator
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
@@ -196,6 +238,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
     const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
     if (whole_batch) upto = in.prompt_length - 1;
+    std::pair<std::int64_t, std::int64_t> seen{0, 0};  // mask_from_actual's keys [first, end)
+    if (s.mask_from_actual) {  // keys past p exist only as the batch's later rows
+      const auto keys = keys_seen(in.actual, layer, c.n_head, p);
+      if (!keys || keys->second - 1 > std::max(p, in.prompt_length - 1)) return Row{};
+      seen = *keys;
+      upto = std::max(upto, seen.second - 1);
+    }
     Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
     Rows v_all = upto > p ? trace_rows_upto(in.actual, "attn_v", layer, upto) : vs;
     if (s.shared_across_layers && p >= in.prompt_length) {
@@ -215,27 +264,33 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
     round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
     ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-    if (!s.kv_of_head.empty()) {  // the cache as if it held each query head's kv head
+    if (!s.kv_of_head.empty() || !s.v_of_head.empty()) {  // the cache as if it held each query head's kv head
       const auto d = std::size_t(c.head_dim), n = std::size_t(c.n_head);
-      for (auto* cache : {&K, &V}) {
+      std::vector<int> own(n);
+      for (std::size_t h = 0; h < n; ++h) own[h] = ref::kv_head_for(int(h), c.n_head, c.n_head_kv, s.map);
+      const std::vector<int>& k_of_head = s.kv_of_head.empty() ? own : s.kv_of_head;
+      const std::vector<int>& v_of_head = s.v_of_head.empty() ? k_of_head : s.v_of_head;
+      for (auto [cache, of_head] : {std::pair{&K, &k_of_head}, std::pair{&V, &v_of_head}}) {
         std::vector<double> per_head(std::size_t(in.n_ctx) * n * d);
         for (std::size_t t = 0; t < std::size_t(in.n_ctx); ++t)
           for (std::size_t h = 0; h < n; ++h)
-            std::copy_n(cache->begin() + std::ptrdiff_t(t * kv_dim + std::size_t(s.kv_of_head[h]) * d), d,
+            std::copy_n(cache->begin() + std::ptrdiff_t(t * kv_dim + std::size_t((*of_head)[h]) * d), d,
                         per_head.begin() + std::ptrdiff_t((t * n + h) * d));
         *cache = std::move(per_head);
       }
       shape.n_head_kv = c.n_head;
     }
     const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
-    const std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
+    std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
     std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-    const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+    if (s.mask_from_actual) std::tie(first, n_keys) = seen;
     ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
     if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+    if (s.unnormalized) scale_heads_by_softmax_sum(pr, o, c.n_head, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
     Row probs(pr.begin(), pr.end());
     if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
@@ -315,6 +370,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                     "(fitted at position {})",
                                                     w, last),
                      "attention-mask", false, replay(s)});
+      out.back().fitted = true;
       s = right;
     }
   }
@@ -407,6 +463,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                "probabilities){}",
                                s.scale, *k, why),
                    "attention-scale", false, replay(s)});
+    out.back().fitted = true;
   }
   s = right;
   s.cache.visible = Visible::before;
@@ -425,6 +482,39 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::batch_short;
   out.push_back({"the batch's key count one short: the last row of each batch loses its own key", "attention-mask",
                  false, replay(s)});
+  // A mask nobody listed: the keys each position attends to, read off the actual probabilities
+  // (where every head's are above zero), replayed from the trace's own K and V.
+  if (output != Output::summary) {
+    const TapInfo* probs = in.actual.find("attn.probs", layer);
+    std::vector<std::string> seen_text;
+    std::int64_t differing = 0, compared = 0;
+    for (std::int64_t p = 0; probs && p < std::min<std::int64_t>(probs->n_rows, 512); ++p) {
+      const auto seen = keys_seen(in.actual, layer, c.n_head, p);
+      if (!seen) continue;
+      ++compared;
+      const std::int64_t first = right.window > 0 ? std::max<std::int64_t>(0, p - right.window + 1) : 0;
+      if (*seen == std::pair{first, p + 1}) continue;
+      if (++differing <= 3)
+        seen_text.push_back(fmt::format("{} sees keys {}..{}", p, seen->first, seen->second - 1));
+    }
+    if (differing > 0) {
+      s = right;
+      s.mask_from_actual = true;
+      out.push_back({fmt::format("attention over the keys the actual probabilities leave above zero, the mask or the "
+                                 "key count wrong: position {} (of {} positions, {} differ from keys {}..p)",
+                                 fmt::join(seen_text, ", position "), compared, differing,
+                                 right.window > 0 ? "p-window+1" : "0"),
+                     "attention-mask", false, replay(s)});
+      out.back().fitted = true;
+    }
+  }
+  if (output == Output::attn_out) {
+    s = right;
+    s.unnormalized = true;
+    out.push_back({"the output not divided by the softmax's sum Σ exp(s - max s) (an online softmax without its last "
+                   "step)",
+                   "softmax", false, replay(s)});
+  }
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
@@ -486,11 +576,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     });
     std::vector<int> same(std::size_t(c.n_head));
     std::iota(same.begin(), same.end(), 0);
-    if (from && *from != same && !(output == Output::attn_out && *from == reversed))
+    if (from && *from != same && !(output == Output::attn_out && *from == reversed)) {
       out.push_back({fmt::format("slots 0.. hold the {} of heads {} (fitted where the prompt ends){}",
                                  output == Output::attn_out ? "outputs" : "attention rows", list_text(*from),
                                  heads_pattern(*from)),
                      "buffer", false, heads_from(*from)});
+      out.back().fitted = true;
+    }
   }
   s = right;
   s.cache.cursor = Cursor::late;
@@ -531,6 +623,33 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       out.push_back({fmt::format("query heads 0.. read kv heads {} instead of {} (fitted where the prompt ends)",
                                  list_text(*kv), list_text(named.front())),
                      "gqa-mapping", false, replay(s)});
+      out.back().fitted = true;
+    }
+    // V gathered from other kv heads than K (a V offset computed on its own): the probabilities
+    // are right, the output is not.
+    if (output == Output::attn_out) {
+      s = right;
+      s.v_of_head.assign(std::size_t(c.n_head), 0);
+      out.push_back({"every query head reads V from kv head 0 (K from its own kv head)", "gqa-mapping", false,
+                     replay(s)});
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        s = right;
+        s.v_of_head.assign(std::size_t(c.n_head), g);
+        reading[std::size_t(g)] = compute(s, output, fit_at);
+      }
+      const auto v = fit_head_sources(actual_at_fit, c.n_head, c.n_head_kv, [&](int h, int g) {
+        const Row& r = reading[std::size_t(g)];
+        return r.size() == actual_at_fit.size() ? r.data() + std::size_t(h) * size : nullptr;
+      });
+      if (v && *v != named.front() && *v != named.back()) {
+        s = right;
+        s.v_of_head = *v;
+        out.push_back({fmt::format("query heads 0.. read V from kv heads {} instead of {}, K from their own (fitted "
+                                   "where the prompt ends)",
+                                   list_text(*v), list_text(named.front())),
+                       "gqa-mapping", false, replay(s)});
+        out.back().fitted = true;
+      }
     }
   }
 }
@@ -568,7 +687,77 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
   if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
   taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
              is_k ? "attn_v" : "attn_k.rope");
+  if (!is_k) {
+    const ModelConfig& c = in.model.config();
+    const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
+    out.push_back({"V rotated by RoPE at p, as K is (the rotation applied to V too)", "rope", false,
+                   [row = row_of(src, 0), c, factors, base = c.rope_base(layer)](std::int64_t p) {
+                     const Row v = row(p);
+                     if (v.size() != std::size_t(c.kv_dim())) return Row{};
+                     std::vector<double> x(v.begin(), v.end());
+                     ref::rope(x.data(), c.n_head_kv, c.head_dim, c.n_rot, p, base,
+                               c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
+                               factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr);
+                     return Row(x.begin(), x.end());
+                   }});
+  }
+  // The rows stored transposed ([kv_dim][n_ctx], ggml's V layout without flash attention) and
+  // read back row-major: element j of slot p is element i / n_ctx of row i % n_ctx, i = p kv_dim + j.
+  out.push_back({"the rows stored transposed ([kv_dim][n_ctx]) and read back row-major", "kv-cache", false,
+                 [&in, src, layer](std::int64_t p) {
+                   // Slot p read back once its step has written: a prefill batch writes all its rows.
+                   const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : in.prompt_length;
+                   const std::int64_t written =
+                       p < in.prompt_length ? std::min(in.prompt_length, (p / step + 1) * step) - 1 : p;
+                   const Rows rows = trace_rows_upto(in.actual, src, layer, written);
+                   if (rows.empty() || rows.back().empty()) return Row{};
+                   const std::size_t kv_dim = rows.back().size();
+                   Row r(kv_dim, 0.0f);
+                   for (std::size_t j = 0; j < kv_dim; ++j) {
+                     const std::size_t i = std::size_t(p) * kv_dim + j, t = i % std::size_t(in.n_ctx);
+                     const std::size_t element = i / std::size_t(in.n_ctx);
+                     if (t < rows.size() && element < rows[t].size()) r[j] = rows[t][element];
+                   }
+                   return r;
+                 }});
   const std::string& type = in.cache.type;
+  // Rows written to other slots (a batch index reversed or shifted): the computed row each slot
+  // holds, matched bit for bit as the cache stores it.
+  if (const TapInfo* self = in.actual.find(name, layer);
+      self && self->n_rows > 1 && (type == "f32" || type == "f16" || type == "bf16")) {
+    auto stored = [type](Row r) {
+      for (float& v : r)
+        v = type == "f16" ? fp16_to_fp32(fp32_to_fp16(v)) : type == "bf16" ? bf16_to_fp32(fp32_to_bf16(v)) : v;
+      return r;
+    };
+    const std::int64_t n = std::min<std::int64_t>(self->last_position() + 1, 1024);
+    std::map<Row, std::int64_t> position_of;
+    for (std::int64_t t = 0; t < n; ++t) position_of.emplace(stored(trace_row(in.actual, src, layer, t)), t);
+    std::vector<int> from;
+    for (std::int64_t p = 0; p < n; ++p) {
+      const auto it = position_of.find(trace_row(in.actual, name, layer, p));
+      if (it == position_of.end()) break;
+      from.push_back(int(it->second));
+    }
+    std::vector<int> same(from.size());
+    std::iota(same.begin(), same.end(), 0);
+    if (std::int64_t(from.size()) == n && from != same) {
+      const auto prompt = std::size_t(std::min<std::int64_t>(in.prompt_length, n));
+      bool reversed = prompt > 1;
+      for (std::size_t p = 0; p < from.size(); ++p)
+        reversed = reversed && from[p] == int(p < prompt ? prompt - 1 - p : p);
+      const std::vector<int> shown(from.begin(), from.begin() + std::ptrdiff_t(std::min<std::size_t>(from.size(), 16)));
+      Candidate slots{fmt::format("slots 0.. hold the rows of positions {}{}{}", list_text(shown),
+                                  from.size() > shown.size() ? " ..." : "",
+                                  reversed ? ": the prompt's rows written last-first (the batch's row index reversed)"
+                                           : ""),
+                      "kv-cache", false, [stored, from, row = row_of(src, 0)](std::int64_t p) {
+                        return p < std::int64_t(from.size()) ? stored(row(from[std::size_t(p)])) : row(p);
+                      }};
+      slots.fitted = true;
+      out.push_back(std::move(slots));
+    }
+  }
   if (type == "f32")
     for (const char* to : {"f16", "bf16"}) {
       const bool bf16 = to == std::string("bf16");

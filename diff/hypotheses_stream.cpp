@@ -8,6 +8,7 @@
 #include "diff/hypothesis_families.hpp"
 #include "diff/replay_rows.hpp"
 #include "diff/tap_graph.hpp"
+#include "model/half.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/tap_filter.hpp"
 #include "tapdiff/weight_taps.hpp"
@@ -79,6 +80,7 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
   if (c && std::isfinite(*c) && std::abs(*c - 1) > 1e-2 && std::abs(*c - 2) > 1e-2 && std::abs(*c) > 1e-2) {
     const ScaledStream s = scaled_stream(x_name, x_layer, *c, in.model.config());
     out.push_back({fmt::format("{:.4g} * {} + {}: {}", *c, x, o_name, s.variant), s.bug_class, false, add(*c, 1)});
+    out.back().fitted = true;
   }
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";
@@ -144,6 +146,62 @@ Candidate never_written(const std::string& variant, const std::string& bug_class
   zeros.explains_zeros = true;
   zeros.takes = "zeros";
   return zeros;
+}
+
+void storage_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const auto baseline = std::find_if(out.begin(), out.end(), [](const Candidate& c) { return c.baseline; });
+  if (baseline == out.end() || name == "attn.probs.summary") return;
+  const auto correct = baseline->replay;
+  const auto round = [](bool bf16, float v) {
+    return bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v));
+  };
+  // A trace holding 16-bit values in every other tap is its producer's precision mislabelled (a
+  // signature says so), not one buffer of the wrong type.
+  const auto whole_trace_in = [&](bool bf16) {
+    for (const TapInfo& t : in.actual.taps()) {
+      if (is_weight_tap(t.name) || (t.name == name && t.layer == layer) || t.n_rows == 0) continue;
+      for (float v : trace_row(in.actual, t.name, t.layer, t.first_position()))
+        if (std::isfinite(v) && round(bf16, v) != v) return false;
+    }
+    return true;
+  };
+  std::vector<Candidate> stored;
+  if (in.cache.type == "f32" && name != "kv.k" && name != "kv.v")  // the cache's own are kv-cache variants
+    for (const bool bf16 : {false, true})
+      if (!whole_trace_in(bf16))
+        stored.push_back({fmt::format("the values rounded to {}: the output kept in a 16-bit buffer in an f32 run",
+                                      bf16 ? "bf16" : "f16"),
+                          "buffer", false, [correct, bf16, round](std::int64_t p) {
+                            Row r = correct(p);
+                            for (float& v : r) v = round(bf16, v);
+                            return r;
+                          }});
+  // A write that stopped short: the zeros at the end of the actual row where the trace ends.
+  // (attn.probs rows end in zeros by design: the keys not yet visible.)
+  const TapInfo* self = in.actual.find(name, layer);
+  if (self && self->n_rows > 0 && name != "attn.probs") {
+    const Row last = trace_row(in.actual, name, layer, self->last_position());
+    const auto written = std::size_t(
+        std::find_if(last.rbegin(), last.rend(), [](float v) { return v != 0; }).base() - last.begin());
+    if (written > 0 && written < last.size()) {
+      std::string why;
+      for (const std::size_t m : {256, 128, 64, 32, 16, 8})
+        if (written % m == 0 && last.size() / m * m == written) {
+          why = fmt::format(" ({} rounded down to a multiple of {})", last.size(), m);
+          break;
+        }
+      Candidate prefix{fmt::format("only the first {} of {} elements written, the rest left zero{}", written,
+                                   last.size(), why),
+                       "buffer", false, [correct, written](std::int64_t p) {
+                         Row r = correct(p);
+                         if (r.size() > written) std::fill(r.begin() + std::ptrdiff_t(written), r.end(), 0.0f);
+                         return r;
+                       }};
+      prefix.fitted = true;
+      stored.push_back(std::move(prefix));
+    }
+  }
+  for (auto& c : stored) out.push_back(std::move(c));
 }
 
 void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {

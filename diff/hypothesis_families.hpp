@@ -35,6 +35,10 @@ Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::
 Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,
                         const std::string& name, int layer);
 
+// Any tap with a baseline in `out`: the correct values as a buffer of the wrong type or size
+// left them (rounded to f16 or bf16 in an f32 run; only a first part of the row written).
+void storage_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
+
 // Any tap: its value taken from another buffer of the same shape, or left from the previous
 // position (the output never written for this one).
 void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);

@@ -122,6 +122,13 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   } else {
     rest = judged;
   }
+  // A fitted variant reproduces whatever it was fitted to: a listed one that also reproduces names the bug.
+  const bool listed = std::any_of(j.reproducing.begin(), j.reproducing.end(),
+                                  [](const Judged& r) { return !r.candidate->fitted; });
+  if (listed)
+    j.reproducing.erase(std::remove_if(j.reproducing.begin(), j.reproducing.end(),
+                                       [](const Judged& r) { return r.candidate->fitted; }),
+                        j.reproducing.end());
   for (std::size_t i = 0; i < rest.size() && j.runners_up.size() < 3; ++i)
     j.runners_up.push_back({rest[i]->c, rest[i]->err / scale});
   return j;

@@ -162,22 +162,28 @@ def test_the_model_is_found_beside_the_traces_or_its_absence_said(llama, tmp_pat
     assert missing and "the traces' model llama.gguf was not found" in missing[0]["detail"], r["findings"]
 
 
+def rounded_to(dtype, rows):
+    rows = np.asarray(rows, np.float32)
+    if dtype == "float16":
+        return rows.astype(np.float16).astype(np.float32)
+    bits = rows.view(np.uint32).astype(np.uint64)  # bfloat16: the high 16 bits, rounded to nearest even
+    return (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
 @pytest.mark.parametrize("dtype,name,profile", [("float16", "float16", "f16"), ("bfloat16", "bfloat16", "bf16")])
 def test_values_stored_in_16_bits_under_an_f32_label_are_named(llama, tmp_path, dtype, name, profile):
-    """A producer that stores its values in 16 bits and labels its trace f32: the diff says so,
-    not "a scale factor"."""
+    """A producer that stores every value in 16 bits and labels its trace f32: the diff says so,
+    not "a scale factor", and names no buffer (the whole trace is 16-bit, not one tap)."""
     stored = tmp_path / f"{dtype}.h5"
     shutil.copy(llama / "eng.h5", stored)
-    rows = read_tap(stored, "token_embd", -1).astype(np.float32)
-    if dtype == "float16":
-        rows = rows.astype(np.float16).astype(np.float32)
-    else:  # bfloat16: the high 16 bits, rounded to nearest even
-        bits = rows.view(np.uint32).astype(np.uint64)
-        rows = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
-    write_tap(stored, "token_embd", -1, rows)
-    code, r = diff_json(llama / "ref.h5", stored)
+    with h5py.File(stored, "r+") as f:
+        for stack in f["taps"].values():
+            for part in ("data", "batch"):
+                if part in stack and stack[part].dtype == np.float32 and stack[part].size:
+                    stack[part][...] = rounded_to(dtype, stack[part][...])
+    code, r = diff_json(llama / "ref.h5", stored, "--model", llama / "llama.gguf")
     assert code == 1 and r["first_divergence"]["tap"] == "token_embd"
-    assert r["diagnosis"]["class"] == "unexplained"
+    assert r["diagnosis"]["class"] == "unexplained", r["diagnosis"]
     wanted = f"every actual value is a {name} number and not every expected one"
     assert any(wanted in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
     assert any(f"--profile {profile}" in s for s in r["diagnosis"]["signatures"])
@@ -852,3 +858,213 @@ def test_an_ffn_fed_the_blocks_input_is_named(llama, tmp_path):
     w = gguf_tensor(llama / "llama.gguf", "blk.0.ffn_norm.weight")
     write_tap(bad, "ffn_norm", 0, rmsnorm(read_tap(bad, "token_embd", -1), w, eps))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn_norm", "parallel attention/FFN block", "buffer")
+
+
+# Round 3 of the blind patches: the bugs it left unexplained, written into traces.
+
+def probs_over(q, k, n_head, n_keys, kv_of_head, seen):
+    """softmax(q_h · K_g / sqrt(d)) over the keys seen(p) = (first, end) of each position."""
+    n, d = q.shape[0], q.shape[1] // n_head
+    q, k = q.reshape(n, n_head, d).astype(np.float64), k.reshape(k.shape[0], -1, d).astype(np.float64)
+    probs = np.zeros((n, n_head, n_keys))
+    for p in range(n):
+        first, end = seen(p)
+        for h in range(n_head):
+            s = k[first:end, kv_of_head[h]] @ q[p, h] / np.sqrt(d)
+            e = np.exp(s - s.max())
+            probs[p, h, first:end] = e / e.sum()
+    return probs
+
+
+def test_a_mask_nobody_listed_is_fitted_from_the_zeros(llama, tmp_path):
+    """A chunked prefill whose second chunk sees only the first chunk's keys (its key count the
+    batch's): the keys each position sees are read off the probabilities' zeros."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 0), read_tap(bad, "attn_k.rope", 0)
+    keys = read_tap(bad, "attn.probs", 0).shape[2]
+    seen = lambda p: (0, 2) if 2 <= p < 6 else (0, p + 1)
+    write_tap(bad, "attn.probs", 0, probs_over(q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1), 4, keys,
+                                                [0, 0, 1, 1], seen))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs",
+             "position 2 sees keys 0..1, position 3 sees keys 0..1", "attention-mask")
+
+
+def attention_parts(trace, layer=0, head_dim=16):
+    probs = read_tap(trace, "attn.probs", layer).astype(np.float64)  # (n, heads, keys)
+    v = read_tap(trace, "attn_v", layer).astype(np.float64)
+    out = read_tap(trace, "attn.out", layer)
+    return probs, v.reshape(v.shape[0], -1, head_dim), out
+
+
+def test_an_attention_output_not_divided_by_the_softmax_sum_is_named(llama, tmp_path):
+    """An online softmax's epilogue that never divides by its running sum: each head's output
+    times Σ exp(s - max) = 1 / its largest probability."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs, _, out = attention_parts(bad)
+    o = out.reshape(out.shape[0], 4, 16).astype(np.float64) / probs.max(axis=2)[:, :, None]
+    write_tap(bad, "attn.out", 0, o.reshape(out.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out", "not divided by the softmax's sum",
+             "softmax")
+
+
+def test_v_gathered_from_kv_head_0_is_named(llama, tmp_path):
+    """V read without its kv head's offset: the probabilities right, every head's output from kv head 0."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs, v, out = attention_parts(bad)
+    o = np.stack([np.stack([probs[p, h, : p + 1] @ v[: p + 1, 0] for h in range(4)]) for p in range(out.shape[0])])
+    write_tap(bad, "attn.out", 0, o.reshape(out.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out", "reads V from kv head 0 (K from its own",
+             "gqa-mapping")
+
+
+@pytest.mark.parametrize("tap, layer, dtype, words", [("attn.probs", 0, "float16", "rounded to f16"),
+                                                       ("attn_norm", 1, "bfloat16", "rounded to bf16")])
+def test_one_tap_kept_in_16_bits_in_an_f32_run_is_named(llama, tmp_path, tap, layer, dtype, words):
+    """Probabilities kept in half precision for P·V; a norm output in a bf16 scratch buffer."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, tap, layer, rounded_to(dtype, read_tap(bad, tap, layer)))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", f"blk.{layer}.{tap}", words, "buffer")
+
+
+def test_a_row_written_only_in_part_is_named(llama, tmp_path):
+    """The head's GEMM given a row count rounded down: the last logits never written (zero)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    logits = read_tap(bad, "output", -1)
+    assert logits.shape[1] == 320
+    logits[:, 256:] = 0  # a GEMM tiled by 256 columns that drops the partial tile
+    write_tap(bad, "output", -1, logits)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output",
+             "only the first 256 of 320 elements written, the rest left zero (320 rounded down to a multiple of 256)",
+             "buffer")
+
+
+def test_prefill_rows_cached_last_first_are_fitted(llama, tmp_path):
+    """A batched K append with its row index reversed: slot p holds the prompt's row P - 1 - p."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    cached, k = read_tap(bad, "kv.k", 0), read_tap(bad, "attn_k.rope", 0)
+    cached[:prompt] = k[:prompt][::-1].reshape(cached[:prompt].shape)
+    write_tap(bad, "kv.k", 0, cached)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "[5, 4, 3, 2, 1, 0, 6, 7", "kv-cache")
+
+
+def test_v_stored_transposed_is_named(llama, tmp_path):
+    """V written [kv_dim][n_ctx] (ggml's layout without flash attention) and read back row-major."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    v = read_tap(bad, "attn_v", 0)
+    n, prompt = v.shape[0], len(PROMPT.split(","))
+    v = v.reshape(n, -1)
+    kv_dim = v.shape[1]
+    with h5py.File(bad, "r") as f:
+        n_ctx = int(f["dims"].attrs["n_ctx"])  # the cache's capacity: the stride of a transposed row
+    cached = np.zeros_like(v)
+    for p in range(n):
+        memory = np.zeros(n_ctx * kv_dim, np.float32)
+        for t in range(prompt if p < prompt else p + 1):  # the rows written by then
+            memory[np.arange(kv_dim) * n_ctx + t] = v[t]
+        cached[p] = memory[p * kv_dim:(p + 1) * kv_dim]
+    write_tap(bad, "kv.v", 0, cached.reshape(read_tap(bad, "kv.v", 0).shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.v", "stored transposed", "kv-cache")
+
+
+def test_an_embedding_gathered_as_a_column_is_named(llama, tmp_path):
+    """The table taken as [n_embd][n_vocab]: element i of a token's row read at i * n_vocab + id."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    table = gguf_tensor(llama / "llama.gguf", "token_embd.weight")  # (n_vocab, n_embd)
+    flat, (n_vocab, n_embd) = table.ravel(), table.shape
+    with h5py.File(bad, "r") as f:
+        tokens = [int(t) for t in f["tokens"][...]]
+    rows = read_tap(bad, "token_embd", -1)
+    for p in range(rows.shape[0]):
+        rows[p] = flat[np.arange(n_embd) * n_vocab + tokens[p]]
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "a column gathered", "embedding")
+
+
+def test_rope_on_v_is_named(llama, tmp_path):
+    """A RoPE loop over {k, v} meant for {q, k}: the cached V rotated."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    v, cached = read_tap(bad, "attn_v", 0), read_tap(bad, "kv.v", 0)
+    rotated = np.stack([rope_norm(v[p], p) for p in range(v.shape[0])])
+    write_tap(bad, "kv.v", 0, rotated.reshape(cached.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.v", "V rotated by RoPE", "rope")
+
+
+def test_qs_rope_given_ks_head_count_is_named(llama, tmp_path):
+    """q's RoPE called with n_head_kv: the batch read as rows of 2 heads, head slot j of the batch
+    rotated at the position of row j / 2, the slots past 2 x the batch's rows left unrotated."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, q_rope = read_tap(bad, "attn_q", 0), read_tap(bad, "attn_q.rope", 0)
+    n, prompt = q.shape[0], len(PROMPT.split(","))
+    heads = q.reshape(n, 4, 16).astype(np.float64)
+    for p in range(n):
+        start, rows = (0, prompt) if p < prompt else (p, 1)
+        for h in range(4):
+            row = ((p - start) * 4 + h) // 2
+            if row < rows:
+                heads[p, h] = rope_norm(heads[p, h], start + row)
+    write_tap(bad, "attn_q.rope", 0, heads.reshape(q_rope.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "given K's head count", "rope")
+
+
+def test_the_norm_weight_multiplied_in_before_the_statistics_is_named(llama, tmp_path):
+    """rmsnorm(x * w) for rmsnorm(x) * w: the weight applied before the mean square."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    model = llama / "llama.gguf"
+    w = gguf_tensor(model, "blk.0.attn_norm.weight")
+    eps = float(gguf_field(model, "llama.attention.layer_norm_rms_epsilon"))
+    write_tap(bad, "attn_norm", 0, rmsnorm(read_tap(bad, "token_embd", -1) * w, 1, eps))
+    diagnose(llama / "ref.h5", bad, model, "blk.0.attn_norm", "multiplied in before the mean square",
+             "normalization")
+
+
+def rope_with_factors(x, position, factors, head_dim, base):
+    """Adjacent pairs, pair i at angle p · base^(-2i / head_dim) / factors[i]."""
+    x = x.reshape(-1, head_dim // 2, 2).astype(np.float64)
+    theta = position * base ** (-2 * np.arange(head_dim // 2) / head_dim) / factors
+    c, s = np.cos(theta), np.sin(theta)
+    return np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], axis=-1).reshape(-1)
+
+
+def test_rope_frequency_factors_in_reverse_order_are_named(tmp_path):
+    """Llama 3.1's factors indexed from the end: pair i divided by factor n_rot/2 - 1 - i."""
+    model = traced(tmp_path, "llama3", "--arch", "llama3", n=2)
+    factors = gguf_tensor(model, "rope_freqs.weight")
+    base = float(gguf_field(model, "llama.rope.freq_base"))
+    q, q_rope = read_tap(tmp_path / "eng.h5", "attn_q", 0), read_tap(tmp_path / "eng.h5", "attn_q.rope", 0)
+    head_dim = 2 * factors.size
+    assert np.allclose(rope_with_factors(q[3], 3, factors, head_dim, base), q_rope[3].reshape(-1), atol=1e-5)
+    rows = np.stack([rope_with_factors(q[p], p, factors[::-1], head_dim, base) for p in range(q.shape[0])])
+    write_tap(tmp_path / "eng.h5", "attn_q.rope", 0, rows.reshape(q_rope.shape))
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.0.attn_q.rope", "factors in reverse order",
+             "rope")
+
+
+def test_a_qk_norm_after_rope_is_named(tmp_path):
+    """qwen3's q norm applied after RoPE instead of before it (the two calls in the wrong order)."""
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
+    eng = tmp_path / "eng.h5"
+    w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
+    base = float(gguf_field(model, "qwen3.rope.freq_base"))
+    eps = float(gguf_field(model, "qwen3.attention.layer_norm_rms_epsilon"))
+    d = w.size
+    q, normed = read_tap(eng, "attn_q", 0), read_tap(eng, "attn_q_norm", 0)
+    n = q.shape[0]
+    heads = q.reshape(n, -1, d).astype(np.float64)
+    theta = np.arange(n)[:, None] * base ** (-2 * np.arange(d // 2) / d)  # NEOX: pairs (i, i + d/2)
+    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    a, b = heads[..., : d // 2], heads[..., d // 2:]
+    rotated = np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+    write_tap(eng, "attn_q_norm", 0, rmsnorm(rotated, w, eps).reshape(normed.shape))
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", "the norm applied after RoPE", "normalization")
