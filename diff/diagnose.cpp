@@ -174,7 +174,8 @@ std::string code_area(const std::string& cls) {
   if (cls == "weight-loading") return "the weight loader: each tensor's byte size, offset and upload into its buffer";
   if (cls == "shape") return "the config value that sizes this op's buffers and GEMM dimensions";
   if (cls == "normalization") return "RMSNorm: the weight multiply and epsilon";
-  if (cls == "token-sequence") return "the generation loop's token bookkeeping";
+  if (cls == "token-sequence") return "the tokens fed to the model: the prompt's assembly (BOS) and the generation loop's bookkeeping";
+  if (cls == "sampling") return "the sampler's edits of the logits (temperature, penalties, top-k): on a copy, not the buffer the head wrote";
   if (cls == "residual") return "the residual adds around attention and the FFN";
   if (cls == "activation") return "the FFN's gated activation: which projection is gated and the activation function";
   if (cls == "embedding") return "the embedding lookup: the row index and any scaling";

@@ -110,6 +110,20 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    "batch, not its last)",
                    "buffer", false,
                    [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
+  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
+  if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")
+    if (const auto k = fit_scale(with(W, B)(last), trace_row(in.actual, name, layer, last));
+        k && *k > 0 && std::abs(*k - 1) > 1e-3) {
+      out.push_back({fmt::format("the logits times {:.4g} = 1 / {:.4g} (fitted where the prompt ends): a sampling "
+                                 "temperature applied to the logits buffer in place",
+                                 *k, 1 / *k),
+                     "sampling", false, [=, k = float(*k)](std::int64_t p) {
+                       Row r = with(W, B)(p);
+                       for (float& v : r) v *= k;
+                       return r;
+                     }});
+      out.back().fitted = true;
+    }
   // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
   // apart, and once the run recorded them (and they agreed) the GEMM is left.
   const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
@@ -249,7 +263,14 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
     out.push_back({"the token's embedding row, not scaled by sqrt(n_embd)", "embedding", false, lookup(W, token(0, 0))});
   out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup_scaled(W, token(1, 0))});
   out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup_scaled(W, token(-1, 0))});
-  out.push_back({"the row of the previous position's token", "embedding", false, lookup_scaled(W, token(0, -1))});
+  // Position 0 keeps the first token: a first token fed twice (a BOS added to a prompt that has one)
+  // shifts every later token one place.
+  out.push_back({"the tokens fed one place late: position p gets token p-1's row, position 0 the first token's "
+                 "(the first token fed twice: a BOS added to a prompt that already starts with one)",
+                 "token-sequence", false, lookup_scaled(W, [tokens](std::int64_t p) -> std::int64_t {
+                   return p < std::int64_t(tokens.size()) ? tokens[std::size_t(std::max<std::int64_t>(p - 1, 0))]
+                                                          : -1;
+                 })});
   for (const int bits : {8, 16})
     if (V > (std::size_t(1) << bits))
       out.push_back({fmt::format("the row of the token id truncated to {} bits (id mod {})", bits, 1 << bits),

@@ -115,8 +115,8 @@ struct Diagnosis {
   std::string bug_class;    // "kv-cache", "rope", "bias", "matmul-layout", "attention-mask",
                             // "attention-scale", "gqa-mapping", "dequantization",
                             // "weight-loading", "shape", "normalization", "token-sequence",
-                            // "residual", "activation", "embedding", "buffer",
-                            // "non-finite", "nondeterministic"; "unexplained" when no
+                            // "residual", "activation", "embedding", "buffer", "softcap",
+                            // "softmax", "sampling", "non-finite", "nondeterministic"; "unexplained" when no
                             // evidence names one (never the tap's op family)
   Evidence evidence = Evidence::unexplained;
   std::string variant;      // the hypothesis that reproduces B, "" when none does

@@ -1068,3 +1068,21 @@ def test_a_qk_norm_after_rope_is_named(tmp_path):
     rotated = np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
     write_tap(eng, "attn_q_norm", 0, rmsnorm(rotated, w, eps).reshape(normed.shape))
     diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", "the norm applied after RoPE", "normalization")
+
+
+def test_a_first_token_fed_twice_is_named(llama, tmp_path):
+    """A BOS prepended to a prompt that has one: every later position embeds the token before it."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "token_embd", -1)
+    rows[1:] = rows[:-1].copy()
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first token fed twice", "token-sequence")
+
+
+def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
+    """A sampler dividing the logits by its temperature in place, before the tap records them."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "output", -1, read_tap(bad, "output", -1) / np.float32(0.8))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "times 1.25 = 1 / 0.8", "sampling")
