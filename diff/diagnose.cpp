@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "diff/block_structure.hpp"
 #include "diff/hypotheses.hpp"
 #include "diff/judge.hpp"
 #include "diff/observations.hpp"
@@ -79,8 +80,9 @@ std::string explain(const Diagnosis& d, const FirstDivergence& f) {
     }
     case Evidence::indicated:
       return fmt::format("{} first diverges at position {} (nmse {:.3g}); no replayed variant reproduces it ({}), "
-                         "but the signatures point to {}. Look at {}.",
-                         where, f.position, f.metrics.nmse, baseline, d.bug_class, code_area(d.bug_class));
+                         "but the signatures point to {}{}. Look at {}.",
+                         where, f.position, f.metrics.nmse, baseline, d.bug_class,
+                         d.variant.empty() ? "" : ": " + d.variant, code_area(d.bug_class));
     case Evidence::unexplained:
       break;
   }
@@ -259,6 +261,13 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
                                          "differ name the decoder, weights that agree leave the kernels' own {} "
                                          "decoding (a fast path, an embedding lookup) as the suspect",
                                          w, ggml_type_name(wt->type), ggml_type_name(wt->type)));
+    // An embedding row is its table's decoded row: how it differs block by block can name the decoder.
+    const std::string shape = wt && f.name == "token_embd" ? decoder_structure(expected, actual, wt->type) : "";
+    if (!shape.empty()) {
+      d.bug_class = "dequantization";
+      d.evidence = Evidence::indicated;
+      d.variant = shape;
+    }
   } catch (const std::exception& e) {
     d.signatures.push_back(fmt::format("hypothesis replay skipped: {}", e.what()));
   }

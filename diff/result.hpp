@@ -119,7 +119,8 @@ struct Diagnosis {
                             // "softmax", "sampling", "non-finite", "nondeterministic"; "unexplained" when no
                             // evidence names one (never the tap's op family)
   Evidence evidence = Evidence::unexplained;
-  std::string variant;      // the hypothesis that reproduces B, "" when none does
+  std::string variant;      // the hypothesis that reproduces B (indicated: what the signatures
+                            // point to, not replayed), "" when none does
   std::string copied_from;  // the tap whose values that variant takes ("" when it computes them)
   double residual = 0;      // its relative squared error against B
   std::optional<double> baseline_residual;  // the correct computation's; absent without replay
@@ -132,6 +133,9 @@ struct Diagnosis {
   // The bug diagnosed is the expected trace's: its row is off its own inputs, the actual's is
   // not (an "expected-off-its-inputs" finding); the replay ran with the roles swapped.
   bool in_expected = false;
+
+  // A variant replayed against B: its residual means something.
+  bool replayed() const { return !variant.empty() && evidence != Evidence::indicated; }
 };
 
 struct FirstDivergence {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "diff/block_structure.hpp"
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
 #include "diff/replay_model.hpp"
@@ -284,6 +285,23 @@ bool only_this_type_differs(const ReplayModel& model, GgmlType type, const std::
   return same_type_differing > 0 && other_types_matching > 0;
 }
 
+// How the first differing rows the actual trace holds in full differ from the correct decode,
+// block by block (decoder_structure).
+std::string differing_rows_structure(const std::vector<float>& correct, GgmlType type, const TraceReader& b,
+                                     const TensorTaps& tb, const RowVerdicts& v, std::int64_t cols) {
+  constexpr std::size_t kRowsRead = 64;
+  Rows expected, actual;
+  for (std::size_t i = 0; i < v.differing.size() && actual.size() < kRowsRead; ++i) {
+    const std::int64_t r = v.differing[i];
+    const TensorView view = read_view(b, tb, r, r);
+    if (const auto* f = full_row(view, r)) {
+      expected.emplace_back(correct.begin() + r * cols, correct.begin() + (r + 1) * cols);
+      actual.push_back(*f);
+    }
+  }
+  return decoder_structure(expected, actual, type);
+}
+
 Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const WeightComparison& c,
                           const std::vector<WeightComparison>& all, const TraceReader& a,
                           const TraceReader& b, const TensorTaps& tb, const WeightTolerance& tol,
@@ -297,6 +315,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
                                       : fmt::format("compared every value of {} rows of {}", c.compared_rows, c.cols));
   const std::int64_t compared = std::int64_t(v.compared.size());
   std::string wrong_type;  // the GGUF type whose every tensor, and no other type's, differs
+  std::string shape;       // how its blocks differ, where they differ as only a decoder's would
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
@@ -313,6 +332,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
       const VariantScore s = score_variant(w.values, b, tb, c.rows, c.cols, tol);
       if (w.baseline) d.baseline_residual = s.residual;
       else scored.emplace_back(s, &w);
+      if (w.baseline) shape = differing_rows_structure(w.values, t->type, b, tb, v, c.cols);
     }
     // Most rows explained first. Among variants explaining every row the list order decides
     // (the specific decodes before "all zero": in f16 a Q8_0 scale read as bf16 rounds to 0).
@@ -382,18 +402,26 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
     // other difference is unexplained (it could be the decoder or the loader).
     // Every tensor of this type wrong and every other type right: its decoder, by elimination.
     const bool zeros = !v.zero_in_actual.empty() && v.zero_in_actual.back() >= v.differing.front();
-    const bool decoder = !zeros && !wrong_type.empty();
+    const bool decoder = !zeros && (!wrong_type.empty() || !shape.empty());
     d.bug_class = zeros ? "weight-loading" : decoder ? "dequantization" : "unexplained";
     d.evidence = zeros || decoder ? Evidence::indicated : Evidence::unexplained;
+    if (decoder && !shape.empty()) d.variant = shape;
+    const std::string by_elimination =
+        wrong_type.empty() ? ""
+                           : fmt::format("Every {0} tensor differs and every tensor of another type matches: look at "
+                                         "the {0} decoder (its block layout, scales and mins).",
+                                         wrong_type);
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}), and no replayed decode of "
         "its GGUF bytes reproduces the actual values. {}",
         tensor, c.summary,
-        zeros     ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
-        : decoder ? fmt::format("Every {0} tensor differs and every tensor of another type matches: look at the {0} "
-                                "decoder (its block layout, scales and mins).",
-                                wrong_type)
-                  : "Look at the loader and the dequantization kernel of its type.");
+        zeros ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
+        : decoder
+            ? (shape.empty() ? by_elimination
+                             : fmt::format("Its blocks differ as only a decoder's do: {}. {}", shape,
+                                           by_elimination.empty() ? "Look at " + code_area(d.bug_class) + "."
+                                                                  : by_elimination))
+            : "Look at the loader and the dequantization kernel of its type.");
   } else if (d.evidence == Evidence::tied) {
     std::string names;
     for (const auto& tie : d.ties) names += fmt::format("{}\"{}\" ({})", names.empty() ? "" : " and ", tie.variant, tie.bug_class);

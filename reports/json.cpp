@@ -139,7 +139,7 @@ json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
   return {{"class", d->bug_class},
           {"evidence", diff::evidence_text(d->evidence)},
           {"variant", d->variant.empty() ? json(nullptr) : json(d->variant)},
-          {"residual", d->variant.empty() ? json(nullptr) : number(d->residual)},
+          {"residual", d->replayed() ? number(d->residual) : json(nullptr)},
           {"baseline_residual", d->baseline_residual ? number(*d->baseline_residual) : json(nullptr)},
           {"ties", hypotheses(d->ties)},
           {"separating_experiment", d->separating_experiment.empty() ? json(nullptr) : json(d->separating_experiment)},

@@ -79,12 +79,10 @@ void write_first(std::string& out, const diff::DiffResult& r) {
     row("**diagnosis**", "**" + md_escape(d.bug_class) + "**" +
                              (d.variant.empty() ? "" : " \u2014 " + md_escape(d.variant)));
     row("evidence", diff::evidence_text(d.evidence));
-    row("residual",
-        d.variant.empty()
-            ? "no replayed hypothesis reproduces the actual values (correct "
-              "computation: " +
-                  baseline_text(d) + ")"
-            : sci(d.residual) + " (correct computation: " + baseline_text(d) + ")");
+    row("residual", d.variant.empty() ? "no replayed hypothesis reproduces the actual values (correct computation: " +
+                                            baseline_text(d) + ")"
+                    : d.replayed() ? sci(d.residual) + " (correct computation: " + baseline_text(d) + ")"
+                                   : "not replayed (correct computation: " + baseline_text(d) + ")");
     if (!d.ties.empty()) {
       std::string list;
       for (const auto& t : d.ties)

@@ -181,13 +181,9 @@ void write_diagnosis(Writer& w, const diff::DiffResult& r) {
   w.heading("diagnosis  " + w.style.cyan(terminal_safe(d.bug_class)));
   w.field("evidence", diff::evidence_text(d.evidence));
   const std::string indent(kLabel + 2, ' ');
-  if (d.variant.empty()) {
-    w.field("variant", "no replayed hypothesis reproduces the actual values");
-    w.field("residual", fmt::format("the correct computation: {}", baseline_text(d)));
-  } else {
-    w.field("variant", terminal_safe(d.variant));
-    w.field("residual", fmt::format("{}  (the correct computation: {})", sci(d.residual), baseline_text(d)));
-  }
+  w.field("variant", d.variant.empty() ? "no replayed hypothesis reproduces the actual values" : terminal_safe(d.variant));
+  w.field("residual", d.replayed() ? fmt::format("{}  (the correct computation: {})", sci(d.residual), baseline_text(d))
+                                   : fmt::format("the correct computation: {}", baseline_text(d)));
   for (std::size_t i = 0; i < d.ties.size(); ++i) {
     const std::string line = fmt::format("{}  {} ({})", sci(d.ties[i].residual), terminal_safe(d.ties[i].variant),
                                          terminal_safe(d.ties[i].bug_class));

@@ -418,6 +418,48 @@ def test_an_unexplained_op_on_a_quantized_weight_asks_for_the_decoded_weights(tm
             assert r["diagnosis"]["class"] == "unexplained" and asked and "Q8_0" in asked[0], r["diagnosis"]
 
 
+def q4_0_rows(model, tokens, offset=8, interleaved=False):
+    """The token_embd rows of `tokens` as a Q4_0 decoder decodes them, with the zero point `offset`
+    (ggml's is 8), and the nibbles of byte j as elements 2j and 2j + 1 when `interleaved` (ggml's
+    are j and j + 16)."""
+    import gguf
+    table = next(t for t in gguf.GGUFReader(model).tensors if t.name == "token_embd.weight")
+    assert table.tensor_type == gguf.GGMLQuantizationType.Q4_0
+    blocks = np.asarray(table.data).reshape(-1, table.data.shape[-1] // 18, 18)[np.asarray(tokens)]
+    d = blocks[..., :2].copy().view(np.float16).astype(np.float32)
+    low, high = (blocks[..., 2:] & 0x0F).astype(np.float32), (blocks[..., 2:] >> 4).astype(np.float32)
+    q = np.stack([low, high], -1).reshape(*low.shape[:-1], 32) if interleaved else np.concatenate([low, high], -1)
+    return ((q - offset) * d).reshape(len(tokens), -1)
+
+
+@pytest.mark.parametrize("weights", [False, True])
+@pytest.mark.parametrize("offset, interleaved, words", [
+    (0, False, "shifted by 8 quantization steps"),
+    (8, True, "its own correct values in another order"),
+])
+def test_a_block_decoder_nobody_listed_is_read_off_the_blocks(tmp_path, offset, interleaved, words, weights):
+    """A Q4_0 decoder without its zero point, and one that unpacks the nibbles in another order,
+    read an embedding table: its rows (and, recorded with --weights, the table) differ block by
+    block in a shape only a decoder leaves."""
+    model = traced(tmp_path, "q4_0", "--arch", "llama", "--type", "Q4_0", run_args=["--weights", "full"] if weights else [])
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1)
+    with h5py.File(tmp_path / "eng.h5", "r") as f:
+        tokens = f["tokens"][: len(rows)]  # the last token chosen is never fed
+    np.testing.assert_array_equal(q4_0_rows(model, tokens), rows)  # this test's decoder is ggml's
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, q4_0_rows(model, tokens, offset, interleaved))
+    first = ("token_embd", 0)
+    if weights:
+        table = read_tap(tmp_path / "eng.h5", "weight.token_embd.weight", -1)
+        write_tap(tmp_path / "eng.h5", "weight.token_embd.weight", -1,
+                  q4_0_rows(model, np.arange(len(table)), offset, interleaved))
+        first = ("weight.token_embd.weight", 0)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == first
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("dequantization", "indicated") and words in d["variant"], d
+    assert d["residual"] is None, d
+
+
 @pytest.mark.parametrize("order, words", [([1, 0, 3, 2], "adjacent heads swapped"), ([1, 2, 3, 0], "shifted by 1")])
 def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
     """An attention kernel that writes each head's probabilities to another head's slot (pairs
