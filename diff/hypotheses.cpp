@@ -343,7 +343,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, whole_row, weighted_first, after_rope };
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, weighted_first, after_rope };
   auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                             Form form = Form::rms, double x_scale = 1) {
     return [&in, x_name, x_layer, weight, eps, form, per_head, layer, head_dim, x_scale](std::int64_t p) {
@@ -369,13 +369,6 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         w = w1.data();
       }
       Row y(x.size());
-      if (form == Form::whole_row) {  // a per-head norm's mean square taken over every head at once
-        double squares = 0;
-        for (float v : x) squares += double(v) * double(v);
-        const double inv = 1 / std::sqrt(squares / double(x.size()) + eps);
-        for (std::size_t i = 0; i < x.size(); ++i) y[i] = float(x[i] * inv * (w ? w[i % group] : 1.0f));
-        return y;
-      }
       for (std::size_t at = 0; at < x.size(); at += group) {
         std::vector<double> xd(x.begin() + std::ptrdiff_t(at), x.begin() + std::ptrdiff_t(at + group)), yd(group);
         if (form == Form::mean_removed) {
@@ -407,8 +400,40 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
   if (per_head) {
-    out.push_back({"the mean square taken over the whole row (every head) instead of each head's", "normalization",
-                   false, run(w, eps, Form::whole_row)});
+    // Run with another row width: the mean square over groups of `width` elements (every head at
+    // once, the head size taken as n_embd / n_head, ...), the weight repeated every `period`
+    // (each head's, or the first `width` of it where the kernel was given rows of that width).
+    const auto over_width = [&in, x_name, x_layer, w, eps](std::size_t width, std::size_t period) {
+      return [&in, x_name, x_layer, w, eps, width, period](std::int64_t p) {
+        const Row x = trace_row(in.actual, x_name, x_layer, p);
+        if (x.empty() || x.size() % width != 0 || period > w->size()) return Row{};
+        Row y(x.size());
+        for (std::size_t at = 0; at < x.size(); at += width) {
+          double squares = 0;
+          for (std::size_t i = at; i < at + width; ++i) squares += double(x[i]) * x[i];
+          const double inv = 1 / std::sqrt(squares / double(width) + eps);
+          for (std::size_t i = at; i < at + width; ++i) y[i] = float(x[i] * inv * (*w)[i % period]);
+        }
+        return y;
+      };
+    };
+    const auto head = std::size_t(c.head_dim);
+    const std::size_t row = std::size_t(name == "attn_q_norm" ? c.n_head : c.n_head_kv) * head;
+    for (std::size_t width = 2; width <= row; ++width) {
+      if (row % width != 0 || width == head) continue;
+      const std::string elements =
+          c.n_head > 0 && width == std::size_t(c.n_embd / c.n_head)
+              ? fmt::format("{} = n_embd / n_head elements (the head size computed from n_embd)", width)
+              : fmt::format("{} elements", width);
+      out.push_back({fmt::format("the mean square taken over {} instead of each head's {}",
+                                 width == row ? std::string("the whole row (every head)") : "groups of " + elements, head),
+                     "normalization", false, over_width(width, head)});
+      if (width < head)
+        out.push_back({fmt::format("the norm run on rows of {} instead of each head's {}: the weight's first {} "
+                                   "elements applied to each",
+                                   elements, head, width),
+                       "normalization", false, over_width(width, width)});
+    }
     out.push_back({fmt::format("rmsnorm(rope({})) * w: the norm applied after RoPE instead of before it", x_name),
                    "normalization", false, run(w, eps, Form::after_rope)});
   }

@@ -663,6 +663,18 @@ def test_a_per_head_norm_over_the_whole_row_is_named(tmp_path):
              "normalization")
 
 
+def test_a_per_head_norm_run_on_rows_of_n_embd_over_n_head_is_named(tmp_path):
+    """qwen3 with head_dim 32 over n_embd 64 and 4 heads: a q norm run on rows of n_embd / n_head
+    = 16 elements, as if that were the head size, each applying the weight's first 16."""
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", "--head-dim", 32, n=2)
+    w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
+    q = read_tap(tmp_path / "eng.h5", "attn_q", 0).astype(np.float64)
+    groups = q.reshape(q.shape[0], -1, 16)
+    write_tap(tmp_path / "eng.h5", "attn_q_norm", 0, rmsnorm(groups, w[:16], 1e-6).reshape(q.shape))
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.0.attn_q_norm",
+             "rows of 16 = n_embd / n_head elements", "normalization")
+
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"
