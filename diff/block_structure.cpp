@@ -197,7 +197,7 @@ std::string decoder_structure(const Rows& expected, const Rows& actual, GgmlType
                            std::llround(shift), where);
       if (one_for_all) return "";
       return fmt::format("each differing sub-block's values shifted by a constant of its own, their spacing right "
-                         "({}): the block mins decoded wrong (their unpacking)",
+                         "({}): the block mins decoded wrong (their unpacking or index)",
                          where);
     }
     if (one_for_all) return "";
@@ -206,7 +206,7 @@ std::string decoder_structure(const Rows& expected, const Rows& actual, GgmlType
                          "sub-block scales decoded wrong (their unpacking or index)",
                          where);
     return fmt::format("each differing sub-block an affine map of its correct values, a factor and an offset of "
-                       "its own ({}): the sub-block scales or mins decoded wrong (their unpacking)",
+                       "its own ({}): the sub-block scales or mins decoded wrong (their unpacking or index)",
                        where);
   }
   long long g = 0;

@@ -177,6 +177,7 @@ std::string code_area(const std::string& cls) {
   if (cls == "shape") return "the config value that sizes this op's buffers and GEMM dimensions";
   if (cls == "normalization") return "RMSNorm: the weight multiply and epsilon";
   if (cls == "token-sequence") return "the tokens fed to the model: the prompt's assembly (BOS) and the generation loop's bookkeeping";
+  if (cls == "layer-loop") return "the forward pass's loop over the layers: its bounds, the layer range or stages it runs";
   if (cls == "sampling") return "the sampler's edits of the logits (temperature, penalties, top-k): on a copy, not the buffer the head wrote";
   if (cls == "residual") return "the residual adds around attention and the FFN";
   if (cls == "activation") return "the FFN's gated activation: which projection is gated and the activation function";

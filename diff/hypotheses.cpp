@@ -399,6 +399,30 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
+  if (name == "output_norm" && !in.actual.find(x_name, x_layer)) {
+    // The last layers absent from the actual trace, every tap of them: the stream of the last
+    // layer that ran, normed.
+    int last = x_layer;
+    const auto ran = [&](int l) {
+      const auto& taps = in.actual.taps();
+      return std::any_of(taps.begin(), taps.end(), [l](const TapInfo& t) { return t.layer == l; });
+    };
+    while (last >= 0 && !ran(last)) --last;
+    if (last >= 0 && last < x_layer && in.actual.find(x_name, last))
+      out.push_back({fmt::format("rmsnorm(blk.{}.{}) * w: {} never ran (the actual trace holds none of their "
+                                 "taps), the stream normed as layer {} left it",
+                                 last, x_name,
+                                 last + 1 == x_layer ? fmt::format("layer {}", x_layer)
+                                                     : fmt::format("layers {}..{}", last + 1, x_layer),
+                                 last),
+                     "layer-loop", false, [&in, x_name, last, w, eps](std::int64_t p) {
+                       const Row x = trace_row(in.actual, x_name, last, p);
+                       if (x.empty() || x.size() != w->size()) return Row{};
+                       std::vector<double> xd(x.begin(), x.end()), yd(x.size());
+                       ref::rmsnorm(xd.data(), w->data(), int(x.size()), eps, yd.data());
+                       return Row(yd.begin(), yd.end());
+                     }});
+  }
   if (per_head) {
     // Run with another row width: the mean square over groups of `width` elements (every head at
     // once, the head size taken as n_embd / n_head, ...), the weight repeated every `period`

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
+#include <optional>
 
 #include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
@@ -28,6 +30,66 @@ Row elementwise(const Row& x, const Row& y, F f) {
 double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// The position whose row the same buffer slot held one step before position q's step (a step:
+// one prefill batch or chunk, or one decode position); -1 before the first step.
+std::int64_t previous_step_row(std::int64_t q, const ReplayInputs& in) {
+  const auto step_start = [&](std::int64_t x) {
+    if (x >= in.prompt_length) return x;
+    return in.prefill_chunk > 0 ? x / in.prefill_chunk * in.prefill_chunk : std::int64_t(0);
+  };
+  const std::int64_t start = step_start(q);
+  if (start == 0) return -1;
+  const std::int64_t row = step_start(start - 1) + (q - start);
+  return row < start ? row : -1;
+}
+
+// An output written with += onto what its buffer held (a GEMM run with beta = 1, a buffer not
+// cleared): fitted where the tap ends, the difference from the correct values matched against
+// every row of the same shape there and in the same slot one step before (that step's last
+// writer of the buffer).
+std::optional<Candidate> accumulated_onto(const TapInfo& self, const std::function<Row(std::int64_t)>& correct,
+                                          ReplayInputs& in) {
+  const std::int64_t p = self.last_position();
+  const Row actual = trace_row(in.actual, self.name, self.layer, p), expected = correct(p);
+  if (actual.empty() || actual.size() != expected.size()) return std::nullopt;
+  Row d(actual.size());
+  double dd = 0, aa = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    d[i] = actual[i] - expected[i];
+    dd += double(d[i]) * d[i], aa += double(actual[i]) * actual[i];
+  }
+  if (!(dd > 1e-8 * aa)) return std::nullopt;
+  const TapInfo* best = nullptr;
+  bool best_earlier = false;
+  double best_err = 1e-6;  // of |d|²: the rounding of one more add
+  for (const TapInfo& t : in.actual.taps()) {
+    if (t.row_shape != self.row_shape || is_weight_tap(t.name)) continue;
+    for (const bool earlier : {false, true}) {
+      const std::int64_t at = earlier ? previous_step_row(p, in) : p;
+      if (at < 0 || (!earlier && &t == &self)) continue;
+      const Row src = trace_row(in.actual, t.name, t.layer, at);
+      if (src.size() != d.size()) continue;
+      double err = 0;
+      for (std::size_t i = 0; i < d.size(); ++i) err += (double(d[i]) - src[i]) * (double(d[i]) - src[i]);
+      if (err < best_err * dd) best = &t, best_earlier = earlier, best_err = err / dd;
+    }
+  }
+  if (!best) return std::nullopt;
+  Candidate c{fmt::format("the correct values added onto {}{}: the output written with += onto what its buffer "
+                          "held (a GEMM with beta = 1, a buffer not cleared)",
+                          best->full_name, best_earlier ? "'s row from the step before (the same buffer slot)" : ""),
+              "buffer", false, [correct, &in, n = best->name, l = best->layer, earlier = best_earlier](std::int64_t q) {
+                Row r = correct(q);
+                const std::int64_t at = earlier ? previous_step_row(q, in) : q;
+                const Row src = at < 0 ? Row(r.size(), 0.0f) : trace_row(in.actual, n, l, at);
+                if (src.size() != r.size()) return Row{};
+                for (std::size_t i = 0; i < r.size(); ++i) r[i] += src[i];
+                return r;
+              }};
+  c.fitted = true;
+  return c;
+}
 
 }  // namespace
 
@@ -200,6 +262,10 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
       prefix.fitted = true;
       stored.push_back(std::move(prefix));
     }
+  }
+  // A GEMM's output: where beta = 1 is one flag away (a stream's add has variants of its own).
+  if (self && self->n_rows > 0 && tap_class(name) == "projection") {
+    if (auto added = accumulated_onto(*self, correct, in)) stored.push_back(std::move(*added));
   }
   for (auto& c : stored) out.push_back(std::move(c));
 }

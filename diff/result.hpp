@@ -116,8 +116,8 @@ struct Diagnosis {
                             // "attention-scale", "gqa-mapping", "dequantization",
                             // "weight-loading", "shape", "normalization", "token-sequence",
                             // "residual", "activation", "embedding", "buffer", "softcap",
-                            // "softmax", "sampling", "non-finite", "nondeterministic"; "unexplained" when no
-                            // evidence names one (never the tap's op family)
+                            // "softmax", "sampling", "layer-loop", "non-finite", "nondeterministic";
+                            // "unexplained" when no evidence names one (never the tap's op family)
   Evidence evidence = Evidence::unexplained;
   std::string variant;      // the hypothesis that reproduces B (indicated: what the signatures
                             // point to, not replayed), "" when none does

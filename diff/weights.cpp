@@ -316,6 +316,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
   const std::int64_t compared = std::int64_t(v.compared.size());
   std::string wrong_type;  // the GGUF type whose every tensor, and no other type's, differs
   std::string shape;       // how its blocks differ, where they differ as only a decoder's would
+  std::int64_t same_type_matching = 0;  // other tensors of its type that decode right
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
@@ -344,8 +345,9 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
     // loader variant that explains every row as well is the better account (in f16 a Q8_0
     // scale read as bf16 flushes to zero, like a buffer never filled).
     if (const std::int64_t same = matching_of_type(model, t->type, tensor, all); same > 0) {
-      d.signatures.push_back(fmt::format("{} other {} tensors match: the {} decoder works", same,
+      d.signatures.push_back(fmt::format("{} other {} tensors match: the {} decoder they go through works", same,
                                          ggml_type_name(t->type), ggml_type_name(t->type)));
+      same_type_matching = same;
       std::stable_partition(scored.begin(), scored.end(), [&](const auto& x) {
         return !(x.first.explained == compared && x.second->bug_class == "dequantization");
       });
@@ -406,21 +408,26 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
     d.bug_class = zeros ? "weight-loading" : decoder ? "dequantization" : "unexplained";
     d.evidence = zeros || decoder ? Evidence::indicated : Evidence::unexplained;
     if (decoder && !shape.empty()) d.variant = shape;
-    const std::string by_elimination =
-        wrong_type.empty() ? ""
-                           : fmt::format("Every {0} tensor differs and every tensor of another type matches: look at "
-                                         "the {0} decoder (its block layout, scales and mins).",
-                                         wrong_type);
+    const std::string others_say =
+        !wrong_type.empty()
+            ? fmt::format("Every {0} tensor differs and every tensor of another type matches: look at the {0} decoder "
+                          "(its block layout, scales and mins).",
+                          wrong_type)
+        : same_type_matching > 0
+            ? fmt::format("The other {} tensors decode right: look at the decoder on this tensor's own path (an "
+                          "embedding lookup, a fused or fast path that only it takes).",
+                          same_type_matching)
+            : "";
     d.explanation = fmt::format(
         "The weight {} differs between the programs before any activation runs ({}), and no replayed decode of "
         "its GGUF bytes reproduces the actual values. {}",
         tensor, c.summary,
         zeros ? "Its differing rows are zero: never loaded. Look at " + code_area(d.bug_class) + "."
         : decoder
-            ? (shape.empty() ? by_elimination
+            ? (shape.empty() ? others_say
                              : fmt::format("Its blocks differ as only a decoder's do: {}. {}", shape,
-                                           by_elimination.empty() ? "Look at " + code_area(d.bug_class) + "."
-                                                                  : by_elimination))
+                                           others_say.empty() ? "Look at " + code_area(d.bug_class) + "."
+                                                                  : others_say))
             : "Look at the loader and the dequantization kernel of its type.");
   } else if (d.evidence == Evidence::tied) {
     std::string names;

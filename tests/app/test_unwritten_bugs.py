@@ -675,6 +675,41 @@ def test_a_per_head_norm_run_on_rows_of_n_embd_over_n_head_is_named(tmp_path):
              "rows of 16 = n_embd / n_head elements", "normalization")
 
 
+def test_a_gemm_accumulating_onto_a_stale_buffer_is_fitted(llama, tmp_path):
+    """attn_output's GEMM run with beta = 1 in decode steps, onto a buffer the step before left
+    holding the last layer's ffn_down: the first decode step's slot holds the prefill's row 0."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    rows, stale = read_tap(bad, "attn_output", 0), read_tap(bad, "ffn_down", 1)
+    for q in range(prompt, len(rows)):
+        rows[q] += stale[0 if q == prompt else q - 1]
+    write_tap(bad, "attn_output", 0, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_output", prompt)
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("buffer", "reproduced"), d
+    assert "added onto blk.1.ffn_down's row from the step before" in d["variant"], d
+
+
+def test_a_layer_loop_that_stops_one_short_is_named(llama, tmp_path):
+    """`l < n_layer - 1` where `l <= n_layer - 1` belonged: the last layer never runs, its taps are
+    never recorded, and the final norm reads the stream as the layer before left it."""
+    bad = tmp_path / "eng.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6, "--layers", "0",
+            "-o", bad)
+    assert p.returncode == 0, p.stderr
+    from gguf import GGUFReader
+    eps = float(next(f for f in GGUFReader(llama / "llama.gguf").fields.values()
+                     if f.name.endswith("layer_norm_rms_epsilon")).parts[-1][0])
+    w = gguf_tensor(llama / "llama.gguf", "output_norm.weight")
+    write_tap(bad, "output_norm", -1, rmsnorm(read_tap(bad, "resid.ffn", 0), w, eps))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "output_norm", r["first_divergence"]
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("layer-loop", "reproduced") and "layer 1 never ran" in d["variant"], d
+
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"
