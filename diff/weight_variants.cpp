@@ -175,4 +175,44 @@ std::vector<WeightVariant> loader_mixups(const GgufTensorInfo& t, const GgufFile
   return out;
 }
 
+std::optional<WeightVariant> offset_fitted(const GgufTensorInfo& t, const GgufFile& file, std::int64_t row,
+                                           const std::vector<float>& actual,
+                                           const std::function<bool(const float*, const float*, std::int64_t)>& close) {
+  const GgmlTypeTraits& traits = ggml_type_traits(t.type);
+  const std::int64_t cols = t.ne.empty() ? 0 : t.ne[0];
+  if (cols <= 0 || std::int64_t(actual.size()) != cols) return std::nullopt;
+  const std::int64_t row_bytes = cols / traits.block_elems * traits.block_bytes;
+  const std::uint8_t* base = t.data - t.offset - file.data_offset();
+  const auto size = std::int64_t(file.file_size());
+  const std::int64_t at = std::int64_t(t.data - base) + row * row_bytes;
+  // The first block (or 32 plain values) rules most shifts out before a whole row is decoded.
+  const std::int64_t head = std::min(cols, traits.block_elems > 1 ? traits.block_elems : std::int64_t(32));
+  std::vector<float> decoded(std::size_t(cols), 0.0f);
+  const std::int64_t window = std::max<std::int64_t>(2 * row_bytes, 4096);
+  for (std::int64_t distance = 1; distance <= window; ++distance)
+    for (const std::int64_t k : {distance, -distance}) {
+      if (at + k < 0 || at + k + row_bytes > size) continue;
+      dequantize_row(t.type, base + at + k, decoded.data(), head);
+      if (!close(decoded.data(), actual.data(), head)) continue;
+      dequantize_row(t.type, base + at + k, decoded.data(), cols);
+      if (!close(decoded.data(), actual.data(), cols)) continue;
+      std::vector<std::uint8_t> bytes(t.n_bytes, 0);
+      const std::int64_t from = std::int64_t(t.data - base) + k;
+      for (std::int64_t i = std::max<std::int64_t>(0, -from); i < std::int64_t(t.n_bytes) && from + i < size; ++i)
+        bytes[std::size_t(i)] = base[from + i];
+      const std::string rows = k % row_bytes == 0 ? fmt::format(" = {} row{}", std::abs(k / row_bytes),
+                                                                std::abs(k / row_bytes) == 1 ? "" : "s")
+                                                  : "";
+      WeightVariant w{fmt::format("the bytes read {} bytes {} their offset{} (fitted on row {}): the tensor's data "
+                                  "offset, header size or alignment off by {}",
+                                  std::abs(k), k > 0 ? "after" : "before", rows, row, k),
+                      "weight-loading", false, decode(t, bytes)};
+      const std::int64_t n_rows = std::int64_t(t.n_elements) / cols;
+      w.rows_predicted = k > 0 ? std::make_pair(std::int64_t(0), (std::int64_t(t.n_bytes) - k) / row_bytes)
+                               : std::make_pair((-k + row_bytes - 1) / row_bytes, n_rows);
+      return w;
+    }
+  return std::nullopt;
+}
+
 }  // namespace tapdiff::diff

@@ -227,7 +227,7 @@ struct VariantScore {
   double residual = 0;
 };
 
-VariantScore score_variant(const std::vector<float>& values, const TraceReader& b, const TensorTaps& tb,
+VariantScore score_variant(const WeightVariant& w, const TraceReader& b, const TensorTaps& tb,
                            std::int64_t rows, std::int64_t cols, const WeightTolerance& tol) {
   VariantScore s;
   double err = 0, ref = 0;
@@ -235,7 +235,11 @@ VariantScore score_variant(const std::vector<float>& values, const TraceReader& 
     const std::int64_t r1 = std::min(rows, r0 + kChunkRows) - 1;
     const TensorView v = read_view(b, tb, r0, r1);
     for (std::int64_t r = r0; r <= r1; ++r) {
-      const float* replayed = values.data() + r * cols;
+      if (r < w.rows_predicted.first || r >= w.rows_predicted.second) {
+        ++s.explained;  // bytes outside the tensor: whatever the program found there
+        continue;
+      }
+      const float* replayed = w.values.data() + r * cols;
       if (const auto* f = full_row(v, r)) {
         s.explained += rows_close(replayed, f->data(), cols, tol);
         for (std::int64_t i = 0; i < cols; ++i) {
@@ -285,6 +289,20 @@ bool only_this_type_differs(const ReplayModel& model, GgmlType type, const std::
   return same_type_differing > 0 && other_types_matching > 0;
 }
 
+// A differing row the actual trace holds in full, from the middle of the differing ones (the
+// first and last may hold bytes from outside the tensor), and its values.
+std::optional<std::pair<std::int64_t, std::vector<float>>> middle_full_differing_row(const TraceReader& b,
+                                                                                    const TensorTaps& tb,
+                                                                                    const RowVerdicts& v) {
+  const std::size_t n = v.differing.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t r = v.differing[(n / 2 + i) % n];
+    const TensorView view = read_view(b, tb, r, r);
+    if (const auto* f = full_row(view, r)) return std::make_pair(r, *f);
+  }
+  return std::nullopt;
+}
+
 // How the first differing rows the actual trace holds in full differ from the correct decode,
 // block by block (decoder_structure).
 std::string differing_rows_structure(const std::vector<float>& correct, GgmlType type, const TraceReader& b,
@@ -330,7 +348,7 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
     std::vector<WeightVariant> variants = weight_variants(*t);
     for (auto& mixup : loader_mixups(*t, model.file())) variants.push_back(std::move(mixup));
     for (const WeightVariant& w : variants) {
-      const VariantScore s = score_variant(w.values, b, tb, c.rows, c.cols, tol);
+      const VariantScore s = score_variant(w, b, tb, c.rows, c.cols, tol);
       if (w.baseline) d.baseline_residual = s.residual;
       else scored.emplace_back(s, &w);
       if (w.baseline) shape = differing_rows_structure(w.values, t->type, b, tb, v, c.cols);
@@ -367,6 +385,14 @@ Diagnosis diagnose_weight(const std::string& tensor, const RowVerdicts& v, const
         return x.first.explained > y.first.explained;
       });
     }
+    // Nothing listed explains every row: an offset fitted on a differing row held in full.
+    std::optional<WeightVariant> shifted;
+    if (scored.empty() || scored[0].first.explained < compared)
+      if (const auto fit_row = middle_full_differing_row(b, tb, v)) {
+        shifted = offset_fitted(*t, model.file(), fit_row->first, fit_row->second,
+                                [&tol](const float* x, const float* y, std::int64_t n) { return rows_close(x, y, n, tol); });
+        if (shifted) scored.insert(scored.begin(), {score_variant(*shifted, b, tb, c.rows, c.cols, tol), &*shifted});
+      }
     const bool found = !scored.empty() && scored[0].first.explained == compared;
     std::size_t next = 0;
     if (found) {

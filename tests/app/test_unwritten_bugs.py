@@ -460,6 +460,23 @@ def test_a_block_decoder_nobody_listed_is_read_off_the_blocks(tmp_path, offset, 
     assert d["residual"] is None, d
 
 
+@pytest.mark.parametrize("shift, words", [(1, "= 1 row"), (-3, "before their offset = 3 rows")])
+def test_a_table_loaded_from_a_shifted_offset_is_fitted(tmp_path, shift, words):
+    """A loader that reads the embedding table some rows off its offset (a header or alignment
+    miscounted): each recorded row is another row of the file's bytes; the rows read from outside
+    the tensor hold whatever lay there."""
+    model = traced(tmp_path, "q4_0", "--arch", "llama", "--type", "Q4_0", run_args=["--weights", "full"])
+    n = len(read_tap(tmp_path / "eng.h5", "weight.token_embd.weight", -1))
+    rows = q4_0_rows(model, np.clip(np.arange(n) + shift, 0, n - 1))
+    rows[np.arange(n) + shift >= n] = 0
+    rows[np.arange(n) + shift < 0] = 7
+    write_tap(tmp_path / "eng.h5", "weight.token_embd.weight", -1, rows)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "weight.token_embd.weight", r["first_divergence"]
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("weight-loading", "reproduced") and words in d["variant"], d
+
+
 @pytest.mark.parametrize("order, words", [([1, 0, 3, 2], "adjacent heads swapped"), ([1, 2, 3, 0], "shifted by 1")])
 def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
     """An attention kernel that writes each head's probabilities to another head's slot (pairs
