@@ -298,6 +298,38 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                    "embedding", false, lookup(W, token(0, 0), float(*k))});
     out.back().fitted = true;
   }
+  // A row pointer off by k elements (an offset added twice, a header not skipped): fitted to the
+  // actual row at position 0, |k| under one row.
+  if (const Row actual = trace_row(in.actual, "token_embd", -1, 0);
+      !tokens.empty() && actual.size() == E && W->size() == E * V) {
+    const auto t = std::int64_t(tokens[0]);
+    float largest = 0;
+    for (float v : actual) largest = std::max(largest, std::abs(v));
+    const auto fits = [&](std::int64_t k) {
+      const std::int64_t at = t * std::int64_t(E) + k;
+      if (at < 0 || at + std::int64_t(E) > std::int64_t(W->size())) return false;
+      for (std::size_t i = 0; i < E; ++i)
+        if (std::abs(scale * (*W)[std::size_t(at) + i] - actual[i]) > 1e-5f * largest) return false;
+      return true;
+    };
+    for (std::int64_t k = 1; k < std::int64_t(E); ++k)
+      if (const std::int64_t shift = fits(k) ? k : fits(-k) ? -k : 0; shift != 0) {
+        out.push_back({fmt::format("the row read {} element{} {} (fitted at position 0): element i taken at token * "
+                                   "n_embd + i {} {}, a row pointer off by {}",
+                                   std::abs(shift), std::abs(shift) == 1 ? "" : "s", shift > 0 ? "late" : "early",
+                                   shift > 0 ? '+' : '-', std::abs(shift), shift),
+                       "embedding", false, [=](std::int64_t p) {
+                         const std::int64_t tok = token(0, 0)(p);
+                         const std::int64_t at = tok * std::int64_t(E) + shift;
+                         if (tok < 0 || at < 0 || at + std::int64_t(E) > std::int64_t(W->size())) return Row{};
+                         Row r(E);
+                         for (std::size_t i = 0; i < E; ++i) r[i] = scale * (*W)[std::size_t(at) + i];
+                         return r;
+                       }});
+        out.back().fitted = true;
+        break;
+      }
+  }
   out.push_back({"the table read transposed: element i of the token's row taken at i * n_embd + token", "embedding", false,
                  lookup_scaled(W, token(0, 0), 1.0f, E)});
   out.push_back({"the table read as [n_embd][n_vocab]: element i of the token's row taken at i * n_vocab + token (a "

@@ -727,6 +727,20 @@ def test_a_layer_loop_that_stops_one_short_is_named(llama, tmp_path):
     assert (d["class"], d["evidence"]) == ("layer-loop", "reproduced") and "layer 1 never ran" in d["variant"], d
 
 
+def test_an_embedding_row_pointer_off_by_some_elements_is_fitted(llama, tmp_path):
+    """The lookup reads each row 3 elements late (an offset added twice): element i of the row of
+    token t from t * n_embd + i + 3 of the table."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    table = gguf_tensor(llama / "llama.gguf", "token_embd.weight").reshape(-1)
+    rows = read_tap(bad, "token_embd", -1)
+    with h5py.File(bad, "r") as f:
+        tokens = f["tokens"][: len(rows)]
+    n = rows.shape[1]
+    write_tap(bad, "token_embd", -1, np.stack([table[t * n + 3: t * n + 3 + n] for t in tokens]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the row read 3 elements late", "embedding")
+
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"
