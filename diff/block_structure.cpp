@@ -186,28 +186,30 @@ std::string decoder_structure(const Rows& expected, const Rows& actual, GgmlType
     const bool one_for_all = all([&](const SubBlock& s) {
       return near(s.alpha, first.alpha, 1e-4) && near(s.beta, first.beta, 1e-4 * std::max(s.magnitude, first.magnitude));
     });
+    // A legacy type's scale and min are its block's; a K-quant's, each sub-block's.
+    const std::string unit = subs_per_block > 1 ? "sub-block" : "block";
     if (unit_scale) {
       const bool steps_known = all([](const SubBlock& s) { return s.step > 0; });
       // In steps of the block's scale, whose sign the spacing does not show.
       const double shift = steps_known ? std::fabs(first.beta) / first.step : 0;
       if (steps_known && std::round(shift) != 0 &&
           all([&](const SubBlock& s) { return near(std::fabs(s.beta) / s.step, std::round(shift), 0.01); }))
-        return fmt::format("each differing sub-block's values shifted by {} quantization steps ({}): the decoder's "
-                           "offset (zero point) of the quants",
-                           std::llround(shift), where);
+        return fmt::format("each differing {}'s values shifted by {} quantization steps ({}): the decoder's offset "
+                           "(zero point) of the quants",
+                           unit, std::llround(shift), where);
       if (one_for_all) return "";
-      return fmt::format("each differing sub-block's values shifted by a constant of its own, their spacing right "
-                         "({}): the block mins decoded wrong (their unpacking or index)",
-                         where);
+      return fmt::format("each differing {0}'s values shifted by a constant of its own, their spacing right ({1}): "
+                         "the {0} mins decoded wrong (their unpacking or index)",
+                         unit, where);
     }
     if (one_for_all) return "";
     if (no_offset)
-      return fmt::format("each differing sub-block's values times a factor of its own, zero kept ({}): the "
-                         "sub-block scales decoded wrong (their unpacking or index)",
-                         where);
-    return fmt::format("each differing sub-block an affine map of its correct values, a factor and an offset of "
-                       "its own ({}): the sub-block scales or mins decoded wrong (their unpacking or index)",
-                       where);
+      return fmt::format("each differing {0}'s values times a factor of its own, zero kept ({1}): the {0} scales "
+                         "decoded wrong (their unpacking or index)",
+                         unit, where);
+    return fmt::format("each differing {0} an affine map of its correct values, a factor and an offset of its own "
+                       "({1}): the {0} scales or mins decoded wrong (their unpacking or index)",
+                       unit, where);
   }
   long long g = 0;
   for (const SubBlock& s : differing) g = s.whole_steps_gcd > 0 && g >= 0 ? std::gcd(g, s.whole_steps_gcd) : -1;
