@@ -167,7 +167,9 @@ std::string code_area(const std::string& cls) {
   if (cls == "rope") return "the RoPE call: the positions array, the pairing (NORM adjacent vs NEOX half-split), the frequency base";
   if (cls == "bias") return "the bias add after the projection GEMM and how the bias tensor is loaded";
   if (cls == "matmul-layout") return "the GEMM call site: op flags and leading dimensions";
-  if (cls == "attention-mask") return "the causal mask of the attention kernel";
+  if (cls == "attention-mask")
+    return "the attention kernel's mask: its causal bound, the sliding window, and the query positions it is "
+           "measured from (their upload each step)";
   if (cls == "attention-scale") return "the softmax scale of the attention kernel";
   if (cls == "softcap") return "the soft-capping of attention scores or logits: cap · tanh(x / cap), and the cap's value";
   if (cls == "softmax") return "the attention softmax: the range it normalizes over and the running max and sum";
@@ -284,6 +286,14 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
   if (d.evidence == Evidence::unexplained && seen.constant_offset && tap_class(f.name) == "projection") {
     d.bug_class = "bias";
     d.evidence = Evidence::indicated;
+  }
+  // A norm's weight acts element by element: one factor over the whole row is its statistic.
+  if (d.evidence == Evidence::unexplained && seen.scale && tap_class(f.name) == "norm") {
+    d.bug_class = "normalization";
+    d.evidence = Evidence::indicated;
+    d.variant = fmt::format("the correct row times {:.6g} at position {}: the norm's statistic (its sum of squares, "
+                            "the count it divides by, or epsilon) computed wrong, or one factor over its weight",
+                            *seen.scale, f.position);
   }
   d.explanation = explain(d, f);
   return d;

@@ -271,6 +271,15 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                    return p < std::int64_t(tokens.size()) ? tokens[std::size_t(std::max<std::int64_t>(p - 1, 0))]
                                                           : -1;
                  })});
+  // A chunked prefill whose later chunks read the ids the first one uploaded.
+  if (const std::int64_t chunk = in.prefill_chunk, prompt = in.prompt_length; chunk > 0 && chunk < prompt)
+    out.push_back({fmt::format("each prefill chunk fed the first chunk's token ids: position p < {} gets the row of "
+                               "the token at p mod {} (the ids uploaded for the first batch only)",
+                               prompt, chunk),
+                   "token-sequence", false, lookup_scaled(W, [tokens, chunk, prompt](std::int64_t p) -> std::int64_t {
+                     if (p >= std::int64_t(tokens.size())) return -1;
+                     return tokens[std::size_t(p < prompt ? p % chunk : p)];
+                   })});
   for (const int bits : {8, 16})
     if (V > (std::size_t(1) << bits))
       out.push_back({fmt::format("the row of the token id truncated to {} bits (id mod {})", bits, 1 << bits),

@@ -221,6 +221,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool decode_v_from_k = false;        // decode steps read V from the K cache
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
+    bool window_at_zero_in_decode = false;  // decode steps measure the window from query position 0
   };
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
   auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
@@ -283,7 +284,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
     std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
     std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
-    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, p - s.window + 1) : 0;
+    const std::int64_t query_at = s.window_at_zero_in_decode && p >= in.prompt_length ? 0 : p;
+    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, query_at - s.window + 1) : 0;
     if (s.mask_from_actual) std::tie(first, n_keys) = seen;
     ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
                    pr.data(), in.n_ctx, s.softcap);
@@ -336,6 +338,12 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     s.window = 0;
     out.push_back({"no sliding window: every earlier key visible on a sliding layer", "attention-mask", false,
                    replay(s)});
+    // The same numbers as no window once decode positions pass it: only the code tells them apart.
+    s = right;
+    s.window_at_zero_in_decode = true;
+    out.push_back({"the window measured from query position 0 in decode steps: the positions the kernel reads left "
+                   "stale from the prefill (not refreshed per step)",
+                   "attention-mask", false, replay(s)});
     for (std::int64_t w : {right.window - 1, right.window + 1}) {
       if (w < 1) continue;
       s.window = w;

@@ -92,6 +92,7 @@ void degenerate_shapes(const Row& a, const Row& b, bool says_16_bits, Observatio
     std::transform(a.begin(), a.end(), scaled.begin(), [c](float v) { return float(c * v); });
     if (nmse_against(b, scaled) < bar) {
       o.lines.push_back(fmt::format("the actual values are the expected ones times {:.6g} (a scale factor)", c));
+      o.scale = c;
       return;
     }
   }

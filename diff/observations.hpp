@@ -3,6 +3,7 @@
 // constant, sign flipped, scaled, permuted, the same offset at every position).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace tapdiff::diff {
 struct Observations {
   std::vector<std::string> lines;  // one sentence each, for Diagnosis::signatures
   bool constant_offset = false;    // B - A is the same vector at every diverged position
+  std::optional<double> scale;     // B is A times this factor at the first diverged position
 };
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b);

@@ -741,6 +741,39 @@ def test_an_embedding_row_pointer_off_by_some_elements_is_fitted(llama, tmp_path
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the row read 3 elements late", "embedding")
 
 
+def test_a_norm_off_by_one_factor_per_row_points_at_its_statistic(llama, tmp_path):
+    """A reduction that leaves out the last of every 32 slots: each row's mean square short of a
+    few terms, no listed variant, each row the right one times a factor of its own."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    from gguf import GGUFReader
+    eps = float(next(f for f in GGUFReader(llama / "llama.gguf").fields.values()
+                     if f.name.endswith("layer_norm_rms_epsilon")).parts[-1][0])
+    x = read_tap(bad, "token_embd", -1).astype(np.float64)
+    kept = (np.arange(x.shape[1]) % 32 != 31)
+    squares = (x * x * kept).sum(axis=-1, keepdims=True) / x.shape[1]
+    w = gguf_tensor(llama / "llama.gguf", "blk.0.attn_norm.weight")
+    write_tap(bad, "attn_norm", 0, x / np.sqrt(squares + eps) * w)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn_norm", r["first_divergence"]
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("normalization", "indicated") and "statistic" in d["variant"], d
+
+
+def test_prefill_chunks_fed_the_first_chunks_ids_are_named(llama, tmp_path):
+    """--prefill-chunk 2: the token ids uploaded for the first chunk only, every later chunk of the
+    prompt embedding them again."""
+    bad = tmp_path / "eng.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6, "--prefill-chunk", 2,
+            "-o", bad)
+    assert p.returncode == 0, p.stderr
+    rows = read_tap(bad, "token_embd", -1)
+    prompt = len(PROMPT.split(","))
+    rows[:prompt] = rows[np.arange(prompt) % 2]
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first chunk's token ids", "token-sequence")
+
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"
