@@ -198,6 +198,31 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
 namespace {
 
 // The op's diagnosis: signatures, then the variants replayed from `inputs`.
+// A projection right for the first r0 rows of every prefill batch and wrong from there (its
+// inputs intact, as at any first divergence), never wrong in a decode step: r0. The row's place
+// in its batch, not its values, decides: the batched GEMM's tiling.
+std::optional<std::int64_t> wrong_from_batch_row(const TapComparison& t, std::int64_t prompt, std::int64_t chunk) {
+  const std::int64_t step = chunk > 0 ? chunk : prompt;
+  std::optional<std::int64_t> from;
+  std::int64_t longest_right = 0;  // the longest batch with no wrong row
+  for (std::int64_t start = 0; start < prompt; start += step) {
+    const std::int64_t end = std::min(prompt, start + step);
+    std::int64_t first_wrong = -1;
+    for (const RowMetrics& row : t.rows) {
+      if (row.position < start || row.position >= end) continue;
+      if (row.diverged && first_wrong < 0) first_wrong = row.position - start;
+      if (!row.diverged && first_wrong >= 0) return std::nullopt;  // wrong rows then a right one
+    }
+    if (first_wrong < 0) longest_right = std::max(longest_right, end - start);
+    else if (first_wrong == 0 || (from && *from != first_wrong)) return std::nullopt;
+    else from = first_wrong;
+  }
+  if (!from || longest_right > *from) return std::nullopt;
+  for (const RowMetrics& row : t.rows)
+    if (row.position >= prompt && row.diverged) return std::nullopt;
+  return from;
+}
+
 Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
   Diagnosis d;
@@ -286,6 +311,26 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
   if (d.evidence == Evidence::unexplained && seen.constant_offset && tap_class(f.name) == "projection") {
     d.bug_class = "bias";
     d.evidence = Evidence::indicated;
+  }
+  if (const auto from = d.evidence == Evidence::unexplained && t && tap_class(f.name) == "projection"
+                            ? wrong_from_batch_row(*t, a.metadata().prompt_length, prefill_chunk_of(b.metadata()))
+                            : std::nullopt) {
+    d.bug_class = "matmul-layout";
+    d.evidence = Evidence::indicated;
+    const std::int64_t prompt = a.metadata().prompt_length;
+    const bool decode_seen = std::any_of(t->rows.begin(), t->rows.end(), [&](const RowMetrics& row) {
+      return row.position >= prompt;
+    });
+    d.variant = fmt::format("rows {}.. of each prefill batch wrong, the rows before them{} right: the batched GEMM's "
+                            "tiling from batch row {} (a tile or panel edge), or the bias add after it",
+                            *from, decode_seen ? " and every decode step" : "", *from);
+  }
+  if (d.evidence == Evidence::unexplained && seen.head_factors) {
+    d.bug_class = "softmax";
+    d.evidence = Evidence::indicated;
+    d.variant = fmt::format("each head's probabilities the correct ones times a factor of its own ({:.4g} to {:.4g}) "
+                            "at position {}: the softmax's sum taken over other terms than the keys it normalizes",
+                            seen.head_factors->first, seen.head_factors->second, f.position);
   }
   // A norm's weight acts element by element: one factor over the whole row is its statistic.
   if (d.evidence == Evidence::unexplained && seen.scale && tap_class(f.name) == "norm") {

@@ -104,6 +104,27 @@ void degenerate_shapes(const Row& a, const Row& b, bool says_16_bits, Observatio
                       "layout error)");
 }
 
+// Each head's probabilities A's times one factor of its own, the factors not all 1: the
+// softmax's normalizing sum taken over other terms (the rows' sums are the factors).
+std::optional<std::pair<double, double>> per_head_factors(const Row& a, const Row& b, std::int64_t n_head) {
+  if (n_head <= 0 || a.empty() || a.size() != b.size() || a.size() % std::size_t(n_head) != 0) return std::nullopt;
+  const std::size_t keys = a.size() / std::size_t(n_head);
+  double least = INFINITY, greatest = -INFINITY;
+  for (std::size_t h = 0; h < std::size_t(n_head); ++h) {
+    double ab = 0, aa = 0, largest = 0;
+    for (std::size_t k = h * keys; k < (h + 1) * keys; ++k)
+      ab += double(a[k]) * b[k], aa += double(a[k]) * a[k], largest = std::max(largest, double(std::fabs(b[k])));
+    if (aa == 0) return std::nullopt;
+    const double c = ab / aa;
+    for (std::size_t k = h * keys; k < (h + 1) * keys; ++k)
+      if (std::fabs(b[k] - c * a[k]) > 1e-4 * largest) return std::nullopt;
+    least = std::min(least, c), greatest = std::max(greatest, c);
+  }
+  // Zero rows are a buffer never written; a factor near 1 is no finding.
+  if (!(least > 1e-2) || (std::fabs(least - 1) < 1e-3 && std::fabs(greatest - 1) < 1e-3)) return std::nullopt;
+  return std::make_pair(least, greatest);
+}
+
 }  // namespace
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
@@ -141,6 +162,12 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
   const Row ra = trace_row(a, f.name, f.layer, f.position), rb = trace_row(b, f.name, f.layer, f.position);
   const std::string& precision = b.metadata().precision;
   degenerate_shapes(ra, rb, precision == "f16" || precision == "bf16", o);
+  if (const TapInfo* probs = f.name == "attn.probs" ? b.find(f.name, f.layer) : nullptr;
+      probs && probs->row_shape.size() == 2)
+    if ((o.head_factors = per_head_factors(ra, rb, probs->row_shape[0])))
+      o.lines.push_back(fmt::format("each head's probabilities are the expected ones times a factor of its own, "
+                                    "{:.4g} to {:.4g}: rows that sum to those instead of 1",
+                                    o.head_factors->first, o.head_factors->second));
   if (f.diverged_positions.size() >= 2 && t) {
     // B - A the same vector at every diverged position: an additive constant.
     std::vector<double> first_delta;

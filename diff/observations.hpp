@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "diff/replay_rows.hpp"
@@ -17,6 +18,8 @@ struct Observations {
   std::vector<std::string> lines;  // one sentence each, for Diagnosis::signatures
   bool constant_offset = false;    // B - A is the same vector at every diverged position
   std::optional<double> scale;     // B is A times this factor at the first diverged position
+  // attn.probs: each head's row A's times a factor of its own (their least and greatest), not all 1
+  std::optional<std::pair<double, double>> head_factors;
 };
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b);

@@ -774,6 +774,34 @@ def test_prefill_chunks_fed_the_first_chunks_ids_are_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first chunk's token ids", "token-sequence")
 
 
+def test_a_softmax_sum_over_other_terms_points_at_the_softmax(llama, tmp_path):
+    """The softmax's denominator leaves out the first key: every head's row the right one divided by
+    1 - its first probability, a factor of its own (position 0, one key, left alone)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0).astype(np.float64)
+    probs[1:] /= 1 - probs[1:, :, :1]
+    write_tap(bad, "attn.probs", 0, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn.probs", 1)
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("softmax", "indicated") and "a factor of its own" in d["variant"], d
+
+
+def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path):
+    """The batched GEMM's rows 4 and up of the prompt wrong (a tile edge), decode steps right."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "attn_q", 0)
+    prompt = len(PROMPT.split(","))
+    rows[4:prompt] = rows[4:prompt] * 0.5 + 0.25
+    write_tap(bad, "attn_q", 0, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_q", 4)
+    d = r["diagnosis"]
+    assert (d["class"], d["evidence"]) == ("matmul-layout", "indicated") and "rows 4.. of each prefill batch" in d["variant"], d
+
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"
