@@ -197,7 +197,6 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
 
 namespace {
 
-// The op's diagnosis: signatures, then the variants replayed from `inputs`.
 // A projection right for the first r0 rows of every prefill batch and wrong from there (its
 // inputs intact, as at any first divergence), never wrong in a decode step: r0. The row's place
 // in its batch, not its values, decides: the batched GEMM's tiling.
@@ -223,6 +222,7 @@ std::optional<std::int64_t> wrong_from_batch_row(const TapComparison& t, std::in
   return from;
 }
 
+// The op's diagnosis: signatures, then the variants replayed from `inputs`.
 Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
   Diagnosis d;
