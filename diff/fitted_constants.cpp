@@ -41,6 +41,27 @@ std::optional<double> fit_scale(const std::vector<float>& x, const std::vector<f
   return xx > 0 ? std::optional<double>(xy / xx) : std::nullopt;
 }
 
+std::optional<GeluConstants> fit_gelu_constants(const std::vector<float>& gate, const std::vector<float>& up,
+                                                const std::vector<float>& act) {
+  if (gate.empty() || gate.size() != up.size() || gate.size() != act.size()) return std::nullopt;
+  // Normal equations of z = k g + kc g³ in the unknowns (k, kc).
+  double s11 = 0, s13 = 0, s33 = 0, s1z = 0, s3z = 0;
+  int n = 0;
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i], u = up[i];
+    if (std::abs(g) < 1e-2 || std::abs(u) < 1e-3) continue;
+    const double t = 2 * double(act[i]) / (g * u) - 1;
+    if (!(std::abs(t) < 0.95)) continue;  // near +-1 atanh amplifies the rounding
+    const double z = std::atanh(t), g3 = g * g * g;
+    s11 += g * g, s13 += g * g3, s33 += g3 * g3, s1z += g * z, s3z += g3 * z, ++n;
+  }
+  const double det = s11 * s33 - s13 * s13;
+  if (n < 8 || !(det > 1e-12 * s11 * s33)) return std::nullopt;
+  const double k = (s1z * s33 - s3z * s13) / det, kc = (s11 * s3z - s13 * s1z) / det;
+  if (!(k > 0) || !std::isfinite(kc)) return std::nullopt;
+  return GeluConstants{k, kc / k};
+}
+
 std::optional<double> fit_score_scale(const std::vector<float>& actual, const std::vector<float>& correct,
                                       int n_head) {
   if (actual.empty() || actual.size() != correct.size() || n_head < 1 || actual.size() % std::size_t(n_head) != 0)

@@ -39,6 +39,16 @@ std::optional<std::vector<int>> fit_head_sources(const std::vector<float>& actua
 // scale y / (x w); nothing when the row does not look like a scaled x (or the fit is < 0).
 std::optional<double> fit_rms_eps(const std::vector<float>& x, const std::vector<float>& y, const float* w);
 
+// The constants (k, c) of a tanh GELU, act = 0.5 g (1 + tanh(k (g + c g³))) · up, read off a row
+// (0.7978845608 = sqrt(2 / pi) and 0.044715 in the model): atanh(2 act / (g up) - 1) is
+// k g + k c g³, fitted by least squares over the elements where that is well measured. Nothing
+// when too few are, or the fit is not a GELU's shape (k <= 0).
+struct GeluConstants {
+  double k = 0, c = 0;
+};
+std::optional<GeluConstants> fit_gelu_constants(const std::vector<float>& gate, const std::vector<float>& up,
+                                                const std::vector<float>& act);
+
 // The elements of actual = without + b on which the bias b was added (a bias applied at
 // another row's width, or to some heads only): each element whose bias stands out of the row's
 // own rounding goes to whichever of b and 0 its offset is near; the others follow the element

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
 #include <optional>
@@ -467,13 +468,15 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   if (per_head) {
     // Run with another row width: the mean square over groups of `width` elements (every head at
     // once, the head size taken as n_embd / n_head, ...), the weight repeated every `period`
-    // (each head's, or the first `width` of it where the kernel was given rows of that width).
-    const auto over_width = [&in, x_name, x_layer, w, eps](std::size_t width, std::size_t period) {
-      return [&in, x_name, x_layer, w, eps, width, period](std::int64_t p) {
+    // (each head's, or the first `width` of it where the kernel was given rows of that width);
+    // the elements from `normed` on passed through as they came.
+    const auto over_width = [&in, x_name, x_layer, w, eps](std::size_t width, std::size_t period,
+                                                           std::size_t normed = SIZE_MAX) {
+      return [&in, x_name, x_layer, w, eps, width, period, normed](std::int64_t p) {
         const Row x = trace_row(in.actual, x_name, x_layer, p);
         if (x.empty() || x.size() % width != 0 || period > w->size()) return Row{};
-        Row y(x.size());
-        for (std::size_t at = 0; at < x.size(); at += width) {
+        Row y = x;
+        for (std::size_t at = 0; at < std::min(x.size(), normed); at += width) {
           double squares = 0;
           for (std::size_t i = at; i < at + width; ++i) squares += double(x[i]) * x[i];
           const double inv = 1 / std::sqrt(squares / double(width) + eps);
@@ -499,6 +502,11 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                                    elements, head, width),
                        "normalization", false, over_width(width, width)});
     }
+    if (name == "attn_q_norm" && c.n_head_kv > 0 && c.n_head_kv < c.n_head)
+      out.push_back({fmt::format("the q norm run over n_head_kv = {} heads (K's head count): heads {}..{} left as "
+                                 "{} had them",
+                                 c.n_head_kv, c.n_head_kv, c.n_head - 1, x_name),
+                     "normalization", false, over_width(head, head, std::size_t(c.n_head_kv) * head)});
     out.push_back({fmt::format("rmsnorm(rope({})) * w: the norm applied after RoPE instead of before it", x_name),
                    "normalization", false, run(w, eps, Form::after_rope)});
   }

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
@@ -27,7 +30,8 @@ Row elementwise(const Row& x, const Row& y, F f) {
   return out;
 }
 
-double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+constexpr double kGeluK = 0.7978845608028654, kGeluC = 0.044715;
+double gelu(double x) { return 0.5 * x * (1 + std::tanh(kGeluK * (x + kGeluC * x * x * x))); }
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
@@ -144,6 +148,16 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
     out.push_back({fmt::format("{:.4g} * {} + {}: {}", *c, x, o_name, s.variant), s.bug_class, false, add(*c, 1)});
     out.back().fitted = true;
   }
+  if (in.model.config().post_norms) {
+    // The post-norm computed and left unused: the add reads the block's output before it.
+    const std::string raw = inputs[1].name;
+    out.push_back({fmt::format("{} + {}: the add reads {} before its post-norm; {} computed and left unused", x, raw,
+                               raw, o_name),
+                   "residual", false, [&in, x_name, x_layer, raw, layer](std::int64_t p) {
+                     return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, raw, layer, p),
+                                        [](double a, double b) { return a + b; });
+                   }});
+  }
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";
   out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o_name, x),
@@ -172,6 +186,24 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
     out.push_back({"silu(ffn_gate) * ffn_up: SiLU instead of GELU", "activation", false, gated(false, silu)});
     out.push_back({"the exact (erf) GELU instead of the model's tanh approximation", "activation", false,
                    gated(false, gelu_erf)});
+    // A constant of the tanh approximation mistyped: both fitted at position 0.
+    const auto fit = fit_gelu_constants(trace_row(in.actual, "ffn_gate", layer, 0),
+                                        trace_row(in.actual, "ffn_up", layer, 0), trace_row(in.actual, "ffn.act", layer, 0));
+    const bool k_differs = fit && std::abs(fit->k / kGeluK - 1) > 1e-2, c_differs = fit && std::abs(fit->c / kGeluC - 1) > 1e-2;
+    if (k_differs || c_differs) {
+      const GeluConstants f = *fit;
+      std::vector<std::string> typos;
+      if (k_differs) typos.push_back(fmt::format("{:.4g} for sqrt(2/pi) = {:.4g}", f.k, kGeluK));
+      if (c_differs) typos.push_back(fmt::format("{:.4g} for {}", f.c, kGeluC));
+      out.push_back({fmt::format("the tanh GELU's constants mistyped: {}", fmt::join(typos, " and ")),
+                     "activation", false, [&in, layer, f](std::int64_t p) {
+                       return elementwise(trace_row(in.actual, "ffn_gate", layer, p),
+                                          trace_row(in.actual, "ffn_up", layer, p), [f](double g, double u) {
+                                            return 0.5 * g * (1 + std::tanh(f.k * (g + f.c * g * g * g))) * u;
+                                          });
+                     }});
+      out.back().fitted = true;
+    }
   } else {
     out.push_back({"silu(ffn_gate) * ffn_up", "", true, gated(false, silu)});
     out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});

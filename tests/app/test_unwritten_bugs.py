@@ -680,6 +680,30 @@ def test_a_per_head_norm_over_the_whole_row_is_named(tmp_path):
              "normalization")
 
 
+def test_a_q_norm_run_over_ks_head_count_is_named(tmp_path):
+    """qwen3's q norm launched with n_head_kv heads: q's heads from n_head_kv on left as they came."""
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
+    eng = tmp_path / "eng.h5"
+    n_kv = int(gguf_field(model, "qwen3.attention.head_count_kv"))
+    d = gguf_tensor(model, "blk.0.attn_q_norm.weight").size
+    q, normed = read_tap(eng, "attn_q", 0), read_tap(eng, "attn_q_norm", 0)
+    heads = normed.reshape(normed.shape[0], -1, d).copy()
+    assert n_kv < heads.shape[1]
+    heads[:, n_kv:] = q.reshape(heads.shape)[:, n_kv:]
+    write_tap(eng, "attn_q_norm", 0, heads.reshape(normed.shape))
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", f"over n_head_kv = {n_kv} heads", "normalization")
+
+
+def test_a_post_norm_left_unused_is_named(gemma2, tmp_path):
+    """gemma2's post-attention norm computed, and the residual add fed attn_output instead of it."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    stream = read_tap(bad, "token_embd", -1) + read_tap(bad, "attn_output", 0)
+    write_tap(bad, "resid.attn", 0, stream)
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.0.resid.attn",
+             "attn_post_norm computed and left unused", "residual")
+
+
 def test_a_per_head_norm_run_on_rows_of_n_embd_over_n_head_is_named(tmp_path):
     """qwen3 with head_dim 32 over n_embd 64 and 4 heads: a q norm run on rows of n_embd / n_head
     = 16 elements, as if that were the head size, each applying the weight's first 16."""
@@ -858,6 +882,17 @@ def test_the_exact_gelu_under_the_threshold_is_found_and_named(gemma2, tmp_path)
     assert any(f["kind"] == "below-threshold" and f["tap"] == "blk.0.ffn.act" for f in r["findings"]), r["findings"]
     d = r["diagnosis"]
     assert d["class"] == "activation" and "exact (erf) GELU" in d["variant"], d
+
+
+@pytest.mark.parametrize("k, c, words", [(np.sqrt(2 / np.pi), 0.04715, "0.04715 for 0.044715"),
+                                         (0.7878845608, 0.044715, "0.7879 for sqrt(2/pi)")])
+def test_a_gelu_constant_mistyped_is_fitted(gemma2, tmp_path, k, c, words):
+    """gemma2's tanh GELU with one of its constants mistyped."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    g, u = (read_tap(bad, t, 1).astype(np.float64) for t in ("ffn_gate", "ffn_up"))
+    write_tap(bad, "ffn.act", 1, 0.5 * g * (1 + np.tanh(k * (g + c * g ** 3))) * u)
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.1.ffn.act", words, "activation")
 
 
 def test_a_rope_base_rounded_to_bf16_is_found_and_named(llama, tmp_path):
