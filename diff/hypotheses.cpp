@@ -63,6 +63,30 @@ std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c) {
   return fmt::format("elements {}..{} only ({} of {}{})", first, end - 1, on, mask.size(), why);
 }
 
+// The k of y = b + sum over the columns j < k of W[i, j] x[j] that `actual` is (0 < k < the row's
+// length: a product's loop stopped short), by the partial sums column by column; nothing when
+// no k reproduces it to 1e-6 of its squared size.
+std::optional<std::size_t> fit_column_bound(const std::vector<float>& W, const Row& x, std::size_t n_out,
+                                            const std::vector<float>* bias, const Row& actual) {
+  const std::size_t n_in = x.size();
+  if (n_in < 2 || W.size() != n_in * n_out || actual.size() != n_out) return std::nullopt;
+  std::vector<double> y(n_out, 0.0);
+  if (bias && bias->size() == n_out) y.assign(bias->begin(), bias->end());
+  double size = 0;
+  for (float v : actual) size += double(v) * v;
+  std::optional<std::size_t> best;
+  double best_error = 1e-6 * size;
+  for (std::size_t k = 1; k < n_in; ++k) {
+    double error = 0;
+    for (std::size_t i = 0; i < n_out; ++i) {
+      y[i] += double(W[i * n_in + k - 1]) * x[k - 1];
+      error += (y[i] - actual[i]) * (y[i] - actual[i]);
+    }
+    if (error < best_error) best = k, best_error = error;
+  }
+  return best;
+}
+
 }  // namespace
 
 void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
@@ -125,6 +149,35 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                      }});
       out.back().fitted = true;
     }
+  // A product's loop stopped short of the row (a tail left out, a bound from another width): k
+  // fitted on the last row the tap holds that the full product does not give; in decode steps
+  // only when the prompt's last row is right (decode runs its own matrix-vector kernel).
+  if (const TapInfo* tap = name == "output" ? nullptr : in.actual.find(name, layer); tap && tap->n_rows > 0) {
+    const std::int64_t last = tap->n_rows - 1, prompt_end = std::min(in.prompt_length, tap->n_rows) - 1;
+    const auto off = [&](std::int64_t p) {
+      const Row y = trace_row(in.actual, name, layer, p), full = with(W, B)(p);
+      double e = 0, s = 0;
+      for (std::size_t i = 0; i < std::min(y.size(), full.size()); ++i) e += (y[i] - full[i]) * (y[i] - full[i]), s += y[i] * y[i];
+      return y.size() == full.size() && !y.empty() && e > 1e-8 * s;
+    };
+    const bool decode_only = last > prompt_end && prompt_end >= 0 && !off(prompt_end);
+    if (off(last))
+      if (const auto k = fit_column_bound(*W, x(last), n_out, B, trace_row(in.actual, name, layer, last))) {
+        const std::int64_t from = decode_only ? prompt_end + 1 : 0;
+        out.push_back({fmt::format("W x{} summed over columns 0..{} only ({} of {}: the product's loop stopped short"
+                                   "{}, fitted at position {})",
+                                   has_bias ? " + b" : "", *k - 1, *k, x(last).size(),
+                                   decode_only ? " in decode steps, the prefill's GEMM right" : "", last),
+                       "matmul-layout", false, [=](std::int64_t p) {
+                         const Row xs = x(p);
+                         if (p < from || xs.size() <= *k) return with(W, B)(p);
+                         Row cut = xs;
+                         std::fill(cut.begin() + std::ptrdiff_t(*k), cut.end(), 0.0f);
+                         return matvec_row(*W, cut, n_out, false, B, cap);
+                       }});
+        out.back().fitted = true;
+      }
+  }
   // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
   // apart, and once the run recorded them (and they agreed) the GEMM is left.
   const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
@@ -195,6 +248,14 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     const std::vector<float>* O = &in.model.weight(other);
     out.push_back({fmt::format("x multiplied by {} instead of {}", other, wname), "weight-loading", false,
                    with(O, B)});
+    // Another layer's weight and bias together: that layer's tensors wired in (its pointers).
+    const std::string other_bias = other.substr(0, other.size() - std::string_view("weight").size()) + "bias";
+    const GgufTensorInfo* obt = has_bias && other.find(fmt::format(".{}.", name)) != std::string::npos
+                                    ? in.model.tensor(other_bias)
+                                    : nullptr;
+    if (obt && obt->ne == in.model.tensor(bname)->ne)
+      out.push_back({fmt::format("x multiplied by {} plus {}: another layer's weight and bias", other, other_bias),
+                     "weight-loading", false, with(O, &in.model.weight(other_bias))});
   }
   // A sibling projection's bias added instead (a copy-pasted add): its first n_out elements.
   if (has_bias)
@@ -267,7 +328,8 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   // Position 0 keeps the first token: a first token fed twice (a BOS added to a prompt that has one)
   // shifts every later token one place.
   out.push_back({"the tokens fed one place late: position p gets token p-1's row, position 0 the first token's "
-                 "(the first token fed twice: a BOS added to a prompt that already starts with one)",
+                 "(the first token fed twice, as a BOS added to a prompt that already starts with one does; or a "
+                 "decode step fed its own input again instead of the token it sampled)",
                  "token-sequence", false, lookup_scaled(W, [tokens](std::int64_t p) -> std::int64_t {
                    return p < std::int64_t(tokens.size()) ? tokens[std::size_t(std::max<std::int64_t>(p - 1, 0))]
                                                           : -1;

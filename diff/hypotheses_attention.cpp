@@ -116,6 +116,36 @@ void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const s
   }
 }
 
+// The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
+// written as 0): each head's softmax gains exp(0) per such key. Z = Σ_t exp(s_t) is read off the
+// head's likeliest key, as quiet_softmax does; the visible keys keep Z / (Z + E) of their weight.
+void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                             const std::vector<double>& K, const std::vector<double>& V,
+                             const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
+                             std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride) {
+  const int kv_dim = shape.n_head_kv * shape.head_dim;
+  const double masked = double(batch_end - n_keys);
+  for (int h = 0; h < shape.n_head; ++h) {
+    double* ph = probs.data() + std::int64_t(h) * stride;
+    const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
+    if (t >= n_keys || !(ph[t] > 0)) continue;
+    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+    double score = 0;
+    for (int d = 0; d < shape.head_dim; ++d)
+      score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
+    score *= scale;
+    ref::softcap(&score, 1, cap);
+    const double z = std::exp(score) / ph[t], kept = z / (z + masked), each = 1 / (z + masked);
+    for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
+    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
+    for (int d = 0; d < shape.head_dim; ++d) oh[d] *= kept;
+    for (std::int64_t k = n_keys; k < batch_end; ++k) {
+      ph[k] = each;
+      for (int d = 0; d < shape.head_dim; ++d) oh[d] += each * V[std::size_t(k * kv_dim + g * shape.head_dim + d)];
+    }
+  }
+}
+
 // Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
 void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
                        const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
@@ -211,6 +241,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     float scale;
     ref::GqaMap map;
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
+    bool masked_scored_zero = false;     // the batch's later keys scored 0 instead of -inf
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     std::vector<int> v_of_head{};        // ... and V from v_of_head[h], K from its own kv head (empty: as K)
@@ -239,6 +270,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
     const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
     if (whole_batch) upto = in.prompt_length - 1;
+    const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : in.prompt_length;
+    const std::int64_t batch_end = p < in.prompt_length ? std::min(in.prompt_length, (p / step + 1) * step) : p + 1;
+    if (s.masked_scored_zero) upto = std::max(upto, batch_end - 1);
     std::pair<std::int64_t, std::int64_t> seen{0, 0};  // mask_from_actual's keys [first, end)
     if (s.mask_from_actual) {  // keys past p exist only as the batch's later rows
       const auto keys = keys_seen(in.actual, layer, c.n_head, p);
@@ -291,6 +325,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
     if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+    if (s.masked_scored_zero && batch_end > n_keys)
+      masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys,
+                              std::min(batch_end, in.n_ctx), in.n_ctx);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.unnormalized) scale_heads_by_softmax_sum(pr, o, c.n_head, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
@@ -531,6 +568,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   out.push_back({"1 added to the softmax's denominator (a \"quiet\" softmax): each head's probabilities sum to "
                  "Z / (1 + Z)",
                  "softmax", false, replay(s)});
+  s = right;
+  s.masked_scored_zero = true;
+  out.push_back({"the batch's later keys scored 0 instead of -inf: the causal mask's fill value written as 0",
+                 "attention-mask", false, replay(s)});
   s = right;
   s.normalized_over_batch = true;
   out.push_back({"softmax normalized over every key of the batch, the causal mask applied after it (the kept "
@@ -776,6 +817,14 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
                        return r;
                      }});
     }
+  if (type == "f32")
+    out.push_back({"the row truncated to bf16 before it is cached (the low 16 bits dropped, not rounded: a bf16 "
+                   "cache in an f32 run)",
+                   "kv-cache", false, [row = row_of(src, 0)](std::int64_t p) {
+                     Row r = row(p);
+                     for (float& v : r) v = bits_float(float_bits(v) & 0xffff0000u);
+                     return r;
+                   }});
   // A 16-bit cache written in one of the two formats and read as the other.
   if (type == "f16" || type == "bf16") {
     const bool bf16 = type == "bf16";

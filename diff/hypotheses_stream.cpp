@@ -270,6 +270,14 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
                             for (float& v : r) v = round(bf16, v);
                             return r;
                           }});
+  if (in.cache.type == "f32" && name != "kv.k" && name != "kv.v" && !whole_trace_in(true))
+    stored.push_back({"the values truncated to bf16 (the low 16 bits dropped, not rounded): the output kept in a "
+                      "bf16 buffer in an f32 run",
+                      "buffer", false, [correct](std::int64_t p) {
+                        Row r = correct(p);
+                        for (float& v : r) v = bits_float(float_bits(v) & 0xffff0000u);
+                        return r;
+                      }});
   // A write that stopped short: the zeros at the end of the actual row where the trace ends.
   // (attn.probs rows end in zeros by design: the keys not yet visible.)
   const TapInfo* self = in.actual.find(name, layer);

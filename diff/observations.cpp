@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "diff/fitted_constants.hpp"
+#include "diff/tap_graph.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -155,8 +156,13 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
                                                      t->rows.front().nmse));
   if (clean_before && f.position >= a.metadata().prompt_length && f.position > 0)
     o.lines.push_back(fmt::format("the prompt (positions 0..{}) is intact: the first decode step is the first to "
-                                  "diverge",
-                                  a.metadata().prompt_length - 1));
+                                  "diverge{}",
+                                  a.metadata().prompt_length - 1,
+                                  tap_class(f.name) == "projection"
+                                      ? "; a projection right in the batched prefill and wrong in decode points at "
+                                        "the decode path's matrix-vector kernel (its loop bounds, tail, reduction or "
+                                        "inline weight decoding), which the prompt's GEMM does not run"
+                                      : ""));
   if (f.metrics.nonfinite > f.metrics.nonfinite_expected)
     o.lines.push_back(fmt::format("{} non-finite values appear here while every input is finite", f.metrics.nonfinite));
   const Row ra = trace_row(a, f.name, f.layer, f.position), rb = trace_row(b, f.name, f.layer, f.position);

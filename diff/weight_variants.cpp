@@ -91,6 +91,17 @@ std::vector<float> block_stride(const GgufTensorInfo& t, std::size_t block_bytes
   return decode(t, bytes);
 }
 
+// Each block decoded with the scale d (its first two bytes) of the block `shift` places on, a
+// block past either end keeping its own: the scale indexed off by one.
+std::vector<float> scales_shifted(const GgufTensorInfo& t, std::size_t block_bytes, std::ptrdiff_t shift) {
+  std::vector<std::uint8_t> bytes(t.data, t.data + t.n_bytes);
+  const auto blocks = std::ptrdiff_t(t.n_bytes / block_bytes);
+  for (std::ptrdiff_t b = 0; b < blocks; ++b)
+    if (b + shift >= 0 && b + shift < blocks)
+      std::copy_n(t.data + (b + shift) * std::ptrdiff_t(block_bytes), 2, bytes.begin() + b * std::ptrdiff_t(block_bytes));
+  return decode(t, bytes);
+}
+
 // The two halves of every group of `group` elements exchanged: in the 4-bit formats the low
 // nibbles of a block's bytes hold its first half, the high nibbles the second.
 std::vector<float> halves_swapped(std::vector<float> values, std::size_t group) {
@@ -141,6 +152,11 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
   if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_0 || t.type == GgmlType::Q5_1)
     out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
                    "dequantization", false, halves_swapped(correct, kQK)});
+  if (const GgmlTypeTraits& traits = ggml_type_traits(t.type); block_quantized(t.type) && traits.block_elems == kQK)
+    for (const std::ptrdiff_t shift : {1, -1})
+      out.push_back({fmt::format("{} blocks decoded with the scale of the block {} (the scale's index off by one)",
+                                 ggml_type_name(t.type), shift > 0 ? "after them" : "before them"),
+                     "dequantization", false, scales_shifted(t, traits.block_bytes, shift)});
   if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K)
     out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
                    "dequantization", false, halves_swapped(correct, 64)});

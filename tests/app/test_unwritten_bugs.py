@@ -166,6 +166,8 @@ def rounded_to(dtype, rows):
     rows = np.asarray(rows, np.float32)
     if dtype == "float16":
         return rows.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16-truncated":  # the low 16 bits dropped
+        return (np.ascontiguousarray(rows).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
     bits = rows.view(np.uint32).astype(np.uint64)  # bfloat16: the high 16 bits, rounded to nearest even
     return (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 
@@ -680,6 +682,78 @@ def test_a_per_head_norm_over_the_whole_row_is_named(tmp_path):
              "normalization")
 
 
+@pytest.mark.parametrize("tap, weight, k, decode_only, words", [
+    ("attn_q", "attn_q", 56, True, "columns 0..55 only (56 of 64: the product's loop stopped short in decode steps"),
+    ("ffn_down", "ffn_down", 120, False, "columns 0..119 only (120 of 128: the product's loop stopped short, fitted")])
+def test_a_product_stopping_short_of_the_row_is_fitted(llama, tmp_path, tap, weight, k, decode_only, words):
+    """A matrix-vector loop that leaves the row's last columns out: in the decode kernel only (the
+    prefill's GEMM right), or in every product of the op."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    W = gguf_tensor(llama / "llama.gguf", f"blk.0.{weight}.weight")
+    x = read_tap(bad, "attn_norm" if tap == "attn_q" else "ffn.act", 0).astype(np.float64)
+    y = read_tap(bad, tap, 0).astype(np.float64)
+    first = len(PROMPT.split(",")) if decode_only else 0
+    y[first:] = x[first:, :k] @ W.reshape(y.shape[1], x.shape[1])[:, :k].T
+    write_tap(bad, tap, 0, y)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", f"blk.0.{tap}", words, "matmul-layout")
+
+
+def test_a_cache_truncated_to_bf16_is_named(llama, tmp_path):
+    """An f32 engine storing V in a bf16 cache by dropping the low 16 bits (no rounding)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    v = np.ascontiguousarray(read_tap(bad, "attn_v", 1), np.float32)
+    write_tap(bad, "kv.v", 1, (v.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.kv.v", "truncated to bf16", "kv-cache")
+
+
+def test_another_layers_weight_and_bias_are_named(tmp_path):
+    """qwen2's layer 1 q projection with layer 0's weight and bias (the tensor pointers not advanced)."""
+    model = traced(tmp_path, "qwen2", "--arch", "qwen2", n=2)
+    eng = tmp_path / "eng.h5"
+    W, b = gguf_tensor(model, "blk.0.attn_q.weight"), gguf_tensor(model, "blk.0.attn_q.bias")
+    q = read_tap(eng, "attn_q", 1)
+    write_tap(eng, "attn_q", 1, read_tap(eng, "attn_norm", 1) @ W.reshape(q.shape[1], -1).T + b)
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.1.attn_q", "blk.0.attn_q.weight plus blk.0.attn_q.bias",
+             "weight-loading")
+
+
+def test_a_q8_0_scale_indexed_one_block_late_is_named(tmp_path):
+    """A Q8_0 decoder multiplying each block by the next block's scale (the last keeps its own)."""
+    model = traced(tmp_path, "llama", "--arch", "llama", "--type", "Q8_0", n=2)
+    eng = tmp_path / "eng.h5"
+    from gguf import GGUFReader
+    raw = np.asarray(next(t for t in GGUFReader(model).tensors if t.name == "blk.0.ffn_up.weight").data)
+    blocks = raw.view(np.uint8).reshape(-1, 34)
+    d = blocks[:, :2].copy().view(np.float16)[:, 0].astype(np.float64)
+    q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
+    up = read_tap(eng, "ffn_up", 0)
+    W = (q * np.concatenate([d[1:], d[-1:]])[:, None]).reshape(up.shape[1], -1)
+    write_tap(eng, "ffn_up", 0, read_tap(eng, "ffn_norm", 0) @ W.T)
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.ffn_up", "the scale of the block after them", "dequantization")
+
+
+def test_a_causal_mask_filled_with_zero_is_named(llama, tmp_path):
+    """The prefill's mask writing 0 into the later keys' scores instead of -inf."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1).astype(np.float64)
+    q = read_tap(bad, "attn_q.rope", 1).reshape(probs.shape[0], 4, 16).astype(np.float64)
+    k = read_tap(bad, "attn_k.rope", 1).reshape(probs.shape[0], 2, 16).astype(np.float64)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt - 1):
+        for h in range(4):
+            s = k[:prompt, h // 2] @ q[p, h] / 4
+            s[p + 1:] = 0
+            e = np.exp(s - s.max())
+            probs[p, h] = 0
+            probs[p, h, :prompt] = e / e.sum()
+    write_tap(bad, "attn.probs", 1, probs)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "the causal mask's fill value written as 0",
+             "attention-mask")
+
+
 def test_a_q_norm_run_over_ks_head_count_is_named(tmp_path):
     """qwen3's q norm launched with n_head_kv heads: q's heads from n_head_kv on left as they came."""
     model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
@@ -1137,7 +1211,8 @@ def test_v_gathered_from_kv_head_0_is_named(llama, tmp_path):
 
 
 @pytest.mark.parametrize("tap, layer, dtype, words", [("attn.probs", 0, "float16", "rounded to f16"),
-                                                       ("attn_norm", 1, "bfloat16", "rounded to bf16")])
+                                                       ("attn_norm", 1, "bfloat16", "rounded to bf16"),
+                                                       ("ffn_up", 0, "bfloat16-truncated", "truncated to bf16")])
 def test_one_tap_kept_in_16_bits_in_an_f32_run_is_named(llama, tmp_path, tap, layer, dtype, words):
     """Probabilities kept in half precision for P·V; a norm output in a bf16 scratch buffer."""
     bad = tmp_path / "eng.h5"
