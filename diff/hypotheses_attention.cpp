@@ -93,32 +93,41 @@ void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, co
   }
 }
 
+// Z = Σ_t exp(s_t) of head h's softmax over keys [first, n_keys), read off its likeliest key
+// (p_t = exp(s_t) / Z); 0 when no key has weight or Z overflows (a term added to it is then lost).
+double head_softmax_sum(const double* ph, const std::vector<double>& q, const std::vector<double>& K,
+                        const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap, int h,
+                        std::int64_t first, std::int64_t n_keys) {
+  const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
+  if (t >= n_keys || !(ph[t] > 0)) return 0;
+  const int kv_dim = shape.n_head_kv * shape.head_dim, g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
+  double score = 0;
+  for (int d = 0; d < shape.head_dim; ++d)
+    score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
+  score *= scale;
+  ref::softcap(&score, 1, cap);
+  const double z = std::exp(score - std::log(ph[t]));
+  return std::isfinite(z) ? z : 0;
+}
+
 // The softmax with 1 added to its denominator ("quiet" or off-by-one softmax): each head's
-// probabilities and output times Z / (1 + Z), Z = Σ_t exp(s_t), read off the head's likeliest key
-// (p_t = exp(s_t) / Z).
+// probabilities and output times Z / (1 + Z).
 void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                    const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map, float scale,
                    float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride) {
-  const int kv_dim = shape.n_head_kv * shape.head_dim;
   for (int h = 0; h < shape.n_head; ++h) {
     double* ph = probs.data() + std::int64_t(h) * stride;
-    const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
-    if (t >= n_keys || !(ph[t] > 0)) continue;
-    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    double score = 0;
-    for (int d = 0; d < shape.head_dim; ++d)
-      score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
-    score *= scale;
-    ref::softcap(&score, 1, cap);
-    const double kept = 1.0 / (1.0 + std::exp(std::log(ph[t]) - score));  // Z / (1 + Z)
+    const double z = head_softmax_sum(ph, q, K, shape, map, scale, cap, h, first, n_keys);
+    if (!(z > 0)) continue;
+    const double kept = z / (1 + z);
     for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
     for (int d = 0; d < shape.head_dim; ++d) out[std::size_t(h * shape.head_dim + d)] *= kept;
   }
 }
 
 // The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
-// written as 0): each head's softmax gains exp(0) per such key. Z = Σ_t exp(s_t) is read off the
-// head's likeliest key, as quiet_softmax does; the visible keys keep Z / (Z + E) of their weight.
+// written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
+// of their weight, E the keys scored 0.
 void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                              const std::vector<double>& K, const std::vector<double>& V,
                              const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
@@ -127,15 +136,10 @@ void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& ou
   const double masked = double(batch_end - n_keys);
   for (int h = 0; h < shape.n_head; ++h) {
     double* ph = probs.data() + std::int64_t(h) * stride;
-    const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
-    if (t >= n_keys || !(ph[t] > 0)) continue;
+    const double z = head_softmax_sum(ph, q, K, shape, map, scale, cap, h, first, n_keys);
+    if (!(z > 0)) continue;
     const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    double score = 0;
-    for (int d = 0; d < shape.head_dim; ++d)
-      score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
-    score *= scale;
-    ref::softcap(&score, 1, cap);
-    const double z = std::exp(score) / ph[t], kept = z / (z + masked), each = 1 / (z + masked);
+    const double kept = z / (z + masked), each = 1 / (z + masked);
     for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     for (int d = 0; d < shape.head_dim; ++d) oh[d] *= kept;
