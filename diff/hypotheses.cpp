@@ -45,23 +45,6 @@ Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, boo
   return Row(y.begin(), y.end());
 }
 
-// "elements 0..31 only (32 of 64: the k/v width)" and the like.
-std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c) {
-  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, end)
-  for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i] && (i == 0 || !mask[i - 1])) runs.push_back({i, i + 1});
-    else if (mask[i]) runs.back().second = i + 1;
-  std::size_t on = 0;
-  for (const auto& [first, end] : runs) on += end - first;
-  if (runs.size() != 1) return fmt::format("{} of its {} elements only, in {} runs", on, mask.size(), runs.size());
-  const auto [first, end] = runs.front();
-  const std::size_t d = std::size_t(c.head_dim);
-  std::string why;
-  if (first == 0 && on == std::size_t(c.kv_dim()) && on != mask.size()) why = ": the k/v width";
-  else if (d > 0 && first % d == 0 && on % d == 0)
-    why = on == d ? fmt::format(": head {} only", first / d) : fmt::format(": heads {}..{}", first / d, end / d - 1);
-  return fmt::format("elements {}..{} only ({} of {}{})", first, end - 1, on, mask.size(), why);
-}
 
 // The k of y = b + sum over the columns j < k of W[i, j] x[j] that `actual` is (0 < k < the row's
 // length: a product's loop stopped short), by the partial sums column by column; nothing when
@@ -88,6 +71,23 @@ std::optional<std::size_t> fit_column_bound(const std::vector<float>& W, const R
 }
 
 }  // namespace
+
+std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, end)
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] && (i == 0 || !mask[i - 1])) runs.push_back({i, i + 1});
+    else if (mask[i]) runs.back().second = i + 1;
+  std::size_t on = 0;
+  for (const auto& [first, end] : runs) on += end - first;
+  if (runs.size() != 1) return fmt::format("{} of its {} elements only, in {} runs", on, mask.size(), runs.size());
+  const auto [first, end] = runs.front();
+  const std::size_t d = std::size_t(c.head_dim);
+  std::string why;
+  if (first == 0 && on == std::size_t(c.kv_dim()) && on != mask.size()) why = ": the k/v width";
+  else if (d > 0 && first % d == 0 && on % d == 0)
+    why = on == d ? fmt::format(": head {} only", first / d) : fmt::format(": heads {}..{}", first / d, end / d - 1);
+  return fmt::format("elements {}..{} only ({} of {}{})", first, end - 1, on, mask.size(), why);
+}
 
 void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                            std::vector<Candidate>& out) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <numeric>
@@ -786,28 +787,47 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
     const std::int64_t n = std::min<std::int64_t>(self->last_position() + 1, 1024);
     std::map<Row, std::int64_t> position_of;
     for (std::int64_t t = 0; t < n; ++t) position_of.emplace(stored(trace_row(in.actual, src, layer, t)), t);
+    // -1: a slot holding zeros, never written.
     std::vector<int> from;
     for (std::int64_t p = 0; p < n; ++p) {
-      const auto it = position_of.find(trace_row(in.actual, name, layer, p));
-      if (it == position_of.end()) break;
-      from.push_back(int(it->second));
+      const Row held = trace_row(in.actual, name, layer, p);
+      const auto it = position_of.find(held);
+      const bool zero = !held.empty() && std::all_of(held.begin(), held.end(), [](float v) { return v == 0; });
+      if (it == position_of.end() && !zero) break;
+      from.push_back(it != position_of.end() ? int(it->second) : -1);
     }
     std::vector<int> same(from.size());
     std::iota(same.begin(), same.end(), 0);
-    if (std::int64_t(from.size()) == n && from != same) {
+    const bool some_row = std::any_of(from.begin(), from.end(), [](int t) { return t >= 0; });
+    if (std::int64_t(from.size()) == n && from != same && some_row) {
       const auto prompt = std::size_t(std::min<std::int64_t>(in.prompt_length, n));
-      bool reversed = prompt > 1;
-      for (std::size_t p = 0; p < from.size(); ++p)
-        reversed = reversed && from[p] == int(p < prompt ? prompt - 1 - p : p);
+      const auto prompt_rows_are = [&](const std::function<int(std::size_t)>& expected) {
+        for (std::size_t p = 0; p < from.size(); ++p)
+          if (from[p] != (p < prompt ? expected(p) : int(p))) return false;
+        return true;
+      };
+      std::string why;
+      if (prompt > 1 && prompt_rows_are([&](std::size_t p) { return int(prompt - 1 - p); }))
+        why = ": the prompt's rows written last-first (the batch's row index reversed)";
+      for (std::size_t k = 2; why.empty() && k < prompt; ++k)
+        if (prompt_rows_are([k](std::size_t p) { return p % k == 0 ? int(p / k) : -1; }))
+          why = fmt::format(": the prompt's row t written at slot {}t (its rows written at {} times the row stride, the "
+                            "slots between left unwritten)",
+                            k, k);
       const std::vector<int> shown(from.begin(), from.begin() + std::ptrdiff_t(std::min<std::size_t>(from.size(), 16)));
-      Candidate slots{fmt::format("slots 0.. hold the rows of positions {}{}{}", list_text(shown),
-                                  from.size() > shown.size() ? " ..." : "",
-                                  reversed ? ": the prompt's rows written last-first (the batch's row index reversed)"
-                                           : ""),
+      std::vector<std::string> names;
+      for (int t : shown) names.push_back(t >= 0 ? std::to_string(t) : "none (zeros)");
+      Candidate slots{fmt::format("slots 0.. hold the rows of positions [{}]{}{}", fmt::join(names, ", "),
+                                  from.size() > shown.size() ? " ..." : "", why),
                       "kv-cache", false, [stored, from, row = row_of(src, 0)](std::int64_t p) {
-                        return p < std::int64_t(from.size()) ? stored(row(from[std::size_t(p)])) : row(p);
+                        if (p >= std::int64_t(from.size())) return row(p);
+                        if (from[std::size_t(p)] >= 0) return stored(row(from[std::size_t(p)]));
+                        Row zeros = row(p);
+                        std::fill(zeros.begin(), zeros.end(), 0.0f);
+                        return zeros;
                       }};
       slots.fitted = true;
+      slots.explains_zeros = std::count(from.begin(), from.end(), -1) > 0;
       out.push_back(std::move(slots));
     }
   }

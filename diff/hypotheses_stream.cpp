@@ -48,6 +48,23 @@ std::int64_t previous_step_row(std::int64_t q, const ReplayInputs& in) {
   return row < start ? row : -1;
 }
 
+// The elements of `actual` ten times nearer `held` (the slot's previous contents) than `correct`:
+// the elements a step left unwritten, when some are and some others are clearly written (the
+// replay's judge then says whether the rest is the precision's rounding).
+std::optional<std::vector<bool>> stale_elements(const Row& actual, const Row& correct, const Row& held) {
+  if (actual.empty() || actual.size() != correct.size() || actual.size() != held.size()) return std::nullopt;
+  std::vector<bool> stale(actual.size(), false);
+  bool any_written = false, any_stale = false;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double to_correct = std::abs(actual[i] - correct[i]), to_held = std::abs(actual[i] - held[i]);
+    stale[i] = 10 * to_held < to_correct;
+    any_stale = any_stale || stale[i];
+    any_written = any_written || 10 * to_correct < to_held;
+  }
+  if (!any_stale || !any_written) return std::nullopt;
+  return stale;
+}
+
 // An output written with += onto what its buffer held (a GEMM run with beta = 1, a buffer not
 // cleared): fitted where the tap ends, the difference from the correct values matched against
 // every row of the same shape there and in the same slot one step before (that step's last
@@ -301,6 +318,30 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
                        }};
       prefix.fitted = true;
       stored.push_back(std::move(prefix));
+    }
+  }
+  // Part of the row not written in a step (a head's or a tile's write skipped): those elements hold
+  // what the same buffer slot held one step before; which ones, fitted where the tap ends.
+  if (self && self->n_rows > 1) {
+    const std::int64_t p = self->last_position(), before = previous_step_row(p, in);
+    if (const auto kept = before >= 0 ? stale_elements(trace_row(in.actual, name, layer, p), correct(p),
+                                                       trace_row(in.actual, name, layer, before))
+                                      : std::nullopt) {
+      std::vector<bool> unwritten = *kept;
+      Candidate partly{fmt::format("{} not written in the step: they hold what the buffer held one step before "
+                                   "(fitted at position {}, whose slot held position {}'s row)",
+                                   elements_text(unwritten, in.model.config()), p, before),
+                       "buffer", false, [&in, correct, name, layer, unwritten](std::int64_t q) {
+                         Row r = correct(q);
+                         const std::int64_t prior = previous_step_row(q, in);
+                         const Row held = prior >= 0 ? trace_row(in.actual, name, layer, prior) : Row{};
+                         if (held.size() != r.size()) return r;
+                         for (std::size_t i = 0; i < r.size(); ++i)
+                           if (unwritten[i]) r[i] = held[i];
+                         return r;
+                       }};
+      partly.fitted = true;
+      stored.push_back(std::move(partly));
     }
   }
   // A GEMM's output: where beta = 1 is one flag away (a stream's add has variants of its own).

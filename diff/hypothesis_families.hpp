@@ -35,6 +35,9 @@ Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::
 Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,
                         const std::string& name, int layer);
 
+// The elements a mask holds, for a variant's text: "elements 0..31 only (32 of 64: the k/v
+// width)", "elements 48..63 only (16 of 64: head 3 only)".
+std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c);
 // Any tap with a baseline in `out`: the correct values as a buffer of the wrong type or size
 // left them (rounded to f16 or bf16 in an f32 run; only a first part of the row written).
 void storage_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);

@@ -754,6 +754,31 @@ def test_a_causal_mask_filled_with_zero_is_named(llama, tmp_path):
              "attention-mask")
 
 
+def test_a_head_left_unwritten_in_decode_is_fitted(llama, tmp_path):
+    """A decode kernel's grid one block short: head 3 of attn.out never written in a decode step,
+    so it keeps what the prefill left in the buffer's row 0."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    out = read_tap(bad, "attn.out", 0)
+    out[len(PROMPT.split(",")):, 48:64] = out[0, 48:64]
+    write_tap(bad, "attn.out", 0, out)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out", "head 3 only) not written in the step",
+             "buffer")
+
+
+def test_prefill_rows_cached_at_twice_the_row_stride_are_fitted(llama, tmp_path):
+    """The prefill's K write with the row stride n_embd for kv_dim (twice it): prompt row t lands
+    in slot 2t, the slots between stay zero; decode writes its own slot right."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    k, cached = read_tap(bad, "attn_k.rope", 0), read_tap(bad, "kv.k", 0)
+    prompt = len(PROMPT.split(","))
+    cached[:prompt] = 0
+    cached[0:prompt:2] = k[: (prompt + 1) // 2]
+    write_tap(bad, "kv.k", 0, cached)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "row t written at slot 2t", "kv-cache")
+
+
 def test_a_q_norm_run_over_ks_head_count_is_named(tmp_path):
     """qwen3's q norm launched with n_head_kv heads: q's heads from n_head_kv on left as they came."""
     model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
