@@ -118,6 +118,14 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                  "", true, with(W, B)});
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
+  if (cap > 0 && cap != 1)  // at 1 the two forms agree
+    out.push_back({fmt::format("the logits soft-capped as {0:g}·tanh(x) instead of {0:g}·tanh(x / {0:g}): the division by "
+                               "the cap left out", cap),
+                   "softcap", false, [=](std::int64_t p) {
+                     Row y = matvec_row(*W, x(p), n_out, false, B);
+                     for (float& v : y) v = float(cap * std::tanh(double(v)));
+                     return y;
+                   }});
   if (cap > 0 && c.attn_softcap > 0 && c.attn_softcap != cap)
     out.push_back({fmt::format("the logits soft-capped at the attention's cap {:g} instead of the final cap {:g}",
                                c.attn_softcap, cap),
@@ -675,8 +683,11 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}", l, w_name.substr(prefix.size())));
   for (const std::string& other : others)
     if (const std::vector<float>* o = &in.model.weight(other); !o->empty() && o->size() == w->size())
-      out.push_back({fmt::format("rmsnorm(x) * {} (another norm's weight wired in)", other), "weight-loading",
-                     false, run(o, eps)});
+      out.push_back({fmt::format("rmsnorm(x) * {} ({})", other,
+                                 other == other_w ? "another norm's weight wired in"
+                                                  : "another layer's weight: a layer index off by one, where the "
+                                                    "weights are bound or where the layer loop reads them"),
+                     "weight-loading", false, run(o, eps)});
 }
 
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -747,6 +758,8 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return p - 1; }, base, right)});
   out.push_back({"rotated at p + 1 (off by one)", "rope", false,
                  rotate([](std::int64_t p) { return p + 1; }, base, right)});
+  out.push_back({"rotated at 2p: RoPE applied twice", "rope", false,
+                 rotate([](std::int64_t p) { return 2 * p; }, base, right)});
   out.push_back({"rotated at -p (the sine's sign flipped)", "rope", false,
                  rotate([](std::int64_t p) { return -p; }, base, right)});
   out.push_back({"rotated at the decode step index p - prompt length instead of p", "rope", false,

@@ -779,6 +779,29 @@ def test_prefill_rows_cached_at_twice_the_row_stride_are_fitted(llama, tmp_path)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "row t written at slot 2t", "kv-cache")
 
 
+def test_logits_capped_without_dividing_by_the_cap_are_named(gemma2, tmp_path):
+    """gemma2's final soft-cap written as cap·tanh(x) instead of cap·tanh(x / cap)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    from gguf import GGUFReader
+    names = [t.name for t in GGUFReader(gemma2 / "gemma2.gguf").tensors]
+    W = gguf_tensor(gemma2 / "gemma2.gguf", "output.weight" if "output.weight" in names else "token_embd.weight")
+    logits = read_tap(bad, "output", -1)  # the prompt's last position on
+    x = read_tap(bad, "output_norm", -1)[-logits.shape[0]:].astype(np.float64)
+    write_tap(bad, "output", -1, 2 * np.tanh(x @ W.reshape(-1, x.shape[1]).T))
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "output", "the division by the cap left out", "softcap")
+
+
+def test_rope_applied_twice_is_named(llama, tmp_path):
+    """q rotated twice at p: one rotation at 2p."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, q_rope = read_tap(bad, "attn_q", 1), read_tap(bad, "attn_q.rope", 1)
+    rows = np.stack([rope_norm(q[p], 2 * p) for p in range(q.shape[0])])
+    write_tap(bad, "attn_q.rope", 1, rows.reshape(q_rope.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn_q.rope", "RoPE applied twice", "rope")
+
+
 def test_a_q_norm_run_over_ks_head_count_is_named(tmp_path):
     """qwen3's q norm launched with n_head_kv heads: q's heads from n_head_kv on left as they came."""
     model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
@@ -1036,7 +1059,7 @@ def test_the_previous_layers_norm_weight_is_named(llama, tmp_path):
     shutil.copy(llama / "eng.h5", bad)
     w0, w1 = (gguf_tensor(llama / "llama.gguf", f"blk.{l}.ffn_norm.weight") for l in (0, 1))
     write_tap(bad, "ffn_norm", 1, read_tap(bad, "ffn_norm", 1) / w1 * w0)
-    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.ffn_norm", "blk.0.ffn_norm.weight (another norm's",
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.ffn_norm", "blk.0.ffn_norm.weight (another layer's weight",
              "weight-loading")
 
 
