@@ -35,6 +35,9 @@ Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::
 Candidate never_written(const std::string& variant, const std::string& bug_class, ReplayInputs& in,
                         const std::string& name, int layer);
 
+// The matrix a projection multiplies by: blk.{layer}.{name}.weight, the head's output.weight or,
+// tied, token_embd.weight.
+std::string weight_of(const std::string& name, int layer, const ModelConfig& c);
 // The elements a mask holds, for a variant's text: "elements 0..31 only (32 of 64: the k/v
 // width)", "elements 48..63 only (16 of 64: head 3 only)".
 std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c);

@@ -455,10 +455,8 @@ def test_a_block_decoder_nobody_listed_is_read_off_the_blocks(tmp_path, offset, 
         write_tap(tmp_path / "eng.h5", "weight.token_embd.weight", -1,
                   q4_0_rows(model, np.arange(len(table)), offset, interleaved))
         first = ("weight.token_embd.weight", 0)
-    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
-    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == first
-    d = r["diagnosis"]
-    assert (d["class"], d["evidence"]) == ("dequantization", "indicated") and words in d["variant"], d
+    d = diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, first[0], words, "dequantization", "indicated",
+                 position=first[1])
     assert d["residual"] is None, d
 
 
@@ -637,11 +635,15 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
 
-def diagnose(expected, actual, model, tap, words, bug_class):
+def diagnose(expected, actual, model, tap, words, bug_class, evidence="reproduced", position=None):
+    """The first divergence at tap (and position, when given), diagnosed as bug_class with this
+    evidence by a variant containing words; the diagnosis."""
     code, r = diff_json(expected, actual, "--model", model)
-    assert code == 1 and r["first_divergence"]["tap"] == tap, r["first_divergence"]
+    first = r["first_divergence"]
+    assert code == 1 and first["tap"] == tap and position in (None, first["position"]), first
     d = r["diagnosis"]
-    assert d["class"] == bug_class and d["evidence"] == "reproduced" and words in d["variant"], d
+    assert d["class"] == bug_class and d["evidence"] == evidence and words in d["variant"], d
+    return d
 
 
 @pytest.mark.parametrize("misplaced, words", [
@@ -900,10 +902,7 @@ def test_a_norm_off_by_one_factor_per_row_points_at_its_statistic(llama, tmp_pat
     squares = (x * x * kept).sum(axis=-1, keepdims=True) / x.shape[1]
     w = gguf_tensor(llama / "llama.gguf", "blk.0.attn_norm.weight")
     write_tap(bad, "attn_norm", 0, x / np.sqrt(squares + eps) * w)
-    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
-    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn_norm", r["first_divergence"]
-    d = r["diagnosis"]
-    assert (d["class"], d["evidence"]) == ("normalization", "indicated") and "statistic" in d["variant"], d
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_norm", "statistic", "normalization", "indicated")
 
 
 def test_prefill_chunks_fed_the_first_chunks_ids_are_named(llama, tmp_path):
@@ -928,10 +927,8 @@ def test_a_softmax_sum_over_other_terms_points_at_the_softmax(llama, tmp_path):
     probs = read_tap(bad, "attn.probs", 0).astype(np.float64)
     probs[1:] /= 1 - probs[1:, :, :1]
     write_tap(bad, "attn.probs", 0, probs)
-    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
-    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn.probs", 1)
-    d = r["diagnosis"]
-    assert (d["class"], d["evidence"]) == ("softmax", "indicated") and "a factor of its own" in d["variant"], d
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "a factor of its own", "softmax",
+             "indicated", position=1)
 
 
 def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path):
@@ -942,10 +939,8 @@ def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path
     prompt = len(PROMPT.split(","))
     rows[4:prompt] = rows[4:prompt] * 0.5 + 0.25
     write_tap(bad, "attn_q", 0, rows)
-    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
-    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_q", 4)
-    d = r["diagnosis"]
-    assert (d["class"], d["evidence"]) == ("matmul-layout", "indicated") and "rows 4.. of each prefill batch" in d["variant"], d
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q", "rows 4.. of each prefill batch",
+             "matmul-layout", "indicated", position=4)
 
 
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):

@@ -1,0 +1,294 @@
+// The projections' variants (attn_q/k/v, attn_output, ffn_gate/up/down, the output head): W x
+// replayed from the trace's own input rows with the weight, bias and cap as a buggy engine would
+// have used them.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fmt/format.h>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diff/fitted_constants.hpp"
+#include "diff/hypothesis_families.hpp"
+#include "diff/metrics.hpp"
+#include "diff/replay_rows.hpp"
+#include "diff/tap_graph.hpp"
+#include "diff/weight_variants.hpp"
+#include "reference/ops.hpp"
+#include "tapdiff/weight_taps.hpp"
+
+namespace tapdiff::diff {
+
+std::string weight_of(const std::string& name, int layer, const ModelConfig& c) {
+  if (name == "output") return c.tied_output ? "token_embd.weight" : "output.weight";
+  return fmt::format("blk.{}.{}.weight", layer, name);
+}
+
+namespace {
+
+std::string input_of(const std::string& name) {
+  if (name == "attn_q" || name == "attn_k" || name == "attn_v") return "attn_norm";
+  if (name == "attn_output") return "attn.out";
+  if (name == "ffn_gate" || name == "ffn_up") return "ffn_norm";
+  if (name == "ffn_down") return "ffn.act";
+  return "output_norm";  // output
+}
+
+Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, bool transposed,
+               const std::vector<float>* bias, float cap = 0) {
+  if (x.empty() || W.size() != x.size() * n_out) return {};
+  std::vector<double> xd(x.begin(), x.end()), y(n_out);
+  ref::matvec(W.data(), xd.data(), int(x.size()), int(n_out), y.data(), transposed);
+  for (std::size_t i = 0; i < n_out; ++i) y[i] += bias && !bias->empty() ? (*bias)[i] : 0.0f;
+  ref::softcap(y.data(), std::int64_t(n_out), cap);
+  return Row(y.begin(), y.end());
+}
+
+// The k of y = b + sum over the columns j < k of W[i, j] x[j] that `actual` is (0 < k < the row's
+// length: a product's loop stopped short), by the partial sums column by column; nothing when
+// no k reproduces it to 1e-6 of its squared size.
+std::optional<std::size_t> fit_column_bound(const std::vector<float>& W, const Row& x, std::size_t n_out,
+                                            const std::vector<float>* bias, const Row& actual) {
+  const std::size_t n_in = x.size();
+  if (n_in < 2 || W.size() != n_in * n_out || actual.size() != n_out) return std::nullopt;
+  std::vector<double> y(n_out, 0.0);
+  if (bias && bias->size() == n_out) y.assign(bias->begin(), bias->end());
+  double size = 0;
+  for (float v : actual) size += double(v) * v;
+  std::optional<std::size_t> best;
+  double best_error = 1e-6 * size;
+  for (std::size_t k = 1; k < n_in; ++k) {
+    double error = 0;
+    for (std::size_t i = 0; i < n_out; ++i) {
+      y[i] += double(W[i * n_in + k - 1]) * x[k - 1];
+      error += (y[i] - actual[i]) * (y[i] - actual[i]);
+    }
+    if (error < best_error) best = k, best_error = error;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string elements_text(const std::vector<bool>& mask, const ModelConfig& c) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, end)
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] && (i == 0 || !mask[i - 1])) runs.push_back({i, i + 1});
+    else if (mask[i]) runs.back().second = i + 1;
+  std::size_t on = 0;
+  for (const auto& [first, end] : runs) on += end - first;
+  if (runs.size() != 1) return fmt::format("{} of its {} elements only, in {} runs", on, mask.size(), runs.size());
+  const auto [first, end] = runs.front();
+  const std::size_t d = std::size_t(c.head_dim);
+  std::string why;
+  if (first == 0 && on == std::size_t(c.kv_dim()) && on != mask.size()) why = ": the k/v width";
+  else if (d > 0 && first % d == 0 && on % d == 0)
+    why = on == d ? fmt::format(": head {} only", first / d) : fmt::format(": heads {}..{}", first / d, end / d - 1);
+  return fmt::format("elements {}..{} only ({} of {}{})", first, end - 1, on, mask.size(), why);
+}
+
+void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
+                           std::vector<Candidate>& out) {
+  const ModelConfig& c = in.model.config();
+  const std::string wname = weight_of(name, layer, c);
+  const std::string x_name = input_of(name);
+  const int x_layer = name == "output" ? -1 : layer;
+  const bool has_bias = c.qkv_bias && (name == "attn_q" || name == "attn_k" || name == "attn_v");
+  const std::string bname = fmt::format("blk.{}.{}.bias", layer, name);
+  const std::vector<float>* W = &in.model.weight(wname);
+  const std::vector<float>* B = has_bias ? &in.model.weight(bname) : nullptr;
+  const GgufTensorInfo* wt = in.model.tensor(wname);
+  if (!wt || W->empty()) return;
+  const auto n_out = static_cast<std::size_t>(wt->ne.size() > 1 ? wt->ne[1] : 1);
+  auto x = [&, x_name, x_layer](std::int64_t p) { return trace_row(in.actual, x_name, x_layer, p); };
+  // The logits' soft-cap (gemma2) belongs to the head: every variant of it keeps the cap but one.
+  const float cap = name == "output" ? c.final_softcap : 0.0f;
+  // keep: owns a weight or bias made here for one variant.
+  auto with = [=](const std::vector<float>* weight, const std::vector<float>* bias, bool transposed = false,
+                  std::shared_ptr<const void> keep = {}, float capped = -1) {
+    return [=](std::int64_t p) {
+      (void)keep;
+      return matvec_row(*weight, x(p), n_out, transposed, bias, capped < 0 ? cap : capped);
+    };
+  };
+
+  out.push_back({"W x" + std::string(has_bias ? " + b" : "") + (cap > 0 ? fmt::format(", soft-capped at {:g}", cap) : ""),
+                 "", true, with(W, B)});
+  if (cap > 0)
+    out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
+  if (cap > 0 && cap != 1)  // at 1 the two forms agree
+    out.push_back({fmt::format("the logits soft-capped as {0:g}·tanh(x) instead of {0:g}·tanh(x / {0:g}): the division by "
+                               "the cap left out", cap),
+                   "softcap", false, [=](std::int64_t p) {
+                     Row y = matvec_row(*W, x(p), n_out, false, B);
+                     for (float& v : y) v = float(cap * std::tanh(double(v)));
+                     return y;
+                   }});
+  if (cap > 0 && c.attn_softcap > 0 && c.attn_softcap != cap)
+    out.push_back({fmt::format("the logits soft-capped at the attention's cap {:g} instead of the final cap {:g}",
+                               c.attn_softcap, cap),
+                   "softcap", false, with(W, B, false, {}, c.attn_softcap)});
+  if (const std::int64_t last = in.prompt_length - 1; name == "output" && last > 0)
+    out.push_back({"the prompt's logits from the hidden state of the position before its last (the head read the "
+                   "batch's row before the last)",
+                   "buffer", false,
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? p - 1 : p), n_out, false, B, cap); }});
+  // A head written for one-token steps reads row 0 of a prompt's batch.
+  if (const std::int64_t last = in.prompt_length - 1, step = in.prefill_chunk > 0 ? in.prefill_chunk : last + 1,
+      first = last / step * step;
+      name == "output" && last - first > 1)
+    out.push_back({"the prompt's logits from the hidden state of its batch's first row (the head read row 0 of the "
+                   "batch, not its last)",
+                   "buffer", false,
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
+  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
+  if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")
+    if (const auto k = fit_scale(with(W, B)(last), trace_row(in.actual, name, layer, last));
+        k && *k > 0 && std::abs(*k - 1) > 1e-3) {
+      out.push_back({fmt::format("the logits times {:.4g} = 1 / {:.4g} (fitted where the prompt ends): a sampling "
+                                 "temperature applied to the logits buffer in place",
+                                 *k, 1 / *k),
+                     "sampling", false, [=, k = float(*k)](std::int64_t p) {
+                       Row r = with(W, B)(p);
+                       for (float& v : r) v *= k;
+                       return r;
+                     }});
+      out.back().fitted = true;
+    }
+  // A product's loop stopped short of the row (a tail left out, a bound from another width): k
+  // fitted on the last row the tap holds that the full product does not give; in decode steps
+  // only when the prompt's last row is right (decode runs its own matrix-vector kernel).
+  if (const TapInfo* tap = name == "output" ? nullptr : in.actual.find(name, layer); tap && tap->n_rows > 0) {
+    const std::int64_t last = tap->n_rows - 1, prompt_end = std::min(in.prompt_length, tap->n_rows) - 1;
+    const auto off = [&](std::int64_t p) {
+      const Row y = trace_row(in.actual, name, layer, p), full = with(W, B)(p);
+      return !y.empty() && y.size() == full.size() &&
+             row_metrics(full.data(), y.data(), std::int64_t(y.size())).nmse > 1e-8;
+    };
+    const bool decode_only = last > prompt_end && prompt_end >= 0 && !off(prompt_end);
+    if (off(last))
+      if (const auto k = fit_column_bound(*W, x(last), n_out, B, trace_row(in.actual, name, layer, last))) {
+        const std::int64_t from = decode_only ? prompt_end + 1 : 0;
+        out.push_back({fmt::format("W x{} summed over columns 0..{} only ({} of {}: the product's loop stopped short"
+                                   "{}, fitted at position {})",
+                                   has_bias ? " + b" : "", *k - 1, *k, x(last).size(),
+                                   decode_only ? " in decode steps, the prefill's GEMM right" : "", last),
+                       "matmul-layout", false, [=](std::int64_t p) {
+                         const Row xs = x(p);
+                         if (p < from || xs.size() <= *k) return with(W, B)(p);
+                         Row cut = xs;
+                         std::fill(cut.begin() + std::ptrdiff_t(*k), cut.end(), 0.0f);
+                         return matvec_row(*W, cut, n_out, false, B, cap);
+                       }});
+        out.back().fitted = true;
+      }
+  }
+  // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
+  // apart, and once the run recorded them (and they agreed) the GEMM is left.
+  const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||
+                            in.actual.find(std::string(kWeightStatsTapPrefix) + wname, -1);
+  out.push_back({std::string("W^T x: the weight read transposed (op flag / leading dimension") +
+                     (weights_seen ? ")" : "; or stored transposed by the loader: record --weights to rule it out)"),
+                 "matmul-layout", false, with(W, B, true)});
+  if (has_bias) {
+    out.push_back({"W x without the bias", "bias", false, with(W, nullptr)});
+    if (const GgufTensorInfo* bt = in.model.tensor(bname))
+      for (WeightVariant& v : weight_variants(*bt)) {
+        if (v.baseline || v.bug_class == "weight-loading") continue;  // a zero bias is "without the bias"
+        auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
+        out.push_back({"W x + b with b as loaded when " + v.variant, v.bug_class, false,
+                       with(W, decoded.get(), false, decoded)});
+      }
+    auto doubled = std::make_shared<std::vector<float>>(*B), negated = std::make_shared<std::vector<float>>(*B);
+    for (float& v : *doubled) v *= 2;
+    for (float& v : *negated) v = -v;
+    out.push_back({"W x + 2b: the bias added twice", "bias", false, with(W, doubled.get(), false, doubled)});
+    out.push_back({"W x - b: the bias subtracted", "bias", false, with(W, negated.get(), false, negated)});
+    if (const std::int64_t p = std::max<std::int64_t>(in.prompt_length - 1, 0); !x(p).empty())
+      if (const auto mask = fit_bias_mask(matvec_row(*W, x(p), n_out, false, nullptr), trace_row(in.actual, name, layer, p), *B)) {
+        auto partial = std::make_shared<std::vector<float>>(*B);
+        for (std::size_t i = 0; i < partial->size(); ++i) (*partial)[i] *= (*mask)[i] ? 1.0f : 0.0f;
+        out.push_back({"W x + b with the bias added to " + elements_text(*mask, c) + " (fitted where the prompt ends)",
+                       "bias", false, with(W, partial.get(), false, partial)});
+        out.back().fitted = true;
+      }
+  }
+  // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
+  for (WeightVariant& v : weight_variants(*wt)) {
+    if (v.baseline) continue;
+    const bool zero = std::all_of(v.values.begin(), v.values.end(), [](float w) { return w == 0; });
+    auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));
+    Candidate loaded{"W as loaded when " + v.variant, v.bug_class, false, with(decoded.get(), B, false, decoded)};
+    loaded.explains_zeros = zero && !B;
+    out.push_back(std::move(loaded));
+  }
+  // The GEMM fed from the norm's input instead of its output (a buffer mixed up).
+  if (tap_class(x_name) == "norm") {
+    const ResolvedInput raw = tap_inputs(x_name, x_layer, c.n_layer).front();
+    out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw.name, x_name), "buffer",
+                   false, [=, &in](std::int64_t p) {
+                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B, cap);
+                   }});
+  }
+  // The down projection fed one of the activation's operands (an in-place activation assumed).
+  if (name == "ffn_down")
+    for (const char* operand : {"ffn_gate", "ffn_up"})
+      out.push_back({fmt::format("W applied to {} instead of ffn.act (the activation assumed in place)", operand),
+                     "buffer", false, [=, &in](std::int64_t p) {
+                       return matvec_row(*W, trace_row(in.actual, operand, layer, p), n_out, false, B, cap);
+                     }});
+  // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
+  std::vector<std::string> others;
+  if (name == "output") {
+    others.push_back(c.tied_output ? "output.weight" : "token_embd.weight");
+  } else {
+    for (int l : {layer - 1, layer + 1})
+      if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}.weight", l, name));
+    for (const char* sibling : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})
+      if (sibling != name && input_of(sibling) == x_name) others.push_back(fmt::format("blk.{}.{}.weight", layer, sibling));
+  }
+  for (const auto& other : others) {
+    const GgufTensorInfo* ot = in.model.tensor(other);
+    if (!ot || ot->ne != wt->ne) continue;
+    const std::vector<float>* O = &in.model.weight(other);
+    out.push_back({fmt::format("x multiplied by {} instead of {}", other, wname), "weight-loading", false,
+                   with(O, B)});
+    // Another layer's weight and bias together: that layer's tensors wired in (its pointers).
+    const std::string other_bias = other.substr(0, other.size() - std::string_view("weight").size()) + "bias";
+    const GgufTensorInfo* obt = has_bias && other.find(fmt::format(".{}.", name)) != std::string::npos
+                                    ? in.model.tensor(other_bias)
+                                    : nullptr;
+    if (obt && obt->ne == in.model.tensor(bname)->ne)
+      out.push_back({fmt::format("x multiplied by {} plus {}: another layer's weight and bias", other, other_bias),
+                     "weight-loading", false, with(O, &in.model.weight(other_bias))});
+  }
+  // A sibling projection's bias added instead (a copy-pasted add): its first n_out elements.
+  if (has_bias)
+    for (const char* sibling : {"attn_q", "attn_k", "attn_v"}) {
+      const std::string other = fmt::format("blk.{}.{}.bias", layer, sibling);
+      const std::vector<float>* O = sibling != name ? &in.model.weight(other) : nullptr;
+      if (!O || O->size() < n_out) continue;
+      auto head = std::make_shared<std::vector<float>>(O->begin(), O->begin() + std::ptrdiff_t(n_out));
+      out.push_back({fmt::format("W x + {}{} instead of {}", other,
+                                 O->size() > n_out ? fmt::format(" (its first {} elements)", n_out) : "", bname),
+                     "bias", false, with(W, head.get(), false, head)});
+    }
+  // A tied head reading a table that Gemma's sqrt(n_embd) scaled in place at load (meant for
+  // the lookups only).
+  if (name == "output" && c.tied_output) {
+    const float root = std::sqrt(float(c.n_embd));
+    out.push_back({"the logits times sqrt(n_embd) (before any soft-cap): the tied table scaled in place for the "
+                   "embedding lookups",
+                   "embedding", false, [=](std::int64_t q) {
+                     Row r = matvec_row(*W, x(q), n_out, false, B);
+                     for (float& v : r) v *= root;
+                     ref::softcap(r.data(), std::int64_t(r.size()), cap);
+                     return r;
+                   }});
+  }
+}
+
+}  // namespace tapdiff::diff
