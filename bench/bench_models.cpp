@@ -9,7 +9,7 @@
 //   - tracing cost: a 64-token prompt + 64 generated tokens with every tap on vs none, in this
 //     process and as `tapdiff run` processes (also with the trace's data writes discarded), the
 //     trace bytes per token, the model hash a file's first traced run adds and the trace's
-//     bytes written alone; then
+//     bytes written alone, and by a thread beside an untraced run; then
 //     `tapdiff diff`'s throughput on those traces against a raw HDF5 read of the same files.
 // Writes a Markdown table with the machine and the exact command.
 //
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -27,6 +28,7 @@
 #include <omp.h>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unistd.h>
 
 #include "app/harness.hpp"
@@ -104,9 +106,13 @@ EngineSpeed engine_speed(const GgufFile& file, const ModelConfig& c, engine::Pre
 
 // One whole `tapdiff run` (load, prefill, decode, close) with every tap traced or none, rounds
 // taking turns, medians. Each round writes a file of its own, as a run to a new path does
-// (replacing a trace adds its unlink to the run); the last round's is kept at `trace`. Every run
-// starts with nothing left to write back: the kernel writes a trace to disk some seconds after
-// its run, and on two cores that writeback would slow whichever run came then.
+// (replacing a trace adds its unlink to the run), removed once timed; the last round's is kept at
+// `trace`. Kept, the rounds' traces would take memory the page cache has never held: on the VMs
+// measured here a write into such memory cost about nine times one into memory a removed file
+// had held (docs/guide.md, "What tracing costs"), so every round after the first few timed the
+// host's first touch of the VM's memory. Every run starts with nothing left to write back: the
+// kernel writes a trace to disk some seconds after its run, and on two cores that writeback
+// would slow whichever run came then.
 struct TracedRun {
   double untraced_s = 0, traced_s = 0, hash_s = 0;
   // traced / untraced - 1 of each round (the two runs next to each other in time, so a machine
@@ -133,10 +139,10 @@ TracedRun time_rounds(const std::string& trace, int rounds, const Run& run) {
   for (int i = 0; i < rounds; ++i) {
     untraced.push_back(seconds_after_sync([&] { run(""); }));
     traced.push_back(seconds_after_sync([&] { run(round_path(trace, i)); }));
+    if (i + 1 < rounds) std::filesystem::remove(round_path(trace, i));
     fmt::print(stderr, "{}: round {}, untraced {:.3f} s, traced {:.3f} s\n", trace, i, untraced.back(), traced.back());
   }
   std::filesystem::rename(round_path(trace, rounds - 1), trace);
-  for (int i = 0; i + 1 < rounds; ++i) std::filesystem::remove(round_path(trace, i));
   TracedRun r;
   r.untraced_s = bench::median(untraced);
   r.traced_s = bench::median(traced);
@@ -172,45 +178,85 @@ TracedRun traced_run(const std::string& model, const std::string& backend, const
   return r;
 }
 
+// `tapdiff run` of the host engine, untraced, its output thrown away and its messages in `log`.
+// preload: a module the run loads first ("": none).
+std::string untraced_cli_command(const std::string& tapdiff, const std::string& model, int threads,
+                                 const std::string& preload) {
+  const std::vector<int> prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
+  return fmt::format("{}OMP_NUM_THREADS={} '{}' run --backend host -m '{}' --tokens {} -n {}",
+                     preload.empty() ? "" : fmt::format("LD_PRELOAD='{}' ", preload), threads, tapdiff, model,
+                     fmt::join(prompt, ","), kTraceGenerated);
+}
+
+void run_command(const std::string& command, const std::string& log) {
+  if (std::system(fmt::format("{} > /dev/null 2> '{}'", command, log).c_str()) != 0)
+    throw std::runtime_error(command + " failed: see " + log);
+}
+
 // The host engine through the CLI, a process per run (`tapdiff run`, as users run it): all of a
 // run's memory is faulted in fresh. preload: a module every run loads first ("": none).
 TracedRun traced_cli_run(const std::string& tapdiff, const std::string& model, const std::string& trace, int threads,
                          int rounds, const std::string& preload = "") {
-  const std::vector<int> prompt = prompt_tokens(kTracePrompt, load_model_config(GgufFile::open(model)).n_vocab);
+  const std::string run = untraced_cli_command(tapdiff, model, threads, preload);
   const std::string log = trace + ".stderr";
-  const std::string run = fmt::format("{}OMP_NUM_THREADS={} '{}' run --backend host -m '{}' --tokens {} -n {}",
-                                      preload.empty() ? "" : fmt::format("LD_PRELOAD='{}' ", preload), threads,
-                                      tapdiff, model, fmt::join(prompt, ","), kTraceGenerated);
   const TracedRun r = time_rounds(trace, rounds, [&](const std::string& path) {
-    const std::string command = path.empty() ? run : fmt::format("{} -o '{}'", run, path);
-    if (std::system(fmt::format("{} > /dev/null 2> '{}'", command, log).c_str()) != 0)
-      throw std::runtime_error(command + " failed: see " + log);
+    run_command(path.empty() ? run : fmt::format("{} -o '{}'", run, path), log);
   });
   std::filesystem::remove(log);
   return r;
 }
 
-// The floor under a trace of `bytes`: those bytes alone written in 64 KiB pwrites, with nothing
-// else, each round to a file of its own after a sync, as time_rounds's traced runs write theirs
-// (a file kept until the last round takes memory the page cache has not held before); the median.
-double write_alone_s(const std::string& path, std::uintmax_t bytes, int rounds) {
+// `bytes` written to a new `file` in 64 KiB pwrites.
+void write_bytes(const std::string& file, std::uintmax_t bytes) {
   const std::vector<char> block(64 * 1024, 1);
-  const auto write_file = [&](const std::string& file) {
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot create " + file);
-    for (std::uintmax_t at = 0; at < bytes; at += block.size()) {
-      const std::size_t n = std::min<std::uintmax_t>(block.size(), bytes - at);
-      if (::pwrite(fd, block.data(), n, off_t(at)) != ssize_t(n)) {
-        ::close(fd);
-        throw std::runtime_error("cannot write " + file);
-      }
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + file);
+  for (std::uintmax_t at = 0; at < bytes; at += block.size()) {
+    const std::size_t n = std::min<std::uintmax_t>(block.size(), bytes - at);
+    if (::pwrite(fd, block.data(), n, off_t(at)) != ssize_t(n)) {
+      ::close(fd);
+      throw std::runtime_error("cannot write " + file);
     }
-    ::close(fd);
-  };
+  }
+  ::close(fd);
+}
+
+// The floor under a trace of `bytes`: those bytes alone written in 64 KiB pwrites, with nothing
+// else, each round to a new file after a sync, removed once timed, as time_rounds's traced runs
+// write theirs; the median.
+double write_alone_s(const std::string& path, std::uintmax_t bytes, int rounds) {
   std::vector<double> times;
-  for (int i = 0; i < rounds; ++i) times.push_back(seconds_after_sync([&] { write_file(round_path(path, i)); }));
-  for (int i = 0; i < rounds; ++i) std::filesystem::remove(round_path(path, i));
+  for (int i = 0; i < rounds; ++i) {
+    times.push_back(seconds_after_sync([&] { write_bytes(path, bytes); }));
+    std::filesystem::remove(path);
+  }
   return bench::median(times);
+}
+
+// The untraced `tapdiff run` process, then the same with a thread of this process writing
+// `bytes` (write_bytes) while it runs: what a writer thread beside the engine could hide of a
+// trace's writes at best, since it does no HDF5 work and waits on nothing.
+TracedRun written_alongside_cli_run(const std::string& tapdiff, const std::string& model, const std::string& path,
+                                    int threads, int rounds, std::uintmax_t bytes) {
+  const std::string run = untraced_cli_command(tapdiff, model, threads, "");
+  const std::string log = path + ".stderr";
+  const TracedRun r = time_rounds(path, rounds, [&](const std::string& file) {
+    if (file.empty()) return run_command(run, log);
+    std::exception_ptr failed;
+    std::thread writer([&] {
+      try {
+        write_bytes(file, bytes);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+    run_command(run, log);
+    writer.join();
+    if (failed) std::rethrow_exception(failed);
+  });
+  std::filesystem::remove(log);
+  std::filesystem::remove(path);
+  return r;
 }
 
 std::string overhead_text(const TracedRun& r) {
@@ -353,6 +399,8 @@ int main(int argc, char** argv) {
                                                  threads, cli_rounds, exe_dir + "/libdiscard_writes.so");
     std::filesystem::remove(work + "/engine-host-discard.h5");  // not a trace: its data was never written
     const double write_s = write_alone_s(work + "/written-alone.bin", eng_cli.trace_bytes, trace_rounds);
+    const TracedRun alongside = written_alongside_cli_run(exe_dir + "/../app/tapdiff", q4, work + "/written-alongside.bin",
+                                                          threads, cli_rounds, eng_cli.trace_bytes);
     const double traced_mb = double(ref.trace_bytes + eng.trace_bytes) / 1e6;
     const DiffTiming diff_timing = time_diff_in_fresh_process(std::filesystem::absolute(argv[0]).string(),
                                                               work + "/reference.h5", work + "/engine-host.h5");
@@ -438,10 +486,18 @@ int main(int argc, char** argv) {
           "still go to the file). What is left of the overhead there is the writer's own work, and the engine's beside "
           "it; the rest of the row above it is the bytes.\n";
     md << fmt::format("\nThe trace's {:.1f} MB written alone, with nothing else (64 KiB `pwrite`s, a new file each "
-                      "round kept until the last, as the traced runs keep theirs; the median of {} rounds): {:.3f} s, "
+                      "round removed once timed, as the traced runs' are; the median of {} rounds): {:.3f} s, "
                       "{} of the untraced `tapdiff run` process. Any writer of a file that size through this "
                       "machine's page cache pays that much on top of the run.\n",
                       double(eng_cli.trace_bytes) / 1e6, trace_rounds, write_s, percent(write_s / eng_cli.untraced_s));
+    const double alongside_s = alongside.traced_s - alongside.untraced_s;
+    md << fmt::format("\nThose bytes written by a thread of the timing process while an untraced `tapdiff run` "
+                      "process runs beside it ({} rounds, the run alone then with the writer): {:.2f} s against "
+                      "{:.2f} s, {}; the run took {:.3f} s longer, {} of the {:.3f} s the bytes take alone. That "
+                      "writer does none of HDF5's work and waits on nothing: what the run still pays for it is the "
+                      "least a writer thread beside the engine's {} threads could leave on these {} cores.\n",
+                      cli_rounds, alongside.traced_s, alongside.untraced_s, overhead_text(alongside), alongside_s,
+                      percent(alongside_s / write_s), write_s, threads, std::thread::hardware_concurrency());
     md << fmt::format("\n## Diff throughput\n\n`tapdiff diff` of those two traces (verdict {}), against reading every "
                       "dataset of both files with H5Dread and no tapdiff code, best of 3 taking turns, in a process of "
                       "their own (as `tapdiff diff` runs). Both read the files from the page cache (just written). "
