@@ -12,6 +12,7 @@
 
 #include "diff/fitted_constants.hpp"
 #include "diff/replay_rows.hpp"
+#include "diff/softmax_variants.hpp"
 #include "model/half.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/attn_summary.hpp"
@@ -77,96 +78,6 @@ std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int6
   return p + 1;
 }
 
-// The mask applied to probabilities already normalized over n_keys keys: the masked-out ones
-// zeroed, the rest not renormalized, and the output recomputed from what is left.
-void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
-                        const ref::AttentionShape& shape, ref::GqaMap map, std::int64_t visible,
-                        std::int64_t n_keys, std::int64_t stride) {
-  const int kv_dim = shape.n_head_kv * shape.head_dim;
-  for (int h = 0; h < shape.n_head; ++h) {
-    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    double* ph = probs.data() + std::int64_t(h) * stride;
-    for (std::int64_t t = visible; t < n_keys; ++t) ph[t] = 0;
-    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
-    std::fill(oh, oh + shape.head_dim, 0.0);
-    for (std::int64_t t = 0; t < visible; ++t)
-      for (int d = 0; d < shape.head_dim; ++d) oh[d] += ph[t] * V[std::size_t(t * kv_dim + g * shape.head_dim + d)];
-  }
-}
-
-// Z = Σ_t exp(s_t) of head h's softmax over keys [first, n_keys), read off its likeliest key
-// (p_t = exp(s_t) / Z); 0 when no key has weight or Z overflows (a term added to it is then lost).
-double head_softmax_sum(const double* ph, const std::vector<double>& q, const std::vector<double>& K,
-                        const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap, int h,
-                        std::int64_t first, std::int64_t n_keys) {
-  const std::int64_t t = std::max_element(ph + first, ph + n_keys) - ph;
-  if (t >= n_keys || !(ph[t] > 0)) return 0;
-  const int kv_dim = shape.n_head_kv * shape.head_dim, g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-  double score = 0;
-  for (int d = 0; d < shape.head_dim; ++d)
-    score += q[std::size_t(h * shape.head_dim + d)] * K[std::size_t(t * kv_dim + g * shape.head_dim + d)];
-  score *= scale;
-  ref::softcap(&score, 1, cap);
-  const double z = std::exp(score - std::log(ph[t]));
-  return std::isfinite(z) ? z : 0;
-}
-
-// The softmax with 1 added to its denominator ("quiet" or off-by-one softmax): each head's
-// probabilities and output times Z / (1 + Z).
-void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
-                   const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map, float scale,
-                   float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride) {
-  for (int h = 0; h < shape.n_head; ++h) {
-    double* ph = probs.data() + std::int64_t(h) * stride;
-    const double z = head_softmax_sum(ph, q, K, shape, map, scale, cap, h, first, n_keys);
-    if (!(z > 0)) continue;
-    const double kept = z / (1 + z);
-    for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
-    for (int d = 0; d < shape.head_dim; ++d) out[std::size_t(h * shape.head_dim + d)] *= kept;
-  }
-}
-
-// The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
-// written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
-// of their weight, E the keys scored 0.
-void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
-                             const std::vector<double>& K, const std::vector<double>& V,
-                             const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
-                             std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride) {
-  const int kv_dim = shape.n_head_kv * shape.head_dim;
-  const double masked = double(batch_end - n_keys);
-  for (int h = 0; h < shape.n_head; ++h) {
-    double* ph = probs.data() + std::int64_t(h) * stride;
-    const double z = head_softmax_sum(ph, q, K, shape, map, scale, cap, h, first, n_keys);
-    if (!(z > 0)) continue;
-    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    const double kept = z / (z + masked), each = 1 / (z + masked);
-    for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
-    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
-    for (int d = 0; d < shape.head_dim; ++d) oh[d] *= kept;
-    for (std::int64_t k = n_keys; k < batch_end; ++k) {
-      ph[k] = each;
-      for (int d = 0; d < shape.head_dim; ++d) oh[d] += each * V[std::size_t(k * kv_dim + g * shape.head_dim + d)];
-    }
-  }
-}
-
-// Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
-void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
-                       const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
-                       std::int64_t n_keys, std::int64_t stride) {
-  const int kv_dim = shape.n_head_kv * shape.head_dim;
-  for (int h = 0; h < shape.n_head; ++h) {
-    const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    double* ph = probs.data() + std::int64_t(h) * stride;
-    ref::softcap(ph + first, n_keys - first, cap);
-    double* oh = out.data() + std::int64_t(h) * shape.head_dim;
-    std::fill(oh, oh + shape.head_dim, 0.0);
-    for (std::int64_t t = first; t < n_keys; ++t)
-      for (int d = 0; d < shape.head_dim; ++d) oh[d] += ph[t] * V[std::size_t(t * kv_dim + g * shape.head_dim + d)];
-  }
-}
-
 // A replayed attn.probs row ([n_head, n_ctx], the run's context) over the keys the trace's rows
 // are read over: fewer when diff compares the run with a shorter one (TraceReader::read_context_as).
 Row keys_as_read(const Row& probs, int n_head, std::int64_t n_ctx, const TapInfo* tap) {
@@ -198,19 +109,6 @@ std::optional<std::pair<std::int64_t, std::int64_t>> keys_seen(const TraceReader
     seen = range;
   }
   return seen;
-}
-
-// The output of an online softmax that never divides by its sum: each head's output times
-// Σ_t exp(s_t − max s) = 1 / (its largest probability).
-void scale_heads_by_softmax_sum(const std::vector<double>& probs, std::vector<double>& out, int n_head,
-                                std::int64_t stride) {
-  const std::size_t d = out.size() / std::size_t(n_head);
-  for (int h = 0; h < n_head; ++h) {
-    const auto head = probs.begin() + std::int64_t(h) * stride;
-    const double largest = *std::max_element(head, head + stride);
-    if (largest > 0)
-      for (std::size_t i = 0; i < d; ++i) out[std::size_t(h) * d + i] /= largest;
-  }
 }
 
 std::string list_text(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
@@ -253,6 +151,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool unnormalized = false;           // the output not divided by the softmax's sum
     bool mask_from_actual = false;       // the keys each position sees read off the actual probabilities
     bool quiet = false;                  // 1 added to the softmax's denominator
+    bool half_softmax = false;           // the softmax run in 16-bit floats
+    std::int64_t view_offset = 0;        // attention reads cache slot t + view_offset as key t
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
@@ -273,6 +173,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     // A chunk written at slot 0 puts its later rows where attention's mask lets p see them.
     if (s.cache.cursor == Cursor::batch_start && p < in.prompt_length && in.prefill_chunk > 0)
       upto = std::max(upto, std::min(in.prompt_length, (p / in.prefill_chunk + 1) * in.prefill_chunk) - 1);
+    const bool offset_view = s.view_offset > 0;
+    if (offset_view && p < in.prompt_length) upto = std::max(upto, std::min(in.prompt_length - 1, p + s.view_offset));
     const bool whole_batch = s.normalized_over_batch && p < in.prompt_length;
     if (whole_batch) upto = in.prompt_length - 1;
     const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : in.prompt_length;
@@ -299,6 +201,12 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     auto V = s.decode_v_from_k && p >= in.prompt_length
                  ? K
                  : simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+    if (offset_view)  // slots past the cache's end, and those never written, read zeros
+      for (auto* cache : {&K, &V}) {
+        const auto shift = std::min(cache->size(), std::size_t(s.view_offset) * kv_dim);
+        std::rotate(cache->begin(), cache->begin() + std::ptrdiff_t(shift), cache->end());
+        std::fill(cache->end() - std::ptrdiff_t(shift), cache->end(), 0.0);
+      }
     std::vector<double> qd(q.begin(), q.end());
     round_k_to_cache(in.cache, K, kv_dim, std::size_t(c.head_dim));
     round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
@@ -334,6 +242,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys,
                               std::min(batch_end, in.n_ctx), in.n_ctx);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+    if (s.half_softmax)
+      half_precision_softmax(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.unnormalized) scale_heads_by_softmax_sum(pr, o, c.n_head, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
     Row probs(pr.begin(), pr.end());
@@ -638,6 +548,15 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       out.back().fitted = true;
     }
   }
+  s = right;
+  s.view_offset = 1;
+  out.push_back({"attention reads the cache from slot 1 on: key t is slot t + 1's row, key p a slot not yet written "
+                 "(the cache view's offset one row too far)",
+                 "kv-cache", false, replay(s)});
+  s = right;
+  s.half_softmax = true;
+  out.push_back({"the softmax run in 16-bit floats: scores and probabilities rounded to f16", "softmax", false,
+                 replay(s)});
   s = right;
   s.cache.cursor = Cursor::late;
   out.push_back({"decode rows written one slot late (the write offset one row ahead of the length)", "kv-cache",

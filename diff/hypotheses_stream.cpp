@@ -175,6 +175,18 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
                                         [](double a, double b) { return a + b; });
                    }});
   }
+  if (!attn) {
+    // The stream entering the layer, read where the FFN's add should read the attention's sum.
+    const auto layer_in = tap_inputs("resid.attn", layer, in.model.config().n_layer)[2];
+    const std::string y = layer_in.name + (layer_in.layer >= 0 ? fmt::format("[{}]", layer_in.layer) : "");
+    out.push_back({fmt::format("{} + {}: the add reads the stream entering the layer, not {}: the attention "
+                               "block's output dropped from the stream",
+                               y, o_name, x),
+                   "residual", false, [&in, layer_in, o_name, layer](std::int64_t p) {
+                     return elementwise(trace_row(in.actual, layer_in.name, layer_in.layer, p),
+                                        trace_row(in.actual, o_name, layer, p), [](double a, double b) { return a + b; });
+                   }});
+  }
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";
   out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o_name, x),

@@ -85,6 +85,7 @@ table.taps tr.first td:first-child { box-shadow: inset 3px 0 0 var(--bad); }
 .status.ok { background: var(--ok-bg); color: var(--ok); }
 .status.bad { background: var(--bad); color: #fff; }
 .status.nonfinite { background: var(--warn-bg); color: var(--warn); }
+.status.inherited { background: var(--warn-bg); color: var(--warn); }
 .status.first { background: #fff; color: var(--bad); border: 1px solid var(--bad); }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px;
   vertical-align: -1px; border: 1px solid rgba(0,0,0,.15); }

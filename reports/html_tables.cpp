@@ -24,6 +24,7 @@ std::string tap_row(const diff::DiffResult& r, const diff::TapComparison& t) {
   if (first) cls += " first";
   std::string status = s.first_diverged   ? "<span class=\"status bad\">diverged</span>"
                        : s.nonfinite_rows ? "<span class=\"status nonfinite\">NaN/Inf</span>"
+                       : s.inherited      ? "<span class=\"status inherited\">inherited</span>"
                                           : "<span class=\"status ok\">ok</span>";
   if (first) status += " <span class=\"status first\">first</span>";
   return fmt::format(

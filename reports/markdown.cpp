@@ -149,7 +149,10 @@ void write_taps(std::string& out, const diff::DiffResult& r, const RenderOptions
     const TapStats s = tap_stats(*t);
     out += fmt::format(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_code(t->full_name),
-        md_escape(t->tap_class), s.first_diverged ? "\u274c diverged" : s.nonfinite_rows ? "\u26a0\ufe0f NaN/Inf" : "ok",
+        md_escape(t->tap_class), s.first_diverged   ? "\u274c diverged"
+        : s.nonfinite_rows ? "\u26a0\ufe0f NaN/Inf"
+        : s.inherited      ? "inherited"
+                           : "ok",
         s.first_diverged ? std::to_string(s.first_diverged->position) : "",
         s.worst ? sci(s.worst->nmse) : "", s.worst ? std::to_string(s.worst->position) : "",
         sci(s.max_abs), fixed(s.min_cosine, 4), sci(t->threshold_nmse), sci(t->min_passing_nmse));

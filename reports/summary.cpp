@@ -64,6 +64,7 @@ TapStats tap_stats(const diff::TapComparison& tap) {
     stats.nonfinite_rows = stats.nonfinite_rows || row_nonfinite(row);
     if (row.diverged) ++stats.diverged_rows;
   }
+  stats.inherited = !stats.first_diverged && stats.worst && stats.worst->nmse > tap.threshold_nmse;
   return stats;
 }
 

@@ -33,6 +33,9 @@ struct TapStats {
   std::int64_t nonfinite = 0;  // non-finite elements of b over all rows
   bool nonfinite_rows = false;  // a row with NaN/Inf in either trace: not "ok" even where not diverged
   int diverged_rows = 0;
+  // Rows over the threshold that did not diverge: no larger than their inputs' error allows (the
+  // jump test), or the op replayed from the actual's own inputs reproduces them; inherited.
+  bool inherited = false;
 };
 TapStats tap_stats(const diff::TapComparison& tap);
 

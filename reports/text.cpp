@@ -222,13 +222,14 @@ void write_taps(Writer& w, const diff::DiffResult& r, const RenderOptions& o) {
     class_width = std::max(class_width, display_width(terminal_safe(t->tap_class)));
   }
   w.out += "  " +
-           w.style.dim(fmt::format("{}  {}  {:<8}  {:>5}  {:>9}  {:>5}  {:>9}  {:>8}  {:>9}",
+           w.style.dim(fmt::format("{}  {}  {:<9}  {:>5}  {:>9}  {:>5}  {:>9}  {:>8}  {:>9}",
                                    pad("tap", name_width), pad("class", class_width), "status",
                                    "first", "worst", "at", "max abs", "cosine", "threshold")) +
            "\n";
   for (const auto* t : sel.taps) {
     const TapStats s = tap_stats(*t);
-    const std::string status = pad(s.first_diverged ? "DIVERGED" : s.nonfinite_rows ? "NaN/Inf" : "ok", 8);
+    const std::string status =
+        pad(s.first_diverged ? "DIVERGED" : s.nonfinite_rows ? "NaN/Inf" : s.inherited ? "inherited" : "ok", 9);
     w.out += fmt::format(
         "  {}  {}  {}  {:>5}  {:>9}  {:>5}  {:>9}  {:>8}  {:>9}\n",
         pad(terminal_safe(t->full_name), name_width), pad(terminal_safe(t->tap_class), class_width),

@@ -494,10 +494,11 @@ def test_heads_in_other_slots_are_fitted(llama, tmp_path, order, words):
 
 
 def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots / np.sqrt(d), quiet=False,
-                 window=0, own_key=True):
+                 window=0, own_key=True, half=False):
     """softmax(scores(q_h · K_g)) over keys 0..p (p - window + 1..p with a window; without its own
     key, 0..p-1 and nothing at 0), query head h reading kv head kv_of_head[h]; quiet: 1 added to
-    the softmax's denominator."""
+    the softmax's denominator; half: the scores and the probabilities rounded to f16 (a softmax of
+    a half tensor)."""
     n, d = q.shape[0], q.shape[1] // n_head
     q = q.reshape(n, n_head, d).astype(np.float64)
     k = k.reshape(n, -1, d).astype(np.float64)
@@ -508,8 +509,12 @@ def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots /
             if end == first:
                 continue
             s = scores(k[first:end, kv_of_head[h]] @ q[p, h], d)
+            if half:
+                s = s.astype(np.float16).astype(np.float64)
             e = np.exp(s - s.max())
             probs[p, h, first:end] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
+            if half:
+                probs[p, h, first:end] = probs[p, h, first:end].astype(np.float16)
     return probs
 
 
@@ -1253,8 +1258,7 @@ def test_v_gathered_from_kv_head_0_is_named(llama, tmp_path):
              "gqa-mapping")
 
 
-@pytest.mark.parametrize("tap, layer, dtype, words", [("attn.probs", 0, "float16", "rounded to f16"),
-                                                       ("attn_norm", 1, "bfloat16", "rounded to bf16"),
+@pytest.mark.parametrize("tap, layer, dtype, words", [("attn_norm", 1, "bfloat16", "rounded to bf16"),
                                                        ("ffn_up", 0, "bfloat16-truncated", "truncated to bf16")])
 def test_one_tap_kept_in_16_bits_in_an_f32_run_is_named(llama, tmp_path, tap, layer, dtype, words):
     """Probabilities kept in half precision for P·V; a norm output in a bf16 scratch buffer."""
@@ -1262,6 +1266,21 @@ def test_one_tap_kept_in_16_bits_in_an_f32_run_is_named(llama, tmp_path, tap, la
     shutil.copy(llama / "eng.h5", bad)
     write_tap(bad, tap, layer, rounded_to(dtype, read_tap(bad, tap, layer)))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", f"blk.{layer}.{tap}", words, "buffer")
+
+
+def test_probabilities_in_f16_tie_with_a_half_softmax_where_the_scores_do_not_tell(llama, tmp_path):
+    """Probabilities kept in half precision for P·V, on a fixture whose scores are too small for
+    their own rounding to f16 to change a probability: a softmax run in half precision predicts
+    the same values, so the two tie and the class is withheld (test_a_softmax_in_half_precision
+    has a prompt where they part)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "attn.probs", 0, rounded_to("float16", read_tap(bad, "attn.probs", 0)))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    d = r["diagnosis"]
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    assert d["class"] == "unexplained" and d["evidence"] == "tied", d
+    assert {t["class"] for t in d["ties"]} == {"buffer", "softmax"}, d["ties"]
 
 
 def test_a_row_written_only_in_part_is_named(llama, tmp_path):
@@ -1420,3 +1439,81 @@ def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
     shutil.copy(llama / "eng.h5", bad)
     write_tap(bad, "output", -1, read_tap(bad, "output", -1) / np.float32(0.8))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "times 1.25 = 1 / 0.8", "sampling")
+
+
+def test_a_softmax_in_half_precision_is_named(tmp_path):
+    """An f32 run whose attention softmax runs on a half tensor (torch's softmax(scores.half())):
+    scores and probabilities rounded to f16. Where the scores are large enough for their rounding
+    to show (this qwen2 fixture and prompt), rounding the probabilities alone comes close but does
+    not reproduce it; where they are not (the llama fixture), the two tie and the class is withheld.
+    Was unexplained (transformers, blind round 8)."""
+    model = tmp_path / "qwen2.gguf"
+    assert run("fixture", "--arch", "qwen2", "--type", "Q8_0", "--seed", 2, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,70,200,33,5,91,17,44", "-n", 5,
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    clean = read_tap(bad, "attn.probs", 1)
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, half=True))
+    d = diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs", "the softmax run in 16-bit floats", "softmax")
+    assert "the output kept in a 16-bit buffer" in d["runners_up"][0]["variant"], d["runners_up"]
+    # The probabilities alone kept in f16 (the scores not rounded) are the buffer, here told apart.
+    write_tap(bad, "attn.probs", 1, rounded_to("float16", clean))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs", "rounded to f16", "buffer")
+
+
+def test_a_cache_view_one_slot_late_is_named(llama, tmp_path):
+    """Decode steps reading the cache through a view whose offset is one row too far: key t is slot
+    t + 1's row and key p a slot not written yet (zeros: a score of 0). Was unexplained (llama.cpp,
+    blind round 8)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    q, k = q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1)
+    probs = read_tap(bad, "attn.probs", 1)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt, len(q)):
+        late = np.vstack([k[1:p + 1], np.zeros((1, k.shape[1]))])
+        probs[p] = causal_probs(q[:p + 1], late, 4, probs.shape[2], [0, 0, 1, 1])[p]
+    write_tap(bad, "attn.probs", 1, probs)
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "the cache view's offset one row "
+                 "too far", "kv-cache", position=prompt)
+    assert any("the prompt (positions 0..5) is intact" in s for s in d["signatures"]), d["signatures"]
+
+
+def test_the_ffn_add_reading_the_layer_input_is_named(llama, tmp_path):
+    """The FFN's residual add reading the stream that entered the layer instead of the attention
+    block's sum: resid.ffn[l] = resid.ffn[l - 1] + ffn_down[l]. Was unexplained (gemma3 in
+    llama.cpp, blind round 8)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "resid.ffn", 1, read_tap(bad, "resid.ffn", 0) + read_tap(bad, "ffn_down", 1))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.resid.ffn", "the add reads the stream entering "
+             "the layer", "residual")
+
+
+def test_noise_every_layer_carries_is_not_read_as_the_bug(tmp_path):
+    """An engine with 8-bit activations (precision q8, as llama.cpp's CPU backend) leaves every
+    layer's rows at a good part of the threshold. Rows before the first diverged one that are no
+    further off than the same tap of another layer are that noise: a decode-only bug keeps the
+    signature saying the prompt is intact. Said "not cleanly" before (llama.cpp, blind round 8)."""
+    model = tmp_path / "llama.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q4_0", "--seed", 3, "-o", model).returncode == 0
+    for backend, out, precision in (("reference", "ref.h5", "f32"), ("host", "eng.h5", "q8")):
+        p = run("run", "--backend", backend, "--precision", precision, "-m", model, "--tokens", PROMPT, "-n", 6,
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    prompt = len(PROMPT.split(","))
+    act = read_tap(bad, "ffn.act", 1)
+    act[prompt:] *= 1.1
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(tmp_path / "ref.h5", bad, "--model", model)
+    first = r["first_divergence"]
+    assert code == 1 and (first["tap"], first["position"]) == ("blk.1.ffn.act", prompt), first
+    tap = next(t for t in r["taps"] if t["tap"] == "blk.1.ffn.act")
+    before = max(row["nmse"] for row in tap["rows"] if row["position"] < prompt)
+    assert before > 1e-2 * tap["threshold_nmse"], before  # the old rule's "not cleanly"
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "not cleanly" not in signatures and "the prompt (positions 0..5) is intact" in signatures, signatures

@@ -44,6 +44,27 @@ TEST(ReportsText, PassAndIncompatibleVerdicts) {
   EXPECT_EQ(first_line(out).rfind("INCOMPATIBLE  different models", 0), 0u) << out;
 }
 
+// A passing tap over its threshold (its inputs carry as much error: the jump test) is inherited,
+// in every table; one within its threshold is ok.
+TEST(ReportsText, APassingTapOverItsThresholdIsInherited) {
+  diff::DiffResult r = testing::passing_result();
+  diff::TapComparison& tap = r.taps.back();
+  tap.rows.front().nmse = 10 * tap.threshold_nmse;
+  tap.rows.front().input_nmse = 100 * tap.threshold_nmse;
+  ASSERT_FALSE(tap.diverged());
+  // The tap's line in the table: "  output  ..." in text, "| `output` | ..." in markdown.
+  const auto row_of = [&](const std::string& out) {
+    auto from = out.find("\n  " + tap.full_name + " ");
+    if (from == std::string::npos) from = out.find("\n| `" + tap.full_name + "` |");
+    return from == std::string::npos ? std::string() : out.substr(from + 1, out.find('\n', from + 1) - from - 1);
+  };
+  for (Format f : {Format::text, Format::markdown})
+    EXPECT_NE(row_of(render(r, f)).find("inherited"), std::string::npos) << render(r, f);
+  EXPECT_NE(render(r, Format::html).find("<span class=\"status inherited\">inherited</span>"), std::string::npos);
+  const std::string clean = render(testing::passing_result(), Format::text);
+  EXPECT_EQ(clean.find("inherited"), std::string::npos) << clean;
+}
+
 TEST(ReportsText, ColourOnlyWhenAsked) {
   RenderOptions options;
   options.color = true;

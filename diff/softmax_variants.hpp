@@ -1,0 +1,50 @@
+// The softmax as a buggy engine may have computed it: edits of a correct attention replay's
+// probabilities ([n_head][stride]) and output ([n_head][head_dim]) in place, from the same q,
+// K and V (hypotheses_attention.cpp replays the cache and calls these).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "reference/ops.hpp"
+
+namespace tapdiff::diff {
+
+// The mask applied to probabilities already normalized over n_keys keys: the masked-out ones
+// zeroed, the rest not renormalized, and the output recomputed from what is left.
+void mask_after_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
+                        const ref::AttentionShape& shape, ref::GqaMap map, std::int64_t visible,
+                        std::int64_t n_keys, std::int64_t stride);
+
+// The softmax with 1 added to its denominator ("quiet" or off-by-one softmax): each head's
+// probabilities and output times Z / (1 + Z).
+void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                   const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map, float scale,
+                   float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride);
+
+// The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
+// written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
+// of their weight, E the keys scored 0.
+void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                             const std::vector<double>& K, const std::vector<double>& V,
+                             const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
+                             std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride);
+
+// The softmax run in 16-bit floats (torch's softmax of a half tensor): each score rounded to f16,
+// the probabilities computed from those and rounded to f16, the output recomputed from them.
+void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                            const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
+                            ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
+                            std::int64_t stride);
+
+// Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
+void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
+                       const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
+                       std::int64_t n_keys, std::int64_t stride);
+
+// The output of an online softmax that never divides by its sum: each head's output times
+// Σ_t exp(s_t − max s) = 1 / (its largest probability).
+void scale_heads_by_softmax_sum(const std::vector<double>& probs, std::vector<double>& out, int n_head,
+                                std::int64_t stride);
+
+}  // namespace tapdiff::diff
