@@ -204,15 +204,18 @@ void drop_unconfirmed_suspects(DiffResult& r) {
       if (row.suspect) row.diverged = row.suspect = false;
       else if (row.confirmed_suspect() && !confirmed) confirmed = &row;
     }
-    if (confirmed)
-      r.findings.push_back(
-          {"below-threshold", t.full_name,
-           fmt::format("diverges under the {} threshold ({:.3g}): at position {} its error (nmse {:.3g}) is {:.3g}x its "
-                       "inputs' ({:.3g}), and the op replayed from the actual trace's own inputs is off by nmse {:.3g}, "
-                       "over the floor {:.3g} that no honest op of this precision reaches",
-                       r.profile, t.threshold_nmse, confirmed->position, confirmed->nmse,
-                       confirmed->nmse / std::max(confirmed->input_nmse, 1e-300), confirmed->input_nmse,
-                       confirmed->own_nmse, t.own_error_floor_nmse)});
+    if (!confirmed) continue;
+    const std::string against_inputs =
+        confirmed->input_nmse > 0 ? fmt::format("{:.3g}x its inputs' ({:.3g})", confirmed->nmse / confirmed->input_nmse,
+                                                confirmed->input_nmse)
+                                  : std::string("where its inputs agree exactly");
+    r.findings.push_back(
+        {"below-threshold", t.full_name,
+         fmt::format("diverges under the {} threshold ({:.3g}): at position {} its error (nmse {:.3g}) is {}, and the "
+                     "op replayed from the actual trace's own inputs is off by nmse {:.3g}, over the floor {:.3g} "
+                     "that no honest op of this precision reaches",
+                     r.profile, t.threshold_nmse, confirmed->position, confirmed->nmse, against_inputs,
+                     confirmed->own_nmse, t.own_error_floor_nmse)});
   }
 }
 

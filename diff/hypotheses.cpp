@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <optional>
 
 #include "model/half.hpp"
@@ -182,7 +183,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, weighted_first, after_rope };
+  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first, after_rope };
   auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                             Form form = Form::rms, double x_scale = 1) {
     return [&in, x_name, x_layer, weight, eps, form, per_head, layer, head_dim, x_scale](std::int64_t p) {
@@ -221,10 +222,12 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
           ref::rmsnorm(xd.data(), nullptr, int(group), eps, yd.data());
         } else if (form == Form::unnormalized) {
           for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * (w ? w[i] : 1.0f);
-        } else if (form == Form::over_n_minus_1) {
+        } else if (form == Form::over_n_minus_1 || form == Form::eps_outside_sqrt) {
           double squares = 0;
           for (double v : xd) squares += v * v;
-          const double inv = group > 1 ? 1 / std::sqrt(squares / double(group - 1) + eps) : 0;
+          const double inv = form == Form::eps_outside_sqrt ? 1 / (std::sqrt(squares / double(group)) + eps)
+                             : group > 1                    ? 1 / std::sqrt(squares / double(group - 1) + eps)
+                                                            : 0;
           for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * inv * (w ? w[i] : 1.0f);
         } else {
           ref::rmsnorm(xd.data(), w, int(group), eps, yd.data());
@@ -393,6 +396,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  run(w, eps, Form::mean_removed)});
   out.push_back({"the mean square taken over n - 1 instead of n elements", "normalization", false,
                  run(w, eps, Form::over_n_minus_1)});
+  out.push_back({"x / (sqrt(mean(x²)) + eps): epsilon added outside the square root", "normalization", false,
+                 run(w, eps, Form::eps_outside_sqrt)});
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
                  run(w, eps, Form::one_plus_w)});
   out.push_back({"rmsnorm(x * w): the weight multiplied in before the mean square instead of after", "normalization",
@@ -514,6 +519,39 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));
+  // Some heads rotated, the others left as they came (a head loop's bound, a head count of the
+  // other projection's): each head of the last row read as one or the other.
+  if (const TapInfo* tap = in.actual.find(name, layer); tap && tap->n_rows > 1) {
+    const std::int64_t last = tap->last_position();
+    const Row y = trace_row(in.actual, name, layer, last), x = trace_row(in.actual, src, layer, last);
+    const Row r = rotate(at_p, base, right)(last);
+    const auto d = std::size_t(c.head_dim);
+    std::vector<int> left;
+    bool every_head = !y.empty() && y.size() == x.size() && r.size() == y.size() && y.size() == std::size_t(heads) * d;
+    for (int h = 0; h < heads && every_head; ++h) {
+      const auto at = std::size_t(h) * d;
+      const auto nmse = [&](const Row& m) { return row_metrics(m.data() + at, y.data() + at, std::int64_t(d)).nmse; };
+      if (nmse(x) < 1e-8 && nmse(r) > 1e-4) left.push_back(h);
+      else every_head = nmse(r) < 1e-8;
+    }
+    if (every_head && !left.empty() && int(left.size()) < heads) {
+      const bool tail = left.front() == heads - int(left.size()) && left.back() == heads - 1;
+      out.push_back({fmt::format("head{} {} of {} left unrotated{} (fitted at position {})", left.size() == 1 ? "" : "s",
+                                 fmt::join(left, ", "), heads,
+                                 tail ? ": the head loop stops short of the last" : "", last),
+                     "rope", false,
+                     [left, d, rotated = rotate(at_p, base, right), as_is = rotate(at_p, base, right, false)](std::int64_t p) {
+                       Row row = rotated(p);
+                       const Row came = as_is(p);
+                       if (row.size() != came.size()) return Row{};
+                       for (int h : left)
+                         std::copy_n(came.begin() + std::ptrdiff_t(std::size_t(h) * d), d,
+                                     row.begin() + std::ptrdiff_t(std::size_t(h) * d));
+                       return row;
+                     }});
+      out.back().fitted = true;
+    }
+  }
   // gemma3's sliding layers have a base of their own: the other kind of layer's base wired in.
   const float other_kind = c.sliding(layer) ? c.rope_freq_base : c.rope_freq_base_swa;
   if (c.rope_freq_base_swa > 0 && c.sliding_window > 0 && other_kind != base)

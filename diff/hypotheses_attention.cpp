@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "diff/fitted_constants.hpp"
+#include "diff/metrics.hpp"
 #include "diff/replay_rows.hpp"
 #include "diff/softmax_variants.hpp"
 #include "model/half.hpp"
@@ -151,12 +152,15 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool unnormalized = false;           // the output not divided by the softmax's sum
     bool mask_from_actual = false;       // the keys each position sees read off the actual probabilities
     bool quiet = false;                  // 1 added to the softmax's denominator
-    bool half_softmax = false;           // the softmax run in 16-bit floats
+    std::optional<HalfSoftmax> half_softmax{};  // the softmax (or its exponentials) in 16-bit floats
+    bool half_softmax_in_decode = false;         // ... in decode steps only (the prefill's kernel right)
+    bool online_sum_stale = false;       // an online softmax's running sum not rescaled as its max grows
     std::int64_t view_offset = 0;        // attention reads cache slot t + view_offset as key t
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
+    bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
     bool window_at_zero_in_decode = false;  // decode steps measure the window from query position 0
   };
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
@@ -242,10 +246,21 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys,
                               std::min(batch_end, in.n_ctx), in.n_ctx);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
-    if (s.half_softmax)
-      half_precision_softmax(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+    if (s.half_softmax && (!s.half_softmax_in_decode || p >= in.prompt_length))
+      half_precision_softmax(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx,
+                             *s.half_softmax);
+    if (s.online_sum_stale)
+      online_sum_not_rescaled(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.unnormalized) scale_heads_by_softmax_sum(pr, o, c.n_head, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
+    if (s.ring)  // the probabilities in the order the kernel reads the cells: key t's in column t mod window
+      for (int h = 0; h < c.n_head; ++h) {
+        double* ph = pr.data() + std::ptrdiff_t(h) * in.n_ctx;
+        std::vector<double> cells(std::size_t(s.window), 0.0);
+        for (std::int64_t t = std::min(first, n_keys); t < n_keys; ++t) cells[std::size_t(t % s.window)] = ph[t];
+        std::fill(ph, ph + in.n_ctx, 0.0);
+        std::copy(cells.begin(), cells.end(), ph);
+      }
     Row probs(pr.begin(), pr.end());
     if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
     Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
@@ -331,6 +346,48 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                     w, last),
                      "attention-mask", false, replay(s)});
       out.back().fitted = true;
+      s = right;
+    }
+  }
+  // Only the last W keys seen on a layer that attends to every key, where no probabilities show
+  // which (a fused kernel records none), or where they show the keys in cell order: a cache of W
+  // cells reused as a ring, key t in cell t mod W. W fitted where the trace attends the most keys.
+  if (const TapInfo* tap = in.actual.find(name, layer); right.window == 0 && tap && tap->n_rows > 1) {
+    const std::int64_t last = tap->last_position();
+    std::int64_t w = 0;
+    if (output == Output::probs) {
+      const auto seen = keys_seen(in.actual, layer, c.n_head, last);
+      w = seen && seen->first == 0 && seen->second <= last ? seen->second : 0;
+    } else if (output == Output::attn_out && !in.actual.find("attn.probs", layer)) {
+      const Row y = trace_row(in.actual, name, layer, last);
+      const auto nmse = [&](const Setup& t) {
+        const Row r = compute(t, Output::attn_out, last);
+        return r.size() == y.size() && !y.empty() ? row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse
+                                                  : double(INFINITY);
+      };
+      double best = nmse(right) / 10;
+      for (std::int64_t k = 1; k <= last; k += k < 128 ? 1 : 32) {
+        s.window = k;
+        if (const double e = nmse(s); e < best) std::tie(best, w) = std::pair{e, k};
+      }
+      s = right;
+    }
+    if (w > 0) {
+      s.window = w;
+      s.ring = true;
+      out.push_back({fmt::format("a cache of {} cells reused as a ring (key t in cell t mod {}): attention sees only "
+                                 "the last {} keys (fitted at position {})",
+                                 w, w, w, last),
+                     "kv-cache", false, replay(s)});
+      out.back().fitted = true;
+      if (output == Output::attn_out) {  // the same numbers as a window mask: only probabilities tell them apart
+        s.ring = false;
+        out.push_back({fmt::format("a sliding window of {} keys on a layer that attends to every key (fitted at "
+                                   "position {})",
+                                   w, last),
+                       "attention-mask", false, replay(s)});
+        out.back().fitted = true;
+      }
       s = right;
     }
   }
@@ -476,6 +533,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    "softmax", false, replay(s)});
   }
   s = right;
+  s.online_sum_stale = true;
+  out.push_back({"an online softmax whose running sum is not rescaled when the running max grows (S += exp(s - M) "
+                 "without S · exp(M_old - M))",
+                 "softmax", false, replay(s)});
+  s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
   s = right;
@@ -554,9 +616,16 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                  "(the cache view's offset one row too far)",
                  "kv-cache", false, replay(s)});
   s = right;
-  s.half_softmax = true;
+  s.half_softmax = HalfSoftmax::whole;
   out.push_back({"the softmax run in 16-bit floats: scores and probabilities rounded to f16", "softmax", false,
                  replay(s)});
+  s.half_softmax = HalfSoftmax::exponentials;
+  out.push_back({"the softmax's exponentials exp(s - max) kept in f16 (summed and divided in f32)", "softmax", false,
+                 replay(s)});
+  s.half_softmax_in_decode = true;
+  out.push_back({"the softmax's exponentials exp(s - max) kept in f16 in decode steps only (the prefill's kernel "
+                 "right)",
+                 "softmax", false, replay(s)});
   s = right;
   s.cache.cursor = Cursor::late;
   out.push_back({"decode rows written one slot late (the write offset one row ahead of the length)", "kv-cache",

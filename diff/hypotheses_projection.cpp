@@ -158,6 +158,61 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                      }});
       out.back().fitted = true;
     }
+  // ... or its penalties on the tokens seen so far (positions 0..p), fitted where the trace ends:
+  // a repetition penalty r (positive logits divided by r, negative ones times r), a presence
+  // penalty (a constant subtracted), a frequency penalty (a constant per occurrence).
+  if (const TapInfo* tap = name == "output" ? in.actual.find(name, layer) : nullptr; tap && tap->n_rows > 0) {
+    const std::vector<std::int32_t>& tokens = in.actual.metadata().tokens;
+    const auto occurrences = [tokens, n_out](std::int64_t p) {
+      std::vector<int> count(n_out, 0);
+      for (std::int64_t t = 0; t <= p && t < std::int64_t(tokens.size()); ++t)
+        if (tokens[std::size_t(t)] >= 0 && std::size_t(tokens[std::size_t(t)]) < n_out) ++count[std::size_t(tokens[std::size_t(t)])];
+      return count;
+    };
+    const std::int64_t last = tap->last_position();
+    const Row right = with(W, B)(last), y = trace_row(in.actual, name, layer, last);
+    std::vector<double> ratios, offsets, per_occurrence;
+    if (right.size() == n_out && y.size() == n_out) {
+      const std::vector<int> count = occurrences(last);
+      for (std::size_t i = 0; i < n_out; ++i)
+        if (count[i] > 0 && right[i] != 0 && y[i] != 0) {
+          ratios.push_back(right[i] > 0 ? double(right[i]) / y[i] : double(y[i]) / right[i]);
+          offsets.push_back(double(right[i]) - y[i]);
+          per_occurrence.push_back(offsets.back() / count[i]);
+        }
+    }
+    const auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    const auto penalized = [=](auto edit) {
+      return [=](std::int64_t p) {
+        Row r = with(W, B)(p);
+        const std::vector<int> count = occurrences(p);
+        for (std::size_t i = 0; i < r.size() && i < count.size(); ++i)
+          if (count[i] > 0) r[i] = edit(r[i], count[i]);
+        return r;
+      };
+    };
+    const std::string edited = fmt::format("of the tokens seen so far, in place (fitted at position {}): the sampler's "
+                                           "edit recorded as the logits",
+                                           last);
+    if (!ratios.empty())
+      if (const double r = median(ratios); r > 0 && std::abs(r - 1) > 1e-3) {
+        out.push_back({fmt::format("a repetition penalty of {:.4g} on the logits {}", r, edited), "sampling", false,
+                       penalized([r](float v, int) { return float(v > 0 ? v / r : v * r); })});
+        out.back().fitted = true;
+      }
+    if (!offsets.empty())
+      for (const bool per_count : {false, true})
+        if (const double a = median(per_count ? per_occurrence : offsets); std::abs(a) > 1e-6) {
+          out.push_back({fmt::format("a {} penalty of {:.4g} subtracted from the logits {}",
+                                     per_count ? "frequency" : "presence", a, edited),
+                         "sampling", false,
+                         penalized([a, per_count](float v, int n) { return float(v - a * (per_count ? n : 1)); })});
+          out.back().fitted = true;
+        }
+  }
   // A product's loop stopped short of the row (a tail left out, a bound from another width): k
   // fitted on the last row the tap holds that the full product does not give; in decode steps
   // only when the prompt's last row is right (decode runs its own matrix-vector kernel).

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <fmt/format.h>
 
 #include "diff/fitted_constants.hpp"
@@ -126,6 +127,53 @@ std::optional<std::pair<double, double>> per_head_factors(const Row& a, const Ro
   return std::make_pair(least, greatest);
 }
 
+// The heads a per-head tap's row holds, from the traces' hyperparameters (0 for other taps).
+std::int64_t heads_in(const std::string& name, const HParams& hparams) {
+  const auto count = [&](const char* key) {
+    const auto it = hparams.find(key);
+    return it != hparams.end() && std::holds_alternative<std::int64_t>(it->second) ? std::get<std::int64_t>(it->second)
+                                                                                  : std::int64_t(0);
+  };
+  for (const char* q : {"attn_q", "attn_q_norm", "attn_q.rope", "attn.probs", "attn.out"})
+    if (name == q) return count("n_head");
+  for (const char* kv : {"attn_k", "attn_k_norm", "attn_k.rope", "attn_v", "kv.k", "kv.v"})
+    if (name == kv) return count("n_head_kv");
+  return 0;
+}
+
+// "3", "0..2, 5": heads as runs.
+std::string heads_text(const std::vector<std::int64_t>& heads) {
+  std::string text;
+  for (std::size_t i = 0; i < heads.size();) {
+    std::size_t j = i;
+    while (j + 1 < heads.size() && heads[j + 1] == heads[j] + 1) ++j;
+    text += fmt::format("{}{}", text.empty() ? "" : ", ",
+                        j == i ? fmt::format("{}", heads[i]) : fmt::format("{}..{}", heads[i], heads[j]));
+    i = j + 1;
+  }
+  return text;
+}
+
+// The error confined to some heads of a per-head row, the rest matching (within a hundredth of
+// the threshold): which, as a sentence; "" when every head (or none) is off.
+std::string heads_off(const Row& a, const Row& b, std::int64_t heads, double threshold) {
+  if (heads < 2 || a.empty() || a.size() != b.size() || a.size() % std::size_t(heads) != 0) return "";
+  const std::size_t width = a.size() / std::size_t(heads);
+  std::vector<std::int64_t> off;
+  double clean = 0;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const Row ha(a.begin() + std::ptrdiff_t(std::size_t(h) * width), a.begin() + std::ptrdiff_t(std::size_t(h + 1) * width));
+    const Row hb(b.begin() + std::ptrdiff_t(std::size_t(h) * width), b.begin() + std::ptrdiff_t(std::size_t(h + 1) * width));
+    const double e = nmse_against(hb, ha);
+    if (e > threshold) off.push_back(h);
+    else if (e <= 1e-2 * threshold) clean = std::max(clean, e);
+    else return "";
+  }
+  if (off.empty() || std::int64_t(off.size()) == heads) return "";
+  return fmt::format("the error is confined to head{} {} of {}: the other heads match (nmse up to {:.2g})",
+                     off.size() == 1 ? "" : "s", heads_text(off), heads, clean);
+}
+
 // The largest nmse of t's rows before `position` (0 without any).
 double largest_nmse_before(const TapComparison* t, std::int64_t position) {
   double largest = 0;
@@ -179,6 +227,9 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
   const Row ra = trace_row(a, f.name, f.layer, f.position), rb = trace_row(b, f.name, f.layer, f.position);
   const std::string& precision = b.metadata().precision;
   degenerate_shapes(ra, rb, precision == "f16" || precision == "bf16", o);
+  if (t)
+    if (std::string line = heads_off(ra, rb, heads_in(f.name, a.metadata().hparams), t->threshold_nmse); !line.empty())
+      o.lines.push_back(std::move(line));
   if (const TapInfo* probs = f.name == "attn.probs" ? b.find(f.name, f.layer) : nullptr;
       probs && probs->row_shape.size() == 2)
     if ((o.head_factors = per_head_factors(ra, rb, probs->row_shape[0])))

@@ -95,7 +95,8 @@ void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& ou
 void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                             ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
-                            std::int64_t stride) {
+                            std::int64_t stride, HalfSoftmax rounded) {
+  const bool whole = rounded == HalfSoftmax::whole;
   const int kv_dim = shape.n_head_kv * shape.head_dim;
   const auto half = [](double x) { return double(fp16_to_fp32(fp32_to_fp16(float(x)))); };
   std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys, 0)));
@@ -104,21 +105,46 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
     double* ph = probs.data() + std::int64_t(h) * stride;
     double max = -INFINITY;
     for (std::int64_t t = first; t < n_keys; ++t) {
-      scores[std::size_t(t)] = half(score_of(q, K, shape, map, scale, cap, h, t));
+      const double st = score_of(q, K, shape, map, scale, cap, h, t);
+      scores[std::size_t(t)] = whole ? half(st) : st;
       max = std::max(max, scores[std::size_t(t)]);
     }
+    const auto numerator = [&](std::int64_t t) {
+      const double e = std::exp(scores[std::size_t(t)] - max);
+      return whole ? e : half(e);
+    };
     double sum = 0;
-    for (std::int64_t t = first; t < n_keys; ++t) sum += std::exp(scores[std::size_t(t)] - max);
+    for (std::int64_t t = first; t < n_keys; ++t) sum += numerator(t);
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     std::fill(oh, oh + shape.head_dim, 0.0);
     for (std::int64_t t = first; t < n_keys; ++t) {
-      ph[t] = half(std::exp(scores[std::size_t(t)] - max) / sum);
+      ph[t] = whole ? half(numerator(t) / sum) : numerator(t) / sum;
       for (int d = 0; d < shape.head_dim; ++d) oh[d] += ph[t] * V[std::size_t(t * kv_dim + g * shape.head_dim + d)];
     }
   }
 }
 
 // Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
+void online_sum_not_rescaled(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                             const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map,
+                             float scale, float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride) {
+  for (int h = 0; h < shape.n_head; ++h) {
+    double running_max = -INFINITY, stale_sum = 0, z = 0;
+    std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys - first, 0)));
+    for (std::int64_t t = first; t < n_keys; ++t) {
+      const double st = scores[std::size_t(t - first)] = score_of(q, K, shape, map, scale, cap, h, t);
+      running_max = std::max(running_max, st);
+      stale_sum += std::exp(st - running_max);
+    }
+    for (const double st : scores) z += std::exp(st - running_max);
+    if (!(stale_sum > 0) || !std::isfinite(stale_sum)) continue;
+    const double kept = z / stale_sum;
+    double* ph = probs.data() + std::int64_t(h) * stride;
+    for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
+    for (int d = 0; d < shape.head_dim; ++d) out[std::size_t(h * shape.head_dim + d)] *= kept;
+  }
+}
+
 void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
                        const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
                        std::int64_t n_keys, std::int64_t stride) {

@@ -30,12 +30,21 @@ void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& ou
                              const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
                              std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride);
 
-// The softmax run in 16-bit floats (torch's softmax of a half tensor): each score rounded to f16,
-// the probabilities computed from those and rounded to f16, the output recomputed from them.
+// The softmax run in 16-bit floats, the output recomputed from its probabilities: `whole` (torch's
+// softmax of a half tensor) each score rounded to f16, the probabilities computed from those and
+// rounded to f16; `exponentials` only exp(s - max) kept in f16, summed and divided in f32.
+enum class HalfSoftmax { whole, exponentials };
 void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                             ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
-                            std::int64_t stride);
+                            std::int64_t stride, HalfSoftmax rounded);
+
+// An online softmax (keys visited in order) whose running sum is not rescaled when the running
+// max grows: S = Σ_t exp(s_t − M_t), M_t the max up to key t, while the output's accumulator is
+// rescaled right; each head's probabilities and output are the correct ones times Z / S ≤ 1.
+void online_sum_not_rescaled(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                             const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map,
+                             float scale, float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride);
 
 // Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
 void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,

@@ -15,6 +15,15 @@ bool block_quantized(GgmlType type) {
   return type != GgmlType::F32 && type != GgmlType::F16 && type != GgmlType::BF16;
 }
 
+// The elements whose low and high nibbles share bytes: a 4/5-bit block's 32, a K-quant's 64.
+std::size_t nibble_group(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: return kQK;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return 64;
+    default: return 0;
+  }
+}
+
 std::vector<float> decode(const GgufTensorInfo& t, const std::vector<std::uint8_t>& bytes) {
   std::vector<float> out(t.n_elements);
   dequantize_row(t.type, bytes.data(), out.data(), std::int64_t(t.n_elements));
@@ -111,6 +120,29 @@ std::vector<float> halves_swapped(std::vector<float> values, std::size_t group) 
   return values;
 }
 
+// Each group's halves interleaved: element 2j its first half's j, 2j + 1 its second half's j (the
+// low and high nibble of byte j unpacked side by side).
+std::vector<float> halves_interleaved(const std::vector<float>& values, std::size_t group) {
+  std::vector<float> out(values);
+  const std::size_t half = group / 2;
+  for (std::size_t at = 0; at + group <= values.size(); at += group)
+    for (std::size_t j = 0; j < half; ++j) {
+      out[at + 2 * j] = values[at + j];
+      out[at + 2 * j + 1] = values[at + half + j];
+    }
+  return out;
+}
+
+// Q4_K / Q5_K with sub-blocks 4..7 given only the low 4 bits of their 6-bit scale and min (bits
+// 4-5 live in bits 6-7 of scale bytes 0..7, which sub-blocks 0..3 mask off).
+std::vector<float> k_quant_scale_high_bits_dropped(const GgufTensorInfo& t, std::size_t block_bytes) {
+  std::vector<std::uint8_t> bytes = raw_bytes(t);
+  constexpr std::size_t kScales = offsetof(BlockQ4_K, scales);
+  for (std::size_t at = 0; at + block_bytes <= bytes.size(); at += block_bytes)
+    for (std::size_t j = 0; j < 8; ++j) bytes[at + kScales + j] &= 0x3Fu;
+  return decode(t, bytes);
+}
+
 // Layer index and the rest of a per-layer tensor name: "blk.3.ffn_norm.weight" -> (3, "ffn_norm.weight").
 std::pair<int, std::string> split_layer(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return {-1, name};
@@ -149,23 +181,28 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
   if (t.type == GgmlType::Q4_0)
     out.push_back({"Q4_0 blocks addressed at a stride of 16 bytes instead of 18 (the scale left out of the block size)",
                    "dequantization", false, block_stride(t, sizeof(BlockQ4_0), sizeof(BlockQ4_0::qs))});
-  if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_0 || t.type == GgmlType::Q5_1)
+  if (const std::size_t group = nibble_group(t.type)) {
     out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
-                   "dequantization", false, halves_swapped(correct, kQK)});
+                   "dequantization", false, halves_swapped(correct, group)});
+    out.push_back({fmt::format("{} nibbles unpacked interleaved (byte j's low and high nibble as elements 2j and 2j+1, "
+                               "not j and j+{})",
+                               ggml_type_name(t.type), group / 2),
+                   "dequantization", false, halves_interleaved(correct, group)});
+  }
   if (const GgmlTypeTraits& traits = ggml_type_traits(t.type); block_quantized(t.type) && traits.block_elems == kQK)
     for (const std::ptrdiff_t shift : {1, -1})
       out.push_back({fmt::format("{} blocks decoded with the scale of the block {} (the scale's index off by one)",
                                  ggml_type_name(t.type), shift > 0 ? "after them" : "before them"),
                      "dequantization", false, scales_shifted(t, traits.block_bytes, shift)});
-  if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K)
-    out.push_back({fmt::format("{} nibbles taken in the other order (high nibble first)", ggml_type_name(t.type)),
-                   "dequantization", false, halves_swapped(correct, 64)});
-  if (t.type == GgmlType::Q4_K)
-    out.push_back({"Q4_K blocks decoded with the min term negated", "dequantization", false,
-                   k_quant_min_negated(t, sizeof(BlockQ4_K))});
-  if (t.type == GgmlType::Q5_K)
-    out.push_back({"Q5_K blocks decoded with the min term negated", "dequantization", false,
-                   k_quant_min_negated(t, sizeof(BlockQ5_K))});
+  if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K) {
+    const std::size_t block_bytes = t.type == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+    out.push_back({fmt::format("{} blocks decoded with the min term negated", ggml_type_name(t.type)),
+                   "dequantization", false, k_quant_min_negated(t, block_bytes)});
+    out.push_back({fmt::format("{} sub-blocks 4..7 decoded with only the low 4 bits of their 6-bit scale and min (the "
+                               "high bits in scale bytes 0..7 dropped)",
+                               ggml_type_name(t.type)),
+                   "dequantization", false, k_quant_scale_high_bits_dropped(t, block_bytes)});
+  }
   if (t.ne.size() == 1 && t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias")
     out.push_back({"the bias staged as bf16 and decoded as f16 (bytes read as the wrong type)",
                    "bias", false, bf16_read_as_f16(correct)});
