@@ -24,19 +24,6 @@ RangeSet admitted(const TraceReader& t) {
   }
 }
 
-// "3", "0..4, 7": increasing positions as runs.
-std::string runs_text(const std::vector<std::int64_t>& positions) {
-  std::string out;
-  for (std::size_t i = 0; i < positions.size();) {
-    std::size_t j = i;
-    while (j + 1 < positions.size() && positions[j + 1] == positions[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") +
-           (i == j ? std::to_string(positions[i]) : fmt::format("{}..{}", positions[i], positions[j]));
-    i = j + 1;
-  }
-  return out;
-}
-
 // The last position any tap of t holds: the last its run fed (a shorter run, or one that never
 // feeds its last generated token, holds none after it).
 std::int64_t last_fed(const TraceReader& t) {

@@ -141,19 +141,6 @@ std::int64_t heads_in(const std::string& name, const HParams& hparams) {
   return 0;
 }
 
-// "3", "0..2, 5": heads as runs.
-std::string heads_text(const std::vector<std::int64_t>& heads) {
-  std::string text;
-  for (std::size_t i = 0; i < heads.size();) {
-    std::size_t j = i;
-    while (j + 1 < heads.size() && heads[j + 1] == heads[j] + 1) ++j;
-    text += fmt::format("{}{}", text.empty() ? "" : ", ",
-                        j == i ? fmt::format("{}", heads[i]) : fmt::format("{}..{}", heads[i], heads[j]));
-    i = j + 1;
-  }
-  return text;
-}
-
 // The error confined to some heads of a per-head row, the rest matching (within a hundredth of
 // the threshold): which, as a sentence; "" when every head (or none) is off.
 std::string heads_off(const Row& a, const Row& b, std::int64_t heads, double threshold) {
@@ -171,7 +158,7 @@ std::string heads_off(const Row& a, const Row& b, std::int64_t heads, double thr
   }
   if (off.empty() || std::int64_t(off.size()) == heads) return "";
   return fmt::format("the error is confined to head{} {} of {}: the other heads match (nmse up to {:.2g})",
-                     off.size() == 1 ? "" : "s", heads_text(off), heads, clean);
+                     off.size() == 1 ? "" : "s", runs_text(off), heads, clean);
 }
 
 // The largest nmse of t's rows before `position` (0 without any).

@@ -14,6 +14,17 @@ std::string position_pattern_text(PositionPattern pattern, std::int64_t first) {
   return "";
 }
 
+std::string runs_text(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size();) {
+    std::size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] == values[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (i == j ? std::to_string(values[i]) : fmt::format("{}..{}", values[i], values[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string diff_mode_text(DiffMode mode) {
   switch (mode) {
     case DiffMode::first: return "first";

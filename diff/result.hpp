@@ -36,6 +36,7 @@ struct RowMetrics {
 
 enum class PositionPattern { none, all, from, some };  // which positions diverge
 std::string position_pattern_text(PositionPattern pattern, std::int64_t first);
+std::string runs_text(const std::vector<std::int64_t>& values);  // increasing values as runs: "3", "0..4, 7"
 
 // One tap (name, layer) compared over the positions both traces hold.
 struct TapComparison {

@@ -124,13 +124,12 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
   }
 }
 
-// Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
 void online_sum_not_rescaled(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                              const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map,
                              float scale, float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride) {
+  std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys - first, 0)));
   for (int h = 0; h < shape.n_head; ++h) {
     double running_max = -INFINITY, stale_sum = 0, z = 0;
-    std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys - first, 0)));
     for (std::int64_t t = first; t < n_keys; ++t) {
       const double st = scores[std::size_t(t - first)] = score_of(q, K, shape, map, scale, cap, h, t);
       running_max = std::max(running_max, st);
@@ -145,6 +144,7 @@ void online_sum_not_rescaled(std::vector<double>& probs, std::vector<double>& ou
   }
 }
 
+// Probabilities p soft-capped after the softmax, c · tanh(p / c), and the output recomputed.
 void cap_probabilities(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& V,
                        const ref::AttentionShape& shape, ref::GqaMap map, float cap, std::int64_t first,
                        std::int64_t n_keys, std::int64_t stride) {
