@@ -1,0 +1,217 @@
+"""How a finding is found and said, whatever the bug: first divergences, faulty expected traces,
+profiles, models, coverage, rows that only just pass, noise every layer carries."""
+import shutil
+
+import h5py
+import numpy as np
+
+from bug_traces import PROMPT, run, read_tap, write_tap, diff_json
+
+
+def test_an_infinity_from_finite_inputs_is_the_first_divergence(llama, tmp_path):
+    """An f16 overflow: one Inf in ffn.act, its gate and up finite. Its bound from the inputs
+    is infinite too, which must not clear it as an amplified difference."""
+    bad = tmp_path / "inf.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    act = read_tap(bad, "ffn.act", 1)
+    act[:, 3] = np.inf
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(llama / "ref.h5", bad)
+    assert code == 1 and r["verdict"] == "diverged"
+    assert r["first_divergence"]["tap"] == "blk.1.ffn.act" and r["first_divergence"]["position"] == 0
+    assert r["diagnosis"]["class"] == "non-finite"
+    assert r["first_divergence"]["metrics"]["max_abs"] == "inf"
+    assert not any(f["kind"] == "amplified" for f in r["findings"])
+
+
+def test_another_prompt_is_not_a_generation_loop_bug(llama, tmp_path):
+    """A tokenizer that adds or drops BOS gives the engine other prompt tokens: no engine
+    diverged, the runs had other inputs (exit 2), and the finding says so."""
+    model = llama / "llama.gguf"
+    for name, tokens, position in (("extra-bos", "1," + PROMPT, 1), ("no-bos", PROMPT[2:], 0)):
+        out = tmp_path / f"{name}.h5"
+        assert run("run", "--backend", "host", "-m", model, "--tokens", tokens, "-n", 6, "-o", out).returncode == 0
+        code, r = diff_json(llama / "ref.h5", out)
+        assert code == 2 and r["verdict"] == "incompatible", r["summary"]
+        assert r["findings"][0]["kind"] == "prompt", r["findings"]
+        assert f"the runs were given other prompts: at position {position}" in r["findings"][0]["detail"]
+        assert r["diagnosis"] is None and not any(f["kind"] == "token-sequence" for f in r["findings"])
+
+
+def test_a_faulty_expected_trace_does_not_pass_and_is_named(llama, tmp_path):
+    """The traces in the other order, or a golden recorded from a faulty build: the actual
+    trace is right and the expected one is not. Not a PASS: the expected side's bug, diagnosed."""
+    code, r = diff_json(llama / "attn-scale.h5", llama / "ref.h5")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs"
+    assert r["diagnosis"]["class"] == "attention-scale" and r["diagnosis"]["in_expected"] is True
+    assert any(f["kind"] == "expected-off-its-inputs" for f in r["findings"])
+    p = run("diff", llama / "attn-scale.h5", llama / "ref.h5")
+    assert "attention-scale (reproduced) in the expected trace" in p.stdout, p.stdout
+    p = run("check", "--golden", llama / "attn-scale.h5", "-m", llama / "llama.gguf")
+    assert p.returncode == 1, p.stdout
+    code, r = diff_json(llama / "ref.h5", llama / "attn-scale.h5")  # the usual order is unchanged
+    assert code == 1 and r["diagnosis"]["class"] == "attention-scale" and r["diagnosis"]["in_expected"] is False
+
+
+def test_a_precision_without_a_profile_is_said(llama, tmp_path):
+    labelled = tmp_path / "labelled.h5"
+    shutil.copy(llama / "eng.h5", labelled)
+    with h5py.File(labelled, "r+") as f:
+        f.attrs["precision"] = "int4-magic"
+    code, r = diff_json(llama / "ref.h5", labelled)
+    assert code == 0 and r["profile"] == "f32"
+    assert [f["kind"] for f in r["findings"]] == ["precision"], r["findings"]
+    assert '"int4-magic" has no tolerance profile of its own: compared under f32' in r["findings"][0]["detail"]
+
+
+def test_the_model_is_found_beside_the_traces_or_its_absence_said(llama, tmp_path):
+    """Traces record the model path as given (relative to where the run ran): diff finds it
+    beside the traces from any directory, and says so when it finds it nowhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "traces"
+    run_dir.mkdir()
+    shutil.copy(llama / "llama.gguf", run_dir / "llama.gguf")
+    for backend, out, extra in (("reference", "ref.h5", []), ("host", "eng.h5", ["--inject", "attn-scale"])):
+        p = run("run", "--backend", backend, "-m", "llama.gguf", "--tokens", PROMPT, "-n", 2, *extra, "-o", out,
+                cwd=run_dir)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(run_dir / "ref.h5", run_dir / "eng.h5", cwd=elsewhere)
+    assert code == 1 and r["diagnosis"]["class"] == "attention-scale", r["diagnosis"]
+    (run_dir / "llama.gguf").unlink()
+    code, r = diff_json(run_dir / "ref.h5", run_dir / "eng.h5", cwd=elsewhere)
+    assert code == 1 and r["diagnosis"]["class"] == "unexplained"
+    missing = [f for f in r["findings"] if f["kind"] == "no-model"]
+    assert missing and "the traces' model llama.gguf was not found" in missing[0]["detail"], r["findings"]
+
+
+def test_legitimate_pairs_carry_no_coverage_findings(llama, tmp_path):
+    """Runs of other lengths, --logits all against last, and layer windows whose attention rows
+    coincide: no missing-positions, position-shift or layer-shift finding."""
+    model = llama / "llama.gguf"
+    short, logits_all = tmp_path / "short.h5", tmp_path / "logits-all.h5"
+    assert run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 3, "-o", short).returncode == 0
+    assert run("run", "-m", model, "--tokens", PROMPT, "-n", 6, "--logits", "all", "-o", logits_all).returncode == 0
+    coverage = {"missing-positions", "position-shift", "layer-shift"}
+    for expected, actual in ((llama / "ref.h5", short), (logits_all, llama / "eng.h5")):
+        code, r = diff_json(expected, actual)
+        assert code == 0 and not coverage & {f["kind"] for f in r["findings"]}, r["findings"]
+    windows = []
+    for layer in (0, 1):
+        out = tmp_path / f"layer{layer}.h5"
+        assert run("run", "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", layer, "--taps", "*attn.probs*",
+                   "-o", out).returncode == 0
+        windows.append(out)
+    code, r = diff_json(*windows)  # no tap in common: the generated tokens are what is compared
+    assert code == 0 and not coverage & {f["kind"] for f in r["findings"]}, r["findings"]
+
+
+def test_rows_that_pass_only_just_are_not_called_intact(llama, tmp_path):
+    """A bug acting at every position, under the threshold on the prompt and over it from the
+    first decode step on (an epsilon outside the square root, say): the prompt passes, but it is
+    not intact, and the signatures must not send anyone to decode-only code."""
+    bad = tmp_path / "under.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    y = read_tap(bad, "attn_norm", 0).astype(np.float64)
+    prompt = len(PROMPT.split(","))
+    # nmse ~1e-10 on the prompt (under the f32 floor for suspects), ~9e-8 after it
+    scale = np.where(np.arange(len(y)) < prompt, 1 + 1e-5, 1 + 3e-4)[:, None]
+    write_tap(bad, "attn_norm", 0, y * scale)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["position"] == prompt, r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "intact" not in signatures and "not cleanly" in signatures, signatures
+
+
+def test_one_hot_rows_are_not_called_16_bit_values(llama, tmp_path):
+    """Attention that puts all its weight on one key holds only 0 and 1, which every float type
+    holds: that is no sign of values stored in 16 bits."""
+    bad = tmp_path / "onehot.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0)
+    probs[3] = 0
+    probs[3][:, 0] = 1
+    write_tap(bad, "attn.probs", 0, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn.probs", r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "float16" not in signatures, signatures
+
+
+def test_an_unexplained_op_on_a_quantized_weight_asks_for_the_decoded_weights(tmp_path):
+    """A decoder bug inside a kernel shows first where the kernel's output is tapped, and no
+    replay from the trace's activations names it: the report says how to compare the decoded
+    weights, until both traces hold them."""
+    model = tmp_path / "q8.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q8_0", "-o", model).returncode == 0
+    for weights in ([], ["--weights"]):
+        for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+            p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, *weights,
+                    "-o", tmp_path / out)
+            assert p.returncode == 0, p.stderr
+        rows = read_tap(tmp_path / "eng.h5", "attn_q", 0)
+        rows[:, ::7] *= -1  # a few elements of every row wrong, as a misdecoded block leaves them
+        write_tap(tmp_path / "eng.h5", "attn_q", 0, rows)
+        code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+        assert code == 1 and r["first_divergence"]["tap"] == "blk.0.attn_q", r["first_divergence"]
+        asked = [s for s in r["diagnosis"]["signatures"] if "record --weights" in s]
+        if weights:
+            assert not asked, r["diagnosis"]["signatures"]
+        else:
+            assert r["diagnosis"]["class"] == "unexplained" and asked and "Q8_0" in asked[0], r["diagnosis"]
+
+
+def test_an_intact_first_position_before_attention_does_not_point_at_rope(llama, tmp_path):
+    """A misdecoded embedding row from position 1 on: position 0 is intact, but RoPE, the attention
+    scale and the KV cache come after token_embd and cannot be why. Blind round 2, case 27."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "token_embd", -1)
+    rows[1:, ::5] += 0.5
+    write_tap(bad, "token_embd", -1, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("token_embd", 1)
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "position 0 intact" in signatures and "RoPE" not in signatures, signatures
+
+
+def test_a_slightly_wrong_row_is_not_called_a_permutation_or_a_scale(llama, tmp_path):
+    """Attention rows 5e-3 off (a cache overlapping another layer's, blind round 2 case 20) sort
+    into nearly the expected values, and fit a scale of nearly 1: neither says anything."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1).astype(np.float64)
+    noise = 1 + 0.005 * np.random.default_rng(0).standard_normal(probs.shape)
+    probs[6:] *= noise[6:]
+    probs[6:] /= probs[6:].sum(axis=-1, keepdims=True)
+    write_tap(bad, "attn.probs", 1, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "permutation" not in signatures and "scale factor" not in signatures, signatures
+
+
+def test_noise_every_layer_carries_is_not_read_as_the_bug(tmp_path):
+    """An engine with 8-bit activations (precision q8, as llama.cpp's CPU backend) leaves every
+    layer's rows at a good part of the threshold. Rows before the first diverged one that are no
+    further off than the same tap of another layer are that noise: a decode-only bug keeps the
+    signature saying the prompt is intact. Said "not cleanly" before (llama.cpp, blind round 8)."""
+    model = tmp_path / "llama.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q4_0", "--seed", 3, "-o", model).returncode == 0
+    for backend, out, precision in (("reference", "ref.h5", "f32"), ("host", "eng.h5", "q8")):
+        p = run("run", "--backend", backend, "--precision", precision, "-m", model, "--tokens", PROMPT, "-n", 6,
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    prompt = len(PROMPT.split(","))
+    act = read_tap(bad, "ffn.act", 1)
+    act[prompt:] *= 1.1
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(tmp_path / "ref.h5", bad, "--model", model)
+    first = r["first_divergence"]
+    assert code == 1 and (first["tap"], first["position"]) == ("blk.1.ffn.act", prompt), first
+    tap = next(t for t in r["taps"] if t["tap"] == "blk.1.ffn.act")
+    before = max(row["nmse"] for row in tap["rows"] if row["position"] < prompt)
+    assert before > 1e-2 * tap["threshold_nmse"], before  # the old rule's "not cleanly"
+    signatures = " ".join(r["diagnosis"]["signatures"])
+    assert "not cleanly" not in signatures and "the prompt (positions 0..5) is intact" in signatures, signatures

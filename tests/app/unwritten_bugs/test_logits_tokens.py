@@ -1,0 +1,138 @@
+"""Logits and tokens: ids truncated or fed twice, chunks fed the wrong ids, logits from the wrong
+row, caps, temperatures and penalties edited into the recorded logits."""
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, replayed_probs, gguf_tensor,
+                        diagnose)
+
+
+def test_a_token_id_truncated_to_8_bits_is_named(llama, tmp_path):
+    """A token id stored in a byte: token 300 looks up row 44 (the fixture has 320 tokens)."""
+    model = llama / "llama.gguf"
+    for backend, out, tokens in (("reference", "ref.h5", "1,70,300,33"), ("host", "eng.h5", "1,70,300,33"),
+                                 ("host", "row44.h5", "1,70,44,33")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", tokens, "-n", 2, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1)
+    rows[2] = read_tap(tmp_path / "row44.h5", "token_embd", -1)[2]
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, rows)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("token_embd", 2)
+    assert r["diagnosis"]["class"] == "embedding" and "8 bits" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+def test_logits_of_the_row_before_the_last_are_named(llama, tmp_path):
+    """A batched prefill whose head reads the row before the last: the prompt's logits are the
+    previous position's."""
+    model = llama / "llama.gguf"
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, "--logits", "all",
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    last = len(PROMPT.split(",")) - 1
+    logits = read_tap(tmp_path / "eng.h5", "output", -1)
+    logits[last] = logits[last - 1]
+    write_tap(tmp_path / "eng.h5", "output", -1, logits)
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("output", last)
+    assert "row before the last" in (r["diagnosis"]["variant"] or ""), r["diagnosis"]
+
+
+def test_logits_capped_at_the_attention_cap_are_named(tmp_path):
+    """gemma2 caps scores at 1 and logits at 2 (the fixture's): the head given the attention's cap."""
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", n=3)
+    logits = read_tap(tmp_path / "eng.h5", "output", -1).astype(np.float64)
+    write_tap(tmp_path / "eng.h5", "output", -1, np.tanh(2 * np.arctanh(logits / 2)))
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "output", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "softcap" and "attention's cap" in r["diagnosis"]["variant"], r["diagnosis"]
+
+
+@pytest.mark.parametrize("misplaced, words", [
+    ("final cap", "capped at the logits' final cap 2 instead of the attention's 1"),
+    ("after softmax", "applied to the probabilities after the softmax")])
+def test_gemma2_softcap_misplaced_is_named(gemma2, tmp_path, misplaced, words):
+    """The attention capped with the logits' constant; the cap applied to the probabilities."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    if misplaced == "final cap":
+        new = replayed_probs(bad, 1, scores=lambda x, d: 2 * np.tanh(x / np.sqrt(d) / 2))
+    else:  # c·tanh(p / c) on uncapped scores' probabilities, c = 1
+        new = np.tanh(replayed_probs(bad, 1))
+    write_tap(bad, "attn.probs", 1, new)
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.1.attn.probs", words, "softcap")
+
+
+def test_logits_capped_without_dividing_by_the_cap_are_named(gemma2, tmp_path):
+    """gemma2's final soft-cap written as cap·tanh(x) instead of cap·tanh(x / cap)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    from gguf import GGUFReader
+    names = [t.name for t in GGUFReader(gemma2 / "gemma2.gguf").tensors]
+    W = gguf_tensor(gemma2 / "gemma2.gguf", "output.weight" if "output.weight" in names else "token_embd.weight")
+    logits = read_tap(bad, "output", -1)  # the prompt's last position on
+    x = read_tap(bad, "output_norm", -1)[-logits.shape[0]:].astype(np.float64)
+    write_tap(bad, "output", -1, 2 * np.tanh(x @ W.reshape(-1, x.shape[1]).T))
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "output", "the division by the cap left out", "softcap")
+
+
+def test_prefill_chunks_fed_the_first_chunks_ids_are_named(llama, tmp_path):
+    """--prefill-chunk 2: the token ids uploaded for the first chunk only, every later chunk of the
+    prompt embedding them again."""
+    bad = tmp_path / "eng.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6, "--prefill-chunk", 2,
+            "-o", bad)
+    assert p.returncode == 0, p.stderr
+    rows = read_tap(bad, "token_embd", -1)
+    prompt = len(PROMPT.split(","))
+    rows[:prompt] = rows[np.arange(prompt) % 2]
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first chunk's token ids", "token-sequence")
+
+
+def test_a_first_token_fed_twice_is_named(llama, tmp_path):
+    """A BOS prepended to a prompt that has one: every later position embeds the token before it."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "token_embd", -1)
+    rows[1:] = rows[:-1].copy()
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first token fed twice", "token-sequence")
+
+
+def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
+    """A sampler dividing the logits by its temperature in place, before the tap records them."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "output", -1, read_tap(bad, "output", -1) / np.float32(0.8))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "times 1.25 = 1 / 0.8", "sampling")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda v, n: np.where(v > 0, v / 1.1, v * 1.1), "a repetition penalty of 1.1 on the logits of the tokens seen"),
+    (lambda v, n: v - 0.5, "a presence penalty of 0.5 subtracted"),
+    (lambda v, n: v - 0.25 * n, "a frequency penalty of 0.25 subtracted"),
+])
+def test_penalties_on_the_tokens_seen_edited_into_the_logits_are_fitted(tmp_path, edit, words):
+    """A sampler that penalizes the tokens seen so far in the logits buffer the trace records: only
+    those logits change (a prompt that repeats a token tells presence from frequency). Was
+    unexplained, its signature pointing at the head's weight."""
+    model = tmp_path / "llama.gguf"
+    assert run("fixture", "--arch", "llama", "--seed", 3, "-o", model).returncode == 0
+    prompt = "1,70,200,70,5,70"
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        assert run("run", "--backend", backend, "-m", model, "--tokens", prompt, "-n", 4, "-o", tmp_path / out).returncode == 0
+    bad = tmp_path / "eng.h5"
+    logits = read_tap(bad, "output", -1).astype(np.float64)  # from the prompt's last position on
+    with h5py.File(bad, "r") as f:
+        tokens = f["tokens"][:]
+    first = len(prompt.split(",")) - 1
+    for i, row in enumerate(logits):
+        seen, counts = np.unique(tokens[: first + i + 1], return_counts=True)
+        row[seen] = edit(row[seen], counts)
+    write_tap(bad, "output", -1, logits)
+    diagnose(tmp_path / "ref.h5", bad, model, "output", words, "sampling")

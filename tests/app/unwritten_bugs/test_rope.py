@@ -1,0 +1,147 @@
+"""RoPE: positions within a chunk, rotations applied twice or to V, bases rounded, frequency
+factors reversed, heads left unrotated, norms after the rotation."""
+import shutil
+
+import numpy as np
+
+from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, gguf_tensor, rmsnorm, diagnose,
+                        gguf_field)
+
+
+def rope_norm(x, position, head_dim=16, base=1e4):
+    """The llama fixture's RoPE (adjacent pairs, every dimension rotated) of one row."""
+    x = x.reshape(-1, head_dim // 2, 2).astype(np.float64)
+    theta = position * base ** (-2 * np.arange(head_dim // 2) / head_dim)
+    c, s = np.cos(theta), np.sin(theta)
+    return np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], axis=-1).reshape(-1)
+
+
+def test_rope_at_the_position_within_a_prefill_chunk_is_named(llama, tmp_path):
+    """A chunked prefill that passes each chunk's positions from 0: rows rotated at p mod chunk."""
+    eng = tmp_path / "chunked.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--prefill-chunk", 4, "-o", eng)
+    assert p.returncode == 0, p.stderr
+    q = read_tap(eng, "attn_q", 0)
+    q_rope = read_tap(eng, "attn_q.rope", 0)
+    assert np.allclose(rope_norm(q[5], 5), q_rope[5], atol=1e-5), "the test's RoPE is the fixture's"
+    prompt = len(PROMPT.split(","))
+    for pos in range(4, prompt):
+        q_rope[pos] = rope_norm(q[pos], pos % 4)
+    write_tap(eng, "attn_q.rope", 0, q_rope)
+    code, r = diff_json(llama / "ref.h5", eng, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn_q.rope", 4)
+    assert r["diagnosis"]["class"] == "rope" and "within its prefill chunk of 4" in r["diagnosis"]["variant"], \
+        r["diagnosis"]
+
+
+def test_rope_applied_twice_is_named(llama, tmp_path):
+    """q rotated twice at p: one rotation at 2p."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, q_rope = read_tap(bad, "attn_q", 1), read_tap(bad, "attn_q.rope", 1)
+    rows = np.stack([rope_norm(q[p], 2 * p) for p in range(q.shape[0])])
+    write_tap(bad, "attn_q.rope", 1, rows.reshape(q_rope.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn_q.rope", "RoPE applied twice", "rope")
+
+
+def test_a_rope_base_rounded_to_bf16_is_found_and_named(llama, tmp_path):
+    """llama's base 10000 stored in bf16 (9984): the rotation drifts by an nmse under the f32
+    threshold at these positions. Was a PASS."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    x = read_tap(bad, "attn_q", 1).astype(np.float64)
+    n, width = x.shape[0], x[0].size
+    heads = x.reshape(n, -1, 16)  # head_dim 16, every dimension rotated, adjacent pairs (NORM)
+    theta = np.arange(n)[:, None] * 9984.0 ** (-2 * np.arange(8) / 16)[None, :]
+    a, b = heads[..., 0::2], heads[..., 1::2]
+    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    rotated = np.empty_like(heads)
+    rotated[..., 0::2], rotated[..., 1::2] = a * c - b * s, a * s + b * c
+    write_tap(bad, "attn_q.rope", 1, rotated.reshape(read_tap(bad, "attn_q.rope", 1).shape))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn_q.rope", r["first_divergence"]
+    d = r["diagnosis"]
+    assert d["class"] == "rope" and "the base rounded to bf16 (9984)" in d["variant"], d
+
+
+def test_rope_on_v_is_named(llama, tmp_path):
+    """A RoPE loop over {k, v} meant for {q, k}: the cached V rotated."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    v, cached = read_tap(bad, "attn_v", 0), read_tap(bad, "kv.v", 0)
+    rotated = np.stack([rope_norm(v[p], p) for p in range(v.shape[0])])
+    write_tap(bad, "kv.v", 0, rotated.reshape(cached.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.v", "V rotated by RoPE", "rope")
+
+
+def test_qs_rope_given_ks_head_count_is_named(llama, tmp_path):
+    """q's RoPE called with n_head_kv: the batch read as rows of 2 heads, head slot j of the batch
+    rotated at the position of row j / 2, the slots past 2 x the batch's rows left unrotated."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, q_rope = read_tap(bad, "attn_q", 0), read_tap(bad, "attn_q.rope", 0)
+    n, prompt = q.shape[0], len(PROMPT.split(","))
+    heads = q.reshape(n, 4, 16).astype(np.float64)
+    for p in range(n):
+        start, rows = (0, prompt) if p < prompt else (p, 1)
+        for h in range(4):
+            row = ((p - start) * 4 + h) // 2
+            if row < rows:
+                heads[p, h] = rope_norm(heads[p, h], start + row)
+    write_tap(bad, "attn_q.rope", 0, heads.reshape(q_rope.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "given K's head count", "rope")
+
+
+def rope_with_factors(x, position, factors, head_dim, base):
+    """Adjacent pairs, pair i at angle p · base^(-2i / head_dim) / factors[i]."""
+    x = x.reshape(-1, head_dim // 2, 2).astype(np.float64)
+    theta = position * base ** (-2 * np.arange(head_dim // 2) / head_dim) / factors
+    c, s = np.cos(theta), np.sin(theta)
+    return np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], axis=-1).reshape(-1)
+
+
+def test_rope_frequency_factors_in_reverse_order_are_named(tmp_path):
+    """Llama 3.1's factors indexed from the end: pair i divided by factor n_rot/2 - 1 - i."""
+    model = traced(tmp_path, "llama3", "--arch", "llama3", n=2)
+    factors = gguf_tensor(model, "rope_freqs.weight")
+    base = float(gguf_field(model, "llama.rope.freq_base"))
+    q, q_rope = read_tap(tmp_path / "eng.h5", "attn_q", 0), read_tap(tmp_path / "eng.h5", "attn_q.rope", 0)
+    head_dim = 2 * factors.size
+    assert np.allclose(rope_with_factors(q[3], 3, factors, head_dim, base), q_rope[3].reshape(-1), atol=1e-5)
+    rows = np.stack([rope_with_factors(q[p], p, factors[::-1], head_dim, base) for p in range(q.shape[0])])
+    write_tap(tmp_path / "eng.h5", "attn_q.rope", 0, rows.reshape(q_rope.shape))
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.0.attn_q.rope", "factors in reverse order",
+             "rope")
+
+
+def test_a_qk_norm_after_rope_is_named(tmp_path):
+    """qwen3's q norm applied after RoPE instead of before it (the two calls in the wrong order)."""
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
+    eng = tmp_path / "eng.h5"
+    w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
+    base = float(gguf_field(model, "qwen3.rope.freq_base"))
+    eps = float(gguf_field(model, "qwen3.attention.layer_norm_rms_epsilon"))
+    d = w.size
+    q, normed = read_tap(eng, "attn_q", 0), read_tap(eng, "attn_q_norm", 0)
+    n = q.shape[0]
+    heads = q.reshape(n, -1, d).astype(np.float64)
+    theta = np.arange(n)[:, None] * base ** (-2 * np.arange(d // 2) / d)  # NEOX: pairs (i, i + d/2)
+    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    a, b = heads[..., : d // 2], heads[..., d // 2:]
+    rotated = np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+    write_tap(eng, "attn_q_norm", 0, rmsnorm(rotated, w, eps).reshape(normed.shape))
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", "the norm applied after RoPE", "normalization")
+
+
+def test_rope_leaving_the_last_head_unrotated_is_fitted(llama, tmp_path):
+    """A per-head RoPE loop over range(n_head - 1): the last head keeps its unrotated values. The
+    signature says the error is in that head alone."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, rotated = read_tap(bad, "attn_q", 0), read_tap(bad, "attn_q.rope", 0)
+    rotated[:, 48:] = q[:, 48:]
+    write_tap(bad, "attn_q.rope", 0, rotated)
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "head 3 of 4 left unrotated: the "
+                 "head loop stops short of the last", "rope", position=1)
+    assert any(s.startswith("the error is confined to head 3 of 4") for s in d["signatures"]), d["signatures"]
