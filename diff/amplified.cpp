@@ -93,8 +93,8 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
                           ReplayModel& model) {
   const TraceMetadata& m = a.metadata();
   // The candidates' replays refer to their inputs: these outlive them.
-  ReplayInputs in_b = replay_inputs(b, model, m.prompt_length);
-  ReplayInputs in_a = replay_inputs(a, model, m.prompt_length);
+  ReplayInputs in_b = replay_inputs(b, b, model, m.prompt_length);
+  ReplayInputs in_a = replay_inputs(a, a, model, m.prompt_length);
   // Attention on a quantized cache the replay cannot store as the run did keeps its noise.
   const auto candidates = [&](ReplayInputs& in) {
     return in.cache.modeled || t.tap_class != "attention" ? candidates_for(t.name, t.layer, in)

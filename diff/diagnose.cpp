@@ -197,10 +197,13 @@ Diagnosis diagnose(const DiffResult& r, const TraceReader& a, const TraceReader&
 
 namespace {
 
-// A projection right for the first r0 rows of every prefill batch and wrong from there (its
-// inputs intact, as at any first divergence), never wrong in a decode step: r0. The row's place
-// in its batch, not its values, decides: the batched GEMM's tiling.
+// A projection right for the first r0 rows of every prefill batch and wrong from there, never
+// wrong in a decode step: r0. The row's place in its batch, not its values, decides: the batched
+// GEMM's tiling. A row over tolerance that the jump test let pass (an earlier root's error) is
+// neither right nor wrong: then nothing is said.
 std::optional<std::int64_t> wrong_from_batch_row(const TapComparison& t, std::int64_t prompt, std::int64_t chunk) {
+  for (const RowMetrics& row : t.rows)
+    if (!row.diverged && !(row.nmse <= t.threshold_nmse)) return std::nullopt;
   const std::int64_t step = chunk > 0 ? chunk : prompt;
   std::optional<std::int64_t> from;
   std::int64_t longest_right = 0;  // the longest batch with no wrong row
@@ -233,7 +236,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
-    ReplayInputs in = replay_inputs(inputs, model, a.metadata().prompt_length);
+    ReplayInputs in = replay_inputs(inputs, b, model, a.metadata().prompt_length);
     auto candidates = candidates_for(f.name, f.layer, in);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
     // The same op of another layer, wrong the same way, is the same bug twice (every layer's

@@ -95,7 +95,7 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   // A scale nobody listed (the square root taken in integers, a constant from another model):
   // fitted to the actual row at position 0.
   const auto named = [](double k, double c) { return std::abs(k / c - 1) < 1e-3; };
-  if (const auto k = fit_scale(lookup(W, token(0, 0))(0), trace_row(in.actual, "token_embd", -1, 0));
+  if (const auto k = fit_scale(lookup(W, token(0, 0))(0), trace_row(in.observed, "token_embd", -1, 0));
       k && *k > 0 && !named(*k, scale) && !named(*k, std::sqrt(double(E))) && !named(*k, 1)) {
     const bool integer_root = std::abs(*k - std::floor(std::sqrt(double(E)))) < 1e-4 * *k;
     out.push_back({fmt::format("the row scaled by {:.6g} (fitted to the actual row){}", *k,
@@ -108,7 +108,7 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   }
   // A row pointer off by k elements (an offset added twice, a header not skipped): fitted to the
   // actual row at position 0, |k| under one row.
-  if (const Row actual = trace_row(in.actual, "token_embd", -1, 0);
+  if (const Row actual = trace_row(in.observed, "token_embd", -1, 0);
       !tokens.empty() && actual.size() == E && W->size() == E * V) {
     const auto t = std::int64_t(tokens[0]);
     float largest = 0;
@@ -360,7 +360,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   // rmsnorm(c·x, eps) is rmsnorm(x, eps / c²), it fits as well an input scaled by c after its
   // tap; the residual add that reads the same stream (when the trace holds it) says which: a
   // stream it reads as c·x rules out every epsilon variant (each normalizes x itself).
-  const Row x0 = trace_row(in.actual, x_name, x_layer, 0), y0 = trace_row(in.actual, name, layer, 0);
+  const Row x0 = trace_row(in.actual, x_name, x_layer, 0), y0 = trace_row(in.observed, name, layer, 0);
   const auto fitted = !x0.empty() && w->size() == x0.size() ? fit_rms_eps(x0, y0, w->data()) : std::nullopt;
   const double scale = fitted && *fitted > 0 && std::abs(*fitted / eps - 1) > 1e-2 ? std::sqrt(double(eps) / *fitted) : 0;
   const bool block_norm = name == "attn_norm" || name == "ffn_norm";
@@ -521,9 +521,9 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back(std::move(unrotated));
   // Some heads rotated, the others left as they came (a head loop's bound, a head count of the
   // other projection's): each head of the last row read as one or the other.
-  if (const TapInfo* tap = in.actual.find(name, layer); tap && tap->n_rows > 1) {
+  if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->n_rows > 1) {
     const std::int64_t last = tap->last_position();
-    const Row y = trace_row(in.actual, name, layer, last), x = trace_row(in.actual, src, layer, last);
+    const Row y = trace_row(in.observed, name, layer, last), x = trace_row(in.actual, src, layer, last);
     const Row r = rotate(at_p, base, right)(last);
     const auto d = std::size_t(c.head_dim);
     std::vector<int> left;
@@ -565,7 +565,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   // A base nobody listed (a misread GGUF key): fitted to the actual rotation at the last
   // prompt position, where the angles are largest.
   const std::int64_t fit_at = std::max<std::int64_t>(prompt - 1, 1);
-  const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.actual, name, layer, fit_at);
+  const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.observed, name, layer, fit_at);
   // (The fit knows no frequency factors: with them it would name a base that is not the bug.)
   if (const auto fitted = factors ? std::nullopt : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
       fitted && std::abs(*fitted / double(base) - 1) > 1e-5) {
@@ -634,10 +634,11 @@ std::int64_t prefill_chunk_of(const TraceMetadata& m) {
   return 0;
 }
 
-ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::int64_t prompt_length) {
-  const TraceMetadata& m = trace.metadata();
-  return {trace, model, prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()), cache_format_of(m),
-          prefill_chunk_of(m)};
+ReplayInputs replay_inputs(const TraceReader& inputs, const TraceReader& observed, ReplayModel& model,
+                           std::int64_t prompt_length) {
+  const TraceMetadata& m = observed.metadata();
+  return {inputs, observed, model, prompt_length, m.dims ? m.dims->n_ctx : std::int64_t(m.tokens.size()),
+          cache_format_of(m), prefill_chunk_of(m)};
 }
 
 std::string weight_read_by(const std::string& name, int layer, const ModelConfig& c) {

@@ -36,7 +36,12 @@ struct Candidate {
 };
 
 struct ReplayInputs {
+  // The trace the op's inputs are read from: the actual run's, or in lockstep the expected run's
+  // (the actual run continued from the expected values at every tap).
   const TraceReader& actual;
+  // The trace whose values at the diagnosed tap are explained (the actual run's, in both modes):
+  // fits read their constant, mask or map off it, and the run's settings below are its.
+  const TraceReader& observed;
   ReplayModel& model;
   std::int64_t prompt_length;
   std::int64_t n_ctx;  // the actual run's context: its KV cache's capacity
@@ -55,8 +60,10 @@ CacheFormat cache_format_of(const TraceMetadata& m);
 // The producer setting prefill_chunk (tapdiff's engine with --prefill-chunk), else 0.
 std::int64_t prefill_chunk_of(const TraceMetadata& m);
 
-// What replaying `trace`'s own inputs needs: its run's context, cache format and prefill steps.
-ReplayInputs replay_inputs(const TraceReader& trace, ReplayModel& model, std::int64_t prompt_length);
+// What replaying the op of `observed`'s run from `inputs`' rows needs: that run's context, cache
+// format and prefill steps.
+ReplayInputs replay_inputs(const TraceReader& inputs, const TraceReader& observed, ReplayModel& model,
+                           std::int64_t prompt_length);
 
 // The weight the op of tap `name` multiplies by (the embedding table, a projection's or the
 // head's matrix); "" for an op that reads none.

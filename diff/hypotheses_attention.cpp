@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <iterator>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -14,7 +12,6 @@
 #include "diff/metrics.hpp"
 #include "diff/replay_rows.hpp"
 #include "diff/softmax_variants.hpp"
-#include "model/half.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/attn_summary.hpp"
 
@@ -24,7 +21,10 @@ namespace {
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
 enum class Cursor { row, element, stuck, late, batch_start };  // where position q's row was written
-enum class Visible { causal, one, capacity, prompt, before, strictly_before, next, batch_short };  // which cache slots attention read
+// Which cache slots attention read. step_keys: the keys of the position's own step only (a prefill
+// chunk's, not those earlier steps cached); step_row: keys 0..r for the step's row r (the mask
+// without the cache's length: a decode step sees key 0).
+enum class Visible { causal, one, capacity, prompt, before, strictly_before, next, batch_short, step_keys, step_row };
 
 struct CacheReplay {
   Cursor cursor = Cursor::row;
@@ -65,8 +65,21 @@ std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::i
   return cache;
 }
 
-std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int64_t n_ctx, std::int64_t p) {
+// The first position of the step that computed position p: its prefill chunk's, or p in decode.
+std::int64_t step_start(std::int64_t p, std::int64_t prompt, std::int64_t chunk) {
+  return p >= prompt ? p : chunk > 0 ? p / chunk * chunk : 0;
+}
+
+// Attention reads keys [first_visible_key, visible_keys).
+std::int64_t first_visible_key(const CacheReplay& how, std::int64_t prompt, std::int64_t chunk, std::int64_t p) {
+  return how.visible == Visible::step_keys && p < prompt ? step_start(p, prompt, chunk) : 0;
+}
+
+std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int64_t chunk, std::int64_t n_ctx,
+                          std::int64_t p) {
   switch (how.visible) {
+    case Visible::step_keys: return p + 1;
+    case Visible::step_row: return p - step_start(p, prompt, chunk) + 1;
     case Visible::causal: return p + 1;
     case Visible::one: return 1;
     case Visible::capacity: return n_ctx;
@@ -162,6 +175,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
     bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
     bool window_at_zero_in_decode = false;  // decode steps measure the window from query position 0
+    float decode_scale = 0;              // decode steps' scores scaled by this (0: by `scale`)
   };
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
   auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
@@ -186,7 +200,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     if (s.masked_scored_zero) upto = std::max(upto, batch_end - 1);
     std::pair<std::int64_t, std::int64_t> seen{0, 0};  // mask_from_actual's keys [first, end)
     if (s.mask_from_actual) {  // keys past p exist only as the batch's later rows
-      const auto keys = keys_seen(in.actual, layer, c.n_head, p);
+      const auto keys = keys_seen(in.observed, layer, c.n_head, p);
       if (!keys || keys->second - 1 > std::max(p, in.prompt_length - 1)) return Row{};
       seen = *keys;
       upto = std::max(upto, seen.second - 1);
@@ -232,25 +246,28 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       }
       shape.n_head_kv = c.n_head;
     }
-    const std::int64_t visible = std::min(visible_keys(s.cache, in.prompt_length, in.n_ctx, p), in.n_ctx);
+    const std::int64_t visible =
+        std::min(visible_keys(s.cache, in.prompt_length, in.prefill_chunk, in.n_ctx, p), in.n_ctx);
     std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
     std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
     const std::int64_t query_at = s.window_at_zero_in_decode && p >= in.prompt_length ? 0 : p;
-    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, query_at - s.window + 1) : 0;
+    const float score_scale = s.decode_scale > 0 && p >= in.prompt_length ? s.decode_scale : s.scale;
+    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, query_at - s.window + 1)
+                                      : first_visible_key(s.cache, in.prompt_length, in.prefill_chunk, p);
     if (s.mask_from_actual) std::tie(first, n_keys) = seen;
-    ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, s.scale, s.map, o.data(),
+    ref::attention(qd.data(), K.data(), V.data(), std::min(first, n_keys), n_keys, shape, score_scale, s.map, o.data(),
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
     if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.masked_scored_zero && batch_end > n_keys)
-      masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys,
+      masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys,
                               std::min(batch_end, in.n_ctx), in.n_ctx);
-    if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+    if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.half_softmax && (!s.half_softmax_in_decode || p >= in.prompt_length))
-      half_precision_softmax(pr, o, qd, K, V, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx,
+      half_precision_softmax(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx,
                              *s.half_softmax);
     if (s.online_sum_stale)
-      online_sum_not_rescaled(pr, o, qd, K, shape, s.map, s.scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
+      online_sum_not_rescaled(pr, o, qd, K, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.unnormalized) scale_heads_by_softmax_sum(pr, o, c.n_head, in.n_ctx);
     if (as == Output::attn_out) return Row(o.begin(), o.end());
     if (s.ring)  // the probabilities in the order the kernel reads the cells: key t's in column t mod window
@@ -262,7 +279,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
         std::copy(cells.begin(), cells.end(), ph);
       }
     Row probs(pr.begin(), pr.end());
-    if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.actual.find("attn.probs", layer));
+    if (as == Output::probs) return keys_as_read(probs, c.n_head, in.n_ctx, in.observed.find("attn.probs", layer));
     Row summary(std::size_t(c.n_head) * kAttnSummaryFields);
     summarize_attention_row(probs.data(), c.n_head, in.n_ctx, p, summary.data());
     return summary;
@@ -326,9 +343,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   }
   // A window nobody listed (read from another key, applied where the model has none): the keys
   // before it hold exactly zero in every head, seen where the trace attends over the most keys.
-  if (const TapInfo* probs = in.actual.find("attn.probs", layer); probs && probs->n_rows > 0) {
+  if (const TapInfo* probs = in.observed.find("attn.probs", layer); probs && probs->n_rows > 0) {
     const std::int64_t last = probs->last_position();
-    const Row row = trace_row(in.actual, "attn.probs", layer, last);
+    const Row row = trace_row(in.observed, "attn.probs", layer, last);
     const std::size_t keys = row.size() / std::size_t(c.n_head);
     std::int64_t first = -1;  // the first key above zero, the same in every head; -2: the heads differ
     for (int h = 0; h < c.n_head && keys > 0; ++h) {
@@ -352,14 +369,14 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // Only the last W keys seen on a layer that attends to every key, where no probabilities show
   // which (a fused kernel records none), or where they show the keys in cell order: a cache of W
   // cells reused as a ring, key t in cell t mod W. W fitted where the trace attends the most keys.
-  if (const TapInfo* tap = in.actual.find(name, layer); right.window == 0 && tap && tap->n_rows > 1) {
+  if (const TapInfo* tap = in.observed.find(name, layer); right.window == 0 && tap && tap->n_rows > 1) {
     const std::int64_t last = tap->last_position();
     std::int64_t w = 0;
     if (output == Output::probs) {
-      const auto seen = keys_seen(in.actual, layer, c.n_head, last);
+      const auto seen = keys_seen(in.observed, layer, c.n_head, last);
       w = seen && seen->first == 0 && seen->second <= last ? seen->second : 0;
-    } else if (output == Output::attn_out && !in.actual.find("attn.probs", layer)) {
-      const Row y = trace_row(in.actual, name, layer, last);
+    } else if (output == Output::attn_out && !in.observed.find("attn.probs", layer)) {
+      const Row y = trace_row(in.observed, name, layer, last);
       const auto nmse = [&](const Setup& t) {
         const Row r = compute(t, Output::attn_out, last);
         return r.size() == y.size() && !y.empty() ? row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse
@@ -441,6 +458,25 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
                  false, replay(s)});
+  // Keys lost at a step's boundary. The mask built without the cache's length gives the numbers
+  // of a cache read over the wrong slots, and a mask hiding the keys earlier chunks cached those
+  // of a chunk attending over its own K/V: listed in both classes, they tie.
+  s = right;
+  s.cache.visible = Visible::step_row;
+  out.push_back({"the causal mask built from each query's row within its step, without the cache's length: a "
+                 "decode step sees key 0 only, a prefill chunk's row r keys 0..r",
+                 "attention-mask", false, replay(s)});
+  if (in.prefill_chunk > 1 && in.prefill_chunk < in.prompt_length) {
+    s.cache.visible = Visible::step_keys;
+    out.push_back({fmt::format("each prefill chunk of {} rows attends over its own K/V only: the keys earlier chunks "
+                               "cached not read (the batch's K/V used in place of the cache)",
+                               in.prefill_chunk),
+                   "kv-cache", false, replay(s)});
+    out.push_back({fmt::format("the mask hides the keys earlier prefill chunks cached: each chunk of {} rows sees "
+                               "its own keys only",
+                               in.prefill_chunk),
+                   "attention-mask", false, replay(s)});
+  }
   std::vector<float> named_scales;  // of the variants below
   auto scaled = [&](std::string variant, float scale) {
     s = right;
@@ -451,24 +487,34 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   scaled("scores scaled by 1/d instead of 1/sqrt(d)", 1.0f / float(c.head_dim));
   scaled("scores not scaled", 1.0f);
   // The scale built from another dimension of the model.
-  const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd}, {"n_head", c.n_head}, {"kv_dim", c.kv_dim()},
-                                              {"n_rot", c.n_rot}};
+  // (kv_dim / n_head: the head width taken from the K cache's row over the query heads.)
+  const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd},
+                                              {"n_head", c.n_head},
+                                              {"kv_dim", c.kv_dim()},
+                                              {"n_rot", c.n_rot},
+                                              {"kv_dim / n_head", c.kv_dim() / c.n_head}};
   for (const auto& [what, n] : dims)
     if (n > 0 && n != c.head_dim)
       scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", what, n),
              1.0f / std::sqrt(float(n)));
+  const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
+  const auto dim_text = [&](float scale) {
+    for (const auto& [what, n] : dims)
+      if (n > 0 && n != c.head_dim && near(scale, 1 / std::sqrt(double(n))))
+        return fmt::format(" = 1/sqrt({}) = 1/sqrt({})", what, n);
+    return std::string();
+  };
   // A factor nobody listed (a softmax by exp2 whose scores miss log2 e, a temperature): its ratio
   // to the right scale fitted where the most keys are seen, at the last prompt position. A fit
   // that lands on a named scale leaves the naming to that variant.
   // The fits below (the scale, the heads' slots, the kv heads) read this tap's actual row and
   // its correct replay there.
   const std::int64_t fit_at = std::max<std::int64_t>(in.prompt_length - 1, 1);
-  const Row actual_at_fit = trace_row(in.actual, name, layer, fit_at);
+  const Row actual_at_fit = trace_row(in.observed, name, layer, fit_at);
   const Row right_at_fit = compute(right, output, fit_at);
   const bool fit_on_probs = output == Output::probs;
-  const auto k = fit_score_scale(fit_on_probs ? actual_at_fit : trace_row(in.actual, "attn.probs", layer, fit_at),
+  const auto k = fit_score_scale(fit_on_probs ? actual_at_fit : trace_row(in.observed, "attn.probs", layer, fit_at),
                                  fit_on_probs ? right_at_fit : compute(right, Output::probs, fit_at), c.n_head);
-  const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
   if (k && !near(*k, 1) &&
       std::none_of(named_scales.begin(), named_scales.end(), [&](float n) { return near(*k * right_scale, n); })) {
     const char* why = near(*k, std::log(2.0))  ? ": exp2 in the softmax without log2(e) in the scores"
@@ -481,6 +527,23 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                s.scale, *k, why),
                    "attention-scale", false, replay(s)});
     out.back().fitted = true;
+  }
+  // A scale wrong in decode steps only (the decode kernel's own), where the prompt's fits none:
+  // fitted at the first decode step.
+  if (const TapInfo* tap = in.observed.find(name, layer);
+      (!k || near(*k, 1)) && tap && tap->last_position() >= in.prompt_length) {
+    const std::int64_t d = in.prompt_length;
+    const auto k_decode = fit_score_scale(trace_row(in.observed, "attn.probs", layer, d),
+                                          compute(right, Output::probs, d), c.n_head);
+    if (k_decode && !near(*k_decode, 1)) {
+      s = right;
+      s.decode_scale = float(*k_decode) * right_scale;
+      out.push_back({fmt::format("decode steps' scores scaled by {:.4g}{} = {:.4g} x 1/sqrt(head_dim), the prompt's "
+                                 "right (fitted at the first decode step): the decode kernel's own scale",
+                                 s.decode_scale, dim_text(s.decode_scale), *k_decode),
+                     "attention-scale", false, replay(s)});
+      out.back().fitted = true;
+    }
   }
   s = right;
   s.cache.visible = Visible::before;
@@ -502,11 +565,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // A mask nobody listed: the keys each position attends to, read off the actual probabilities
   // (where every head's are above zero), replayed from the trace's own K and V.
   if (output != Output::summary) {
-    const TapInfo* probs = in.actual.find("attn.probs", layer);
+    const TapInfo* probs = in.observed.find("attn.probs", layer);
     std::vector<std::string> seen_text;
     std::int64_t differing = 0, compared = 0;
     for (std::int64_t p = 0; probs && p < std::min<std::int64_t>(probs->n_rows, 512); ++p) {
-      const auto seen = keys_seen(in.actual, layer, c.n_head, p);
+      const auto seen = keys_seen(in.observed, layer, c.n_head, p);
       if (!seen) continue;
       ++compared;
       const std::int64_t first = right.window > 0 ? std::max<std::int64_t>(0, p - right.window + 1) : 0;
@@ -693,159 +756,6 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
         out.back().fitted = true;
       }
     }
-  }
-}
-
-void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  const bool is_k = name == "kv.k";
-  const std::string src = is_k ? "attn_k.rope" : "attn_v";
-  auto row_of = [&in, layer](const std::string& tap, std::int64_t shift) {
-    return [&in, layer, tap, shift](std::int64_t p) { return trace_row(in.actual, tap, layer, p + shift); };
-  };
-  out.push_back({"the row computed for this position", "", true, row_of(src, 0)});
-  out.push_back(never_written("zeros: the row was never written", "kv-cache", in, src, layer));
-  // A batched append one row short: each prefill batch's last row left for a step that never
-  // writes it (the last prompt token's K/V "appended by decode").
-  Candidate short_batch{"zeros at the last row of each prefill batch: the batch appended one row short",
-                        "kv-cache", false, [row = row_of(src, 0), prompt = in.prompt_length,
-                                            chunk = in.prefill_chunk](std::int64_t p) {
-                          Row r = row(p);
-                          const std::int64_t size = chunk > 0 ? chunk : prompt, start = p / size * size;
-                          const std::int64_t n = std::min(size, prompt - start);
-                          if (p < prompt && n > 1 && p == start + n - 1) std::fill(r.begin(), r.end(), 0.0f);
-                          return r;
-                        }};
-  short_batch.explains_zeros = true;
-  out.push_back(std::move(short_batch));
-  Candidate previous{"the previous position's row (the write cursor did not advance)", "kv-cache", false,
-                     row_of(src, -1)};
-  previous.takes = "previous position";
-  out.push_back(std::move(previous));
-  auto taken_from = [&](const char* variant, const std::string& tap) {
-    Candidate c{variant, "kv-cache", false, row_of(tap, 0)};
-    c.takes = fmt::format("blk.{}.{}", layer, tap);
-    out.push_back(std::move(c));
-  };
-  if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
-  taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
-             is_k ? "attn_v" : "attn_k.rope");
-  if (!is_k) {
-    const ModelConfig& c = in.model.config();
-    const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
-    out.push_back({"V rotated by RoPE at p, as K is (the rotation applied to V too)", "rope", false,
-                   [row = row_of(src, 0), c, factors, base = c.rope_base(layer)](std::int64_t p) {
-                     const Row v = row(p);
-                     if (v.size() != std::size_t(c.kv_dim())) return Row{};
-                     std::vector<double> x(v.begin(), v.end());
-                     ref::rope(x.data(), c.n_head_kv, c.head_dim, c.n_rot, p, base,
-                               c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                               factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr);
-                     return Row(x.begin(), x.end());
-                   }});
-  }
-  // The rows stored transposed ([kv_dim][n_ctx], ggml's V layout without flash attention) and
-  // read back row-major: element j of slot p is element i / n_ctx of row i % n_ctx, i = p kv_dim + j.
-  out.push_back({"the rows stored transposed ([kv_dim][n_ctx]) and read back row-major", "kv-cache", false,
-                 [&in, src, layer](std::int64_t p) {
-                   // Slot p read back once its step has written: a prefill batch writes all its rows.
-                   const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : in.prompt_length;
-                   const std::int64_t written =
-                       p < in.prompt_length ? std::min(in.prompt_length, (p / step + 1) * step) - 1 : p;
-                   const Rows rows = trace_rows_upto(in.actual, src, layer, written);
-                   if (rows.empty() || rows.back().empty()) return Row{};
-                   const std::size_t kv_dim = rows.back().size();
-                   Row r(kv_dim, 0.0f);
-                   for (std::size_t j = 0; j < kv_dim; ++j) {
-                     const std::size_t i = std::size_t(p) * kv_dim + j, t = i % std::size_t(in.n_ctx);
-                     const std::size_t element = i / std::size_t(in.n_ctx);
-                     if (t < rows.size() && element < rows[t].size()) r[j] = rows[t][element];
-                   }
-                   return r;
-                 }});
-  const std::string& type = in.cache.type;
-  // Rows written to other slots (a batch index reversed or shifted): the computed row each slot
-  // holds, matched bit for bit as the cache stores it.
-  if (const TapInfo* self = in.actual.find(name, layer);
-      self && self->n_rows > 1 && (type == "f32" || type == "f16" || type == "bf16")) {
-    auto stored = [type](Row r) {
-      for (float& v : r)
-        v = type == "f16" ? fp16_to_fp32(fp32_to_fp16(v)) : type == "bf16" ? bf16_to_fp32(fp32_to_bf16(v)) : v;
-      return r;
-    };
-    const std::int64_t n = std::min<std::int64_t>(self->last_position() + 1, 1024);
-    std::map<Row, std::int64_t> position_of;
-    for (std::int64_t t = 0; t < n; ++t) position_of.emplace(stored(trace_row(in.actual, src, layer, t)), t);
-    // -1: a slot holding zeros, never written.
-    std::vector<int> from;
-    for (std::int64_t p = 0; p < n; ++p) {
-      const Row held = trace_row(in.actual, name, layer, p);
-      const auto it = position_of.find(held);
-      const bool zero = !held.empty() && std::all_of(held.begin(), held.end(), [](float v) { return v == 0; });
-      if (it == position_of.end() && !zero) break;
-      from.push_back(it != position_of.end() ? int(it->second) : -1);
-    }
-    std::vector<int> same(from.size());
-    std::iota(same.begin(), same.end(), 0);
-    const bool some_row = std::any_of(from.begin(), from.end(), [](int t) { return t >= 0; });
-    if (std::int64_t(from.size()) == n && from != same && some_row) {
-      const auto prompt = std::size_t(std::min<std::int64_t>(in.prompt_length, n));
-      const auto prompt_rows_are = [&](const std::function<int(std::size_t)>& expected) {
-        for (std::size_t p = 0; p < from.size(); ++p)
-          if (from[p] != (p < prompt ? expected(p) : int(p))) return false;
-        return true;
-      };
-      std::string why;
-      if (prompt > 1 && prompt_rows_are([&](std::size_t p) { return int(prompt - 1 - p); }))
-        why = ": the prompt's rows written last-first (the batch's row index reversed)";
-      for (std::size_t k = 2; why.empty() && k < prompt; ++k)
-        if (prompt_rows_are([k](std::size_t p) { return p % k == 0 ? int(p / k) : -1; }))
-          why = fmt::format(": the prompt's row t written at slot {}t (its rows written at {} times the row stride, the "
-                            "slots between left unwritten)",
-                            k, k);
-      const std::vector<int> shown(from.begin(), from.begin() + std::ptrdiff_t(std::min<std::size_t>(from.size(), 16)));
-      std::vector<std::string> names;
-      for (int t : shown) names.push_back(t >= 0 ? std::to_string(t) : "none (zeros)");
-      Candidate slots{fmt::format("slots 0.. hold the rows of positions [{}]{}{}", fmt::join(names, ", "),
-                                  from.size() > shown.size() ? " ..." : "", why),
-                      "kv-cache", false, [stored, from, row = row_of(src, 0)](std::int64_t p) {
-                        if (p >= std::int64_t(from.size())) return row(p);
-                        if (from[std::size_t(p)] >= 0) return stored(row(from[std::size_t(p)]));
-                        Row zeros = row(p);
-                        std::fill(zeros.begin(), zeros.end(), 0.0f);
-                        return zeros;
-                      }};
-      slots.fitted = true;
-      slots.explains_zeros = std::count(from.begin(), from.end(), -1) > 0;
-      out.push_back(std::move(slots));
-    }
-  }
-  if (type == "f32")
-    for (const char* to : {"f16", "bf16"}) {
-      const bool bf16 = to == std::string("bf16");
-      out.push_back({fmt::format("the row rounded to {} before it is cached (a 16-bit cache in an f32 run)", to),
-                     "kv-cache", false, [row = row_of(src, 0), bf16](std::int64_t p) {
-                       Row r = row(p);
-                       for (float& v : r) v = bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v));
-                       return r;
-                     }});
-    }
-  if (type == "f32")
-    out.push_back({"the row truncated to bf16 before it is cached (the low 16 bits dropped, not rounded: a bf16 "
-                   "cache in an f32 run)",
-                   "kv-cache", false, [row = row_of(src, 0)](std::int64_t p) {
-                     Row r = row(p);
-                     for (float& v : r) v = bits_float(float_bits(v) & 0xffff0000u);
-                     return r;
-                   }});
-  // A 16-bit cache written in one of the two formats and read as the other.
-  if (type == "f16" || type == "bf16") {
-    const bool bf16 = type == "bf16";
-    out.push_back({fmt::format("the cache stored in {} and read back as {}", type, bf16 ? "f16" : "bf16"), "kv-cache",
-                   false, [row = row_of(src, 0), bf16](std::int64_t p) {
-                     Row r = row(p);
-                     for (float& v : r) v = bf16 ? fp16_to_fp32(fp32_to_bf16(v)) : bf16_to_fp32(fp32_to_fp16(v));
-                     return r;
-                   }});
   }
 }
 

@@ -146,7 +146,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
   // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
   if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")
-    if (const auto k = fit_scale(with(W, B)(last), trace_row(in.actual, name, layer, last));
+    if (const auto k = fit_scale(with(W, B)(last), trace_row(in.observed, name, layer, last));
         k && *k > 0 && std::abs(*k - 1) > 1e-3) {
       out.push_back({fmt::format("the logits times {:.4g} = 1 / {:.4g} (fitted where the prompt ends): a sampling "
                                  "temperature applied to the logits buffer in place",
@@ -161,7 +161,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   // ... or its penalties on the tokens seen so far (positions 0..p), fitted where the trace ends:
   // a repetition penalty r (positive logits divided by r, negative ones times r), a presence
   // penalty (a constant subtracted), a frequency penalty (a constant per occurrence).
-  if (const TapInfo* tap = name == "output" ? in.actual.find(name, layer) : nullptr; tap && tap->n_rows > 0) {
+  if (const TapInfo* tap = name == "output" ? in.observed.find(name, layer) : nullptr; tap && tap->n_rows > 0) {
     const std::vector<std::int32_t>& tokens = in.actual.metadata().tokens;
     const auto occurrences = [tokens, n_out](std::int64_t p) {
       std::vector<int> count(n_out, 0);
@@ -170,7 +170,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
       return count;
     };
     const std::int64_t last = tap->last_position();
-    const Row right = with(W, B)(last), y = trace_row(in.actual, name, layer, last);
+    const Row right = with(W, B)(last), y = trace_row(in.observed, name, layer, last);
     std::vector<double> ratios, offsets, per_occurrence;
     if (right.size() == n_out && y.size() == n_out) {
       const std::vector<int> count = occurrences(last);
@@ -216,16 +216,16 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   // A product's loop stopped short of the row (a tail left out, a bound from another width): k
   // fitted on the last row the tap holds that the full product does not give; in decode steps
   // only when the prompt's last row is right (decode runs its own matrix-vector kernel).
-  if (const TapInfo* tap = name == "output" ? nullptr : in.actual.find(name, layer); tap && tap->n_rows > 0) {
+  if (const TapInfo* tap = name == "output" ? nullptr : in.observed.find(name, layer); tap && tap->n_rows > 0) {
     const std::int64_t last = tap->n_rows - 1, prompt_end = std::min(in.prompt_length, tap->n_rows) - 1;
     const auto off = [&](std::int64_t p) {
-      const Row y = trace_row(in.actual, name, layer, p), full = with(W, B)(p);
+      const Row y = trace_row(in.observed, name, layer, p), full = with(W, B)(p);
       return !y.empty() && y.size() == full.size() &&
              row_metrics(full.data(), y.data(), std::int64_t(y.size())).nmse > 1e-8;
     };
     const bool decode_only = last > prompt_end && prompt_end >= 0 && !off(prompt_end);
     if (off(last))
-      if (const auto k = fit_column_bound(*W, x(last), n_out, B, trace_row(in.actual, name, layer, last))) {
+      if (const auto k = fit_column_bound(*W, x(last), n_out, B, trace_row(in.observed, name, layer, last))) {
         const std::int64_t from = decode_only ? prompt_end + 1 : 0;
         out.push_back({fmt::format("W x{} summed over columns 0..{} only ({} of {}: the product's loop stopped short"
                                    "{}, fitted at position {})",
@@ -263,7 +263,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     out.push_back({"W x + 2b: the bias added twice", "bias", false, with(W, doubled.get(), false, doubled)});
     out.push_back({"W x - b: the bias subtracted", "bias", false, with(W, negated.get(), false, negated)});
     if (const std::int64_t p = std::max<std::int64_t>(in.prompt_length - 1, 0); !x(p).empty())
-      if (const auto mask = fit_bias_mask(matvec_row(*W, x(p), n_out, false, nullptr), trace_row(in.actual, name, layer, p), *B)) {
+      if (const auto mask = fit_bias_mask(matvec_row(*W, x(p), n_out, false, nullptr), trace_row(in.observed, name, layer, p), *B)) {
         auto partial = std::make_shared<std::vector<float>>(*B);
         for (std::size_t i = 0; i < partial->size(); ++i) (*partial)[i] *= (*mask)[i] ? 1.0f : 0.0f;
         out.push_back({"W x + b with the bias added to " + elements_text(*mask, c) + " (fitted where the prompt ends)",

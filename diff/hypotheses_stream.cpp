@@ -72,7 +72,7 @@ std::optional<std::vector<bool>> stale_elements(const Row& actual, const Row& co
 std::optional<Candidate> accumulated_onto(const TapInfo& self, const std::function<Row(std::int64_t)>& correct,
                                           ReplayInputs& in) {
   const std::int64_t p = self.last_position();
-  const Row actual = trace_row(in.actual, self.name, self.layer, p), expected = correct(p);
+  const Row actual = trace_row(in.observed, self.name, self.layer, p), expected = correct(p);
   if (actual.empty() || actual.size() != expected.size()) return std::nullopt;
   Row d(actual.size());
   double dd = 0, aa = 0;
@@ -88,7 +88,7 @@ std::optional<Candidate> accumulated_onto(const TapInfo& self, const std::functi
     if (t.row_shape != self.row_shape || is_weight_tap(t.name)) continue;
     for (const bool earlier : {false, true}) {
       const std::int64_t at = earlier ? previous_step_row(p, in) : p;
-      if (at < 0 || (!earlier && &t == &self)) continue;
+      if (at < 0 || (!earlier && t.name == self.name && t.layer == self.layer)) continue;
       const Row src = trace_row(in.actual, t.name, t.layer, at);
       if (src.size() != d.size()) continue;
       double err = 0;
@@ -129,7 +129,7 @@ Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::
   // (the block's post-norm, the block's output, the stream)
   const auto inputs = tap_inputs(resid, layer, in.model.config().n_layer);
   const std::string o_name = inputs[in.model.config().post_norms ? 0 : 1].name;
-  return elementwise(trace_row(in.actual, resid, layer, p), trace_row(in.actual, o_name, layer, p),
+  return elementwise(trace_row(in.observed, resid, layer, p), trace_row(in.actual, o_name, layer, p),
                      [](double r, double o) { return r - o; });
 }
 
@@ -217,7 +217,7 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                    gated(false, gelu_erf)});
     // A constant of the tanh approximation mistyped: both fitted at position 0.
     const auto fit = fit_gelu_constants(trace_row(in.actual, "ffn_gate", layer, 0),
-                                        trace_row(in.actual, "ffn_up", layer, 0), trace_row(in.actual, "ffn.act", layer, 0));
+                                        trace_row(in.actual, "ffn_up", layer, 0), trace_row(in.observed, "ffn.act", layer, 0));
     const bool k_differs = fit && std::abs(fit->k / kGeluK - 1) > 1e-2, c_differs = fit && std::abs(fit->c / kGeluC - 1) > 1e-2;
     if (k_differs || c_differs) {
       const GeluConstants f = *fit;
@@ -281,9 +281,9 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
   // A trace holding 16-bit values in every other tap is its producer's precision mislabelled (a
   // signature says so), not one buffer of the wrong type.
   const auto whole_trace_in = [&](bool bf16) {
-    for (const TapInfo& t : in.actual.taps()) {
+    for (const TapInfo& t : in.observed.taps()) {
       if (is_weight_tap(t.name) || (t.name == name && t.layer == layer) || t.n_rows == 0) continue;
-      for (float v : trace_row(in.actual, t.name, t.layer, t.first_position()))
+      for (float v : trace_row(in.observed, t.name, t.layer, t.first_position()))
         if (std::isfinite(v) && round(bf16, v) != v) return false;
     }
     return true;
@@ -309,9 +309,9 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
                       }});
   // A write that stopped short: the zeros at the end of the actual row where the trace ends.
   // (attn.probs rows end in zeros by design: the keys not yet visible.)
-  const TapInfo* self = in.actual.find(name, layer);
+  const TapInfo* self = in.observed.find(name, layer);
   if (self && self->n_rows > 0 && name != "attn.probs") {
-    const Row last = trace_row(in.actual, name, layer, self->last_position());
+    const Row last = trace_row(in.observed, name, layer, self->last_position());
     const auto written = std::size_t(
         std::find_if(last.rbegin(), last.rend(), [](float v) { return v != 0; }).base() - last.begin());
     if (written > 0 && written < last.size()) {
@@ -336,7 +336,7 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
   // what the same buffer slot held one step before; which ones, fitted where the tap ends.
   if (self && self->n_rows > 1) {
     const std::int64_t p = self->last_position(), before = previous_step_row(p, in);
-    if (const auto kept = before >= 0 ? stale_elements(trace_row(in.actual, name, layer, p), correct(p),
+    if (const auto kept = before >= 0 ? stale_elements(trace_row(in.observed, name, layer, p), correct(p),
                                                        trace_row(in.actual, name, layer, before))
                                       : std::nullopt) {
       std::vector<bool> unwritten = *kept;

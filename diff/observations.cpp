@@ -190,11 +190,17 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
                                   "{:.2g}): the error is there too, smaller",
                                   f.position, before, t->threshold_nmse));
   // Taps that RoPE and attention feed (layer 0's attention on, every later layer) are where a
-  // lone intact first position points at them; before them it only says which tokens differ.
-  const bool before_attention = f.name == "token_embd" ||
-                                (f.layer == 0 && (f.name == "attn_norm" || f.name == "attn_q" || f.name == "attn_k" ||
-                                                  f.name == "attn_v" || f.name == "attn_q_norm" ||
-                                                  f.name == "attn_k_norm"));
+  // lone intact first position points at them; before them it only says which tokens differ. In
+  // lockstep every op ran on the expected inputs: only RoPE's and attention's own taps are fed.
+  const bool rope_or_attention = f.name == "attn_q.rope" || f.name == "attn_k.rope" || f.name == "kv.k" ||
+                                 f.name == "kv.v" || f.name == "attn.probs" || f.name == "attn.probs.summary" ||
+                                 f.name == "attn.out";
+  const bool before_attention =
+      r.mode == DiffMode::lockstep
+          ? !rope_or_attention
+          : f.name == "token_embd" || (f.layer == 0 && (f.name == "attn_norm" || f.name == "attn_q" ||
+                                                         f.name == "attn_k" || f.name == "attn_v" ||
+                                                         f.name == "attn_q_norm" || f.name == "attn_k_norm"));
   if (clean_before && t && !t->rows.empty() && t->rows.front().position == 0 && f.position > 0)
     o.lines.push_back(before_attention ? fmt::format("position 0 intact (nmse {:.2g})", t->rows.front().nmse)
                                        : fmt::format("position 0 intact (nmse {:.2g}): RoPE, the attention scale and "

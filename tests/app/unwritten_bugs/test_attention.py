@@ -283,3 +283,82 @@ def test_exponentials_kept_in_f16_in_decode_only_are_named(llama, tmp_path):
     d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "exp(s - max) kept in f16",
                  "softmax", position=prompt)
     assert any("in decode steps only" in t["variant"] for t in d["ties"] + [d]), d  # the rows it replays tie
+
+
+def softmax_over(q, k, first, end, scale, n_keys):
+    """Each head's probabilities over keys first..end-1 of K (the llama fixture's 4 heads on 2 kv
+    heads, head_dim 16) at one query row, the scores times scale, in a row of n_keys."""
+    q, k = q.reshape(4, 16).astype(np.float64), k.reshape(len(k), 2, 16).astype(np.float64)
+    probs = np.zeros((4, n_keys))
+    for h in range(4):
+        s = scale * (k[first:end, h // 2] @ q[h])
+        probs[h, first:end] = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+    return probs
+
+
+def test_a_decode_mask_without_the_cache_length_ties_with_a_cache_read_over_one_key(llama, tmp_path):
+    """A decode kernel that builds its causal mask from the query's row in the step (0) without
+    the cache's length: every decode step sees key 0 only. The probabilities cannot tell it from a
+    cache read over one slot. Was named kv-cache, a cache whose length never advances (blind round
+    11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1)
+    prompt = len(PROMPT.split(","))
+    probs[prompt:] = 0
+    probs[prompt:, :, 0] = 1
+    write_tap(bad, "attn.probs", 1, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.1.attn.probs", prompt)
+    d = r["diagnosis"]
+    assert d["class"] == "unexplained" and d["evidence"] == "tied", d
+    ties = {t["class"] for t in d["ties"]}
+    assert {"attention-mask", "kv-cache"} <= ties, d["ties"]
+    assert any("without the cache's length" in t["variant"] for t in d["ties"]), d["ties"]
+
+
+def test_a_prefill_chunk_over_its_own_keys_ties_with_a_mask_hiding_the_cached_ones(llama, tmp_path):
+    """Prefill in chunks of 3 whose second chunk attends over its own K/V only, as if the cache
+    were empty (or whose mask hides the keys the first chunk cached). Was named attention-mask by
+    the mask fitted to the zeros (blind round 11)."""
+    bad = tmp_path / "chunked.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--prefill-chunk", 3, "-o", bad)
+    assert p.returncode == 0, p.stderr
+    assert diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")[0] == 0
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    q, k = q.reshape(len(q), -1), k.reshape(len(k), -1)
+    probs = read_tap(bad, "attn.probs", 1)
+    for pos in range(3, len(PROMPT.split(","))):
+        probs[pos] = softmax_over(q[pos], k, 3, pos + 1, 0.25, probs.shape[2])
+    write_tap(bad, "attn.probs", 1, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.1.attn.probs", 3)
+    d = r["diagnosis"]
+    assert d["class"] == "unexplained" and d["evidence"] == "tied", d
+    ties = {t["class"]: t["variant"] for t in d["ties"]}
+    assert "attends over its own K/V only" in ties["kv-cache"], d["ties"]
+    assert "hides the keys earlier prefill chunks cached" in ties["attention-mask"], d["ties"]
+
+
+def test_a_decode_only_scale_nobody_listed_is_fitted(llama, tmp_path):
+    """The decode kernel's scores scaled by 0.6 / sqrt(head_dim), the prompt's kernel right: fitted
+    at the first decode step. Was unexplained (blind round 11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1)
+    decode = replayed_probs(bad, 1, scores=lambda dots, d: 0.6 * dots / np.sqrt(d))
+    prompt = len(PROMPT.split(","))
+    probs[prompt:] = decode[prompt:]
+    write_tap(bad, "attn.probs", 1, probs)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "decode steps' scores scaled by 0.15 "
+                 "= 0.6 x 1/sqrt(head_dim), the prompt's right", "attention-scale", position=prompt)
+
+
+def test_a_scale_from_the_caches_row_width_over_the_query_heads_is_named(llama, tmp_path):
+    """head_dim taken as the K cache's row width over the query heads (32 / 4 = 8 where it is 16)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, scores=lambda dots, d: dots / np.sqrt(8)))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs",
+             "scores scaled by 1/sqrt(kv_dim / n_head) = 1/sqrt(8)", "attention-scale")

@@ -107,6 +107,24 @@ def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path
              "matmul-layout", "indicated", position=4)
 
 
+def test_rows_carrying_an_earlier_roots_error_are_not_called_right(llama, tmp_path):
+    """In --all, layer 1's attn_q rows 1..2 carry its norm's error (inherited: the jump test lets
+    them pass) and rows 3..5 are wrong of their own: rows before 3 are not right, so no GEMM tile
+    edge at batch row 3 is indicated. Was (blind round 11, a bias added to one row only)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    x = read_tap(bad, "attn_norm", 1)
+    x[1:3] *= 1.01
+    write_tap(bad, "attn_norm", 1, x)
+    q = read_tap(bad, "attn_q", 1)
+    q[1:3] = x[1:3] @ gguf_tensor(llama / "llama.gguf", "blk.1.attn_q.weight").T
+    q[3:len(PROMPT.split(","))] = q[3:len(PROMPT.split(","))] * 0.5 + 0.25
+    write_tap(bad, "attn_q", 1, q)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    roots = {root["tap"]: root for root in r["roots"]}
+    assert code == 1 and "blk.1.attn_q" in roots and roots["blk.1.attn_q"]["position"] == 3, r["roots"]
+    assert roots["blk.1.attn_q"]["class"] != "matmul-layout", roots["blk.1.attn_q"]
+
 def test_k_rounded_to_f16_in_an_f32_run_is_named(llama, tmp_path):
     """An f32 engine whose cache path rounds K to half precision (V left in f32)."""
     bad = tmp_path / "eng.h5"

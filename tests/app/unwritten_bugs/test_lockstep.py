@@ -1,0 +1,49 @@
+"""Lockstep traces (a run that continued from the expected values at every tap): fits read the
+actual run's values, not the inputs the op was given; one bug in every layer is one root."""
+import shutil
+
+import numpy as np
+import pytest
+
+from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, gguf_tensor, rmsnorm
+
+
+@pytest.fixture(scope="module")
+def lockstep(llama):
+    """The clean engine in lockstep from the llama fixture's reference: it passes."""
+    ls = llama / "lockstep.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--lockstep", llama / "ref.h5", "-o", ls)
+    assert p.returncode == 0, p.stderr
+    code, r = diff_json(llama / "ref.h5", ls, "--model", llama / "llama.gguf")
+    assert code == 0 and r["mode"] == "lockstep", r["verdict"]
+    return ls
+
+
+def test_an_epsilon_nobody_listed_is_fitted_to_the_actual_values(llama, lockstep, tmp_path):
+    """Layer 1's attn_norm with epsilon 1e-3 from the expected input it was given. The fit had read
+    the expected trace's own values, which fit nothing."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    x = read_tap(llama / "ref.h5", "resid.ffn", 0)
+    write_tap(bad, "attn_norm", 1, rmsnorm(x, gguf_tensor(llama / "llama.gguf", "blk.1.attn_norm.weight"), 1e-3))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.1.attn_norm"], r["roots"]
+    d = r["diagnosis"]
+    assert d["class"] == "normalization" and "instead of the model's 1e-05 (fitted to the actual values)" in \
+        d["variant"], d
+
+
+def test_an_offset_in_every_layer_is_one_root(llama, lockstep, tmp_path):
+    """The same vector added to attn_q's rows 1.. in both layers (a bias nobody listed): one root
+    in lockstep, not one per layer (a signature had said more of layer 1's intact position 0)."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    offset = np.random.default_rng(5).normal(0, 0.5, 64)
+    for layer in (0, 1):
+        q = read_tap(bad, "attn_q", layer)
+        q[1:] += offset
+        write_tap(bad, "attn_q", layer, q)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [("blk.0.attn_q", "bias")], \
+        r["roots"]
+    assert "blk.1.attn_q" in r["roots"][0]["explained"], r["roots"][0]
