@@ -235,7 +235,7 @@ class TraceWriter:
                  settings: Optional[Dict[str, HParam]] = None,
                  unavailable: Optional[Dict[str, str]] = None,
                  layouts: Optional[Dict[str, str]] = None, chunk_bytes: int = 64 * 1024,
-                 precreate: Sequence[Tuple[str, int, Sequence[int]]] = ()):
+                 precreate: Sequence[Tuple[str, int, Sequence[int]]] = (), lockstep_source: str = ""):
         def reject(problem: str):
             raise TraceError(path, "/", problem)
 
@@ -251,6 +251,9 @@ class TraceWriter:
             for key, value in (values or {}).items():
                 if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
                     reject(f"{group_name}[{key!r}]: expected int, float or str, got {type(value).__name__}")
+        if not isinstance(lockstep_source, str):
+            reject(f"lockstep_source: expected the path of the trace the run continued from, got "
+                   f"{type(lockstep_source).__name__}")
         for key, value in (unavailable or {}).items():
             if not isinstance(value, str) or not value:
                 reject(f"unavailable[{key!r}]: expected a string saying why the tap is not available")
@@ -294,6 +297,8 @@ class TraceWriter:
                            ("fault", fault)):
             a[key] = str(value)
         a["prompt_length"] = np.int64(prompt_length)
+        if lockstep_source:
+            a["lockstep_source"] = lockstep_source
         for key in ("complete", "committed_steps", "committed_tokens"):
             a[key] = np.int64(0)
         for key in ("tap_filter_names", "tap_filter_layers", "tap_filter_positions"):

@@ -93,6 +93,19 @@ def test_python_writes_cpp_reads(tmp_path):
     np.testing.assert_array_equal(np.array(values["blk.0.attn_q"]["values"], np.float32), q.reshape(-1))
 
 
+def test_a_lockstep_run_written_from_python_says_so_to_the_cpp_reader(tmp_path):
+    """lockstep_source= (docs/guide.md, "Lockstep in your own engine"): the trace every tap point
+    continued from; absent for a normal run."""
+    for source, expected in (("ref.h5", "ref.h5"), ("", None)):
+        path = tmp_path / f"ls{bool(source)}.h5"
+        with tt.TraceWriter(str(path), tokens=[1, 2], prompt_length=2, lockstep_source=source) as w:
+            w.record("token_embd", -1, 0, np.ones((2, 4), np.float32))
+            w.end_step()
+        assert dump(path, values=False)["lockstep_source"] == expected
+    with pytest.raises(tt.TraceError, match="lockstep_source: expected the path"):
+        tt.TraceWriter(str(tmp_path / "bad.h5"), lockstep_source=1)
+
+
 def test_cpp_writes_python_reads(tmp_path):
     path = tmp_path / "cpp.h5"
     subprocess.run([WRITER, "--out", str(path), "--steps", "5", "--layers", "2", "--taps", "3",

@@ -79,6 +79,20 @@ TEST(TraceCApi, WritesWhatTheReaderReads) {
   EXPECT_EQ(got.values, (std::vector<float>{1, 2, 3, 4, 5, 6, 4, 5, 6}));
 }
 
+TEST(TraceCApi, DeclaresALockstepRun) {
+  TempDir dir;
+  for (const char* source : {"ref.h5", static_cast<const char*>(nullptr)}) {
+    const std::string path = dir.file(source ? "lockstep.h5" : "normal.h5");
+    tapdiff_trace_config cfg;
+    tapdiff_trace_config_init(&cfg);
+    cfg.lockstep_source = source;
+    tapdiff_trace* t = open_or_fail(path, &cfg);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(tapdiff_trace_close(t), TAPDIFF_OK) << tapdiff_last_error();
+    EXPECT_EQ(TraceReader(path).metadata().lockstep_source, source ? source : "");
+  }
+}
+
 TEST(TraceCApi, DeclaresALayoutTheReaderAligns) {
   TempDir dir;
   const std::string path = dir.file("layout.h5");

@@ -97,6 +97,7 @@ tapdiff::TraceMetadata metadata_from(const tapdiff_trace_config& cfg) {
   const tapdiff::TapDims dims{d.n_layer,  d.n_embd, d.n_head,  d.n_head_kv,
                               d.head_dim, d.n_ff,   d.n_vocab, d.n_ctx};
   if (dims != tapdiff::TapDims{}) m.dims = dims;
+  m.lockstep_source = text(cfg.lockstep_source);
   if (cfg.n_layouts > 0 && cfg.layouts == nullptr) throw std::invalid_argument("layouts is null but n_layouts > 0");
   for (std::size_t i = 0; i < cfg.n_layouts; ++i) {
     const tapdiff_layout& l = cfg.layouts[i];

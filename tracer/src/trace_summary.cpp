@@ -106,6 +106,7 @@ nlohmann::json trace_summary(const TraceReader& trace) {
        {{"path", m.model_path}, {"sha256", m.model_sha256}, {"hparams", hparams_json(m.hparams)}}},
       {"precision", m.precision},
       {"fault", m.fault},
+      {"lockstep_source", m.lockstep_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.lockstep_source)},
       {"prompt_length", m.prompt_length},
       {"tokens", m.tokens},
       {"dims", m.dims ? dims_json(*m.dims) : nlohmann::json(nullptr)},

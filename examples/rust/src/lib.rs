@@ -66,6 +66,7 @@ mod ffi {
         pub fsync: c_int,
         pub layouts: *const Layout,
         pub n_layouts: usize,
+        pub lockstep_source: *const c_char,
     }
 
     #[repr(C)]

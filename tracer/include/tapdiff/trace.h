@@ -85,6 +85,9 @@ typedef struct tapdiff_trace_config {
   int fsync;                    /* fsync after every commit when nonzero */
   const tapdiff_layout* layouts; /* taps in the producer's own layout (needs dims); NULL = none */
   size_t n_layouts;
+  /* A lockstep run (docs/guide.md, "Lockstep in your own engine"): the trace whose values every
+   * tap point continued from; NULL or "" = a normal run. */
+  const char* lockstep_source;
 } tapdiff_trace_config;
 
 /* Zeroes cfg and sets the defaults above. */
