@@ -286,12 +286,24 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       return trace.find(std::string(kWeightTapPrefix) + w, -1) ||
              trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
     };
-    if (wt && ggml_type_traits(wt->type).block_elems > 1 && !(holds(a) && holds(b)))
-      d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: record --weights in "
-                                         "both runs (`tapdiff run --weights`) and diff them; decoded weights that "
-                                         "differ name the decoder, weights that agree leave the kernels' own {} "
-                                         "decoding (a fast path, an embedding lookup) as the suspect",
-                                         w, ggml_type_name(wt->type), ggml_type_name(wt->type)));
+    if (wt && ggml_type_traits(wt->type).block_elems > 1 && !(holds(a) && holds(b))) {
+      const std::string_view type = ggml_type_name(wt->type);
+      const Producer producer = b.metadata().producer;
+      const std::string how =
+          producer == Producer::llama_cpp || producer == Producer::transformers
+              ? fmt::format("{} records no weights, so its {} decoding stays a suspect the activations cannot name",
+                            producer_name(producer), type)
+          : producer == Producer::external
+              ? fmt::format("record it as your engine decodes it (`{}{}` rows, docs/taps.md) and the reference's "
+                            "(`tapdiff run --backend reference --weights`), and diff them; decoded weights that differ "
+                            "name the decoder, weights that agree leave the kernels' own {} decoding as the suspect",
+                            kWeightTapPrefix, w, type)
+              : fmt::format("record --weights in both runs (`tapdiff run --weights`) and diff them; decoded weights "
+                            "that differ name the decoder, weights that agree leave the kernels' own {} decoding (a "
+                            "fast path, an embedding lookup) as the suspect",
+                            type);
+      d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: {}", w, type, how));
+    }
     // An embedding row is its table's decoded row: how it differs block by block can name the decoder.
     const std::string shape = wt && f.name == "token_embd" ? decoder_structure(expected, actual, wt->type) : "";
     if (!shape.empty()) {

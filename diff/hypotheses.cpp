@@ -106,6 +106,38 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                    "embedding", false, lookup(W, token(0, 0), float(*k))});
     out.back().fitted = true;
   }
+  // The rows of one token id zeroed wherever it stands (a padding mask that takes a real token
+  // for padding), read off the actual rows: every position holding that id all zero, no other.
+  if (const TapInfo* tap = in.observed.find("token_embd", -1); tap && !tokens.empty()) {
+    std::optional<std::int32_t> zeroed;
+    bool one_id = true;
+    for (std::int64_t p = 0; p < std::min<std::int64_t>(tap->last_position() + 1, std::int64_t(tokens.size())); ++p) {
+      const Row r = trace_row(in.observed, "token_embd", -1, p);
+      if (r.empty() || std::any_of(r.begin(), r.end(), [](float v) { return v != 0; })) continue;
+      one_id = one_id && (!zeroed || *zeroed == tokens[std::size_t(p)]);
+      zeroed = tokens[std::size_t(p)];
+    }
+    if (zeroed && one_id) {
+      const GgufFile& f = in.model.file();
+      std::string whose;
+      for (const auto& [key, what] : {std::pair{"tokenizer.ggml.padding_token_id", "padding"},
+                                      std::pair{"tokenizer.ggml.eos_token_id", "end-of-sequence"},
+                                      std::pair{"tokenizer.ggml.bos_token_id", "beginning-of-sequence"}})
+        if (whose.empty() && f.get_uint_opt(key) == std::uint64_t(*zeroed))
+          whose = fmt::format(" (the model's {} token, {})", what, key);
+      out.push_back({fmt::format("token {}'s rows zeroed wherever it stands{}: a padding mask that takes a real "
+                                 "token for padding",
+                                 *zeroed, whose),
+                     "embedding", false, [row = lookup_scaled(W, token(0, 0)), tokens, id = *zeroed](std::int64_t p) {
+                       Row r = row(p);
+                       if (p < std::int64_t(tokens.size()) && tokens[std::size_t(p)] == id)
+                         std::fill(r.begin(), r.end(), 0.0f);
+                       return r;
+                     }});
+      out.back().explains_zeros = true;
+      out.back().fitted = true;
+    }
+  }
   // A row pointer off by k elements (an offset added twice, a header not skipped): fitted to the
   // actual row at position 0, |k| under one row.
   if (const Row actual = trace_row(in.observed, "token_embd", -1, 0);
@@ -241,22 +273,27 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
-  if (name == "output_norm" && !in.actual.find(x_name, x_layer)) {
-    // The last layers absent from the actual trace, every tap of them: the stream of the last
-    // layer that ran, normed.
+  if (name == "output_norm") {
+    // The stream as an earlier layer left it: the last layers absent from the actual trace, every
+    // tap of them (the layer loop stopped short), or present and their output dropped (the head
+    // read the hidden states one index early).
     int last = x_layer;
     const auto ran = [&](int l) {
       const auto& taps = in.actual.taps();
       return std::any_of(taps.begin(), taps.end(), [l](const TapInfo& t) { return t.layer == l; });
     };
     while (last >= 0 && !ran(last)) --last;
-    if (last >= 0 && last < x_layer && in.actual.find(x_name, last))
-      out.push_back({fmt::format("rmsnorm(blk.{}.{}) * w: {} never ran (the actual trace holds none of their "
-                                 "taps), the stream normed as layer {} left it",
-                                 last, x_name,
-                                 last + 1 == x_layer ? fmt::format("layer {}", x_layer)
-                                                     : fmt::format("layers {}..{}", last + 1, x_layer),
-                                 last),
+    const bool stopped_short = last < x_layer;
+    if (!stopped_short) --last;
+    const std::string skipped =
+        last + 1 == x_layer ? fmt::format("layer {}", x_layer) : fmt::format("layers {}..{}", last + 1, x_layer);
+    if (last >= 0 && in.actual.find(x_name, last))
+      out.push_back({stopped_short ? fmt::format("rmsnorm(blk.{}.{}) * w: {} never ran (the actual trace holds none "
+                                                 "of their taps), the stream normed as layer {} left it",
+                                                 last, x_name, skipped, last)
+                                   : fmt::format("rmsnorm(blk.{}.{}) * w: the stream normed as layer {} left it, {}'s "
+                                                 "output dropped (the head read the hidden states one layer early)",
+                                                 last, x_name, last, skipped),
                      "layer-loop", false, [&in, x_name, last, w, eps](std::int64_t p) {
                        const Row x = trace_row(in.actual, x_name, last, p);
                        if (x.empty() || x.size() != w->size()) return Row{};

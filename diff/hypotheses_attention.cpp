@@ -162,6 +162,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     std::vector<int> v_of_head{};        // ... and V from v_of_head[h], K from its own kv head (empty: as K)
+    // K (V) widened to the query heads element by element, not head by head (np.repeat on the
+    // flattened row): query head h's element e is the row's element (h * head_dim + e) / group.
+    bool k_elements_repeated = false, v_elements_repeated = false;
     bool unnormalized = false;           // the output not divided by the softmax's sum
     bool mask_from_actual = false;       // the keys each position sees read off the actual probabilities
     bool quiet = false;                  // 1 added to the softmax's denominator
@@ -230,18 +233,22 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     round_v_to_cache(in.cache, V, kv_dim, std::size_t(c.head_dim));
     round_q_to_cache(in.cache, qd, std::size_t(c.head_dim));
     ref::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-    if (!s.kv_of_head.empty() || !s.v_of_head.empty()) {  // the cache as if it held each query head's kv head
+    if (!s.kv_of_head.empty() || !s.v_of_head.empty() || s.k_elements_repeated || s.v_elements_repeated) {
+      // The cache as if it held each query head's kv head.
       const auto d = std::size_t(c.head_dim), n = std::size_t(c.n_head);
+      const std::size_t group = n / std::size_t(std::max(c.n_head_kv, 1));
       std::vector<int> own(n);
       for (std::size_t h = 0; h < n; ++h) own[h] = ref::kv_head_for(int(h), c.n_head, c.n_head_kv, s.map);
       const std::vector<int>& k_of_head = s.kv_of_head.empty() ? own : s.kv_of_head;
       const std::vector<int>& v_of_head = s.v_of_head.empty() ? k_of_head : s.v_of_head;
-      for (auto [cache, of_head] : {std::pair{&K, &k_of_head}, std::pair{&V, &v_of_head}}) {
+      for (auto [cache, of_head, elements] : {std::tuple{&K, &k_of_head, s.k_elements_repeated},
+                                              std::tuple{&V, &v_of_head, s.v_elements_repeated}}) {
         std::vector<double> per_head(std::size_t(in.n_ctx) * n * d);
         for (std::size_t t = 0; t < std::size_t(in.n_ctx); ++t)
           for (std::size_t h = 0; h < n; ++h)
-            std::copy_n(cache->begin() + std::ptrdiff_t(t * kv_dim + std::size_t((*of_head)[h]) * d), d,
-                        per_head.begin() + std::ptrdiff_t((t * n + h) * d));
+            for (std::size_t e = 0; e < d; ++e)
+              per_head[(t * n + h) * d + e] =
+                  (*cache)[t * kv_dim + (elements ? (h * d + e) / group : std::size_t((*of_head)[h]) * d + e)];
         *cache = std::move(per_head);
       }
       shape.n_head_kv = c.n_head;
@@ -682,6 +689,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.half_softmax = HalfSoftmax::whole;
   out.push_back({"the softmax run in 16-bit floats: scores and probabilities rounded to f16", "softmax", false,
                  replay(s)});
+  s.half_softmax = HalfSoftmax::whole_bf16;
+  out.push_back({"the softmax run in bf16: scores and probabilities rounded to bf16", "softmax", false, replay(s)});
   s.half_softmax = HalfSoftmax::exponentials;
   out.push_back({"the softmax's exponentials exp(s - max) kept in f16 (summed and divided in f32)", "softmax", false,
                  replay(s)});
@@ -708,6 +717,17 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       s.map = ref::GqaMap::modulo;
       out.push_back({"query head h reads kv head h % n_head_kv instead of h / (n_head / n_head_kv)",
                      "gqa-mapping", false, replay(s)});
+      for (const auto& [k_rows, v_rows, what] :
+           {std::tuple{true, true, "K and V"}, std::tuple{false, true, "V"}, std::tuple{true, false, "K"}}) {
+        s = right;
+        s.k_elements_repeated = k_rows;
+        s.v_elements_repeated = v_rows;
+        out.push_back({fmt::format("{} widened to the query heads element by element, not head by head (each "
+                                   "element repeated n_head / n_head_kv times along the flattened row, as "
+                                   "np.repeat or repeat_interleave on the last axis)",
+                                   what),
+                       "gqa-mapping", false, replay(s)});
+      }
     }
     // A mapping nobody listed: each query head's kv head fitted where the prompt ends, from the
     // rows every query head would hold reading kv head g.

@@ -34,6 +34,11 @@ constexpr double kGeluK = 0.7978845608028654, kGeluC = 0.044715;
 double gelu(double x) { return 0.5 * x * (1 + std::tanh(kGeluK * (x + kGeluC * x * x * x))); }
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+// The activation looked up in a table indexed by x's f16 bits that holds f16 values (ggml's GELU
+// and SiLU tables).
+double f16(double x) { return double(fp16_to_fp32(fp32_to_fp16(float(x)))); }
+double gelu_f16_table(double x) { return f16(gelu(f16(x))); }
+double silu_f16_table(double x) { return f16(ref::silu(f16(x))); }
 
 // The position whose row the same buffer slot held one step before position q's step (a step:
 // one prefill batch or chunk, or one decode position); -1 before the first step.
@@ -238,6 +243,10 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
     out.push_back({"silu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, silu)});
     out.push_back({"gelu(ffn_gate) * ffn_up: GELU instead of SiLU", "activation", false, gated(false, gelu)});
   }
+  out.push_back({fmt::format("{}(ffn_gate) read from a float16 table (as ggml's GELU and SiLU tables): the gate "
+                             "rounded to f16, the value stored in f16, then times ffn_up",
+                             geglu ? "gelu" : "silu"),
+                 "activation", false, gated(false, geglu ? gelu_f16_table : silu_f16_table)});
   out.push_back({"ffn_gate * sigmoid(-ffn_gate) * ffn_up: the sign in the SiLU's exponent flipped", "activation", false,
                  gated(false, [](double x) { return x * sigmoid(-x); })});
   out.push_back({"sigmoid(ffn_gate) * ffn_up: the x of x * sigmoid(x) left out", "activation", false,

@@ -96,9 +96,11 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                             ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
                             std::int64_t stride, HalfSoftmax rounded) {
-  const bool whole = rounded == HalfSoftmax::whole;
+  const bool whole = rounded != HalfSoftmax::exponentials, bf16 = rounded == HalfSoftmax::whole_bf16;
   const int kv_dim = shape.n_head_kv * shape.head_dim;
-  const auto half = [](double x) { return double(fp16_to_fp32(fp32_to_fp16(float(x)))); };
+  const auto half = [bf16](double x) {
+    return double(bf16 ? bf16_to_fp32(fp32_to_bf16(float(x))) : fp16_to_fp32(fp32_to_fp16(float(x))));
+  };
   std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys, 0)));
   for (int h = 0; h < shape.n_head; ++h) {
     const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);

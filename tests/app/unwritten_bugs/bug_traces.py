@@ -74,7 +74,8 @@ def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots /
     """softmax(scores(q_h · K_g)) over keys 0..p (p - window + 1..p with a window; without its own
     key, 0..p-1 and nothing at 0), query head h reading kv head kv_of_head[h]; quiet: 1 added to
     the softmax's denominator; half: the scores and the probabilities rounded to f16 (a softmax of
-    a half tensor); half_exp: only exp(s - max) rounded to f16."""
+    a half tensor), or to bf16 where half is "bfloat16"; half_exp: only exp(s - max) rounded to f16."""
+    half = "float16" if half is True else half
     n, d = q.shape[0], q.shape[1] // n_head
     q = q.reshape(n, n_head, d).astype(np.float64)
     k = k.reshape(n, -1, d).astype(np.float64)
@@ -86,13 +87,13 @@ def causal_probs(q, k, n_head, n_keys, kv_of_head, scores=lambda dots, d: dots /
                 continue
             s = scores(k[first:end, kv_of_head[h]] @ q[p, h], d)
             if half:
-                s = s.astype(np.float16).astype(np.float64)
+                s = rounded_to(half, s).astype(np.float64)
             e = np.exp(s - s.max())
             if half_exp:
                 e = e.astype(np.float16).astype(np.float64)
             probs[p, h, first:end] = e / (e.sum() + (np.exp(-s.max()) if quiet else 0))
             if half:
-                probs[p, h, first:end] = probs[p, h, first:end].astype(np.float16)
+                probs[p, h, first:end] = rounded_to(half, probs[p, h, first:end])
     return probs
 
 

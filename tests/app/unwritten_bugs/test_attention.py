@@ -44,6 +44,20 @@ def test_a_kv_head_map_nobody_listed_is_fitted(llama, tmp_path):
     assert r["diagnosis"]["class"] == "gqa-mapping" and "[1, 1, 0, 0]" in r["diagnosis"]["variant"], r["diagnosis"]
 
 
+def test_v_widened_to_the_query_heads_element_by_element_is_named(llama, tmp_path):
+    """GQA's V expanded with np.repeat on the flattened (n_kv * head_dim) row, each element twice,
+    instead of each kv head twice: query head h's element e is V's element (16 h + e) / 2. Was
+    unexplained (blind round 11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs, v = read_tap(bad, "attn.probs", 1).astype(np.float64), read_tap(bad, "attn_v", 1).astype(np.float64)
+    widened = np.repeat(v.reshape(len(v), -1), 2, axis=1).reshape(len(v), 4, 16)
+    out = np.einsum("phk,khe->phe", probs[:, :, :len(v)], widened)
+    write_tap(bad, "attn.out", 1, out.reshape(len(out), -1))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.out", "V widened to the query heads element by "
+             "element", "gqa-mapping")
+
+
 def test_a_quiet_softmax_is_named(llama, tmp_path):
     """exp(s) / (1 + sum exp(s)), the "off-by-one" softmax some engines adopt: no row sums to 1.
     Was unexplained."""
@@ -250,6 +264,9 @@ def test_a_softmax_in_half_precision_is_named(tmp_path):
     # The probabilities alone kept in f16 (the scores not rounded) are the buffer, here told apart.
     write_tap(bad, "attn.probs", 1, rounded_to("float16", clean))
     diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs", "rounded to f16", "buffer")
+    # ... and a softmax of a bf16 tensor (was unexplained: transformers, blind round 12).
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, half="bfloat16"))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs", "the softmax run in bf16", "softmax")
 
 
 def test_an_online_softmax_sum_not_rescaled_is_named(llama, tmp_path):

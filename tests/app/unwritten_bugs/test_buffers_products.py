@@ -95,6 +95,17 @@ def test_a_layer_loop_that_stops_one_short_is_named(llama, tmp_path):
     assert (d["class"], d["evidence"]) == ("layer-loop", "reproduced") and "layer 1 never ran" in d["variant"], d
 
 
+def test_the_head_reading_the_hidden_states_one_layer_early_is_named(llama, tmp_path):
+    """Every layer ran, but the final norm read the stream layer 0 left (hidden_states[-2] for
+    [-1]): layer 1's output dropped. Was unexplained (blind round 12, transformers)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    w = gguf_tensor(llama / "llama.gguf", "output_norm.weight")
+    write_tap(bad, "output_norm", -1, rmsnorm(read_tap(bad, "resid.ffn", 0), w, 1e-5))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output_norm", "layer 1's output dropped (the head read the "
+             "hidden states one layer early)", "layer-loop")
+
+
 def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path):
     """The batched GEMM's rows 4 and up of the prompt wrong (a tile edge), decode steps right."""
     bad = tmp_path / "eng.h5"

@@ -159,6 +159,19 @@ def test_an_unexplained_op_on_a_quantized_weight_asks_for_the_decoded_weights(tm
             assert not asked, r["diagnosis"]["signatures"]
         else:
             assert r["diagnosis"]["class"] == "unexplained" and asked and "Q8_0" in asked[0], r["diagnosis"]
+    # A producer tapdiff cannot run with --weights is not told to (blind round 12).
+    for producer, words in (("transformers", "transformers records no weights, so its Q8_0 decoding stays a suspect"),
+                            ("external", "record it as your engine decodes it (`weight.blk.0.attn_q.weight` rows")):
+        for name in ("ref.h5", "eng.h5"):  # the traces as they were, without weights
+            p = run("run", "--backend", "host" if name == "eng.h5" else "reference", "-m", model, "--tokens", PROMPT,
+                    "-n", 2, "-o", tmp_path / name)
+            assert p.returncode == 0, p.stderr
+        write_tap(tmp_path / "eng.h5", "attn_q", 0, rows)
+        with h5py.File(tmp_path / "eng.h5", "r+") as f:
+            f.attrs["producer"] = producer
+        code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model)
+        assert code == 1 and any(words in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
+        assert not any("tapdiff run --weights" in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
 
 
 def test_an_intact_first_position_before_attention_does_not_point_at_rope(llama, tmp_path):

@@ -136,6 +136,18 @@ def test_silu_of_the_product_is_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", "applied to the product", "activation")
 
 
+def test_a_silu_read_from_a_float16_table_is_named(llama, tmp_path):
+    """SiLU looked up in a table indexed by the gate's f16 bits that holds f16 values, as ggml's
+    tables did (nmse about 1e-7). Was unexplained (blind round 11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    gate = read_tap(bad, "ffn_gate", 1).astype(np.float16).astype(np.float64)
+    silu = (gate / (1 + np.exp(-gate))).astype(np.float16).astype(np.float64)
+    write_tap(bad, "ffn.act", 1, silu * read_tap(bad, "ffn_up", 1))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.ffn.act", "silu(ffn_gate) read from a float16 table",
+             "activation")
+
+
 def test_the_exact_gelu_under_the_threshold_is_found_and_named(gemma2, tmp_path):
     """gemma2's tanh GELU computed exactly (erf): on a small model's small gates the two differ by
     an nmse of ~1e-9, under the f32 threshold, but thousands of times the inputs' error, and the

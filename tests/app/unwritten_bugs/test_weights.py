@@ -235,3 +235,17 @@ def test_a_dot_kernels_block_decoder_under_8_bit_activations_is_named(tmp_path, 
     x = read_tap(bad, x_tap, layer).astype(np.float64)
     write_tap(bad, tap, layer, read_tap(bad, tap, layer) + x @ (wrong(model, name) - gguf_decoded(model, name)).T)
     diagnose(tmp_path / "ref.h5", bad, model, f"blk.{layer}.{tap}", words, "dequantization")
+
+
+def test_a_token_taken_for_padding_is_named(llama, tmp_path):
+    """Every row of token 70 zeroed, wherever it stands: a padding mask built from input_ids ==
+    pad_id where the pad id is a real token (often EOS). Was unexplained (blind round 12)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    with h5py.File(bad, "r") as f:
+        tokens = f["tokens"][:]
+    rows = read_tap(bad, "token_embd", -1)
+    rows[tokens[:len(rows)] == 70] = 0
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "token 70's rows zeroed wherever it stands: a "
+             "padding mask that takes a real token for padding", "embedding", position=1)
