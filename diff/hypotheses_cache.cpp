@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <fmt/format.h>
@@ -91,16 +92,24 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
       return r;
     };
     const std::int64_t n = std::min<std::int64_t>(self->last_position() + 1, 1024);
-    std::map<Row, std::int64_t> position_of;
-    for (std::int64_t t = 0; t < n; ++t) position_of.emplace(stored(trace_row(in.actual, src, layer, t)), t);
-    // -1: a slot holding zeros, never written.
+    // Positions by row, in order: tokens repeated in a prompt give the same rows (layer 0's V).
+    std::map<Row, std::vector<std::int64_t>> positions_of;
+    for (std::int64_t t = 0; t < n; ++t) positions_of[stored(trace_row(in.actual, src, layer, t))].push_back(t);
+    // The position whose row slot p holds: p itself where its row is that row, else the latest
+    // earlier one, else the first; -1: a slot holding zeros, never written.
     std::vector<int> from;
     for (std::int64_t p = 0; p < n; ++p) {
       const Row held = trace_row(in.observed, name, layer, p);
-      const auto it = position_of.find(held);
+      const auto it = positions_of.find(held);
       const bool zero = !held.empty() && std::all_of(held.begin(), held.end(), [](float v) { return v == 0; });
-      if (it == position_of.end() && !zero) break;
-      from.push_back(it != position_of.end() ? int(it->second) : -1);
+      if (it == positions_of.end() && !zero) break;
+      if (it == positions_of.end()) {
+        from.push_back(-1);
+        continue;
+      }
+      const std::vector<std::int64_t>& at = it->second;
+      const auto after = std::upper_bound(at.begin(), at.end(), p);
+      from.push_back(int(after != at.begin() ? *std::prev(after) : at.front()));
     }
     std::vector<int> same(from.size());
     std::iota(same.begin(), same.end(), 0);

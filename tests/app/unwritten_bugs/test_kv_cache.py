@@ -184,3 +184,20 @@ def test_a_ring_and_a_window_tie_without_probabilities(tmp_path):
     ties = {t["class"]: t["variant"] for t in d["ties"]}
     assert "a cache of 4 cells reused as a ring" in ties["kv-cache"], d["ties"]
     assert "a sliding window of 4 keys" in ties["attention-mask"], d["ties"]
+
+
+def test_slots_holding_a_repeated_tokens_row_are_read_as_their_own(tmp_path):
+    """Decode steps that write the last prompt row again (a stale source pointer), with token 70
+    at positions 1 and 3: layer 0's V rows there are the same row, which slot 3 holds as its own,
+    not position 1's (blind round 12: a chat template's repeated tokens read as remapped slots)."""
+    model = tmp_path / "llama.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "F32", "--seed", 3, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,70,200,70,5,91", "-n", 4, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    v = read_tap(bad, "kv.v", 0)
+    v[6:] = read_tap(bad, "attn_v", 0)[5]
+    write_tap(bad, "kv.v", 0, v)
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.kv.v", "slots 0.. hold the rows of positions [0, 1, 2, 3, 4, "
+                 "5, 5, 5", "kv-cache", position=6)
