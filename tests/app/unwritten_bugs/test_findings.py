@@ -228,3 +228,18 @@ def test_noise_every_layer_carries_is_not_read_as_the_bug(tmp_path):
     assert before > 1e-2 * tap["threshold_nmse"], before  # the old rule's "not cleanly"
     signatures = " ".join(r["diagnosis"]["signatures"])
     assert "not cleanly" not in signatures and "the prompt (positions 0..5) is intact" in signatures, signatures
+
+
+def test_runners_up_come_closer_than_the_correct_computation(llama, tmp_path):
+    """Rows scaled and shifted that nothing reproduces: every runner-up listed is closer to them
+    than the correct computation; one no closer explains nothing (blind round 12: 16-bit roundings
+    listed at the baseline's residual)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "attn_q", 1)
+    rows[1:] = rows[1:] * 0.5 + 0.25 * np.sin(np.arange(rows.shape[1]))
+    write_tap(bad, "attn_q", 1, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    d = r["diagnosis"]
+    assert code == 1 and d["class"] == "unexplained" and d["baseline_residual"] > 0, d
+    assert all(u["residual"] < d["baseline_residual"] for u in d["runners_up"]), d["runners_up"]
