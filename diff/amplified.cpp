@@ -95,6 +95,7 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
   // The candidates' replays refer to their inputs: these outlive them.
   ReplayInputs in_b = replay_inputs(b, b, model, m.prompt_length);
   ReplayInputs in_a = replay_inputs(a, a, model, m.prompt_length);
+  in_a.baseline_only = in_b.baseline_only = true;
   // Attention on a quantized cache the replay cannot store as the run did keeps its noise.
   const auto candidates = [&](ReplayInputs& in) {
     return in.cache.modeled || t.tap_class != "attention" ? candidates_for(t.name, t.layer, in)
@@ -161,6 +162,38 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
 }
 
 }  // namespace
+
+std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const TraceReader& b, ReplayModel& model,
+                                                   std::int64_t prompt_length) {
+  std::vector<std::int64_t> own;
+  ReplayInputs in = replay_inputs(b, b, model, prompt_length);
+  in.baseline_only = true;
+  if (!in.cache.modeled && t.tap_class == "attention") return own;  // its noise is the cache's
+  const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
+  const auto base = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
+  if (base == candidates.end()) return own;
+  std::vector<const RowMetrics*> carrying;
+  for (const RowMetrics& row : t.rows)
+    if (!row.diverged && row.nmse > t.threshold_nmse) carrying.push_back(&row);
+  const auto is_own = [&](const RowMetrics& row) {
+    const double e = own_error(trace_row(b, t.name, t.layer, row.position), base->replay(row.position));
+    return std::isfinite(e) && e > t.threshold_nmse;
+  };
+  // Every tap after a root carries its error: the first and last such row of the prompt and of
+  // the decode steps are replayed first (an op's bug shows at all of its rows, or from some step
+  // on), the others only where one of those is the op's own.
+  std::vector<const RowMetrics*> probes;
+  for (const bool decode : {false, true}) {
+    const auto phase = [&](const RowMetrics* row) { return (row->position >= prompt_length) == decode; };
+    const auto first = std::find_if(carrying.begin(), carrying.end(), phase);
+    const auto last = std::find_if(carrying.rbegin(), carrying.rend(), phase);
+    if (first != carrying.end()) probes.insert(probes.end(), {*first, *last});
+  }
+  if (std::none_of(probes.begin(), probes.end(), [&](const RowMetrics* row) { return is_own(*row); })) return own;
+  for (const RowMetrics* row : carrying)
+    if (is_own(*row)) own.push_back(row->position);
+  return own;
+}
 
 bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
   std::optional<ReplayModel> model;

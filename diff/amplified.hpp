@@ -6,7 +6,9 @@
 // precision's noise and the row is not a divergence.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "diff/result.hpp"
 #include "tapdiff/trace_reader.hpp"
@@ -24,6 +26,14 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
 // to be the op's own error pass. `replayed`: whether the model replay ran; when it did not and
 // rows passed so, an "unreplayed" finding says which.
 void settle_replay_band(DiffResult& r, bool replayed);
+
+// Rows of t over its tolerance that the jump test let pass, as they carry an earlier root's error,
+// but that the correct computation replayed from the actual trace's own inputs does not give: the
+// op's own error under the inherited one (diff --all). Their positions; empty where every such
+// row is what its inputs give, or none can be replayed. `model`: the replay's, kept by the caller.
+class ReplayModel;
+std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const TraceReader& b, ReplayModel& model,
+                                                   std::int64_t prompt_length);
 
 // Suspect rows (RowMetrics::suspect) no replay confirmed pass; each confirmed one stays diverged
 // with a "below-threshold" finding saying why a row under the threshold diverges.

@@ -225,6 +225,48 @@ std::optional<std::int64_t> wrong_from_batch_row(const TapComparison& t, std::in
   return from;
 }
 
+// Variants of different classes that tie on attn.probs may predict different attn.out, which
+// the same kernel computed from those probabilities (a cache whose slot 0 holds the current row,
+// a mask that shows key 0 only: the same one-hot weights over other values). Where the trace holds
+// attn.out, the tied variants it does not give drop out, and a signature says which.
+void keep_ties_the_fused_output_gives(Judgement& j, const DiffResult& r, const FirstDivergence& f,
+                                      const TraceReader& b, ReplayInputs& in, const std::vector<std::int64_t>& positions,
+                                      std::vector<std::string>& signatures) {
+  if (f.name != "attn.probs" && f.name != "attn.probs.summary") return;
+  const auto classes_tied = [&] {
+    return std::any_of(j.reproducing.begin(), j.reproducing.end(), [&](const Judged& t) {
+      return t.candidate->bug_class != j.reproducing.front().candidate->bug_class;
+    });
+  };
+  const TapComparison* out = find_tap(r, full_tap_name("attn.out", f.layer));
+  if (j.reproducing.empty() || !classes_tied() || !out) return;
+  Rows actual, expected;
+  for (auto p : positions) {
+    actual.push_back(trace_row(b, "attn.out", f.layer, p));
+    expected.push_back(Row{});
+  }
+  const std::vector<Candidate> fused = candidates_for("attn.out", f.layer, in);
+  const Judgement by_out = judge(fused, positions, actual, expected, out->threshold_nmse, "attn.out");
+  std::vector<Judged> kept, dropped;
+  for (const Judged& t : j.reproducing) {
+    const bool gives = std::any_of(by_out.reproducing.begin(), by_out.reproducing.end(),
+                                   [&](const Judged& o) { return o.candidate->variant == t.candidate->variant; });
+    (gives ? kept : dropped).push_back(t);
+  }
+  if (kept.empty() || dropped.empty()) return;
+  std::vector<std::string> ruled_out;  // classes none of the kept variants is of
+  for (const Judged& t : dropped)
+    if (std::none_of(kept.begin(), kept.end(), [&](const Judged& k) { return k.candidate->bug_class == t.candidate->bug_class; }) &&
+        std::find(ruled_out.begin(), ruled_out.end(), t.candidate->bug_class) == ruled_out.end())
+      ruled_out.push_back(t.candidate->bug_class);
+  signatures.push_back(fmt::format("attn.out, computed by the same kernel from these probabilities, rules out {} of "
+                                   "the {} tied variants{}",
+                                   dropped.size(), dropped.size() + kept.size(),
+                                   ruled_out.empty() ? std::string()
+                                                     : fmt::format(" (every {} one)", fmt::join(ruled_out, " and every "))));
+  j.reproducing = std::move(kept);
+}
+
 // The op's diagnosis: signatures, then the variants replayed from `inputs`.
 Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b,
                       const TraceReader& inputs, const std::string& model_path) {
@@ -258,12 +300,14 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       return row.position == f.position && row.confirmed_suspect();
     });
     const double tolerance = !t ? 1e-8 : under ? t->own_error_floor_nmse : t->threshold_nmse;
-    const Judgement j = judge(candidates, positions, actual, expected, tolerance, f.name);
+    Judgement j = judge(candidates, positions, actual, expected, tolerance, f.name);
+    keep_ties_the_fused_output_gives(j, r, f, b, in, positions, d.signatures);
     d.baseline_residual = j.baseline_residual;
     if (!j.reproducing.empty()) {
       const Judged& best = j.reproducing.front();
       d.variant = best.candidate->variant;
       if (find_tap(r, best.candidate->takes)) d.copied_from = best.candidate->takes;
+      d.carried_from = best.candidate->carries;
       d.residual = best.residual;
       d.bug_class = best.candidate->bug_class;
       d.evidence = Evidence::reproduced;

@@ -57,6 +57,7 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   out.push_back({scale != 1.0f ? fmt::format("the token's embedding row times sqrt(n_embd) = {:.4g}", scale)
                                : std::string("the token's embedding row"),
                  "", true, lookup_scaled(W, token(0, 0))});
+  if (in.baseline_only) return;
   if (scale != 1.0f)
     out.push_back({"the token's embedding row, not scaled by sqrt(n_embd)", "embedding", false, lookup(W, token(0, 0))});
   out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup_scaled(W, token(1, 0))});
@@ -272,6 +273,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const std::vector<float>* w = &in.model.weight(w_name);
   const float eps = c.rms_eps;
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
+  if (in.baseline_only) return;
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
   if (name == "output_norm") {
     // The stream as an earlier layer left it: the last layers absent from the actual trace, every
@@ -487,6 +489,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const float base = c.rope_base(layer);
   const std::int64_t prompt = in.prompt_length;
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
+  if (in.baseline_only) return;
   if (is_q)
     out.push_back({"the rotated q times 1/sqrt(head_dim): q pre-scaled as a fused attention kernel expects, by an "
                    "engine whose attention scales the scores again",
@@ -707,7 +710,7 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
   else if (name == "ffn.act")
     activation_candidates(layer, in, out);
   // Generic variants last: where one predicts what a named variant does, the named one stays.
-  if (!out.empty()) {
+  if (!out.empty() && !in.baseline_only) {
     storage_candidates(name, layer, in, out);
     buffer_candidates(name, layer, in, out);
   }

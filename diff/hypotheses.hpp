@@ -30,6 +30,9 @@ struct Candidate {
   // takes is the same hypothesis and is dropped.
   std::string takes{};
   bool generic = false;  // from buffer_candidates(), which any tap gets
+  // The taps whose recorded values it computes from where their own error is carried (the cache
+  // as read back): a root at one of them explains this op's divergence.
+  std::vector<std::string> carries{};
   // Its constant, mask or map was read off the actual values: it yields to a listed variant that
   // reproduces them as well, which predicted them without looking.
   bool fitted = false;
@@ -50,6 +53,9 @@ struct ReplayInputs {
   CacheFormat cache;
   // Prompt tokens per prefill step of the actual run (prefill_chunk_of()); 0: one batch.
   std::int64_t prefill_chunk = 0;
+  // The correct computation alone, none of the variants (a replay that only asks whether the
+  // op's output is what its inputs give).
+  bool baseline_only = false;
 };
 
 // The cache a trace's producer ran with: llama.cpp's kv_type, attn_rot_k and attn_rot_v

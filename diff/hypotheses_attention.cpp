@@ -174,6 +174,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     std::int64_t view_offset = 0;        // attention reads cache slot t + view_offset as key t
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
+    bool cache_as_read_back = false;     // K and V the actual run's kv.k and kv.v rows, not its computed ones
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
     bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
@@ -183,8 +184,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
   auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
     const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
-    const Rows ks = trace_rows_upto(in.actual, "attn_k.rope", layer, p);
-    const Rows vs = trace_rows_upto(in.actual, "attn_v", layer, p);
+    const TraceReader& rows_from = s.cache_as_read_back ? in.observed : in.actual;
+    const std::string k_tap = s.cache_as_read_back ? "kv.k" : "attn_k.rope", v_tap = s.cache_as_read_back ? "kv.v" : "attn_v";
+    const Rows ks = trace_rows_upto(rows_from, k_tap, layer, p);
+    const Rows vs = trace_rows_upto(rows_from, v_tap, layer, p);
     if (q.empty()) return Row{};
     // In prefill every prompt row exists before attention runs: the mask-off variant sees them.
     // Likewise a bound one past p sees row p + 1 inside the prompt.
@@ -208,8 +211,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       seen = *keys;
       upto = std::max(upto, seen.second - 1);
     }
-    Rows k_all = upto > p ? trace_rows_upto(in.actual, "attn_k.rope", layer, upto) : ks;
-    Rows v_all = upto > p ? trace_rows_upto(in.actual, "attn_v", layer, upto) : vs;
+    Rows k_all = upto > p ? trace_rows_upto(rows_from, k_tap, layer, upto) : ks;
+    Rows v_all = upto > p ? trace_rows_upto(rows_from, v_tap, layer, upto) : vs;
     if (s.shared_across_layers && p >= in.prompt_length) {
       const Rows k_last = trace_rows_upto(in.actual, "attn_k.rope", c.n_layer - 1, p - 1);
       const Rows v_last = trace_rows_upto(in.actual, "attn_v", c.n_layer - 1, p - 1);
@@ -301,6 +304,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                 right.window)
                                   : std::string("softmax(q·K[0..p] / sqrt(d)) over the causal keys"),
                  "", true, replay(right)});
+  if (in.baseline_only) return;
   Setup s = right;
   if (c.attn_softcap > 0) {
     s.softcap = 0;
@@ -610,6 +614,17 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
+  // Attention right over what the cache holds (its rows read back): the cache's error (a 16-bit
+  // cache in an f32 run, rows stored wrong), carried into attention.
+  if (in.observed.find("kv.k", layer) && in.observed.find("kv.v", layer)) {
+    s = right;
+    s.cache_as_read_back = true;
+    Candidate carried{"attention computed right over the cache's rows as the trace reads them back (kv.k, kv.v): "
+                      "the cache's own error, carried into attention",
+                      "kv-cache", false, replay(s)};
+    carried.carries = {fmt::format("blk.{}.kv.k", layer), fmt::format("blk.{}.kv.v", layer)};
+    out.push_back(std::move(carried));
+  }
   s = right;
   s.quiet = true;
   out.push_back({"1 added to the softmax's denominator (a \"quiet\" softmax): each head's probabilities sum to "

@@ -22,6 +22,7 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
     return [&in, layer, tap, shift](std::int64_t p) { return trace_row(in.actual, tap, layer, p + shift); };
   };
   out.push_back({"the row computed for this position", "", true, row_of(src, 0)});
+  if (in.baseline_only) return;
   out.push_back(never_written("zeros: the row was never written", "kv-cache", in, src, layer));
   // A batched append one row short: each prefill batch's last row left for a step that never
   // writes it (the last prompt token's K/V "appended by decode").

@@ -117,6 +117,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
 
   out.push_back({"W x" + std::string(has_bias ? " + b" : "") + (cap > 0 ? fmt::format(", soft-capped at {:g}", cap) : ""),
                  "", true, with(W, B)});
+  if (in.baseline_only) return;
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
   if (cap > 0 && cap != 1)  // at 1 the two forms agree
@@ -250,6 +251,15 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                  "matmul-layout", false, with(W, B, true)});
   if (has_bias) {
     out.push_back({"W x without the bias", "bias", false, with(W, nullptr)});
+    // The add walking n_out elements of the flat (n_rows, n_out) output: each step's first row
+    // only (a decode step's one row right).
+    out.push_back({"W x + b on the first row of each batch only, the batch's other rows without the bias (the add "
+                   "walked n_out elements of the flat (rows, n_out) output, not every row)",
+                   "bias", false, [with_b = with(W, B), without = with(W, nullptr), prompt = in.prompt_length,
+                                   chunk = in.prefill_chunk](std::int64_t p) {
+                     const bool first = p >= prompt || p % (chunk > 0 ? chunk : prompt) == 0;
+                     return first ? with_b(p) : without(p);
+                   }});
     if (const GgufTensorInfo* bt = in.model.tensor(bname))
       for (WeightVariant& v : weight_variants(*bt)) {
         if (v.baseline || v.bug_class == "weight-loading") continue;  // a zero bias is "without the bias"

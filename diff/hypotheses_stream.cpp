@@ -154,6 +154,7 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
   };
   const std::string x = x_name + (x_layer >= 0 ? fmt::format("[{}]", x_layer) : "");
   out.push_back({fmt::format("{} + {}", x, o_name), "", true, add(1, 1)});
+  if (in.baseline_only) return;
   Candidate x_alone{fmt::format("{} alone: {} never added", x, o_name), "residual", false, add(1, 0)};
   x_alone.takes = full_tap_name(x_name, x_layer);
   out.push_back(std::move(x_alone));
@@ -214,6 +215,11 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
   const auto silu = [](double x) { return ref::silu(x); };
   const auto identity = [](double x) { return x; };
   const auto relu = [](double x) { return x > 0 ? x : 0.0; };
+  if (in.baseline_only) {
+    out.push_back({geglu ? "gelu(ffn_gate) * ffn_up" : "silu(ffn_gate) * ffn_up", "", true,
+                   gated(false, geglu ? gelu : silu)});
+    return;
+  }
   if (geglu) {
     out.push_back({"gelu(ffn_gate) * ffn_up", "", true, gated(false, gelu)});
     out.push_back({"gelu(ffn_up) * ffn_gate: gate and up exchanged", "activation", false, gated(true, gelu)});

@@ -123,6 +123,7 @@ struct Diagnosis {
   std::string variant;      // the hypothesis that reproduces B (indicated: what the signatures
                             // point to, not replayed), "" when none does
   std::string copied_from;  // the tap whose values that variant takes ("" when it computes them)
+  std::vector<std::string> carried_from;  // the taps whose own error that variant carries (Candidate::carries)
   double residual = 0;      // its relative squared error against B
   std::optional<double> baseline_residual;  // the correct computation's; absent without replay
   std::vector<Hypothesis> ties;         // every variant as good as the best, the best first; empty

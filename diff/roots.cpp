@@ -3,10 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <regex>
+#include <set>
 
+#include "diff/amplified.hpp"
 #include "diff/diagnose.hpp"
+#include "diff/hypotheses.hpp"
+#include "diff/replay_model.hpp"
 #include "diff/tap_graph.hpp"
+#include "model/ggml_type.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -71,6 +77,12 @@ std::string without_numbers(const std::string& text) {
   return std::regex_replace(text, number, "#");
 }
 
+std::set<std::string> tie_classes(const Diagnosis& d) {
+  std::set<std::string> classes;
+  for (const Hypothesis& h : d.ties) classes.insert(h.bug_class);
+  return classes;
+}
+
 bool same_signature(const Diagnosis& x, const Diagnosis& y) {
   if (x.signatures.size() != y.signatures.size()) return false;
   for (std::size_t i = 0; i < x.signatures.size(); ++i)
@@ -118,7 +130,7 @@ public:
       for (const auto& row : t.rows) tainted = tainted || over_tolerance(t, row);
       if (!tainted) continue;
       const int linked = linked_root(t, root_of, lockstep);
-      if (!diverged) {
+      if (!diverged && (lockstep || linked < 0 || !own_under_inherited(i))) {
         if (!lockstep) root_of[i] = linked;  // carries the root's error downstream
         continue;
       }
@@ -140,6 +152,22 @@ public:
           join(root_of[src->second], t, root_of, i);
           continue;
         }
+      // Computed right from a tap that carries a root's own error (the cache as read back): that
+      // root's, in lockstep too (the cache keeps what the run stored in it).
+      if (const int carrier = carrier_root(d, root_of); carrier >= 0) {
+        join(carrier, t, root_of, i);
+        continue;
+      }
+      // Rows that carry a root's error make poor signatures: the same op with the same class at
+      // another layer is that root's bug again.
+      if (const int same_op = linked >= 0 ? same_op_root(t, d) : -1; same_op >= 0) {
+        join(same_op, t, root_of, i);
+        continue;
+      }
+      if (const int decoder = decoder_root(t, d); decoder >= 0) {
+        join(decoder, t, root_of, i);
+        continue;
+      }
       if (const int sibling = sibling_root(t, d); sibling >= 0) {
         join(sibling, t, root_of, i);
         continue;
@@ -212,6 +240,61 @@ private:
     return -1;
   }
 
+  // An op no variant reproduces that reads a weight of a block type whose decoder a root already
+  // named (class dequantization): that decoder again, wherever a weight of its type is read.
+  int decoder_root(const TapComparison& t, const std::optional<Diagnosis>& d) {
+    if (!d || d->evidence == Evidence::reproduced || d->evidence == Evidence::tied || !model()) return -1;
+    const auto type_read_by = [&](const std::string& name, int layer) -> std::optional<GgmlType> {
+      const std::string w = weight_read_by(name, layer, replay_->config());
+      const GgufTensorInfo* info = w.empty() ? nullptr : replay_->tensor(w);
+      if (!info || ggml_type_traits(info->type).block_elems <= 1) return std::nullopt;
+      return info->type;
+    };
+    const auto type = type_read_by(t.name, t.layer);
+    if (!type) return -1;
+    for (std::size_t k = 0; k < r_.roots.size(); ++k) {
+      const RootFinding& root = r_.roots[k];
+      if (root.kind == "divergence" && root.diagnosis && root.diagnosis->bug_class == "dequantization" &&
+          type_read_by(root.at.name, root.at.layer) == type)
+        return int(k);
+    }
+    return -1;
+  }
+
+  // The replay's model, loaded once; nullptr where it cannot be.
+  ReplayModel* model() {
+    if (!diagnose_) return nullptr;
+    try {
+      if (!replay_) replay_.emplace(model_.empty() ? a_.metadata().model_path : model_, a_.metadata().model_sha256,
+                                    a_.metadata().hparams);
+      return &*replay_;
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+
+  int same_op_root(const TapComparison& t, const std::optional<Diagnosis>& d) const {
+    for (std::size_t k = 0; k < r_.roots.size(); ++k) {
+      const RootFinding& root = r_.roots[k];
+      const bool same_op = root.at.name == t.name || std::any_of(root.explained.begin(), root.explained.end(),
+                                                                  [&](const std::string& tap) {
+                                                                    return split_full_name(tap).first == t.name;
+                                                                  });
+      if (root.kind == "divergence" && same_op && d && root.diagnosis && root.diagnosis->bug_class == d->bug_class &&
+          root.diagnosis->evidence == d->evidence)
+        return int(k);
+    }
+    return -1;
+  }
+
+  int carrier_root(const std::optional<Diagnosis>& d, const std::vector<int>& root_of) const {
+    if (!d) return -1;
+    for (const std::string& tap : d->carried_from)
+      if (auto src = index_.find(split_full_name(tap)); src != index_.end() && root_of[src->second] >= 0)
+        return root_of[src->second];
+    return -1;
+  }
+
   int sibling_root(const TapComparison& t, const std::optional<Diagnosis>& d) const {
     for (std::size_t k = 0; k < r_.roots.size(); ++k) {
       const RootFinding& root = r_.roots[k];
@@ -243,9 +326,11 @@ private:
     // Reproduced: the class names the code, whichever variant of it each layer shows (a cache
     // written a slot late looks like an unwritten slot in the layer where only one step ran).
     // Otherwise the same variant or the same signature.
+    // Tied: the same classes tie (which variant of them heads the tie can differ by layer).
     const bool reproduced = d->evidence == Evidence::reproduced;
-    if (!reproduced && (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
-                                           : without_numbers(d->variant) != without_numbers(root.diagnosis->variant)))
+    if (d->evidence == Evidence::tied ? tie_classes(*d) != tie_classes(*root.diagnosis)
+        : !reproduced && (d->variant.empty() ? !same_signature(*d, *root.diagnosis)
+                                             : without_numbers(d->variant) != without_numbers(root.diagnosis->variant)))
       return false;
     // Without a reproducing variant, the ops reading a weight matrix (embedding lookup,
     // projections, the head) are one kind: they share a loader and decoder whose bug (NaN from
@@ -259,6 +344,21 @@ private:
     for (const auto& tap : root.explained)
       if (same_kind(split_full_name(tap).first)) return true;
     return false;
+  }
+
+  // Tap i's rows that carry a root's error but not only it (own_rows_under_inherited) become
+  // diverged: whether there are any.
+  bool own_under_inherited(std::size_t i) {
+    TapComparison& t = r_.taps[i];
+    if (!model()) return false;
+    try {
+      const auto own = own_rows_under_inherited(t, b_, *replay_, a_.metadata().prompt_length);
+      for (RowMetrics& row : t.rows)
+        row.diverged = row.diverged || std::find(own.begin(), own.end(), row.position) != own.end();
+      return !own.empty();
+    } catch (const std::exception&) {
+      return false;  // no model, or a trace the replay cannot read: the rows carry what they carry
+    }
   }
 
   void join(int root, const TapComparison& t, std::vector<int>& root_of, std::size_t i) {
@@ -276,6 +376,7 @@ private:
   const TraceReader& b_;
   bool diagnose_;
   std::string model_;
+  std::optional<ReplayModel> replay_;  // own_under_inherited's, loaded once
   int n_layer_ = 0;
   std::map<std::pair<std::string, int>, std::size_t> index_;
   std::map<std::pair<std::string, int>, int> shape_root_;  // shape-mismatched tap -> its root

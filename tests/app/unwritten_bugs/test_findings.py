@@ -5,7 +5,7 @@ import shutil
 import h5py
 import numpy as np
 
-from bug_traces import PROMPT, run, read_tap, write_tap, diff_json
+from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, replayed_probs
 
 
 def test_an_infinity_from_finite_inputs_is_the_first_divergence(llama, tmp_path):
@@ -243,3 +243,38 @@ def test_runners_up_come_closer_than_the_correct_computation(llama, tmp_path):
     d = r["diagnosis"]
     assert code == 1 and d["class"] == "unexplained" and d["baseline_residual"] > 0, d
     assert all(u["residual"] < d["baseline_residual"] for u in d["runners_up"]), d["runners_up"]
+
+
+def test_all_finds_a_bug_under_an_earlier_roots_error(llama, tmp_path):
+    """attn_output transposed in every layer (a root at layer 0), and layer 1's attention scaled by
+    1/d: its rows carry the first bug's error, larger than its own, so the jump test lets them
+    pass; replayed from the trace's own inputs they are not what the correct op gives. --all names
+    both. Was missed (blind round 11: 7 of 24 bugs hidden so)."""
+    bad = tmp_path / "eng.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--inject", "weights-transposed", "-o", bad)
+    assert p.returncode == 0, p.stderr
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, scores=lambda dots, d: dots / d))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [
+        ("blk.0.attn_output", "matmul-layout"), ("blk.1.attn.probs", "attention-scale")], r["roots"]
+
+
+def test_one_bug_tied_in_two_layers_at_two_taps_is_one_root(llama, tmp_path):
+    """Decode steps that see key 0 only, in both layers: tied (a mask, a cache read over one slot)
+    at layer 0's probabilities, and at layer 1's attn.out, where another variant of the same two
+    classes heads the tie. The same classes tie: one bug, one root (blind round 11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    probs = read_tap(bad, "attn.probs", 0)
+    probs[prompt:] = 0
+    probs[prompt:, :, 0] = 1
+    write_tap(bad, "attn.probs", 0, probs)
+    out, v = read_tap(bad, "attn.out", 1), read_tap(bad, "attn_v", 1)
+    out[prompt:] = np.repeat(v[0].reshape(2, 16), 2, axis=0).reshape(-1)  # each query head reads its kv head's key 0
+    write_tap(bad, "attn.out", 1, out)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.0.attn.probs"], r["roots"]
+    assert "blk.1.attn.out" in r["roots"][0]["explained"], r["roots"][0]
+

@@ -201,3 +201,17 @@ def test_slots_holding_a_repeated_tokens_row_are_read_as_their_own(tmp_path):
     write_tap(bad, "kv.v", 0, v)
     diagnose(tmp_path / "ref.h5", bad, model, "blk.0.kv.v", "slots 0.. hold the rows of positions [0, 1, 2, 3, 4, "
                  "5, 5, 5", "kv-cache", position=6)
+
+
+def test_the_fused_output_breaks_a_tie_the_probabilities_leave(llama, tmp_path):
+    """A cache whose length never advances writes each decode step's row into slot 0 and shows that
+    slot alone: one-hot weights on key 0, as a mask built without the cache's length gives. attn.out,
+    from the same kernel, is the current row's value, not the first prompt token's: kv-cache."""
+    bad = tmp_path / "stuck.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--inject", "kv-stuck-length", "-o", bad)
+    assert p.returncode == 0, p.stderr
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "slot 0 overwritten by each decode "
+                 "step", "kv-cache", position=len(PROMPT.split(",")))
+    assert any("rules out" in s and "(every attention-mask one)" in s for s in d["signatures"]), d["signatures"]
+

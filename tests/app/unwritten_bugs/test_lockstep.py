@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, gguf_tensor, rmsnorm
+from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, gguf_tensor, rmsnorm, rounded_to, causal_probs
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +47,26 @@ def test_an_offset_in_every_layer_is_one_root(llama, lockstep, tmp_path):
     assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [("blk.0.attn_q", "bias")], \
         r["roots"]
     assert "blk.1.attn_q" in r["roots"][0]["explained"], r["roots"][0]
+
+
+def test_attention_over_a_16_bit_cache_is_the_caches_root(llama, lockstep, tmp_path):
+    """An f32 engine whose layer 1 cache stores f16: lockstep writes the expected rows into it,
+    rounded again, so attention reads f16 keys and values. Its output is the cache's error carried:
+    one root with the cache's (blind round 11: attn.out was a root of its own)."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    ref = llama / "ref.h5"
+    q = read_tap(ref, "attn_q.rope", 1).reshape(-1, 64)
+    k16 = rounded_to("float16", read_tap(ref, "attn_k.rope", 1).reshape(-1, 32))
+    v16 = rounded_to("float16", read_tap(ref, "attn_v", 1))
+    write_tap(bad, "kv.k", 1, k16)
+    write_tap(bad, "kv.v", 1, v16)
+    probs = causal_probs(q, k16, 4, read_tap(bad, "attn.probs", 1).shape[2], [0, 0, 1, 1])
+    write_tap(bad, "attn.probs", 1, probs)
+    v = v16.reshape(len(v16), 2, 16)[:, [0, 0, 1, 1]]
+    write_tap(bad, "attn.out", 1, np.einsum("phk,khe->phe", probs[:, :, :len(v)], v).reshape(len(v), -1))
+    code, r = diff_json(ref, bad, "--model", llama / "llama.gguf")
+    assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [("blk.1.kv.k", "kv-cache")], \
+        r["roots"]
+    assert "blk.1.attn.out" in r["roots"][0]["explained"], r["roots"][0]
+

@@ -249,3 +249,63 @@ def test_a_token_taken_for_padding_is_named(llama, tmp_path):
     write_tap(bad, "token_embd", -1, rows)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "token 70's rows zeroed wherever it stands: a "
              "padding mask that takes a real token for padding", "embedding", position=1)
+
+
+def test_a_bias_added_to_each_batchs_first_row_only_is_named(tmp_path):
+    """The bias add walking n_out elements of the flat (rows, n_out) output: the prompt's first row
+    gets it, its other rows do not, each decode step's one row does (blind round 11)."""
+    model = traced(tmp_path, "qwen2", "--arch", "qwen2")
+    bad = tmp_path / "eng.h5"
+    q, b = read_tap(bad, "attn_q", 0), gguf_tensor(model, "blk.0.attn_q.bias")
+    prompt = len(PROMPT.split(","))
+    q[1:prompt] -= b
+    write_tap(bad, "attn_q", 0, q)
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_q", "W x + b on the first row of each batch only", "bias",
+             position=1)
+
+
+def decoded_f32_copy(model, out, edit):
+    """model's tensors decoded by gguf-py, edited per tensor (edit(tensor, values)), written as F32
+    under the same metadata: what an engine with that decoder computes with."""
+    from gguf import GGUFReader, GGUFWriter, GGUFValueType
+    from gguf.quants import dequantize
+    r = GGUFReader(model)
+    w = GGUFWriter(out, arch=str(r.fields["general.architecture"].contents()))
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name in ("general.architecture", "general.alignment"):
+            continue
+        sub = {"sub_type": f.types[1]} if f.types[0] == GGUFValueType.ARRAY else {}
+        w.add_key_value(f.name, f.contents(), f.types[0], **sub)
+    for t in r.tensors:
+        w.add_tensor(t.name, edit(t, dequantize(t.data, t.tensor_type).astype(np.float32)))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_a_decoder_bug_in_every_tensor_of_its_type_is_one_root(tmp_path):
+    """A Q4_0 decoder subtracting 7 instead of 8 (every value one scale step up), in every Q4_0
+    tensor: the embedding names the decoder from its blocks, and the projections no variant
+    reproduces are that decoder again, one root in --all (blind round 12: a Q4_K decoder gave 8)."""
+    model = tmp_path / "q40.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q4_0", "--seed", 3, "-o", model).returncode == 0
+
+    def minus_7(t, values):
+        if t.tensor_type.name != "Q4_0":
+            return values
+        scales = np.frombuffer(np.ascontiguousarray(t.data).reshape(-1, 18)[:, :2].tobytes(), np.float16)
+        return (values.reshape(-1, 32) + scales.astype(np.float32)[:, None]).reshape(values.shape)
+
+    decoded_f32_copy(model, tmp_path / "bugged.gguf", minus_7)
+    for backend, m, out in (("reference", model, "ref.h5"), ("host", tmp_path / "bugged.gguf", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", m, "--tokens", PROMPT, "-n", 4, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    with h5py.File(tmp_path / "ref.h5") as a, h5py.File(tmp_path / "eng.h5", "r+") as b:
+        for key in ("model_sha256", "model_path"):  # the engine's trace as one of the Q4_0 model
+            b.attrs[key] = a.attrs[key]
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", model, "--all")
+    assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [("token_embd", "dequantization")], \
+        [(root["tap"], root["class"]) for root in r["roots"]]
+    assert {"blk.0.attn_k", "blk.1.ffn_up"} <= set(r["roots"][0]["explained"]), r["roots"][0]
+
