@@ -48,6 +48,12 @@ bool wrong_at(const TapComparison& t, const std::vector<std::int64_t>& positions
 // The run that tells tied variants apart.
 std::string separating_experiment(const std::vector<std::string>& classes) {
   auto has = [&](const char* c) { return std::find(classes.begin(), classes.end(), c) != classes.end(); };
+  // A token fed a place late and an output left from the step before give the same row at every
+  // position of any run: only the code tells them apart.
+  if (has("token-sequence") && has("buffer") &&
+      std::all_of(classes.begin(), classes.end(), [](const std::string& c) { return c == "token-sequence" || c == "buffer"; }))
+    return "no rerun separates them: both give position p the row of token p - 1 in any run; read which token the "
+           "loop feeds each step and whether the lookup writes its output every step";
   if (has("rope") || has("kv-cache") || has("attention-mask") || has("buffer"))
     return "rerun with a longer prompt and more decode steps (--n-predict), recording every position: the tied "
            "variants predict the same values at these positions only";

@@ -23,8 +23,11 @@ namespace {
 enum class Cursor { row, element, stuck, late, batch_start };  // where position q's row was written
 // Which cache slots attention read. step_keys: the keys of the position's own step only (a prefill
 // chunk's, not those earlier steps cached); step_row: keys 0..r for the step's row r (the mask
-// without the cache's length: a decode step sees key 0).
-enum class Visible { causal, one, capacity, prompt, before, strictly_before, next, batch_short, step_keys, step_row };
+// without the cache's length: a decode step sees key 0); decode_before: keys 0..p-1 in decode steps
+// (the cache sliced to its length before the step's own append).
+enum class Visible {
+  causal, one, capacity, prompt, before, strictly_before, next, batch_short, step_keys, step_row, decode_before
+};
 
 struct CacheReplay {
   Cursor cursor = Cursor::row;
@@ -85,6 +88,7 @@ std::int64_t visible_keys(const CacheReplay& how, std::int64_t prompt, std::int6
     case Visible::capacity: return n_ctx;
     case Visible::prompt: return std::max(prompt, p + 1);
     case Visible::before: return std::max<std::int64_t>(p, 1);
+    case Visible::decode_before: return p < prompt ? p + 1 : p;
     case Visible::strictly_before: return p;
     case Visible::next: return std::min(p + 2, p < prompt ? prompt : p + 1);  // within the batch's keys
     case Visible::batch_short: return std::min(p + 1, (p < prompt ? prompt : p + 1) - 1);
@@ -560,6 +564,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::before;
   out.push_back({"keys 0..p-1: the range bound off by one, the position's own key left out", "attention-mask",
                  false, replay(s)});
+  // In decode steps alone the same keys are a cache read before the step's append (no mask there).
+  s.cache.visible = Visible::decode_before;
+  out.push_back({"a decode step reads the cache sliced to its length before its own append (K[:p]): its own key "
+                 "and value never read",
+                 "kv-cache", false, replay(s)});
   s.cache.visible = Visible::strictly_before;
   Candidate strict{"keys t < p: the causal mask excludes the diagonal, position 0 sees no key", "attention-mask", false,
                    replay(s)};

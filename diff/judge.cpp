@@ -129,9 +129,10 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
     j.reproducing.erase(std::remove_if(j.reproducing.begin(), j.reproducing.end(),
                                        [](const Judged& r) { return r.candidate->fitted; }),
                         j.reproducing.end());
-  // Runners-up come closer than the correct computation: one no closer explains nothing.
+  // Runners-up come clearly closer than the correct computation (by a tenth of its residual): one
+  // no closer explains nothing.
   for (std::size_t i = 0; i < rest.size() && j.runners_up.size() < 3; ++i)
-    if (!baseline || rest[i]->err < baseline->err) j.runners_up.push_back({rest[i]->c, rest[i]->err / scale});
+    if (!baseline || rest[i]->err < 0.9 * baseline->err) j.runners_up.push_back({rest[i]->c, rest[i]->err / scale});
   return j;
 }
 

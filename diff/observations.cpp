@@ -251,6 +251,15 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
       o.lines.push_back("the error is the same vector at every diverged position: a constant offset per row");
     }
   }
+  // The logit most off is the token fed at this position: with a tied head its row is the
+  // embedding's, which a lookup handing out a view, then written in place, changes.
+  if (const auto& tokens = b.metadata().tokens; f.name == "output" && f.metrics.worst_index >= 0 &&
+                                                 f.position < std::int64_t(tokens.size()) &&
+                                                 tokens[std::size_t(f.position)] == f.metrics.worst_index)
+    o.lines.push_back(fmt::format("the logit most off is token {}'s, the token fed at position {}: its row of the "
+                                  "head (the embedding's, where the head is tied) may have been written, an in-place "
+                                  "op on a view of the embedding row",
+                                  f.metrics.worst_index, f.position));
   return o;
 }
 

@@ -242,7 +242,7 @@ def test_runners_up_come_closer_than_the_correct_computation(llama, tmp_path):
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     d = r["diagnosis"]
     assert code == 1 and d["class"] == "unexplained" and d["baseline_residual"] > 0, d
-    assert all(u["residual"] < d["baseline_residual"] for u in d["runners_up"]), d["runners_up"]
+    assert all(u["residual"] < 0.9 * d["baseline_residual"] for u in d["runners_up"]), d["runners_up"]
 
 
 def test_all_finds_a_bug_under_an_earlier_roots_error(llama, tmp_path):

@@ -215,3 +215,22 @@ def test_the_fused_output_breaks_a_tie_the_probabilities_leave(llama, tmp_path):
                  "step", "kv-cache", position=len(PROMPT.split(",")))
     assert any("rules out" in s and "(every attention-mask one)" in s for s in d["signatures"]), d["signatures"]
 
+
+def test_a_decode_read_before_its_own_append_ties_with_a_mask_one_short(llama, tmp_path):
+    """Decode steps attending over K[:p] (the slice taken before the step's append), the prompt
+    right: the same weights as a mask bound one short, which a decode step without a mask cannot
+    have. Was named attention-mask (blind round 13)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    probs = read_tap(bad, "attn.probs", 0)
+    probs[prompt:] = replayed_probs(bad, 0, own_key=False)[prompt:]
+    write_tap(bad, "attn.probs", 0, probs)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn.probs", prompt)
+    d = r["diagnosis"]
+    assert d["class"] == "unexplained" and d["evidence"] == "tied", d
+    assert any(t["class"] == "kv-cache" and "sliced to its length before its own append" in t["variant"]
+               for t in d["ties"]), d["ties"]
+    assert any(t["class"] == "attention-mask" and "keys 0..p-1" in t["variant"] for t in d["ties"]), d["ties"]
+

@@ -8,6 +8,7 @@ import pytest
 
 from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, replayed_probs, gguf_tensor,
                         diagnose)
+from tapdiff_trace import TraceReader
 
 
 def test_a_token_id_truncated_to_8_bits_is_named(llama, tmp_path):
@@ -102,6 +103,43 @@ def test_a_first_token_fed_twice_is_named(llama, tmp_path):
     rows[1:] = rows[:-1].copy()
     write_tap(bad, "token_embd", -1, rows)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "the first token fed twice", "token-sequence")
+
+
+def test_decode_steps_fed_their_own_input_again_say_no_rerun_separates_the_tie(llama, tmp_path):
+    """Decode steps feeding the last prompt token again instead of the one sampled: each step the
+    row of the step before, as a lookup that left its output from the step before gives, in any
+    run. The tie's separating experiment had asked for a longer run (blind round 13)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    rows = read_tap(bad, "token_embd", -1)
+    prompt = len(PROMPT.split(","))
+    rows[prompt:] = rows[prompt - 1]
+    write_tap(bad, "token_embd", -1, rows)
+    with h5py.File(bad, "r+") as f:  # the second step's logits pick another token: compared up to the first step
+        f["tokens"][prompt + 1] = (f["tokens"][prompt + 1] + 1) % 320
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    d = r["diagnosis"]
+    assert code == 1 and d["evidence"] == "tied" and {t["class"] for t in d["ties"]} == {"token-sequence", "buffer"}, d
+    assert d["separating_experiment"].startswith("no rerun separates them"), d["separating_experiment"]
+
+
+def test_the_logit_of_the_token_fed_most_off_is_said(llama, tmp_path):
+    """From the first decode step on, the logit of the token fed there far off (its row of a tied
+    head written in place through a view of the embedding row, blind round 13): said so."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    with TraceReader(str(bad)) as trace:
+        tokens = trace.tokens
+        positions, logits = trace.read("output", -1)
+    prompt = len(PROMPT.split(","))
+    for row, p in enumerate(positions):
+        if p >= prompt:
+            logits[row, tokens[p]] += 50
+    write_tap(bad, "output", -1, logits)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("output", prompt)
+    assert any(f"the logit most off is token {tokens[prompt]}'s, the token fed at position {prompt}" in s
+               for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
 
 
 def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
