@@ -4,6 +4,7 @@ lead; "unexplained" is not). The helpers every file of unwritten_bugs/ shares: r
 reading and writing a tap's rows, asking the diff."""
 import json
 import os
+import shutil
 import subprocess
 
 import h5py
@@ -104,6 +105,17 @@ def replayed_probs(trace, layer, **how):
     keys = read_tap(trace, "attn.probs", layer).shape[2]
     return causal_probs(q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1), 4, keys, [0, 0, 1, 1], **how)
 
+
+def with_decode_probs(llama, tmp_path, layer, **how):
+    """A copy of the llama fixture's engine trace whose attn.probs of `layer` in decode steps are
+    replayed by causal_probs(**how), the prompt's rows as they were; the copy and the prompt length."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    probs = read_tap(bad, "attn.probs", layer)
+    probs[prompt:] = replayed_probs(bad, layer, **how)[prompt:]
+    write_tap(bad, "attn.probs", layer, probs)
+    return bad, prompt
 
 def gguf_tensor(model, name):
     from gguf import GGUFReader

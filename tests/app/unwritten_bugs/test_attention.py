@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, rounded_to, causal_probs,
-                        replayed_probs, gguf_tensor, diagnose)
+                        replayed_probs, gguf_tensor, diagnose, with_decode_probs)
 
 
 @pytest.mark.parametrize("order, words", [([1, 0, 3, 2], "adjacent heads swapped"), ([1, 2, 3, 0], "shifted by 1")])
@@ -291,12 +291,7 @@ def test_an_online_softmax_sum_not_rescaled_is_named(llama, tmp_path):
 def test_exponentials_kept_in_f16_in_decode_only_are_named(llama, tmp_path):
     """A decode kernel that keeps exp(s - max) in a half buffer before summing in f32: a few times
     the threshold, the prompt's rows (the prefill kernel's) exact."""
-    bad = tmp_path / "eng.h5"
-    shutil.copy(llama / "eng.h5", bad)
-    prompt = len(PROMPT.split(","))
-    probs = read_tap(bad, "attn.probs", 0)
-    probs[prompt:] = replayed_probs(bad, 0, half_exp=True)[prompt:]
-    write_tap(bad, "attn.probs", 0, probs)
+    bad, prompt = with_decode_probs(llama, tmp_path, 0, half_exp=True)
     d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs", "exp(s - max) kept in f16",
                  "softmax", position=prompt)
     assert any("in decode steps only" in t["variant"] for t in d["ties"] + [d]), d  # the rows it replays tie
@@ -361,13 +356,7 @@ def test_a_prefill_chunk_over_its_own_keys_ties_with_a_mask_hiding_the_cached_on
 def test_a_decode_only_scale_nobody_listed_is_fitted(llama, tmp_path):
     """The decode kernel's scores scaled by 0.6 / sqrt(head_dim), the prompt's kernel right: fitted
     at the first decode step. Was unexplained (blind round 11)."""
-    bad = tmp_path / "eng.h5"
-    shutil.copy(llama / "eng.h5", bad)
-    probs = read_tap(bad, "attn.probs", 1)
-    decode = replayed_probs(bad, 1, scores=lambda dots, d: 0.6 * dots / np.sqrt(d))
-    prompt = len(PROMPT.split(","))
-    probs[prompt:] = decode[prompt:]
-    write_tap(bad, "attn.probs", 1, probs)
+    bad, prompt = with_decode_probs(llama, tmp_path, 1, scores=lambda dots, d: 0.6 * dots / np.sqrt(d))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "decode steps' scores scaled by 0.15 "
                  "= 0.6 x 1/sqrt(head_dim), the prompt's right", "attention-scale", position=prompt)
 

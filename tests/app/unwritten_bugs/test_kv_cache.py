@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, causal_probs, replayed_probs,
-                        diagnose)
+                        diagnose, with_decode_probs)
 
 
 def test_another_layers_key_in_the_cache_is_a_kv_cache_bug(llama, tmp_path):
@@ -220,12 +220,7 @@ def test_a_decode_read_before_its_own_append_ties_with_a_mask_one_short(llama, t
     """Decode steps attending over K[:p] (the slice taken before the step's append), the prompt
     right: the same weights as a mask bound one short, which a decode step without a mask cannot
     have. Was named attention-mask (blind round 13)."""
-    bad = tmp_path / "eng.h5"
-    shutil.copy(llama / "eng.h5", bad)
-    prompt = len(PROMPT.split(","))
-    probs = read_tap(bad, "attn.probs", 0)
-    probs[prompt:] = replayed_probs(bad, 0, own_key=False)[prompt:]
-    write_tap(bad, "attn.probs", 0, probs)
+    bad, prompt = with_decode_probs(llama, tmp_path, 0, own_key=False)
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and (r["first_divergence"]["tap"], r["first_divergence"]["position"]) == ("blk.0.attn.probs", prompt)
     d = r["diagnosis"]
