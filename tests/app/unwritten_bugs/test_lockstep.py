@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, gguf_tensor, rmsnorm, rounded_to, causal_probs
+from bug_traces import run, read_tap, write_tap, diff_json, gguf_tensor, rmsnorm, rounded_to, causal_probs
 
 
 @pytest.fixture(scope="module")
