@@ -161,10 +161,8 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
   return true;
 }
 
-}  // namespace
-
-std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const TraceReader& b, ReplayModel& model,
-                                                   std::int64_t prompt_length) {
+std::vector<std::int64_t> own_rows_replayed(const TapComparison& t, const TraceReader& b, ReplayModel& model,
+                                            std::int64_t prompt_length) {
   std::vector<std::int64_t> own;
   ReplayInputs in = replay_inputs(b, b, model, prompt_length);
   in.baseline_only = true;
@@ -192,6 +190,15 @@ std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const
   if (std::none_of(probes.begin(), probes.end(), [&](const RowMetrics* row) { return is_own(*row); })) return own;
   for (const RowMetrics* row : carrying)
     if (is_own(*row)) own.push_back(row->position);
+  return own;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const TraceReader& b, ReplayModel& model,
+                                                   std::int64_t prompt_length) {
+  std::vector<std::int64_t> own = own_rows_replayed(t, b, model, prompt_length);
+  model.drop_weights();  // the candidates that read them are gone
   return own;
 }
 

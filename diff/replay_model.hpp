@@ -36,6 +36,9 @@ public:
   const GgufTensorInfo* tensor(const std::string& name);
   // Dequantized [out][in] (row-major), or empty when absent.
   const std::vector<float>& weight(const std::string& name);
+  // Frees the dequantized weights, once nothing refers to them: a caller replaying every layer in
+  // turn keeps one layer's in memory, not the model's as float32.
+  void drop_weights() { cache_.clear(); }
 
 private:
   void check_sha256() const;
