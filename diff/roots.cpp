@@ -129,6 +129,13 @@ public:
       bool tainted = diverged;
       for (const auto& row : t.rows) tainted = tainted || over_tolerance(t, row);
       if (!tainted) continue;
+      // attn.probs.summary is computed from attn.probs' rows: whatever root those are, it is too.
+      if (const auto probs = index_.find({"attn.probs", t.layer});
+          t.name == "attn.probs.summary" && probs != index_.end() && root_of[probs->second] >= 0) {
+        if (diverged) join(root_of[probs->second], t, root_of, i);
+        else root_of[i] = root_of[probs->second];
+        continue;
+      }
       const int linked = linked_root(t, root_of, lockstep);
       if (!diverged && (lockstep || linked < 0 || !own_under_inherited(i))) {
         if (!lockstep) root_of[i] = linked;  // carries the root's error downstream
@@ -158,9 +165,10 @@ public:
         join(carrier, t, root_of, i);
         continue;
       }
-      // Rows that carry a root's error make poor signatures: the same op with the same class at
-      // another layer is that root's bug again.
-      if (const int same_op = linked >= 0 ? same_op_root(t, d) : -1; same_op >= 0) {
+      // Rows that carry a root's error make poor signatures, and in lockstep a bug shows at each
+      // layer where its values happen to: the same op with the same class at another layer is
+      // that root's bug again.
+      if (const int same_op = lockstep || linked >= 0 ? same_op_root(t, d) : -1; same_op >= 0) {
         join(same_op, t, root_of, i);
         continue;
       }
@@ -241,7 +249,8 @@ private:
   }
 
   // An op no variant reproduces that reads a weight of a block type whose decoder a root already
-  // named (class dequantization): that decoder again, wherever a weight of its type is read.
+  // named (class dequantization), or suspected (unexplained at an op reading that type, its
+  // decoded weights asked for): that decoder again, wherever a weight of its type is read.
   int decoder_root(const TapComparison& t, const std::optional<Diagnosis>& d) {
     if (!d || d->evidence == Evidence::reproduced || d->evidence == Evidence::tied || !model()) return -1;
     const auto type_read_by = [&](const std::string& name, int layer) -> std::optional<GgmlType> {
@@ -254,8 +263,13 @@ private:
     if (!type) return -1;
     for (std::size_t k = 0; k < r_.roots.size(); ++k) {
       const RootFinding& root = r_.roots[k];
-      if (root.kind == "divergence" && root.diagnosis && root.diagnosis->bug_class == "dequantization" &&
-          type_read_by(root.at.name, root.at.layer) == type)
+      if (root.kind != "divergence" || !root.diagnosis) continue;
+      const auto& signatures = root.diagnosis->signatures;
+      const bool suspected = root.diagnosis->bug_class == "unexplained" &&
+                             std::any_of(signatures.begin(), signatures.end(), [](const std::string& s) {
+                               return s.find("the traces do not hold it as decoded") != std::string::npos;
+                             });
+      if ((root.diagnosis->bug_class == "dequantization" || suspected) && type_read_by(root.at.name, root.at.layer) == type)
         return int(k);
     }
     return -1;
@@ -280,8 +294,9 @@ private:
                                                                   [&](const std::string& tap) {
                                                                     return split_full_name(tap).first == t.name;
                                                                   });
+      // A class named (reproduced or indicated) names the code; "unexplained" only with the same evidence.
       if (root.kind == "divergence" && same_op && d && root.diagnosis && root.diagnosis->bug_class == d->bug_class &&
-          root.diagnosis->evidence == d->evidence)
+          (d->bug_class != "unexplained" || root.diagnosis->evidence == d->evidence))
         return int(k);
     }
     return -1;
@@ -302,8 +317,11 @@ private:
       if (same_bug(root, t, d)) return static_cast<int>(k);
       if (root.at.layer != t.layer) continue;
       // The same kind of op explained by the same hypothesis (RoPE on q and on k, both norms).
+      // (Or unexplained both, at the same kind of op: RoPE on q and on k.)
       const bool same_hypothesis = tap_class(root.at.name) == tap_class(t.name) && d && root.diagnosis &&
-                                   !d->variant.empty() && d->variant == root.diagnosis->variant;
+                                   (d->variant.empty() ? d->evidence == Evidence::unexplained &&
+                                                             root.diagnosis->evidence == Evidence::unexplained
+                                                       : d->variant == root.diagnosis->variant);
       if (!same_inputs(root.at.name, t.name, t.layer, n_layer_) && !fused(root.at.name, t.name) && !same_hypothesis)
         continue;
       const std::string mine = d ? d->bug_class : "", theirs = root.diagnosis ? root.diagnosis->bug_class : "";

@@ -6,6 +6,7 @@ import h5py
 import numpy as np
 
 from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, replayed_probs
+from tapdiff_trace import attention_summary
 
 
 def test_an_infinity_from_finite_inputs_is_the_first_divergence(llama, tmp_path):
@@ -277,4 +278,16 @@ def test_one_bug_tied_in_two_layers_at_two_taps_is_one_root(llama, tmp_path):
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
     assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.0.attn.probs"], r["roots"]
     assert "blk.1.attn.out" in r["roots"][0]["explained"], r["roots"][0]
+
+
+def test_the_attention_summary_is_its_probabilities_root(llama, tmp_path):
+    """A producer deriving attn.probs.summary from its own (wrong) probabilities: the summary is
+    those rows again, never a root of its own (blind round 14: a second root beside them)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = replayed_probs(bad, 1, window=3)
+    write_tap(bad, "attn.probs", 1, probs)
+    write_tap(bad, "attn.probs.summary", 1, attention_summary(probs, 0))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.1.attn.probs"], r["roots"]
 

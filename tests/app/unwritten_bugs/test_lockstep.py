@@ -70,3 +70,21 @@ def test_attention_over_a_16_bit_cache_is_the_caches_root(llama, lockstep, tmp_p
         r["roots"]
     assert "blk.1.attn.out" in r["roots"][0]["explained"], r["roots"][0]
 
+
+def test_an_unexplained_rope_in_every_layer_is_one_root(llama, lockstep, tmp_path):
+    """q's and k's rotations wrong in both layers in a way no variant names, each layer's rows
+    from another position on (where a rounded table's error shows): one bug, one root (blind round
+    14: four roots)."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    rng = np.random.default_rng(11)
+    for layer, first in ((0, 1), (1, 3)):
+        for tap in ("attn_q.rope", "attn_k.rope"):
+            rows = read_tap(bad, tap, layer)
+            rows[first:] *= 1 + 0.01 * rng.standard_normal(rows[first:].shape)
+            write_tap(bad, tap, layer, rows)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.0.attn_q.rope"], \
+        [(root["tap"], root["class"]) for root in r["roots"]]
+    assert {"blk.0.attn_k.rope", "blk.1.attn_q.rope", "blk.1.attn_k.rope"} <= set(r["roots"][0]["explained"])
+
