@@ -202,7 +202,8 @@ std::vector<std::int64_t> own_rows_under_inherited(const TapComparison& t, const
   return own;
 }
 
-bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path) {
+bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path,
+                          bool every_tap) {
   std::optional<ReplayModel> model;
   const TraceMetadata& m = a.metadata();
   for (TapComparison& t : r.taps) {
@@ -223,7 +224,7 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
     }
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
-      if (judge_rows_by_replay(r, t, a, b, *model)) return true;
+      if (judge_rows_by_replay(r, t, a, b, *model) && !every_tap) return true;
     } catch (const std::exception&) {
       // No model, another model (its sha256), or a trace the replay cannot read: the rows stand,
       // but suspects need a replay to stand (drop_unconfirmed_suspects), and later taps are judged on.
@@ -232,9 +233,38 @@ bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader
     }
     // Rows no replay judged (an input a trace lacks) stand, unless within the replay band or
     // suspects (which no replay confirmed).
-    if (!suspects_only && t.diverged() && !within_replay_band(t)) return true;
+    if (!suspects_only && t.diverged() && !within_replay_band(t) && !every_tap) return true;
   }
   return true;
+}
+
+void confirm_lockstep_suspects(DiffResult& r, const TraceReader& a, const TraceReader& b,
+                               const std::string& model_path) {
+  const TraceMetadata& m = a.metadata();
+  std::optional<ReplayModel> model;
+  for (TapComparison& t : r.taps) {
+    if (std::none_of(t.rows.begin(), t.rows.end(), [](const RowMetrics& row) { return row.suspect; })) continue;
+    try {
+      if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
+      ReplayInputs in = replay_inputs(a, b, *model, m.prompt_length);
+      in.baseline_only = true;
+      if (!in.cache.modeled && t.tap_class == "attention") continue;
+      const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
+      const auto base = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
+      if (base == candidates.end()) continue;
+      for (RowMetrics& row : t.rows) {
+        if (!row.suspect) continue;
+        const double own = own_error(trace_row(b, t.name, t.layer, row.position), base->replay(row.position));
+        if (!(own > t.own_error_floor_nmse)) continue;
+        row.suspect = false;
+        row.diverged = true;
+        row.own_nmse = own;
+      }
+      model->drop_weights();
+    } catch (const std::exception&) {
+      return;  // no model: the suspects stay unconfirmed
+    }
+  }
 }
 
 void drop_unconfirmed_suspects(DiffResult& r) {

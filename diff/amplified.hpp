@@ -20,7 +20,14 @@ namespace tapdiff::diff {
 // tap cleared gets an "amplified" finding saying so. The replay needs the model (model_path,
 // or the expected trace's), except for ffn.act, whose gate bounds its own error from the two
 // traces' inputs alone; without the model nothing else changes, and it returns false.
-bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path);
+// every_tap (diff --all): every tap is checked, not only those up to the first own divergence.
+bool clear_amplified_rows(DiffResult& r, const TraceReader& a, const TraceReader& b, const std::string& model_path,
+                          bool every_tap = false);
+
+// Lockstep: a suspect row is confirmed (it diverges) when the op, replayed from the expected
+// trace's values it was given, is off from the actual row by more than the floor too.
+void confirm_lockstep_suspects(DiffResult& r, const TraceReader& a, const TraceReader& b,
+                               const std::string& model_path);
 
 // Rows within their tap's replay band (ToleranceProfile::replay_band_nmse) that no replay found
 // to be the op's own error pass. `replayed`: whether the model replay ran; when it did not and

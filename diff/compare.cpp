@@ -485,8 +485,11 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
   mark_divergences(r, n_layer);
   if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
-    const bool replayed = options.diagnose && clear_amplified_rows(r, a, b, model_path);
+    const bool replayed =
+        options.diagnose && clear_amplified_rows(r, a, b, model_path, r.mode == DiffMode::all);
     settle_replay_band(r, replayed);
+  } else if (options.diagnose) {
+    confirm_lockstep_suspects(r, a, b, model_path);
   }
   drop_unconfirmed_suspects(r);
   if (r.logits) summarize_logits(*r.logits);

@@ -147,7 +147,12 @@ public:
         // Normal traces: the op replayed from its own (wrong) inputs reproduces its output,
         // so the earlier root explains it.
         if (!lockstep) d = diagnosis(at, false);
-        if (lockstep || !d || !d->baseline_residual || *d->baseline_residual <= t.threshold_nmse) {
+        // (A row under the threshold confirmed by its own error is judged at the floor that confirmed it.)
+        const bool under = std::any_of(t.rows.begin(), t.rows.end(), [](const RowMetrics& row) {
+          return row.confirmed_suspect();
+        });
+        const double bar = under ? t.own_error_floor_nmse : t.threshold_nmse;
+        if (lockstep || !d || !d->baseline_residual || *d->baseline_residual <= bar) {
           join(linked, t, root_of, i);
           continue;
         }

@@ -291,3 +291,18 @@ def test_the_attention_summary_is_its_probabilities_root(llama, tmp_path):
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
     assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.1.attn.probs"], r["roots"]
 
+
+def test_all_confirms_a_row_under_the_threshold_after_an_earlier_root(llama, tmp_path):
+    """A window nobody configured on layer 0's attention (a root), and layer 0's activation off by
+    a few 1e-5 (nmse about 4e-10, under the f32 threshold, over the floor): --all confirms the
+    second by its replay too, not only the first divergence's (blind round 14: it was dropped)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "attn.probs", 0, replayed_probs(bad, 0, window=3))
+    act = read_tap(bad, "ffn.act", 0)
+    act *= 1 + 2e-5 * np.random.default_rng(3).standard_normal(act.shape)
+    write_tap(bad, "ffn.act", 0, act)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.0.attn.probs", "blk.0.ffn.act"], \
+        [(root["tap"], root["class"]) for root in r["roots"]]
+

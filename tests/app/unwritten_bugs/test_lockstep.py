@@ -88,3 +88,16 @@ def test_an_unexplained_rope_in_every_layer_is_one_root(llama, lockstep, tmp_pat
         [(root["tap"], root["class"]) for root in r["roots"]]
     assert {"blk.0.attn_k.rope", "blk.1.attn_q.rope", "blk.1.attn_k.rope"} <= set(r["roots"][0]["explained"])
 
+
+def test_a_row_under_the_threshold_is_confirmed_in_lockstep(llama, lockstep, tmp_path):
+    """Layer 1's activation off by a few 1e-5 from the expected inputs it was given (nmse about
+    4e-10: under the f32 threshold, over the floor): its replay confirms it, as in a normal trace
+    (blind round 14: lockstep dropped every such row)."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    act = read_tap(bad, "ffn.act", 1)
+    act *= 1 + 2e-5 * np.random.default_rng(3).standard_normal(act.shape)
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.1.ffn.act"], r["roots"]
+
