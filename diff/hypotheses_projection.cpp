@@ -145,7 +145,41 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    "batch, not its last)",
                    "buffer", false,
                    [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
-  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
+  // ... or shifts each position's logits by one number (their max, or their log-sum-exp, subtracted
+  // in place): the shift read off each actual row, which must move every logit alike.
+  if (name == "output") {
+    const auto shift_at = [=, &in](std::int64_t p) -> std::optional<double> {
+      const Row right = with(W, B)(p), y = trace_row(in.observed, name, layer, p);
+      if (right.empty() || right.size() != y.size()) return std::nullopt;
+      std::vector<double> d(y.size());
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = double(y[i]) - right[i];
+      std::nth_element(d.begin(), d.begin() + std::ptrdiff_t(d.size() / 2), d.end());
+      return d[d.size() / 2];
+    };
+    const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0);
+    if (const auto shift = shift_at(last); shift && std::abs(*shift) > 0) {
+      const Row right = with(W, B)(last);
+      double max = -INFINITY, sum = 0;
+      for (float v : right) max = std::max(max, double(v));
+      for (float v : right) sum += std::exp(double(v) - max);
+      const double lse = max + std::log(sum);
+      const char* what = std::abs(-*shift - max) <= 1e-3 * std::max(1.0, std::abs(max)) ? ": their max subtracted"
+                         : std::abs(-*shift - lse) <= 1e-3 * std::max(1.0, std::abs(lse))
+                             ? ": their log-sum-exp subtracted (log-softmax)"
+                             : "";
+      out.push_back({fmt::format("every logit of a position shifted by one number of its own{} (fitted per position): a "
+                                 "sampler normalizing the logits buffer in place before it is recorded",
+                                 what),
+                     "sampling", false, [=](std::int64_t p) {
+                       Row r = with(W, B)(p);
+                       if (const auto k = shift_at(p))
+                         for (float& v : r) v = float(v + *k);
+                       return r;
+                     }});
+      out.back().fitted = true;
+    }
+  }
+  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
   if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")
     if (const auto k = fit_scale(with(W, B)(last), trace_row(in.observed, name, layer, last));
         k && *k > 0 && std::abs(*k - 1) > 1e-3) {

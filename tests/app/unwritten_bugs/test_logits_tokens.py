@@ -142,6 +142,17 @@ def test_the_logit_of_the_token_fed_most_off_is_said(llama, tmp_path):
                for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
 
 
+def test_logits_normalized_in_place_by_a_sampler_are_named(llama, tmp_path):
+    """A sampler's stable softmax subtracting each row's max from the logits buffer before the
+    tap records it. Was unexplained (blind round 14)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    logits = read_tap(bad, "output", -1)
+    write_tap(bad, "output", -1, logits - logits.max(axis=1, keepdims=True))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "shifted by one number of its own: their max "
+             "subtracted", "sampling")
+
+
 def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
     """A sampler dividing the logits by its temperature in place, before the tap records them."""
     bad = tmp_path / "eng.h5"
