@@ -259,10 +259,14 @@ private:
   int decoder_root(const TapComparison& t, const std::optional<Diagnosis>& d) {
     if (!d || d->evidence == Evidence::reproduced || d->evidence == Evidence::tied || !model()) return -1;
     const auto type_read_by = [&](const std::string& name, int layer) -> std::optional<GgmlType> {
-      const std::string w = weight_read_by(name, layer, replay_->config());
-      const GgufTensorInfo* info = w.empty() ? nullptr : replay_->tensor(w);
-      if (!info || ggml_type_traits(info->type).block_elems <= 1) return std::nullopt;
-      return info->type;
+      try {
+        const std::string w = weight_read_by(name, layer, replay_->config());
+        const GgufTensorInfo* info = w.empty() ? nullptr : replay_->tensor(w);
+        if (!info || ggml_type_traits(info->type).block_elems <= 1) return std::nullopt;
+        return info->type;
+      } catch (const std::exception&) {
+        return std::nullopt;  // another model's file (its sha256): no weight types to compare
+      }
     };
     const auto type = type_read_by(t.name, t.layer);
     if (!type) return -1;

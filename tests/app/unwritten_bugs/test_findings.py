@@ -306,3 +306,18 @@ def test_all_confirms_a_row_under_the_threshold_after_an_earlier_root(llama, tmp
     assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.0.attn.probs", "blk.0.ffn.act"], \
         [(root["tap"], root["class"]) for root in r["roots"]]
 
+
+def test_all_with_another_models_file_says_the_replay_was_skipped(tmp_path):
+    """--all given a model file other than the traces' (its sha256): the roots are found and each
+    says its replay was skipped, as the first divergence does, never an exit 2 (a root's decoder
+    was being looked up in that file)."""
+    model, other = tmp_path / "q8.gguf", tmp_path / "other.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q8_0", "-o", model).returncode == 0
+    assert run("fixture", "--arch", "llama", "--type", "Q8_0", "--seed", 9, "-o", other).returncode == 0
+    for backend, out, extra in (("reference", "ref.h5", ()), ("host", "eng.h5", ("--inject", "dequant-q8-scale"))):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 4, *extra, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "eng.h5", "--model", other, "--all")
+    assert code == 1 and r["roots"], r
+    assert any("hypothesis replay skipped" in s and "sha256" in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]
+
