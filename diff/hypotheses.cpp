@@ -449,16 +449,23 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back(std::move(skipped));
   std::vector<std::string> others{other_w};
   const std::string prefix = fmt::format("blk.{}.", layer);
-  if (name != "output_norm" && w_name.rfind(prefix, 0) == 0)  // the same norm of the layer before or after
-    for (int l : {layer - 1, layer + 1})
-      if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}", l, w_name.substr(prefix.size())));
-  for (const std::string& other : others)
+  // The same norm of another layer: the one before or after (an index off by one), or any (a name
+  // matched by its prefix, "blk.1." finding "blk.19.").
+  if (name != "output_norm" && w_name.rfind(prefix, 0) == 0)
+    for (int l = 0; l < c.n_layer; ++l)
+      if (l != layer) others.push_back(fmt::format("blk.{}.{}", l, w_name.substr(prefix.size())));
+  for (const std::string& other : others) {
+    const int l = other == other_w ? layer : std::stoi(other.substr(4));
     if (const std::vector<float>* o = &in.model.weight(other); !o->empty() && o->size() == w->size())
       out.push_back({fmt::format("rmsnorm(x) * {} ({})", other,
                                  other == other_w ? "another norm's weight wired in"
-                                                  : "another layer's weight: a layer index off by one, where the "
-                                                    "weights are bound or where the layer loop reads them"),
+                                 : std::abs(l - layer) == 1
+                                     ? "another layer's weight: a layer index off by one, where the weights are bound "
+                                       "or where the layer loop reads them"
+                                     : "another layer's weight: the weight found by another layer's index or name (a "
+                                       "name matched by its prefix, blk.1 finding blk.19)"),
                      "weight-loading", false, run(o, eps)});
+  }
 }
 
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {

@@ -20,7 +20,7 @@ namespace {
 
 // How a buggy engine may have filled and sliced its KV cache, replayed from the actual
 // trace's own per-position K/V rows (rows the engine computed before writing the cache).
-enum class Cursor { row, element, stuck, late, batch_start };  // where position q's row was written
+enum class Cursor { row, element, stuck, late, early, batch_start };  // where position q's row was written
 // Which cache slots attention read. step_keys: the keys of the position's own step only (a prefill
 // chunk's, not those earlier steps cached); step_row: keys 0..r for the step's row r (the mask
 // without the cache's length: a decode step sees key 0); decode_before: keys 0..p-1 in decode steps
@@ -48,6 +48,7 @@ std::vector<double> simulate_cache(const Rows& rows, std::int64_t prompt, std::i
                             : how.cursor == Cursor::stuck                   ? 0
                             : how.cursor == Cursor::batch_start && batch > 1 ? 0
                             : how.cursor == Cursor::late && length > 0      ? (length + 1) * std::int64_t(kv_dim)
+                            : how.cursor == Cursor::early && batch == 1 && length > 0 ? (length - 1) * std::int64_t(kv_dim)
                                                                             : length * std::int64_t(kv_dim);
     for (std::int64_t r = 0; r < n; ++r) {
       const Row& row = rows[std::size_t(first + r)];
@@ -451,7 +452,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       {Cursor::row, "at their rows"},
       {Cursor::element, "at element offset = length instead of length * kv_dim"},
       {Cursor::stuck, "at slot 0 from the first decode step on (the length never advances)"},
-      {Cursor::late, "a slot late in decode"}};
+      {Cursor::late, "a slot late in decode"},
+      {Cursor::early, "a slot early in decode (over the previous position's row)"}};
   const std::pair<Visible, const char*> visibles[] = {
       {Visible::causal, "keys 0..p"}, {Visible::one, "one key"}, {Visible::capacity, "every slot of the capacity"}};
   for (const auto& [cursor, where] : cursors)

@@ -229,3 +229,23 @@ def test_a_decode_read_before_its_own_append_ties_with_a_mask_one_short(llama, t
                for t in d["ties"]), d["ties"]
     assert any(t["class"] == "attention-mask" and "keys 0..p-1" in t["variant"] for t in d["ties"]), d["ties"]
 
+
+def test_decode_rows_written_a_slot_early_are_named(llama, tmp_path):
+    """Each decode step writes its K and V at slot p - 1 (the length read before its increment),
+    over the previous position's row, and attends over slots 0..p, slot p never written. Was
+    unexplained (blind round 14)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 1), read_tap(bad, "attn_k.rope", 1)
+    q, k = q.reshape(len(q), -1), k.reshape(len(k), -1)
+    probs = read_tap(bad, "attn.probs", 1)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt, len(q)):
+        held = k[:p + 1].copy()
+        held[prompt - 1:p] = k[prompt:p + 1]
+        held[p] = 0
+        probs[p] = causal_probs(q[:p + 1], held, 4, probs.shape[2], [0, 0, 1, 1])[p]
+    write_tap(bad, "attn.probs", 1, probs)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "a slot early in decode", "kv-cache",
+             position=prompt)
+

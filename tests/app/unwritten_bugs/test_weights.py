@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bug_traces import PROMPT, K_SHAPE, run, read_tap, write_tap, traced, diff_json, gguf_tensor, diagnose
+from bug_traces import PROMPT, K_SHAPE, run, read_tap, write_tap, traced, diff_json, gguf_tensor, diagnose, rmsnorm
 
 
 def test_an_embedding_scale_nobody_listed_is_fitted(tmp_path):
@@ -308,4 +308,15 @@ def test_a_decoder_bug_in_every_tensor_of_its_type_is_one_root(tmp_path):
     assert code == 1 and [(root["tap"], root["class"]) for root in r["roots"]] == [("token_embd", "dequantization")], \
         [(root["tap"], root["class"]) for root in r["roots"]]
     assert {"blk.0.attn_k", "blk.1.ffn_up"} <= set(r["roots"][0]["explained"]), r["roots"][0]
+
+
+def test_a_norm_weight_found_by_another_layers_name_is_named(tmp_path):
+    """Layer 0's attn_norm with layer 2's weight (a lookup by prefix, as "blk.1" finds "blk.19"):
+    not the layer before or after. Was unexplained (blind round 14)."""
+    model = traced(tmp_path, "llama4", "--arch", "llama", "--n-layer", 4)
+    bad = tmp_path / "eng.h5"
+    x = read_tap(bad, "token_embd", -1)
+    write_tap(bad, "attn_norm", 0, rmsnorm(x, gguf_tensor(model, "blk.2.attn_norm.weight"), 1e-5))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_norm", "rmsnorm(x) * blk.2.attn_norm.weight (another layer's "
+             "weight: the weight found by another layer's index or name", "weight-loading")
 
