@@ -161,36 +161,46 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
   return true;
 }
 
-std::vector<std::int64_t> own_rows_replayed(const TapComparison& t, const TraceReader& b, ReplayModel& model,
-                                            std::int64_t prompt_length) {
-  std::vector<std::int64_t> own;
-  ReplayInputs in = replay_inputs(b, b, model, prompt_length);
+// The correct op of tap t replayed from `inputs` under the observed run's settings: its own error
+// against the observed row at each of `positions`, infinity where it cannot be replayed.
+std::vector<double> own_errors_at(const TapComparison& t, const TraceReader& inputs, const TraceReader& observed,
+                                  ReplayModel& model, std::int64_t prompt_length,
+                                  const std::vector<std::int64_t>& positions) {
+  std::vector<double> errors(positions.size(), INFINITY);
+  ReplayInputs in = replay_inputs(inputs, observed, model, prompt_length);  // the replays refer to it
   in.baseline_only = true;
-  if (!in.cache.modeled && t.tap_class == "attention") return own;  // its noise is the cache's
+  if (!in.cache.modeled && t.tap_class == "attention") return errors;  // its noise is the cache's
   const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
   const auto base = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
-  if (base == candidates.end()) return own;
-  std::vector<const RowMetrics*> carrying;
+  if (base == candidates.end()) return errors;
+  for (std::size_t i = 0; i < positions.size(); ++i)
+    errors[i] = own_error(trace_row(observed, t.name, t.layer, positions[i]), base->replay(positions[i]));
+  return errors;
+}
+
+std::vector<std::int64_t> own_rows_replayed(const TapComparison& t, const TraceReader& b, ReplayModel& model,
+                                            std::int64_t prompt_length) {
+  std::vector<std::int64_t> carrying;
   for (const RowMetrics& row : t.rows)
-    if (!row.diverged && row.nmse > t.threshold_nmse) carrying.push_back(&row);
-  const auto is_own = [&](const RowMetrics& row) {
-    const double e = own_error(trace_row(b, t.name, t.layer, row.position), base->replay(row.position));
-    return std::isfinite(e) && e > t.threshold_nmse;
+    if (!row.diverged && row.nmse > t.threshold_nmse) carrying.push_back(row.position);
+  const auto own = [&](const std::vector<std::int64_t>& positions) {
+    std::vector<std::int64_t> out;
+    const std::vector<double> errors = own_errors_at(t, b, b, model, prompt_length, positions);
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      if (std::isfinite(errors[i]) && errors[i] > t.threshold_nmse) out.push_back(positions[i]);
+    return out;
   };
   // Every tap after a root carries its error: the first and last such row of the prompt and of
   // the decode steps are replayed first (an op's bug shows at all of its rows, or from some step
   // on), the others only where one of those is the op's own.
-  std::vector<const RowMetrics*> probes;
+  std::vector<std::int64_t> probes;
   for (const bool decode : {false, true}) {
-    const auto phase = [&](const RowMetrics* row) { return (row->position >= prompt_length) == decode; };
+    const auto phase = [&](std::int64_t p) { return (p >= prompt_length) == decode; };
     const auto first = std::find_if(carrying.begin(), carrying.end(), phase);
     const auto last = std::find_if(carrying.rbegin(), carrying.rend(), phase);
     if (first != carrying.end()) probes.insert(probes.end(), {*first, *last});
   }
-  if (std::none_of(probes.begin(), probes.end(), [&](const RowMetrics* row) { return is_own(*row); })) return own;
-  for (const RowMetrics* row : carrying)
-    if (is_own(*row)) own.push_back(row->position);
-  return own;
+  return own(probes).empty() ? std::vector<std::int64_t>{} : own(carrying);
 }
 
 }  // namespace
@@ -243,24 +253,23 @@ void confirm_lockstep_suspects(DiffResult& r, const TraceReader& a, const TraceR
   const TraceMetadata& m = a.metadata();
   std::optional<ReplayModel> model;
   for (TapComparison& t : r.taps) {
-    if (std::none_of(t.rows.begin(), t.rows.end(), [](const RowMetrics& row) { return row.suspect; })) continue;
+    std::vector<std::int64_t> suspects;
+    for (const RowMetrics& row : t.rows)
+      if (row.suspect) suspects.push_back(row.position);
+    if (suspects.empty()) continue;
     try {
       if (!model) model.emplace(model_path.empty() ? m.model_path : model_path, m.model_sha256, m.hparams);
-      ReplayInputs in = replay_inputs(a, b, *model, m.prompt_length);
-      in.baseline_only = true;
-      if (!in.cache.modeled && t.tap_class == "attention") continue;
-      const std::vector<Candidate> candidates = candidates_for(t.name, t.layer, in);
-      const auto base = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.baseline; });
-      if (base == candidates.end()) continue;
+      const std::vector<double> errors = own_errors_at(t, a, b, *model, m.prompt_length, suspects);
+      model->drop_weights();
       for (RowMetrics& row : t.rows) {
-        if (!row.suspect) continue;
-        const double own = own_error(trace_row(b, t.name, t.layer, row.position), base->replay(row.position));
-        if (!(own > t.own_error_floor_nmse)) continue;
+        const auto at = std::find(suspects.begin(), suspects.end(), row.position);
+        if (!row.suspect || at == suspects.end()) continue;
+        const double own = errors[std::size_t(at - suspects.begin())];
+        if (!std::isfinite(own) || !(own > t.own_error_floor_nmse)) continue;
         row.suspect = false;
         row.diverged = true;
         row.own_nmse = own;
       }
-      model->drop_weights();
     } catch (const std::exception&) {
       return;  // no model: the suspects stay unconfirmed
     }
