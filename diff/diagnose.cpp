@@ -353,6 +353,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
                             "fast path, an embedding lookup) as the suspect",
                             type);
       d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: {}", w, type, how));
+      d.decoder_suspect = w;
     }
     // An embedding row is its table's decoded row: how it differs block by block can name the decoder.
     const std::string shape = wt && f.name == "token_embd" ? decoder_structure(expected, actual, wt->type) : "";

@@ -62,6 +62,40 @@ std::optional<GeluConstants> fit_gelu_constants(const std::vector<float>& gate, 
   return GeluConstants{k, kc / k};
 }
 
+std::optional<double> fit_swiglu_limit(const std::vector<float>& gate, const std::vector<float>& up,
+                                       const std::vector<float>& act) {
+  if (gate.empty() || gate.size() != up.size() || gate.size() != act.size()) return std::nullopt;
+  double scale = 0;
+  for (float a : act) scale = std::max(scale, std::abs(double(a)));
+  double bound = HUGE_VAL;
+  for (std::size_t i = 0; i < gate.size(); ++i)
+    if (std::abs(ref::silu(double(gate[i])) * up[i] - act[i]) > 1e-4 * scale)
+      bound = std::min(bound, std::max(double(gate[i]), std::abs(double(up[i]))));
+  if (!(bound > 0 && bound < HUGE_VAL)) return std::nullopt;
+  const auto error = [&](double c) {
+    double e = 0;
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+      const double d = swiglu_clamped(gate[i], up[i], c) - act[i];
+      e += d * d;
+    }
+    return e;
+  };
+  constexpr int kSteps = 256;
+  int best = kSteps;
+  for (int k = 1; k < kSteps; ++k)
+    if (error(bound * k / kSteps) < error(bound * best / kSteps)) best = k;
+  double lo = bound * (best - 1) / kSteps, hi = bound * std::min(best + 1, kSteps) / kSteps;
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 60; ++i) {
+    const double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
+    if (error(a) < error(b)) hi = b;
+    else lo = a;
+  }
+  const double c = (lo + hi) / 2;
+  if (!(error(c) < error(HUGE_VAL))) return std::nullopt;
+  return c;
+}
+
 std::optional<double> fit_score_scale(const std::vector<float>& actual, const std::vector<float>& correct,
                                       int n_head) {
   if (actual.empty() || actual.size() != correct.size() || n_head < 1 || actual.size() % std::size_t(n_head) != 0)

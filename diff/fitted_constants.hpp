@@ -3,6 +3,7 @@
 // with the fitted constant is then replayed and judged like any other.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -48,6 +49,17 @@ struct GeluConstants {
 };
 std::optional<GeluConstants> fit_gelu_constants(const std::vector<float>& gate, const std::vector<float>& up,
                                                 const std::vector<float>& act);
+
+// The limit c of a clamped SwiGLU, act = silu(min(gate, c)) · clamp(up, -c, c) (gpt-oss's
+// swiglu_limit): c can be no larger than the smallest max(gate, |up|) of an element the clamp
+// changed, and the c up to that bound whose act is nearest the row, by a scan refined by
+// golden-section search. Nothing when no element differs from the unclamped SwiGLU, or no c
+// comes nearer than none.
+inline double swiglu_clamped(double gate, double up, double c) {
+  return ref::silu(std::min(gate, c)) * std::clamp(up, -c, c);
+}
+std::optional<double> fit_swiglu_limit(const std::vector<float>& gate, const std::vector<float>& up,
+                                       const std::vector<float>& act);
 
 // The elements of actual = without + b on which the bias b was added (a bias applied at
 // another row's width, or to some heads only): each element whose bias stands out of the row's

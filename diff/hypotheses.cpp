@@ -275,29 +275,33 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   if (in.baseline_only) return;
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
-  if (name == "output_norm") {
-    // The stream as an earlier layer left it: the last layers absent from the actual trace, every
-    // tap of them (the layer loop stopped short), or present and their output dropped (the head
-    // read the hidden states one index early).
+  if (name == "output_norm" || (name == "attn_norm" && x_layer >= 0)) {
+    // The stream as an earlier layer left it: the layers before this norm absent from the actual
+    // trace, every tap of them (the layer loop stopped short, a pipeline stage skipped a layer), or
+    // present and their output dropped (the stream read one layer early).
     int last = x_layer;
     const auto ran = [&](int l) {
       const auto& taps = in.actual.taps();
       return std::any_of(taps.begin(), taps.end(), [l](const TapInfo& t) { return t.layer == l; });
     };
     while (last >= 0 && !ran(last)) --last;
-    const bool stopped_short = last < x_layer;
-    if (!stopped_short) --last;
+    const bool never_ran = last < x_layer;
+    if (!never_ran) --last;
     const std::string skipped =
         last + 1 == x_layer ? fmt::format("layer {}", x_layer) : fmt::format("layers {}..{}", last + 1, x_layer);
-    if (last >= 0 && in.actual.find(x_name, last))
-      out.push_back({stopped_short ? fmt::format("rmsnorm(blk.{}.{}) * w: {} never ran (the actual trace holds none "
-                                                 "of their taps), the stream normed as layer {} left it",
-                                                 last, x_name, skipped, last)
-                                   : fmt::format("rmsnorm(blk.{}.{}) * w: the stream normed as layer {} left it, {}'s "
-                                                 "output dropped (the head read the hidden states one layer early)",
-                                                 last, x_name, last, skipped),
-                     "layer-loop", false, [&in, x_name, last, w, eps](std::int64_t p) {
-                       const Row x = trace_row(in.actual, x_name, last, p);
+    const std::string reader = name == "output_norm" ? "the head" : fmt::format("layer {}", layer);
+    const std::string from_name = last >= 0 ? x_name : "token_embd";
+    const std::string from = last >= 0 ? fmt::format("blk.{}.{}", last, x_name) : from_name;
+    const std::string left = last >= 0 ? fmt::format("as layer {} left it", last) : "as the embedding left it";
+    if (in.actual.find(from_name, last))
+      out.push_back({never_ran ? fmt::format("rmsnorm({}) * w: {} never ran (the actual trace holds none of {} "
+                                             "taps), the stream normed {}",
+                                             from, skipped, last + 1 == x_layer ? "its" : "their", left)
+                               : fmt::format("rmsnorm({}) * w: the stream normed {}, {}'s output dropped ({} read "
+                                             "the hidden states one layer early)",
+                                             from, left, skipped, reader),
+                     "layer-loop", false, [&in, from_name, last, w, eps](std::int64_t p) {
+                       const Row x = trace_row(in.actual, from_name, last, p);
                        if (x.empty() || x.size() != w->size()) return Row{};
                        std::vector<double> xd(x.begin(), x.end()), yd(x.size());
                        ref::rmsnorm(xd.data(), w->data(), int(x.size()), eps, yd.data());
@@ -627,6 +631,22 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                                *fitted, digits, base, why),
                    "rope", false, rotate(at_p, float(*fitted), right)});
     out.back().fitted = true;
+  }
+  // The inverse frequencies base^(-2i/n_rot) cast to 16 bits (a table made in the activations'
+  // dtype): each pair's angle p times its rounded frequency, a factor per pair.
+  for (const bool bf16 : {false, true}) {
+    auto per_pair = std::make_shared<std::vector<float>>(std::size_t(c.n_rot / 2));
+    for (int i = 0; i < c.n_rot / 2; ++i) {
+      const float inv = float(std::pow(double(base), -2.0 * i / c.n_rot));
+      const float rounded = bf16 ? bf16_to_fp32(fp32_to_bf16(inv)) : fp16_to_fp32(fp32_to_fp16(inv));
+      (*per_pair)[std::size_t(i)] = (factors ? (*factors)[std::size_t(i)] : 1.0f) * float(double(inv) / rounded);
+    }
+    out.push_back({fmt::format("the inverse frequencies base^(-2i/n_rot) rounded to {} (the frequency table cast to "
+                               "16 bits)",
+                               bf16 ? "bf16" : "f16"),
+                   "rope", false, [keep = per_pair, f = rotate(at_p, base, right, true, 0, per_pair.get())](std::int64_t p) {
+                     return f(p);
+                   }});
   }
   // The exponent's denominator taken from another dimension: base^(-2i/F) = (base^(n_rot/F))^(-2i/n_rot).
   const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim}, {"n_embd", c.n_embd}, {"n_head * head_dim", c.q_dim()},

@@ -266,6 +266,24 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  }});
   out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
                  gated(false, silu, false)});
+  // A SwiGLU limit (gpt-oss's swiglu_limit) where the model has none: c fitted at the first row
+  // it changes.
+  if (const TapInfo* act = geglu ? nullptr : in.observed.find("ffn.act", layer))
+    for (std::int64_t p : act->positions()) {
+      const auto c = fit_swiglu_limit(trace_row(in.actual, "ffn_gate", layer, p), trace_row(in.actual, "ffn_up", layer, p),
+                                      trace_row(in.observed, "ffn.act", layer, p));
+      if (!c) continue;
+      out.push_back({fmt::format("silu(min(ffn_gate, c)) * clamp(ffn_up, -c, c) with c = {:.4g} (fitted at position "
+                                 "{}): a SwiGLU limit (gpt-oss's swiglu_limit) the model does not have",
+                                 *c, p),
+                     "activation", false, [&in, layer, c = *c](std::int64_t q) {
+                       return elementwise(trace_row(in.actual, "ffn_gate", layer, q),
+                                          trace_row(in.actual, "ffn_up", layer, q),
+                                          [c](double g, double u) { return swiglu_clamped(g, u, c); });
+                     }});
+      out.back().fitted = true;
+      break;
+    }
   for (const char* alone : {"ffn_up", "ffn_gate"}) {
     Candidate c{fmt::format("{} alone: the gated activation skipped", alone), "activation", false,
                 gated(alone == std::string("ffn_up"), identity, false)};

@@ -124,6 +124,8 @@ struct Diagnosis {
                             // point to, not replayed), "" when none does
   std::string copied_from;  // the tap whose values that variant takes ("" when it computes them)
   std::vector<std::string> carried_from;  // the taps whose own error that variant carries (Candidate::carries)
+  std::string decoder_suspect;  // unexplained at an op reading a quantized weight that neither trace holds
+                                // decoded: that weight, whose decoder the activations cannot clear
   double residual = 0;      // its relative squared error against B
   std::optional<double> baseline_residual;  // the correct computation's; absent without replay
   std::vector<Hypothesis> ties;         // every variant as good as the best, the best first; empty

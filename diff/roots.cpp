@@ -273,11 +273,7 @@ private:
     for (std::size_t k = 0; k < r_.roots.size(); ++k) {
       const RootFinding& root = r_.roots[k];
       if (root.kind != "divergence" || !root.diagnosis) continue;
-      const auto& signatures = root.diagnosis->signatures;
-      const bool suspected = root.diagnosis->bug_class == "unexplained" &&
-                             std::any_of(signatures.begin(), signatures.end(), [](const std::string& s) {
-                               return s.find("the traces do not hold it as decoded") != std::string::npos;
-                             });
+      const bool suspected = root.diagnosis->bug_class == "unexplained" && !root.diagnosis->decoder_suspect.empty();
       if ((root.diagnosis->bug_class == "dequantization" || suspected) && type_read_by(root.at.name, root.at.layer) == type)
         return int(k);
     }

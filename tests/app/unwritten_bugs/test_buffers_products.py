@@ -106,6 +106,24 @@ def test_the_head_reading_the_hidden_states_one_layer_early_is_named(llama, tmp_
              "hidden states one layer early)", "layer-loop")
 
 
+@pytest.mark.parametrize("recorded", ["0,2", "0-2"])
+def test_a_middle_layer_that_never_runs_or_is_dropped_is_named(tmp_path, recorded):
+    """Pipeline stages [0, n/2) and [n/2 + 1, n): layer 1 of 3 never runs (none of its taps
+    recorded), or runs and its output is dropped (`layer(h)` not assigned back); layer 2's norm
+    reads the stream as layer 0 left it. Was unexplained (blind round 14, B18)."""
+    model = tmp_path / "l3.gguf"
+    assert run("fixture", "--arch", "llama", "--n-layer", 3, "--seed", 4, "-o", model).returncode == 0
+    for backend, out, layers in (("reference", "ref.h5", "0-2"), ("host", "eng.h5", recorded)):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 2, "--layers", layers,
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    w = gguf_tensor(model, "blk.2.attn_norm.weight")
+    write_tap(tmp_path / "eng.h5", "attn_norm", 2, rmsnorm(read_tap(tmp_path / "eng.h5", "resid.ffn", 0), w, 1e-5))
+    words = ("layer 1 never ran" if recorded == "0,2" else
+             "layer 1's output dropped (layer 2 read the hidden states one layer early)")
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.2.attn_norm", words, "layer-loop")
+
+
 def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path):
     """The batched GEMM's rows 4 and up of the prompt wrong (a tile edge), decode steps right."""
     bad = tmp_path / "eng.h5"

@@ -136,6 +136,20 @@ def test_silu_of_the_product_is_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", "applied to the product", "activation")
 
 
+def test_a_swiglu_limit_the_model_lacks_is_fitted(llama, tmp_path):
+    """gpt-oss's clamped SwiGLU, silu(min(gate, c)) * clamp(up, -c, c), switched on for a model
+    without a limit (a missing key defaulting to 7): only the elements past c change. Was
+    unexplained (blind round 14, B05)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    gate, up = read_tap(bad, "ffn_gate", 1).astype(np.float64), read_tap(bad, "ffn_up", 1).astype(np.float64)
+    c = round(float(np.quantile(np.maximum(gate, np.abs(up)), 0.9)), 3)
+    g = np.minimum(gate, c)
+    write_tap(bad, "ffn.act", 1, g / (1 + np.exp(-g)) * np.clip(up, -c, c))
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.ffn.act", "a SwiGLU limit", "activation")
+    assert f"c = {c:.4g}" in d["variant"], (c, d["variant"])
+
+
 def test_a_silu_read_from_a_float16_table_is_named(llama, tmp_path):
     """SiLU looked up in a table indexed by the gate's f16 bits that holds f16 values, as ggml's
     tables did (nmse about 1e-7). Was unexplained (blind round 11)."""
