@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "diff/block_structure.hpp"
 #include "diff/hypotheses.hpp"
 #include "diff/judge.hpp"
+#include "diff/nonfinite.hpp"
 #include "diff/observations.hpp"
 #include "diff/tap_graph.hpp"
 #include "model/ggml_type.hpp"
@@ -281,6 +283,10 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
   const Observations seen = observe(r, f, a, b);
   d.signatures = seen.lines;
   const TapComparison* t = find_tap(r, f.tap);
+  const auto masked = f.name == "output" && t ? masked_to_minus_infinity(trace_row(a, f.name, f.layer, f.position),
+                                                                         trace_row(b, f.name, f.layer, f.position),
+                                                                         t->threshold_nmse)
+                                              : std::nullopt;
   try {
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
@@ -331,7 +337,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     // Unexplained at an op reading a quantized weight: its decoder is a suspect the activations
     // cannot name (every program decodes the weight its own way). The weights as decoded can.
     const std::string w = weight_read_by(f.name, f.layer, model.config());
-    const GgufTensorInfo* wt = j.reproducing.empty() && !w.empty() ? model.tensor(w) : nullptr;
+    const GgufTensorInfo* wt = j.reproducing.empty() && !masked && !w.empty() ? model.tensor(w) : nullptr;
     const auto holds = [&w](const TraceReader& trace) {
       return trace.find(std::string(kWeightTapPrefix) + w, -1) ||
              trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
@@ -366,6 +372,18 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     d.signatures.push_back(fmt::format("hypothesis replay skipped: {}", e.what()));
   }
 
+  if (d.evidence == Evidence::unexplained && masked) {
+    std::vector<std::string> ids;
+    for (std::size_t id : *masked)
+      if (ids.size() < 8) ids.push_back(std::to_string(id));
+    if (masked->size() > ids.size()) ids.push_back("...");
+    d.bug_class = "sampling";
+    d.evidence = Evidence::indicated;
+    d.variant = fmt::format("the correct logits with token{} {} set to -inf at position {}: a sampler's mask (a banned "
+                            "or suppressed token, an end-of-sequence ban until a minimum length, a grammar) written "
+                            "into the logits buffer before it was recorded",
+                            masked->size() == 1 ? "" : "s", fmt::join(ids, ", "), f.position);
+  }
   // NaN/Inf that no variant reproduces: where they first appear is the finding.
   if (d.evidence == Evidence::unexplained && f.metrics.nonfinite > f.metrics.nonfinite_expected) {
     d.bug_class = "non-finite";

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <map>
 #include <optional>
 
 #include "model/half.hpp"
@@ -18,6 +19,38 @@
 #include "reference/ops.hpp"
 
 namespace tapdiff::diff {
+
+// The positions whose token_embd row is not their own token's row but, to the trace's rounding,
+// another token's row of the table W (times scale): position -> that token. Empty when any such
+// row is no row of the table (or more than 16 are off).
+std::map<std::int64_t, std::int32_t> rows_of_other_tokens(ReplayInputs& in, const std::vector<float>& W, float scale) {
+  const TapInfo* tap = in.observed.find("token_embd", -1);
+  const auto& tokens = in.actual.metadata().tokens;
+  std::map<std::int64_t, std::int32_t> found;
+  if (!tap || tap->row_size <= 0 || W.size() % std::size_t(tap->row_size) != 0) return found;
+  const auto E = std::size_t(tap->row_size), V = W.size() / E;
+  const auto distance = [&](const Row& r, std::size_t t) {
+    double d = 0, size = 0;
+    for (std::size_t i = 0; i < E; ++i) {
+      const double e = double(scale) * W[t * E + i];
+      d += (r[i] - e) * (r[i] - e), size += e * e;
+    }
+    return size > 0 ? d / size : d > 0 ? HUGE_VAL : 0.0;
+  };
+  for (std::int64_t p : tap->positions()) {
+    const Row r = trace_row(in.observed, "token_embd", -1, p);
+    if (p >= std::int64_t(tokens.size()) || r.size() != E) continue;
+    const auto own = std::size_t(tokens[std::size_t(p)]);
+    if (own < V && distance(r, own) < 1e-4) continue;
+    if (found.size() == 16) return {};
+    std::size_t best = V;
+    for (std::size_t t = 0; t < V; ++t)
+      if (t != own && distance(r, t) < 1e-4 && (best == V || distance(r, t) < distance(r, best))) best = t;
+    if (best == V) return {};
+    found[p] = std::int32_t(best);
+  }
+  return found;
+}
 
 void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   const GgufTensorInfo* wt = in.model.tensor("token_embd.weight");
@@ -86,6 +119,14 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                      "embedding", false, lookup_scaled(W, [tokens, bits](std::int64_t p) -> std::int64_t {
                        return p < std::int64_t(tokens.size()) ? std::int64_t(tokens[std::size_t(p)]) % (1 << bits) : -1;
                      })});
+  if (V > (std::size_t(1) << 15))
+    out.push_back({"the row of the token id wrapped as a signed 16-bit integer, the negative index counted from "
+                   "the table's end (ids from 32768 on read id - 65536 + n_vocab)",
+                   "embedding", false, lookup_scaled(W, [tokens, V](std::int64_t p) -> std::int64_t {
+                     if (p >= std::int64_t(tokens.size())) return -1;
+                     const auto wrapped = std::int64_t(std::int16_t(std::uint16_t(tokens[std::size_t(p)])));
+                     return wrapped < 0 ? wrapped + std::int64_t(V) : wrapped;
+                   })});
   out.push_back({"the row of the position index instead of the token id", "embedding", false,
                  lookup_scaled(W, [](std::int64_t p) { return p; })});
   out.push_back({"the row of the first token of the prompt at every position", "embedding", false,
@@ -170,6 +211,24 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
         out.back().fitted = true;
         break;
       }
+  }
+  // Rows of other tokens nobody listed: each row that is not its token's looked up in the table.
+  if (auto found = rows_of_other_tokens(in, *W, scale); !found.empty()) {
+    std::vector<std::string> pairs;
+    for (const auto& [p, t] : found)
+      if (pairs.size() < 3)
+        pairs.push_back(fmt::format("position {} holds token {}'s row for {}", p, t, tokens[std::size_t(p)]));
+    out.push_back({fmt::format("rows of other tokens, each found in the table ({}{}): the ids the lookup used are "
+                               "not the ids the trace records",
+                               fmt::join(pairs, "; "), found.size() > pairs.size() ? "; ..." : ""),
+                   "embedding", false, [row = lookup_scaled(W, token(0, 0)), other = lookup_scaled(W, [found](std::int64_t p) {
+                                          const auto it = found.find(p);
+                                          return it == found.end() ? std::int64_t(-1) : std::int64_t(it->second);
+                                        })](std::int64_t p) {
+                     const Row r = other(p);
+                     return r.empty() ? row(p) : r;
+                   }});
+    out.back().fitted = true;
   }
   out.push_back({"the table read transposed: element i of the token's row taken at i * n_embd + token", "embedding", false,
                  lookup_scaled(W, token(0, 0), 1.0f, E)});
@@ -541,6 +600,18 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return p - 1; }, base, right)});
   out.push_back({"rotated at p + 1 (off by one)", "rope", false,
                  rotate([](std::int64_t p) { return p + 1; }, base, right)});
+  // Positions held in a 16-bit float (position ids cast to the activations' dtype): exact up to
+  // 256 in bf16 and 2048 in f16, rounded to even steps past that.
+  if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->last_position() > 256)
+    for (const bool bf16 : {true, false})
+      if (bf16 || tap->last_position() > 2048)
+        out.push_back({fmt::format("rotated at p rounded to {} (position ids cast to a 16-bit float: past {} they "
+                                   "step by 2 and more)",
+                                   bf16 ? "bf16" : "f16", bf16 ? 256 : 2048),
+                       "rope", false, rotate([bf16](std::int64_t p) {
+                         const auto v = float(p);
+                         return std::int64_t(bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v)));
+                       }, base, right)});
   out.push_back({"rotated at 2p: RoPE applied twice", "rope", false,
                  rotate([](std::int64_t p) { return 2 * p; }, base, right)});
   out.push_back({"rotated at -p (the sine's sign flipped)", "rope", false,
@@ -582,8 +653,10 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     for (int h = 0; h < heads && every_head; ++h) {
       const auto at = std::size_t(h) * d;
       const auto nmse = [&](const Row& m) { return row_metrics(m.data() + at, y.data() + at, std::int64_t(d)).nmse; };
-      if (nmse(x) < 1e-8 && nmse(r) > 1e-4) left.push_back(h);
-      else every_head = nmse(r) < 1e-8;
+      // Each head's two readings apart by far more than the run's rounding (a 16-bit run's too).
+      const double as_is = nmse(x), rotated = nmse(r);
+      if (as_is * 1e3 < rotated && rotated > 1e-4) left.push_back(h);
+      else every_head = rotated * 1e3 < as_is;
     }
     if (every_head && !left.empty() && int(left.size()) < heads) {
       const bool tail = left.front() == heads - int(left.size()) && left.back() == heads - 1;

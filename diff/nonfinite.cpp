@@ -1,5 +1,6 @@
 #include "diff/nonfinite.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 
 namespace tapdiff::diff {
@@ -22,6 +23,26 @@ std::optional<StructuralFinding> first_nonfinite_origin(const std::vector<TapCom
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::vector<std::size_t>> masked_to_minus_infinity(const std::vector<float>& expected,
+                                                                 const std::vector<float>& actual, double tolerance) {
+  if (expected.empty() || expected.size() != actual.size()) return std::nullopt;
+  std::vector<std::size_t> masked;
+  double error = 0, size = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (!std::isfinite(expected[i])) return std::nullopt;
+    if (std::isinf(actual[i]) && actual[i] < 0) {
+      masked.push_back(i);
+    } else if (!std::isfinite(actual[i])) {
+      return std::nullopt;
+    } else {
+      error += (double(actual[i]) - expected[i]) * (double(actual[i]) - expected[i]);
+      size += double(expected[i]) * expected[i];
+    }
+  }
+  if (masked.empty() || !(error <= tolerance * size)) return std::nullopt;
+  return masked;
 }
 
 }  // namespace tapdiff::diff

@@ -26,6 +26,36 @@ def test_a_token_id_truncated_to_8_bits_is_named(llama, tmp_path):
     assert r["diagnosis"]["class"] == "embedding" and "8 bits" in r["diagnosis"]["variant"], r["diagnosis"]
 
 
+def test_rows_of_other_tokens_are_found_in_the_table(llama, tmp_path):
+    """Positions 2 and 4 embedded as tokens nobody would list (a stale id buffer, an id from
+    another sequence of the batch): each row is found in the table by its values."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    table = gguf_tensor(llama / "llama.gguf", "token_embd.weight")
+    rows = read_tap(bad, "token_embd", -1)
+    rows[2], rows[4] = table[217], table[9]
+    write_tap(bad, "token_embd", -1, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "token_embd", "rows of other tokens, each found in the "
+                 "table (position 2 holds token 217's row for 200; position 4 holds token 9's row for 5", "embedding",
+                 position=2)
+
+
+def test_a_token_id_wrapped_as_a_signed_16_bit_integer_is_named(tmp_path):
+    """Ids staged as int16: 40000 reads as -25536, and PyTorch's negative index counts from the
+    table's end, row 40000 - 65536 + n_vocab. Was unexplained (blind round 15, X08)."""
+    model = tmp_path / "v.gguf"
+    assert run("fixture", "--arch", "llama", "--n-vocab", 50000, "--n-embd", 32, "--n-head", 2, "--n-head-kv", 1,
+               "--n-ff", 64, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,70,40000,33", "-n", 1, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1)
+    rows[2] = gguf_tensor(model, "token_embd.weight")[40000 - 65536 + 50000]
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, rows)
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "token_embd", "wrapped as a signed 16-bit integer",
+             "embedding", position=2)
+
+
 def test_logits_of_the_row_before_the_last_are_named(llama, tmp_path):
     """A batched prefill whose head reads the row before the last: the prompt's logits are the
     previous position's."""
@@ -151,6 +181,20 @@ def test_logits_normalized_in_place_by_a_sampler_are_named(llama, tmp_path):
     write_tap(bad, "output", -1, logits - logits.max(axis=1, keepdims=True))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "shifted by one number of its own: their max "
              "subtracted", "sampling")
+
+
+def test_a_sampler_mask_written_into_the_logits_is_named(llama, tmp_path):
+    """A sampler banning token 7 until a minimum length (an end-of-sequence ban) by writing -inf
+    into the buffer the head wrote, before the tap records it: every other logit is right. Was
+    called non-finite (blind round 15, X17)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    logits = read_tap(bad, "output", -1)
+    logits[1:, 7] = -np.inf
+    write_tap(bad, "output", -1, logits)
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "the correct logits with token 7 set to -inf "
+                 "at position", "sampling", evidence="indicated")
+    assert not any("do not hold it as decoded" in s for s in d["signatures"]), d["signatures"]
 
 
 def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):

@@ -2,6 +2,7 @@
 factors reversed, heads left unrotated, norms after the rotation."""
 import shutil
 
+import h5py
 import numpy as np
 
 import pytest
@@ -84,6 +85,23 @@ def test_a_frequency_table_rounded_to_16_bits_is_named(llama, tmp_path, table):
              f"the inverse frequencies base^(-2i/n_rot) rounded to {name}", "rope", position=1)
 
 
+def test_position_ids_rounded_to_bf16_are_named(llama, tmp_path):
+    """Position ids cast to bf16 before the angles: exact to 256, then odd positions rounded to
+    even. A 270-token prompt, rows past 256 rotated at the rounded position. Was unexplained
+    (blind round 15, X15)."""
+    tokens = ",".join(str((7 * i + 1) % 320) for i in range(270))
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", llama / "llama.gguf", "--tokens", tokens, "-n", 1,
+                "--layers", "0", "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    k, k_rope = read_tap(tmp_path / "eng.h5", "attn_k", 0), read_tap(tmp_path / "eng.h5", "attn_k.rope", 0)
+    at = rounded_to("bf16", np.arange(k.shape[0], dtype=np.float32))
+    assert at[257] == 256 and at[255] == 255
+    write_tap(tmp_path / "eng.h5", "attn_k.rope", 0, np.stack([rope_norm(k[p], at[p]) for p in range(k.shape[0])]))
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", llama / "llama.gguf", "blk.0.attn_k.rope",
+             "rotated at p rounded to bf16", "rope", position=257)
+
+
 def test_rope_on_v_is_named(llama, tmp_path):
     """A RoPE loop over {k, v} meant for {q, k}: the cached V rotated."""
     bad = tmp_path / "eng.h5"
@@ -153,13 +171,19 @@ def test_a_qk_norm_after_rope_is_named(tmp_path):
     diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", "the norm applied after RoPE", "normalization")
 
 
-def test_rope_leaving_the_last_head_unrotated_is_fitted(llama, tmp_path):
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_rope_leaving_the_last_head_unrotated_is_fitted(llama, tmp_path, precision):
     """A per-head RoPE loop over range(n_head - 1): the last head keeps its unrotated values. The
-    signature says the error is in that head alone."""
+    signature says the error is in that head alone. In a bf16 run every rotated row is rounded,
+    the unrotated head too (blind round 15, X01: was unexplained)."""
     bad = tmp_path / "eng.h5"
     shutil.copy(llama / "eng.h5", bad)
     q, rotated = read_tap(bad, "attn_q", 0), read_tap(bad, "attn_q.rope", 0)
     rotated[:, 48:] = q[:, 48:]
+    if precision == "bf16":
+        rotated = rounded_to("bfloat16", rotated)
+        with h5py.File(bad, "r+") as f:
+            f.attrs["precision"] = "bf16"
     write_tap(bad, "attn_q.rope", 0, rotated)
     d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "head 3 of 4 left unrotated: the "
                  "head loop stops short of the last", "rope", position=1)
