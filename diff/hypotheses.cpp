@@ -275,7 +275,10 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
     if (name == "ffn_post_norm") std::swap(w_name, other_w);
   }
-  enum class Form { rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first, after_rope };
+  enum class Form {
+    rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first, after_rope,
+    squares_in_f16
+  };
   auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                             Form form = Form::rms, double x_scale = 1) {
     return [&in, x_name, x_layer, weight, eps, form, per_head, layer, head_dim, x_scale](std::int64_t p) {
@@ -314,6 +317,13 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
           ref::rmsnorm(xd.data(), nullptr, int(group), eps, yd.data());
         } else if (form == Form::unnormalized) {
           for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] * (w ? w[i] : 1.0f);
+        } else if (form == Form::squares_in_f16) {
+          // Each square and their sum rounded to f16: a sum past 65504 is inf, and x / sqrt(inf) is 0.
+          const auto f16 = [](double v) { return double(fp16_to_fp32(fp32_to_fp16(float(v)))); };
+          double squares = 0;
+          for (double v : xd) squares += f16(f16(v) * f16(v));
+          const double mean = f16(f16(squares) / double(group));
+          for (std::size_t i = 0; i < group; ++i) yd[i] = xd[i] / std::sqrt(mean + eps) * (w ? w[i] : 1.0f);
         } else if (form == Form::over_n_minus_1 || form == Form::eps_outside_sqrt) {
           double squares = 0;
           for (double v : xd) squares += v * v;
@@ -500,6 +510,11 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  run(w, eps, Form::over_n_minus_1)});
   out.push_back({"x / (sqrt(mean(x²)) + eps): epsilon added outside the square root", "normalization", false,
                  run(w, eps, Form::eps_outside_sqrt)});
+  Candidate squares_in_f16{"the sum of squares accumulated in f16: past 65504 it overflows to inf, and the row "
+                           "divided by sqrt(inf) comes out all zero",
+                           "normalization", false, run(w, eps, Form::squares_in_f16)};
+  squares_in_f16.explains_zeros = true;
+  out.push_back(std::move(squares_in_f16));
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
                  run(w, eps, Form::one_plus_w)});
   out.push_back({"rmsnorm(x * w): the weight multiplied in before the mean square instead of after", "normalization",

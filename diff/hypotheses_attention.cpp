@@ -179,6 +179,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     std::int64_t view_offset = 0;        // attention reads cache slot t + view_offset as key t
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
+    int decode_k_layer = -1, decode_v_layer = -1;  // decode steps read K (V) from this layer's cache
     bool cache_as_read_back = false;     // K and V the actual run's kv.k and kv.v rows, not its computed ones
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
@@ -224,6 +225,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       std::copy(k_last.begin(), k_last.end(), k_all.begin());
       std::copy(v_last.begin(), v_last.end(), v_all.begin());
     }
+    if (p >= in.prompt_length)
+      for (auto [rows, tap, from] : {std::tuple{&k_all, "attn_k.rope", s.decode_k_layer},
+                                     std::tuple{&v_all, "attn_v", s.decode_v_layer}})
+        if (from >= 0) *rows = trace_rows_upto(in.actual, tap, from, upto);
     for (std::int64_t t = 0; t <= upto; ++t)
       if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
@@ -625,6 +630,17 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
+  if (layer > 0)
+    for (const auto& [keys, values, what] : {std::tuple{false, true, "V"}, std::tuple{true, false, "K"},
+                                             std::tuple{true, true, "K and V"}}) {
+      s = right;
+      s.decode_k_layer = keys ? layer - 1 : -1;
+      s.decode_v_layer = values ? layer - 1 : -1;
+      out.push_back({fmt::format("decode steps read {} from layer {}'s cache (the layer index of the cache read off "
+                                 "by one)",
+                                 what, layer - 1),
+                     "kv-cache", false, replay(s)});
+    }
   // Attention right over what the cache holds (its rows read back): the cache's error (a 16-bit
   // cache in an f32 run, rows stored wrong), carried into attention.
   if (in.observed.find("kv.k", layer) && in.observed.find("kv.v", layer)) {
@@ -717,6 +733,12 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                  replay(s)});
   s.half_softmax = HalfSoftmax::whole_bf16;
   out.push_back({"the softmax run in bf16: scores and probabilities rounded to bf16", "softmax", false, replay(s)});
+  for (const bool bf16 : {false, true}) {
+    s.half_softmax = bf16 ? HalfSoftmax::sum_bf16 : HalfSoftmax::sum_f16;
+    out.push_back({fmt::format("the softmax's denominator accumulated key by key in {} (each partial sum rounded)",
+                               bf16 ? "bf16" : "f16"),
+                   "softmax", false, replay(s)});
+  }
   s.half_softmax = HalfSoftmax::exponentials;
   out.push_back({"the softmax's exponentials exp(s - max) kept in f16 (summed and divided in f32)", "softmax", false,
                  replay(s)});

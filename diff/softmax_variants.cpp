@@ -96,7 +96,9 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                             ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
                             std::int64_t stride, HalfSoftmax rounded) {
-  const bool whole = rounded != HalfSoftmax::exponentials, bf16 = rounded == HalfSoftmax::whole_bf16;
+  const bool sum_only = rounded == HalfSoftmax::sum_f16 || rounded == HalfSoftmax::sum_bf16;
+  const bool whole = rounded == HalfSoftmax::whole || rounded == HalfSoftmax::whole_bf16;
+  const bool bf16 = rounded == HalfSoftmax::whole_bf16 || rounded == HalfSoftmax::sum_bf16;
   const int kv_dim = shape.n_head_kv * shape.head_dim;
   const auto half = [bf16](double x) {
     return double(bf16 ? bf16_to_fp32(fp32_to_bf16(float(x))) : fp16_to_fp32(fp32_to_fp16(float(x))));
@@ -113,10 +115,10 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
     }
     const auto numerator = [&](std::int64_t t) {
       const double e = std::exp(scores[std::size_t(t)] - max);
-      return whole ? e : half(e);
+      return whole || sum_only ? e : half(e);
     };
     double sum = 0;
-    for (std::int64_t t = first; t < n_keys; ++t) sum += numerator(t);
+    for (std::int64_t t = first; t < n_keys; ++t) sum = sum_only ? half(sum + numerator(t)) : sum + numerator(t);
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     std::fill(oh, oh + shape.head_dim, 0.0);
     for (std::int64_t t = first; t < n_keys; ++t) {

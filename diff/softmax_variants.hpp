@@ -33,8 +33,9 @@ void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& ou
 // The softmax run in 16-bit floats, the output recomputed from its probabilities: `whole` (torch's
 // softmax of a half tensor) each score rounded to f16, the probabilities computed from those and
 // rounded to f16; `whole_bf16` the same in bf16; `exponentials` only exp(s - max) kept in f16,
-// summed and divided in f32.
-enum class HalfSoftmax { whole, whole_bf16, exponentials };
+// summed and divided in f32; `sum_f16` / `sum_bf16` only the denominator accumulated key by key in
+// f16 / bf16 (each partial sum rounded: past a few hundred keys small terms stop counting).
+enum class HalfSoftmax { whole, whole_bf16, exponentials, sum_f16, sum_bf16 };
 void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                             ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,

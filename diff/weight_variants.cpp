@@ -61,6 +61,18 @@ std::vector<float> k_quant_min_negated(const GgufTensorInfo& t, std::size_t bloc
   return decode(t, bytes);
 }
 
+// Q4_1 / Q5_1 decoded as (q + m)·d instead of d·q + m: the min added before the scale. Each
+// block starts with its fp16 d and m; its integers are read back off the correct values.
+std::vector<float> min_before_scale(const GgufTensorInfo& t, const std::vector<float>& correct, std::size_t block_bytes) {
+  std::vector<float> out(correct);
+  for (std::size_t b = 0; b * kQK < out.size() && (b + 1) * block_bytes <= t.n_bytes; ++b) {
+    const float d = fp16_to_fp32(u16_at(t.data + b * block_bytes)), m = fp16_to_fp32(u16_at(t.data + b * block_bytes + 2));
+    if (d == 0) continue;
+    for (std::size_t j = b * kQK; j < (b + 1) * kQK; ++j) out[j] = (std::nearbyint((correct[j] - m) / d) + m) * d;
+  }
+  return out;
+}
+
 // A float32 vector staged as bf16 and decoded as f16.
 std::vector<float> bf16_read_as_f16(const std::vector<float>& values) {
   std::vector<float> out(values.size());
@@ -194,6 +206,11 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
       out.push_back({fmt::format("{} blocks decoded with the scale of the block {} (the scale's index off by one)",
                                  ggml_type_name(t.type), shift > 0 ? "after them" : "before them"),
                      "dequantization", false, scales_shifted(t, traits.block_bytes, shift)});
+  if (t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_1)
+    out.push_back({fmt::format("{} blocks decoded as (q + m) * d instead of d * q + m (the min added before the scale)",
+                               ggml_type_name(t.type)),
+                   "dequantization", false,
+                   min_before_scale(t, correct, t.type == GgmlType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ5_1))});
   if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K) {
     const std::size_t block_bytes = t.type == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     out.push_back({fmt::format("{} blocks decoded with the min term negated", ggml_type_name(t.type)),

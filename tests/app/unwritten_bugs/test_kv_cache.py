@@ -79,23 +79,37 @@ def test_prefill_rows_cached_at_twice_the_row_stride_are_fitted(llama, tmp_path)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "row t written at slot 2t", "kv-cache")
 
 
+def decode_out_over(bad, layer, values):
+    """Decode steps' attn.out of `layer` in trace `bad` recomputed as its probabilities times
+    `values` (rows of 2 kv heads of 16), the prompt's rows as they were."""
+    probs = read_tap(bad, "attn.probs", layer).astype(np.float64)  # (n, heads, keys)
+    out = read_tap(bad, "attn.out", layer).astype(np.float64)
+    n, heads = probs.shape[0], probs.shape[1]
+    v = values.astype(np.float64).reshape(n, -1, 16)
+    o = out.reshape(n, heads, 16)
+    for p in range(len(PROMPT.split(",")), n):
+        for h in range(heads):
+            o[p, h] = probs[p, h, : p + 1] @ v[: p + 1, h // 2]
+    write_tap(bad, "attn.out", layer, o.reshape(out.shape))
+
+
 def test_decode_reading_v_from_the_k_cache_is_named(llama, tmp_path):
     """The decode kernel's V pointer copied from K's: from the first decode step on, attn.out is
     the probabilities times K."""
     bad = tmp_path / "eng.h5"
     shutil.copy(llama / "eng.h5", bad)
-    probs = read_tap(bad, "attn.probs", 0).astype(np.float64)  # (n, heads, keys)
-    k = read_tap(bad, "attn_k.rope", 0).astype(np.float64)
-    out = read_tap(bad, "attn.out", 0).astype(np.float64)
-    n, heads = probs.shape[0], probs.shape[1]
-    k = k.reshape(n, -1, 16)
-    prompt = len(PROMPT.split(","))
-    o = out.reshape(n, heads, 16)
-    for p in range(prompt, n):
-        for h in range(heads):
-            o[p, h] = probs[p, h, : p + 1] @ k[: p + 1, h // 2]
-    write_tap(bad, "attn.out", 0, o.reshape(out.shape))
+    decode_out_over(bad, 0, read_tap(bad, "attn_k.rope", 0))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out", "read V from the K cache", "kv-cache")
+
+
+def test_decode_reading_the_layer_befores_v_cache_is_named(llama, tmp_path):
+    """The decode kernel given layer l - 1's V cache (the layer index of V's pointer off by one):
+    layer 1's decode steps weigh layer 0's values. Was unexplained (blind round 15, X02)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    decode_out_over(bad, 1, read_tap(bad, "attn_v", 0))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.out", "decode steps read V from layer 0's cache",
+             "kv-cache", position=len(PROMPT.split(",")))
 
 
 def test_prefill_rows_cached_last_first_are_fitted(llama, tmp_path):

@@ -150,6 +150,24 @@ def test_a_swiglu_limit_the_model_lacks_is_fitted(llama, tmp_path):
     assert f"c = {c:.4g}" in d["variant"], (c, d["variant"])
 
 
+def test_a_norm_whose_sum_of_squares_overflows_f16_is_named(llama, tmp_path):
+    """A half-precision RMSNorm kernel: squares summed in f16 overflow past 65504 on a row with a
+    massive activation (as SmolLM2's first position carries), and x / sqrt(inf) is an all-zero
+    row. Both traces' stream scaled up at position 0 (the norm of it is the same), the actual's
+    norm zero there. Was "never written" (blind round 15, X11)."""
+    for name in ("ref.h5", "eng.h5"):
+        shutil.copy(llama / name, tmp_path / name)
+        stream = read_tap(tmp_path / name, "resid.attn", 1)
+        stream[0] *= 400
+        write_tap(tmp_path / name, "resid.attn", 1, stream)
+    normed = read_tap(tmp_path / "eng.h5", "ffn_norm", 1)
+    assert (stream[0].astype(np.float64) ** 2).sum() > 65504 > (stream[1].astype(np.float64) ** 2).sum()
+    normed[0] = 0
+    write_tap(tmp_path / "eng.h5", "ffn_norm", 1, normed)
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", llama / "llama.gguf", "blk.1.ffn_norm",
+             "the sum of squares accumulated in f16: past 65504 it overflows", "normalization", position=0)
+
+
 def test_a_silu_read_from_a_float16_table_is_named(llama, tmp_path):
     """SiLU looked up in a table indexed by the gate's f16 bits that holds f16 values, as ggml's
     tables did (nmse about 1e-7). Was unexplained (blind round 11)."""
