@@ -48,7 +48,8 @@ bool wrong_at(const TapComparison& t, const std::vector<std::int64_t>& positions
 }
 
 // The run that tells tied variants apart.
-std::string separating_experiment(const std::vector<std::string>& classes) {
+// identical: the tied variants' residuals are equal, as replays computing the same numbers give.
+std::string separating_experiment(const std::vector<std::string>& classes, bool identical) {
   auto has = [&](const char* c) { return std::find(classes.begin(), classes.end(), c) != classes.end(); };
   // A token fed a place late and an output left from the step before give the same row at every
   // position of any run: only the code tells them apart.
@@ -56,6 +57,13 @@ std::string separating_experiment(const std::vector<std::string>& classes) {
       std::all_of(classes.begin(), classes.end(), [](const std::string& c) { return c == "token-sequence" || c == "buffer"; }))
     return "no rerun separates them: both give position p the row of token p - 1 in any run; read which token the "
            "loop feeds each step and whether the lookup writes its output every step";
+  if (has("attention-mask") && has("kv-cache") && identical)
+    return "no rerun separates them: a mask hiding keys and a cache that lost them give the same numbers; read the "
+           "cache back at the first diverging position (its length, its capacity, which slot holds which key): a "
+           "cache holding every key points at the mask";
+  if (identical)
+    return "a rerun may not separate them: they compute the same numbers from these inputs; read the code each "
+           "names";
   if (has("rope") || has("kv-cache") || has("attention-mask") || has("buffer"))
     return "rerun with a longer prompt and more decode steps (--n-predict), recording every position: the tied "
            "variants predict the same values at these positions only";
@@ -331,7 +339,10 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       }
       if (d.ties.size() == 1) d.ties.clear();
       if (d.evidence == Evidence::tied) d.bug_class = "unexplained";
-      if (!d.ties.empty()) d.separating_experiment = separating_experiment(classes);
+      const bool identical = std::all_of(j.reproducing.begin(), j.reproducing.end(), [&](const Judged& tie) {
+        return tie.residual == j.reproducing.front().residual;
+      });
+      if (!d.ties.empty()) d.separating_experiment = separating_experiment(classes, identical);
     }
     for (const Judged& h : j.runners_up) d.runners_up.push_back({h.candidate->variant, h.residual, h.candidate->bug_class});
     // Unexplained at an op reading a quantized weight: its decoder is a suspect the activations

@@ -615,6 +615,27 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  rotate([](std::int64_t p) { return p - 1; }, base, right)});
   out.push_back({"rotated at p + 1 (off by one)", "rope", false,
                  rotate([](std::int64_t p) { return p + 1; }, base, right)});
+  // A position table (cos/sin cache) of m entries indexed modulo its size: position m is rotated
+  // as 0, so its row is the unrotated one; m read off the first such row past 1.
+  if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->n_rows > 2) {
+    std::int64_t m = 0;
+    const auto correct = rotate(at_p, base, right);
+    for (std::int64_t p : tap->positions()) {
+      const Row y = trace_row(in.observed, name, layer, p), x = trace_row(in.actual, src, layer, p), r = correct(p);
+      const auto off = [&](const Row& z) { return row_metrics(z.data(), y.data(), std::int64_t(y.size())).nmse; };
+      if (p > 1 && !y.empty() && y.size() == x.size() && y.size() == r.size() && off(x) * 100 < off(r)) {
+        m = p;
+        break;
+      }
+    }
+    if (m > 0) {
+      out.push_back({fmt::format("rotated at p mod {} (fitted: a cos/sin table of {} positions indexed modulo its "
+                                 "size; position {} rotated as 0)",
+                                 m, m, m),
+                     "rope", false, rotate([m](std::int64_t p) { return p % m; }, base, right)});
+      out.back().fitted = true;
+    }
+  }
   // Positions held in a 16-bit float (position ids cast to the activations' dtype): exact up to
   // 256 in bf16 and 2048 in f16, rounded to even steps past that.
   if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->last_position() > 256)

@@ -384,6 +384,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                     w, last),
                      "attention-mask", false, replay(s)});
       out.back().fitted = true;
+      if (right.window == 0) {  // the same numbers as a ring of W cells whose kernel records keys by position
+        out.push_back({fmt::format("a cache of {} cells reused as a ring, the probabilities recorded by key: attention "
+                                   "sees only the last {} keys (fitted at position {})",
+                                   w, w, last),
+                       "kv-cache", false, replay(s)});
+        out.back().fitted = true;
+      }
       s = right;
     }
   }

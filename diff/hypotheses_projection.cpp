@@ -17,6 +17,8 @@
 #include "diff/replay_rows.hpp"
 #include "diff/tap_graph.hpp"
 #include "diff/weight_variants.hpp"
+#include "model/dequantize.hpp"
+#include "model/fused_weights.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/weight_taps.hpp"
 
@@ -145,6 +147,27 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    "batch, not its last)",
                    "buffer", false,
                    [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
+  // ... or another row of the prompt (a stale staging row, an index from another loop): the row
+  // whose logits the last position's are, searched over the prompt's last 64.
+  if (const std::int64_t last = in.prompt_length - 1; name == "output" && last > 1) {
+    const Row y = trace_row(in.observed, name, layer, last);
+    std::int64_t found = -1;
+    double best = 1e-6;
+    for (std::int64_t j = std::max<std::int64_t>(0, last - 64); j < last && !y.empty(); ++j) {
+      const Row r = matvec_row(*W, x(j), n_out, false, B, cap);
+      if (r.size() != y.size()) continue;
+      if (const double e = row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse; e < best)
+        std::tie(best, found) = std::pair{e, j};
+    }
+    if (found >= 0) {
+      out.push_back({fmt::format("the prompt's logits from the hidden state of position {} (fitted: the head read "
+                                 "another row of the batch than its last, a stale row of a staging buffer)",
+                                 found),
+                     "buffer", false,
+                     [=](std::int64_t p) { return matvec_row(*W, x(p == last ? found : p), n_out, false, B, cap); }});
+      out.back().fitted = true;
+    }
+  }
   // ... or shifts each position's logits by one number (their max, or their log-sum-exp, subtracted
   // in place): the shift read off each actual row, which must move every logit alike.
   if (name == "output") {
@@ -363,6 +386,63 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     if (obt && obt->ne == in.model.tensor(bname)->ne)
       out.push_back({fmt::format("x multiplied by {} plus {}: another layer's weight and bias", other, other_bias),
                      "weight-loading", false, with(O, &in.model.weight(other_bias))});
+  }
+  // Any other layer's weight (a closure or pointer bound to the last layer the loader saw, a
+  // layer index from another loop): fitted at the tap's last row, in every step or in decode steps
+  // only (a decode path that binds its own weights).
+  if (const TapInfo* tap = name == "output" ? nullptr : in.observed.find(name, layer); tap && tap->n_rows > 0) {
+    const std::int64_t last = tap->last_position();
+    const Row y = trace_row(in.observed, name, layer, last), right = with(W, B)(last);
+    const auto nmse = [&](const Row& r) {
+      return r.size() == y.size() && !y.empty() ? row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse
+                                                : double(INFINITY);
+    };
+    const double off = nmse(right);  // the last row against the correct one
+    double best = off / 100;
+    int found = -1;
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string other = fmt::format("blk.{}.{}.weight", l, name);
+      const GgufTensorInfo* ot = std::abs(l - layer) > 1 ? in.model.tensor(other) : nullptr;
+      if (!ot || ot->ne != wt->ne) continue;
+      if (const double e = nmse(with(&in.model.weight(other), B)(last)); e < best) std::tie(best, found) = std::pair{e, l};
+    }
+    if (found >= 0) {
+      const std::string other = fmt::format("blk.{}.{}.weight", found, name);
+      const auto from_other = with(&in.model.weight(other), B), own = with(W, B);
+      const std::int64_t prompt = in.prompt_length;
+      const Row prompt_row = trace_row(in.observed, name, layer, prompt - 1);
+      const Row prompt_right = own(prompt - 1);
+      const bool prompt_right_here = last >= prompt && !prompt_row.empty() && prompt_row.size() == prompt_right.size() &&
+                                     row_metrics(prompt_right.data(), prompt_row.data(),
+                                                 std::int64_t(prompt_row.size())).nmse < off / 100;
+      if (prompt_right_here)
+        out.push_back({fmt::format("x multiplied by {} instead of {} in decode steps only (fitted at position {}: the "
+                                   "decode path's weights bound to the wrong layer, the prompt's right)",
+                                   other, wname, last),
+                       "weight-loading", false,
+                       [=](std::int64_t p) { return p >= prompt ? from_other(p) : own(p); }});
+      else
+        out.push_back({fmt::format("x multiplied by {} instead of {} (fitted at position {}: another layer's weight, "
+                                   "a pointer or closure bound to the wrong layer)",
+                                   other, wname, last),
+                       "weight-loading", false, from_other});
+      out.back().fitted = true;
+    }
+  }
+  // phi3's fused gate/up split row by row (gate the even rows, up the odd) instead of in halves.
+  if (const auto part = fused_part(c, wname); part && (name == "ffn_gate" || name == "ffn_up")) {
+    const GgufTensorInfo* fused = in.model.file().find_tensor(part->fused);
+    if (fused && fused->ne.size() == 2 && fused->ne[1] == 2 * std::int64_t(n_out)) {
+      const auto all = dequantize_tensor(*fused);
+      const auto cols = std::size_t(fused->ne[0]);
+      auto alternate = std::make_shared<std::vector<float>>(n_out * cols);
+      for (std::size_t r = 0; r < n_out; ++r)
+        std::copy_n(all.begin() + std::ptrdiff_t((2 * r + (name == "ffn_up" ? 1 : 0)) * cols), cols,
+                    alternate->begin() + std::ptrdiff_t(r * cols));
+      out.push_back({fmt::format("{} split from {} row by row ({} the {} rows) instead of in halves", wname,
+                                 part->fused, name, name == "ffn_up" ? "odd" : "even"),
+                     "weight-loading", false, with(alternate.get(), B, false, alternate)});
+    }
   }
   // A sibling projection's bias added instead (a copy-pasted add): its first n_out elements.
   if (has_bias)

@@ -257,6 +257,9 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  gated(false, [](double x) { return x * sigmoid(-x); })});
   out.push_back({"sigmoid(ffn_gate) * ffn_up: the x of x * sigmoid(x) left out", "activation", false,
                  gated(false, sigmoid)});
+  out.push_back({"ffn_gate * 0.5 * (1 + tanh(ffn_gate)) * ffn_up: the sigmoid written through tanh without halving "
+                 "its argument (sigmoid(x) = 0.5 * (1 + tanh(x / 2)))",
+                 "activation", false, gated(false, [](double x) { return x * 0.5 * (1 + std::tanh(x)); })});
   out.push_back({"relu(ffn_gate) * ffn_up: ReLU instead of SiLU", "activation", false, gated(false, relu)});
   out.push_back({"ffn_gate * ffn_up: no activation", "activation", false, gated(false, identity)});
   out.push_back({fmt::format("{0}(ffn_gate * ffn_up): the activation applied to the product", geglu ? "gelu" : "silu"),

@@ -21,19 +21,21 @@ double sum_squares(const Row& r) {
   return s;
 }
 
-// Σ(x - y)² over rows both hold; infinite where a row of y is missing or where the two differ
-// by a non-finite amount (the same inf or NaN on both sides is no difference).
-double distance(const Rows& x, const Rows& y) {
+// Σ_i weight_i Σ(x_i - y_i)² over rows both hold; infinite where a row of y is missing or where
+// the two differ by a non-finite amount (the same inf or NaN on both sides is no difference).
+double distance(const Rows& x, const Rows& y, const std::vector<double>& weight) {
   double err = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (x[i].size() != y[i].size()) return INFINITY;
+    double row = 0;
     for (std::size_t k = 0; k < x[i].size(); ++k) {
       const float a = x[i][k], b = y[i][k];
       if (a == b || (std::isnan(a) && std::isnan(b))) continue;
       const double d = double(a) - b;
       if (!std::isfinite(d)) return INFINITY;
-      err += d * d;
+      row += d * d;
     }
+    err += weight[i] * row;
   }
   return err;
 }
@@ -68,21 +70,33 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   for (const Candidate& c : candidates) {
     Replayed r{&c, {}, 0};
     for (auto p : positions) r.rows.push_back(c.replay(p));
-    r.err = distance(actual, r.rows);
     replayed.push_back(std::move(r));
   }
-  // The scale the residuals are relative to: the largest of actual, expected and the correct
-  // replay, so that neither a zero actual nor a zero prediction makes every error look small.
-  double scale = 0, a = 0, e = 0, b = 0;
-  for (const Row& r : actual) a += sum_squares(r);
-  for (const Row& r : expected) e += sum_squares(r);
   const Replayed* baseline = nullptr;
   for (const auto& r : replayed)
-    if (r.c->baseline && std::isfinite(r.err)) baseline = &r;
-  if (baseline)
-    for (const Row& r : baseline->rows) b += sum_squares(r);
-  scale = std::max({a, e, b});
-  if (!(scale > 0)) return {};
+    if (r.c->baseline && r.rows.size() == actual.size()) baseline = &r;
+  // Each row's scale: the largest of actual, expected and the correct replay, so that neither a
+  // zero actual nor a zero prediction makes every error look small. Each row weighs by its own
+  // scale, so the residuals are relative row by row: a late position's attention row, spread
+  // thin over many keys, counts as much as position 0's one-hot row. A row zero in all three
+  // takes the largest row's scale.
+  std::vector<double> weight(actual.size(), 0.0), actual_size(actual.size(), 0.0);
+  double largest = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    actual_size[i] = sum_squares(actual[i]);
+    weight[i] = std::max({actual_size[i], i < expected.size() ? sum_squares(expected[i]) : 0.0,
+                          baseline && baseline->rows[i].size() == actual[i].size() ? sum_squares(baseline->rows[i])
+                                                                                      : 0.0});
+    largest = std::max(largest, weight[i]);
+  }
+  if (!(largest > 0)) return {};
+  double scale = 0, a = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    weight[i] = 1 / (weight[i] > 0 ? weight[i] : largest);
+    scale += 1, a += weight[i] * actual_size[i];
+  }
+  for (auto& r : replayed) r.err = distance(actual, r.rows, weight);
+  if (baseline && !std::isfinite(baseline->err)) baseline = nullptr;
 
   Judgement j;
   if (baseline) j.baseline_residual = baseline->err / scale;
@@ -91,7 +105,7 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
   // variants predicting the same values stay apart: they tie, and the report says so.
   std::vector<const Replayed*> judged;
   for (const auto& r : replayed)
-    if (!r.c->baseline && std::isfinite(r.err) && !(baseline && distance(baseline->rows, r.rows) <= noise * scale))
+    if (!r.c->baseline && std::isfinite(r.err) && !(baseline && distance(baseline->rows, r.rows, weight) <= noise * scale))
       judged.push_back(&r);
   std::stable_sort(judged.begin(), judged.end(), [](auto* x, auto* y) { return x->err < y->err; });
   // A variant must explain the actual values themselves, not just their smallness: its error

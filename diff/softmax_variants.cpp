@@ -118,7 +118,7 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
       return whole || sum_only ? e : half(e);
     };
     double sum = 0;
-    for (std::int64_t t = first; t < n_keys; ++t) sum = sum_only ? half(sum + numerator(t)) : sum + numerator(t);
+    for (std::int64_t t = first; t < n_keys; ++t) sum = sum_only ? half(sum + half(numerator(t))) : sum + numerator(t);
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     std::fill(oh, oh + shape.head_dim, 0.0);
     for (std::int64_t t = first; t < n_keys; ++t) {

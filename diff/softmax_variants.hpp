@@ -34,7 +34,7 @@ void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& ou
 // softmax of a half tensor) each score rounded to f16, the probabilities computed from those and
 // rounded to f16; `whole_bf16` the same in bf16; `exponentials` only exp(s - max) kept in f16,
 // summed and divided in f32; `sum_f16` / `sum_bf16` only the denominator accumulated key by key in
-// f16 / bf16 (each partial sum rounded: past a few hundred keys small terms stop counting).
+// f16 / bf16 (each term and partial sum rounded: past a few hundred keys small terms stop counting).
 enum class HalfSoftmax { whole, whole_bf16, exponentials, sum_f16, sum_bf16 };
 void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                             const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,

@@ -2,6 +2,7 @@
 and caps in the wrong place."""
 import shutil
 
+import h5py
 import numpy as np
 import pytest
 
@@ -85,7 +86,10 @@ def test_a_softcap_before_the_scale_is_named(tmp_path):
 
 def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
     """An engine that slides a window of 3 keys over a llama layer (a Mistral code path, a window
-    read from a default): the window is read off the keys left at zero. Was unexplained."""
+    read from a default): the window is read off the keys left at zero. A cache of 3 cells reused
+    as a ring gives the same numbers where its kernel records keys by position (blind round 16, S1:
+    a paged cache sized one page short, called attention-mask): the two tie, and no rerun
+    separates them."""
     bad = tmp_path / "window.h5"
     shutil.copy(llama / "eng.h5", bad)
     write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, window=3))
@@ -93,7 +97,12 @@ def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
     assert code == 1 and r["first_divergence"]["tap"] == "blk.1.attn.probs", r["first_divergence"]
     assert r["first_divergence"]["position"] == 3, r["first_divergence"]
     d = r["diagnosis"]
-    assert d["class"] == "attention-mask" and "a sliding window of 3 keys on a layer that attends" in d["variant"], d
+    assert (d["class"], d["evidence"]) == ("unexplained", "tied"), d
+    ties = [(t["class"], t["variant"]) for t in d["ties"]]
+    assert any(c == "attention-mask" and "a sliding window of 3 keys on a layer that attends" in v for c, v in ties), ties
+    assert any(c == "kv-cache" and "a cache of 3 cells reused as a ring, the probabilities recorded by key" in v
+               for c, v in ties), ties
+    assert d["separating_experiment"].startswith("no rerun separates them"), d["separating_experiment"]
 
 
 def test_a_causal_mask_filled_with_zero_is_named(llama, tmp_path):
@@ -286,6 +295,35 @@ def test_an_online_softmax_sum_not_rescaled_is_named(llama, tmp_path):
             out[p, h] *= np.exp(s - s.max()).sum() / np.exp(s - running).sum()
     write_tap(bad, "attn.out", 0, out.reshape(n, -1))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out", "running sum is not rescaled", "softmax")
+
+
+def test_a_softmax_denominator_summed_in_bf16_over_a_long_prompt_is_named(llama, tmp_path):
+    """A bf16 engine's softmax kernel adding each exp(s - max) into a bf16 sum, key by key: past a
+    few hundred keys small terms stop counting. It shows only at late positions, whose rows are
+    spread thin: each row's residual counts relative to its own size, not pooled with position 0's
+    one-hot row (blind round 15, X18: was unexplained)."""
+    tokens = ",".join(str((7 * i + 1) % 320) for i in range(300))
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", llama / "llama.gguf", "--tokens", tokens, "-n", 1, "--layers", "0",
+                "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    bad = tmp_path / "eng.h5"
+    q = read_tap(bad, "attn_q.rope", 0).astype(np.float64).reshape(-1, 4, 16)
+    k = read_tap(bad, "attn_k.rope", 0).astype(np.float64).reshape(-1, 2, 16)
+    probs = read_tap(bad, "attn.probs", 0)
+    for p in range(probs.shape[0]):
+        for h in range(4):
+            e = np.exp((k[: p + 1, h // 2] @ q[p, h]) / 4.0)
+            e /= e.max()
+            total = np.float64(0)
+            for term in rounded_to("bfloat16", e):
+                total = rounded_to("bfloat16", np.float32(total + term))[()]
+            probs[p, h, : p + 1] = e / total
+    write_tap(bad, "attn.probs", 0, probs)
+    with h5py.File(bad, "r+") as f:
+        f.attrs["precision"] = "bf16"
+    diagnose(tmp_path / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs",
+             "the softmax's denominator accumulated key by key in bf16", "softmax")
 
 
 def test_exponentials_kept_in_f16_in_decode_only_are_named(llama, tmp_path):

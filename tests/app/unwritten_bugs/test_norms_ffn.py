@@ -168,6 +168,17 @@ def test_a_norm_whose_sum_of_squares_overflows_f16_is_named(llama, tmp_path):
              "the sum of squares accumulated in f16: past 65504 it overflows", "normalization", position=0)
 
 
+def test_a_sigmoid_through_tanh_without_half_the_argument_is_named(llama, tmp_path):
+    """SiLU's sigmoid written 0.5 * (1 + tanh(x)), the x / 2 forgotten. Was unexplained (blind
+    round 16, W3)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    gate = read_tap(bad, "ffn_gate", 0).astype(np.float64)
+    write_tap(bad, "ffn.act", 0, gate * 0.5 * (1 + np.tanh(gate)) * read_tap(bad, "ffn_up", 0))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", "the sigmoid written through tanh",
+             "activation")
+
+
 def test_a_silu_read_from_a_float16_table_is_named(llama, tmp_path):
     """SiLU looked up in a table indexed by the gate's f16 bits that holds f16 values, as ggml's
     tables did (nmse about 1e-7). Was unexplained (blind round 11)."""

@@ -102,6 +102,17 @@ def test_position_ids_rounded_to_bf16_are_named(llama, tmp_path):
              "rotated at p rounded to bf16", "rope", position=257)
 
 
+def test_a_position_table_indexed_modulo_its_size_is_fitted(llama, tmp_path):
+    """A cos/sin cache built for 4 positions and indexed p % 4: from position 4 on every row is
+    rotated at p mod 4. Was unexplained (blind round 16, W2)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q = read_tap(bad, "attn_q", 1)
+    write_tap(bad, "attn_q.rope", 1, np.stack([rope_norm(q[p], p % 4) for p in range(q.shape[0])]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn_q.rope", "rotated at p mod 4 (fitted", "rope",
+             position=4)
+
+
 def test_rope_on_v_is_named(llama, tmp_path):
     """A RoPE loop over {k, v} meant for {q, k}: the cached V rotated."""
     bad = tmp_path / "eng.h5"

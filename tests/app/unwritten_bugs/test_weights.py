@@ -109,6 +109,38 @@ def test_another_layers_weight_and_bias_are_named(tmp_path):
              "weight-loading")
 
 
+@pytest.mark.parametrize("decode_only", [False, True])
+def test_the_last_layers_weight_in_every_layer_is_fitted(tmp_path, decode_only):
+    """Every layer's q projection bound to layer 3's weight (a closure over the loop variable, read
+    after the loop), in every step or in the decode path only. Was unexplained (blind round 16, S7)."""
+    model = traced(tmp_path, "llama", "--arch", "llama", "--n-layer", 4, n=3)
+    eng = tmp_path / "eng.h5"
+    W = gguf_tensor(model, "blk.3.attn_q.weight")
+    q = read_tap(eng, "attn_q", 0)
+    wrong = read_tap(eng, "attn_norm", 0) @ W.reshape(q.shape[1], -1).T
+    prompt = len(PROMPT.split(","))
+    if decode_only:
+        q[prompt:] = wrong[prompt:]
+    else:
+        q = wrong
+    write_tap(eng, "attn_q", 0, q)
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q",
+             "blk.3.attn_q.weight instead of blk.0.attn_q.weight" + (" in decode steps only" if decode_only else ""),
+             "weight-loading", position=prompt if decode_only else 0)
+
+
+def test_a_fused_gate_up_split_row_by_row_is_named(tmp_path):
+    """phi3's fused ffn_up ([gate; up]) split taking alternate rows instead of its halves. Was
+    unexplained (blind round 16, P1)."""
+    model = traced(tmp_path, "phi3", "--arch", "phi3", n=2)
+    eng = tmp_path / "eng.h5"
+    fused = gguf_tensor(model, "blk.0.ffn_up.weight")
+    gate = read_tap(eng, "ffn_gate", 0)
+    write_tap(eng, "ffn_gate", 0, read_tap(eng, "ffn_norm", 0) @ fused.reshape(2 * gate.shape[1], -1)[0::2].T)
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.ffn_gate", "split from blk.0.ffn_up.weight row by row",
+             "weight-loading")
+
+
 def test_a_q8_0_scale_indexed_one_block_late_is_named(tmp_path):
     """A Q8_0 decoder multiplying each block by the next block's scale (the last keeps its own)."""
     model = traced(tmp_path, "llama", "--arch", "llama", "--type", "Q8_0", n=2)
