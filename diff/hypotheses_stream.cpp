@@ -409,11 +409,19 @@ void buffer_candidates(const std::string& name, int layer, ReplayInputs& in, std
       return i.name == t.name && i.layer == t.layer;
     });
   };
-  // Nor are the taps computed from this one: a cache read back holds its K row by design.
+  // Nor are the taps computed from this one, or from those: a cache read back holds its K row by
+  // design, and holds q/k's normed row where RoPE ran before the norm (a value passed on, not an
+  // aliased buffer).
+  const int n_layer = in.model.config().n_layer;
   auto consumes_self = [&](const TapInfo& t) {
-    const auto theirs = tap_inputs(t.name, t.layer, in.model.config().n_layer);
-    return std::any_of(theirs.begin(), theirs.end(),
-                       [&](const ResolvedInput& i) { return i.name == name && i.layer == layer; });
+    const auto reads_self = [&](const std::string& tap, int at) {
+      const auto theirs = tap_inputs(tap, at, n_layer);
+      return std::any_of(theirs.begin(), theirs.end(),
+                         [&](const ResolvedInput& i) { return i.name == name && i.layer == layer; });
+    };
+    const auto theirs = tap_inputs(t.name, t.layer, n_layer);
+    return reads_self(t.name, t.layer) ||
+           std::any_of(theirs.begin(), theirs.end(), [&](const ResolvedInput& i) { return reads_self(i.name, i.layer); });
   };
   // A cache slot holding another layer's K (or V) is the cache's layer index, not an aliased buffer.
   auto kv_family = [](const std::string& tap) -> int {

@@ -163,23 +163,31 @@ def test_rope_frequency_factors_in_reverse_order_are_named(tmp_path):
              "rope")
 
 
-def test_a_qk_norm_after_rope_is_named(tmp_path):
-    """qwen3's q norm applied after RoPE instead of before it (the two calls in the wrong order)."""
+@pytest.mark.parametrize("which", ["q", "k"])
+def test_a_qk_norm_after_rope_is_named(tmp_path, which):
+    """qwen3's q (k) norm applied after RoPE instead of before it (the two calls in the wrong
+    order). K's normed row is what the cache then holds: a value passed on, not a buffer holding
+    another tap's data (blind round 16, Q3: tied with that)."""
     model = traced(tmp_path, "qwen3", "--arch", "qwen3", n=2)
     eng = tmp_path / "eng.h5"
-    w = gguf_tensor(model, "blk.0.attn_q_norm.weight")
+    w = gguf_tensor(model, f"blk.0.attn_{which}_norm.weight")
     base = float(gguf_field(model, "qwen3.rope.freq_base"))
     eps = float(gguf_field(model, "qwen3.attention.layer_norm_rms_epsilon"))
     d = w.size
-    q, normed = read_tap(eng, "attn_q", 0), read_tap(eng, "attn_q_norm", 0)
-    n = q.shape[0]
-    heads = q.reshape(n, -1, d).astype(np.float64)
+    x, normed = read_tap(eng, f"attn_{which}", 0), read_tap(eng, f"attn_{which}_norm", 0)
+    n = x.shape[0]
+    heads = x.reshape(n, -1, d).astype(np.float64)
     theta = np.arange(n)[:, None] * base ** (-2 * np.arange(d // 2) / d)  # NEOX: pairs (i, i + d/2)
     c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
     a, b = heads[..., : d // 2], heads[..., d // 2:]
     rotated = np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
-    write_tap(eng, "attn_q_norm", 0, rmsnorm(rotated, w, eps).reshape(normed.shape))
-    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.attn_q_norm", "the norm applied after RoPE", "normalization")
+    final = rmsnorm(rotated, w, eps).reshape(normed.shape)
+    write_tap(eng, f"attn_{which}_norm", 0, final)
+    if which == "k":
+        write_tap(eng, "attn_k.rope", 0, final)
+        write_tap(eng, "kv.k", 0, final)
+    diagnose(tmp_path / "ref.h5", eng, model, f"blk.0.attn_{which}_norm", "the norm applied after RoPE",
+             "normalization")
 
 
 @pytest.mark.parametrize("precision", ["f32", "bf16"])
