@@ -400,11 +400,12 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     const double off = nmse(right);  // the last row against the correct one
     double best = off / 100;
     int found = -1;
-    for (int l = 0; l < c.n_layer; ++l) {
+    for (int l = 0; l < c.n_layer; ++l) {  // each decoded for the search alone: a 7B model's layers do not all stay
       const std::string other = fmt::format("blk.{}.{}.weight", l, name);
       const GgufTensorInfo* ot = std::abs(l - layer) > 1 ? in.model.tensor(other) : nullptr;
       if (!ot || ot->ne != wt->ne) continue;
-      if (const double e = nmse(with(&in.model.weight(other), B)(last)); e < best) std::tie(best, found) = std::pair{e, l};
+      const std::vector<float> decoded = dequantize_tensor(*ot);
+      if (const double e = nmse(with(&decoded, B)(last)); e < best) std::tie(best, found) = std::pair{e, l};
     }
     if (found >= 0) {
       const std::string other = fmt::format("blk.{}.{}.weight", found, name);
