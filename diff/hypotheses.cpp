@@ -127,6 +127,17 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                      const auto wrapped = std::int64_t(std::int16_t(std::uint16_t(tokens[std::size_t(p)])));
                      return wrapped < 0 ? wrapped + std::int64_t(V) : wrapped;
                    })});
+  for (const bool bf16 : {true, false})
+    if (V > (bf16 ? 256u : 2048u))
+      out.push_back({fmt::format("the row of the token id rounded to {} (the ids cast to the model's 16-bit dtype: exact "
+                                 "up to {} only)",
+                                 bf16 ? "bf16" : "f16", bf16 ? 256 : 2048),
+                     "embedding", false, lookup_scaled(W, [tokens, bf16, V](std::int64_t p) -> std::int64_t {
+                       if (p >= std::int64_t(tokens.size())) return -1;
+                       const auto id = float(tokens[std::size_t(p)]);
+                       const auto rounded = std::int64_t(bf16 ? bf16_to_fp32(fp32_to_bf16(id)) : fp16_to_fp32(fp32_to_fp16(id)));
+                       return rounded < std::int64_t(V) ? rounded : -1;
+                     })});
   out.push_back({"the row of the position index instead of the token id", "embedding", false,
                  lookup_scaled(W, [](std::int64_t p) { return p; })});
   out.push_back({"the row of the first token of the prompt at every position", "embedding", false,

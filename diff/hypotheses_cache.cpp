@@ -174,6 +174,14 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
                      for (float& v : r) v = bf16 ? fp16_to_fp32(fp32_to_bf16(v)) : bf16_to_fp32(fp32_to_fp16(v));
                      return r;
                    }});
+    out.push_back({fmt::format("the row's {} bits written into the {} cache (converted to the other 16-bit type, its "
+                               "bits read as this one's)",
+                               bf16 ? "f16" : "bf16", type),
+                   "kv-cache", false, [row = row_of(src, 0), bf16](std::int64_t p) {
+                     Row r = row(p);
+                     for (float& v : r) v = bf16 ? bf16_to_fp32(fp32_to_fp16(v)) : fp16_to_fp32(fp32_to_bf16(v));
+                     return r;
+                   }});
   }
 }
 

@@ -201,6 +201,30 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                      }});
       out.back().fitted = true;
     }
+    // ... or replaces them by their softmax, exp((z - max) / T) / sum: T read off the slope of
+    // log(actual) over the logits where the prompt ends.
+    const Row right = with(W, B)(last), y = trace_row(in.observed, name, layer, last);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    for (std::size_t i = 0; i < y.size() && y.size() == right.size(); ++i)
+      if (y[i] > 1e-30f && std::isfinite(y[i])) {
+        const double z = right[i], l = std::log(double(y[i]));
+        sx += z, sy += l, sxx += z * z, sxy += z * l, n += 1;
+      }
+    if (const double slope = n > 1 ? (sxy - sx * sy / n) / (sxx - sx * sx / n) : 0; slope > 0 && std::isfinite(slope)) {
+      const double T = std::abs(slope - 1) < 1e-3 ? 1.0 : 1 / slope;
+      out.push_back({fmt::format("the logits replaced by their softmax{} (a sampler's softmax computed in place in the "
+                                 "logits buffer before it is recorded)",
+                                 T == 1.0 ? std::string() : fmt::format(" at temperature {:.4g} (fitted)", T)),
+                     "sampling", false, [=](std::int64_t p) {
+                       Row r = with(W, B)(p);
+                       double max = -INFINITY, sum = 0;
+                       for (float v : r) max = std::max(max, double(v));
+                       for (float v : r) sum += std::exp((double(v) - max) / T);
+                       for (float& v : r) v = float(std::exp((double(v) - max) / T) / sum);
+                       return r;
+                     }});
+      out.back().fitted = T != 1.0;
+    }
   }
   // A sampler that edits the logits in place before they are recorded: a temperature, fitted.  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
   if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")

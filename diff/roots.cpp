@@ -152,7 +152,8 @@ public:
           return row.confirmed_suspect();
         });
         const double bar = under ? t.own_error_floor_nmse : t.threshold_nmse;
-        if (lockstep || !d || !d->baseline_residual || *d->baseline_residual <= bar) {
+        if (lockstep || !d || (!d->baseline_residual && !nonfinite_from_finite_inputs(t)) ||
+            (d->baseline_residual && *d->baseline_residual <= bar)) {
           join(linked, t, root_of, i);
           continue;
         }
@@ -300,8 +301,13 @@ private:
                                                                     return split_full_name(tap).first == t.name;
                                                                   });
       // A class named (reproduced or indicated) names the code; "unexplained" only with the same evidence.
+      // Another variant of that class first wrong where the root's tap is right (the prompt, say,
+      // where the root is wrong in decode steps only) is another bug in the same code.
+      const bool other_variant = d && root.diagnosis &&
+                                 without_numbers(d->variant) != without_numbers(root.diagnosis->variant) &&
+                                 first_wrong_where_root_right(root, t);
       if (root.kind == "divergence" && same_op && d && root.diagnosis && root.diagnosis->bug_class == d->bug_class &&
-          (d->bug_class != "unexplained" || root.diagnosis->evidence == d->evidence))
+          (d->bug_class != "unexplained" || root.diagnosis->evidence == d->evidence) && !other_variant)
         return int(k);
     }
     return -1;
@@ -338,9 +344,35 @@ private:
   // Every layer runs the same code: the kind of op a root already holds in another layer,
   // reproduced by the same hypothesis (layer numbers aside), is the same bug again, not an
   // independent one; so is the same tap with the same signature when nothing reproduces it.
+  // NaN/Inf that t's row holds where its inputs' rows hold none beyond the expected's: made here,
+  // not carried (no replay measures it: the correct op from finite inputs is finite).
+  bool nonfinite_from_finite_inputs(const TapComparison& t) const {
+    const auto row = std::find_if(t.rows.begin(), t.rows.end(),
+                                  [](const RowMetrics& r) { return r.nonfinite > r.nonfinite_expected; });
+    if (row == t.rows.end()) return false;
+    for (const auto& in : tap_inputs(t.name, t.layer, n_layer_)) {
+      const auto it = index_.find({in.name, in.layer});
+      if (it == index_.end()) continue;
+      for (const RowMetrics& r : r_.taps[it->second].rows)
+        if (r.position == row->position && r.nonfinite > r.nonfinite_expected) return false;
+    }
+    return true;
+  }
+
+  // t first wrong at a position where the root's tap is right: another code path (the prompt's,
+  // where the root is wrong in decode steps only).
+  static bool first_wrong_where_root_right(const RootFinding& root, const TapComparison& t) {
+    const auto& theirs = root.at.diverged_positions;
+    const auto first = std::find_if(t.rows.begin(), t.rows.end(), [](const RowMetrics& row) { return row.diverged; });
+    return first != t.rows.end() && std::find(theirs.begin(), theirs.end(), first->position) == theirs.end();
+  }
+
   static bool same_bug(const RootFinding& root, const TapComparison& t,
                                        const std::optional<Diagnosis>& d) {
     if (!d || !root.diagnosis || d->bug_class != root.diagnosis->bug_class || d->evidence != root.diagnosis->evidence)
+      return false;
+    if (without_numbers(d->variant) != without_numbers(root.diagnosis->variant) &&
+        first_wrong_where_root_right(root, t))
       return false;
     // One decoder or loader bug, read by every op that reads a weight of that kind.
     if (const std::string decode = weight_decode(d->variant); !decode.empty())

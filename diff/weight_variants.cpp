@@ -61,14 +61,19 @@ std::vector<float> k_quant_min_negated(const GgufTensorInfo& t, std::size_t bloc
   return decode(t, bytes);
 }
 
-// Q4_1 / Q5_1 decoded as (q + m)·d instead of d·q + m: the min added before the scale. Each
-// block starts with its fp16 d and m; its integers are read back off the correct values.
-std::vector<float> min_before_scale(const GgufTensorInfo& t, const std::vector<float>& correct, std::size_t block_bytes) {
+// Q4_1 / Q5_1 decoded another way: value(d, m, q, d_bits, m_bits) for each element, q its
+// integer. Each block starts with its fp16 d and m; the integers are read back off the correct
+// values.
+template <typename Value>
+std::vector<float> d_m_redecoded(const GgufTensorInfo& t, const std::vector<float>& correct, std::size_t block_bytes,
+                                 Value value) {
   std::vector<float> out(correct);
   for (std::size_t b = 0; b * kQK < out.size() && (b + 1) * block_bytes <= t.n_bytes; ++b) {
-    const float d = fp16_to_fp32(u16_at(t.data + b * block_bytes)), m = fp16_to_fp32(u16_at(t.data + b * block_bytes + 2));
+    const std::uint16_t d_bits = u16_at(t.data + b * block_bytes), m_bits = u16_at(t.data + b * block_bytes + 2);
+    const float d = fp16_to_fp32(d_bits), m = fp16_to_fp32(m_bits);
     if (d == 0) continue;
-    for (std::size_t j = b * kQK; j < (b + 1) * kQK; ++j) out[j] = (std::nearbyint((correct[j] - m) / d) + m) * d;
+    for (std::size_t j = b * kQK; j < (b + 1) * kQK; ++j)
+      out[j] = value(d, m, std::nearbyint((correct[j] - m) / d), d_bits, m_bits);
   }
   return out;
 }
@@ -206,11 +211,23 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
       out.push_back({fmt::format("{} blocks decoded with the scale of the block {} (the scale's index off by one)",
                                  ggml_type_name(t.type), shift > 0 ? "after them" : "before them"),
                      "dequantization", false, scales_shifted(t, traits.block_bytes, shift)});
-  if (t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_1)
+  if (t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_1) {
+    const std::size_t block_bytes = t.type == GgmlType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ5_1);
+    const std::string_view type = ggml_type_name(t.type);
     out.push_back({fmt::format("{} blocks decoded as (q + m) * d instead of d * q + m (the min added before the scale)",
-                               ggml_type_name(t.type)),
+                               type),
                    "dequantization", false,
-                   min_before_scale(t, correct, t.type == GgmlType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ5_1))});
+                   d_m_redecoded(t, correct, block_bytes,
+                                 [](float d, float m, float q, std::uint16_t, std::uint16_t) { return (q + m) * d; })});
+    out.push_back({fmt::format("{} blocks decoded with the fp16 min read as bf16", type), "dequantization", false,
+                   d_m_redecoded(t, correct, block_bytes, [](float d, float, float q, std::uint16_t, std::uint16_t m) {
+                     return d * q + bf16_to_fp32(m);
+                   })});
+    out.push_back({fmt::format("{} blocks decoded with the fp16 scale read as bf16", type), "dequantization", false,
+                   d_m_redecoded(t, correct, block_bytes, [](float, float m, float q, std::uint16_t d, std::uint16_t) {
+                     return bf16_to_fp32(d) * q + m;
+                   })});
+  }
   if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q5_K) {
     const std::size_t block_bytes = t.type == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     out.push_back({fmt::format("{} blocks decoded with the min term negated", ggml_type_name(t.type)),

@@ -263,3 +263,17 @@ def test_decode_rows_written_a_slot_early_are_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs", "a slot early in decode", "kv-cache",
              position=prompt)
 
+
+
+def test_f16_bits_written_into_a_bf16_cache_are_named(llama, tmp_path):
+    """A bf16 run whose K append writes k.half() into the bf16 cache: the f16 bits read as bf16.
+    Was unexplained (blind round 17, A10)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    k = read_tap(bad, "attn_k.rope", 0).astype(np.float32)
+    bits = k.astype(np.float16).view(np.uint16).astype(np.uint32) << 16
+    write_tap(bad, "kv.k", 0, bits.view(np.float32).reshape(read_tap(bad, "kv.k", 0).shape))
+    with h5py.File(bad, "r+") as f:
+        f.attrs["precision"] = "bf16"
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "the row's f16 bits written into the bf16 cache",
+             "kv-cache")

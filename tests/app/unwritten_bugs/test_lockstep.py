@@ -101,3 +101,34 @@ def test_a_row_under_the_threshold_is_confirmed_in_lockstep(llama, lockstep, tmp
     code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
     assert code == 1 and [root["tap"] for root in r["roots"]] == ["blk.1.ffn.act"], r["roots"]
 
+
+
+def test_the_same_op_wrong_another_way_from_another_position_is_another_root(llama, lockstep, tmp_path):
+    """Layer 0's decode steps add ffn_down twice; layer 1 never adds it, from position 0: the same
+    op, the same class, two bugs (blind round 17, A13 and A14: one root had held both)."""
+    bad = tmp_path / "ls.h5"
+    shutil.copy(lockstep, bad)
+    prompt = 6
+    stream, down = read_tap(bad, "resid.ffn", 0), read_tap(bad, "ffn_down", 0)
+    stream[prompt:] += down[prompt:]
+    write_tap(bad, "resid.ffn", 0, stream)
+    write_tap(bad, "resid.ffn", 1, read_tap(bad, "resid.attn", 1))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf")
+    roots = [(root["tap"], root["position"], root["class"]) for root in r["roots"]]
+    assert code == 1 and roots == [("blk.0.resid.ffn", prompt, "residual"), ("blk.1.resid.ffn", 0, "residual")], roots
+
+
+def test_nan_made_under_an_earlier_roots_error_is_a_root_of_its_own(llama, tmp_path):
+    """--all on a normal trace: layer 1's gate projection wrong, and its activation, computed from
+    that gate, overflowing to inf at position 2 (an f16 SwiGLU) from finite inputs. No replay
+    measures an inf, so it had joined the root whose error its inputs carry (blind round 17, A03)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    gate = read_tap(bad, "ffn_gate", 1).astype(np.float64) * 1.5
+    write_tap(bad, "ffn_gate", 1, gate)
+    act = gate / (1 + np.exp(-gate)) * read_tap(bad, "ffn_up", 1)
+    act[2, 3] = np.inf
+    write_tap(bad, "ffn.act", 1, act)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    roots = [(root["tap"], root["class"]) for root in r["roots"]]
+    assert code == 1 and roots[0][0] == "blk.1.ffn_gate" and ("blk.1.ffn.act", "non-finite") in roots, roots

@@ -199,6 +199,33 @@ def test_a_sampler_mask_written_into_the_logits_is_named(llama, tmp_path):
     assert not any("do not hold it as decoded" in s for s in d["signatures"]), d["signatures"]
 
 
+def test_logits_replaced_by_a_samplers_softmax_are_named(llama, tmp_path):
+    """A sampler computing softmax(logits / 0.7) in place in the logits buffer before the tap
+    records it. Was unexplained (blind round 17, A11)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    z = read_tap(bad, "output", -1).astype(np.float64) / 0.7
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    write_tap(bad, "output", -1, e / e.sum(axis=1, keepdims=True))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "the logits replaced by their softmax at "
+             "temperature 0.7", "sampling")
+
+
+def test_token_ids_cast_to_bf16_are_named(tmp_path):
+    """Token ids moved to the device in the model's dtype: past 256 bf16 rounds them (1030 reads
+    row 1032). Was found only as rows of other tokens (blind round 17, A09)."""
+    model = tmp_path / "v.gguf"
+    assert run("fixture", "--arch", "llama", "--n-vocab", 2048, "-o", model).returncode == 0
+    for backend, out in (("reference", "ref.h5"), ("host", "eng.h5")):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", "1,70,1030,33", "-n", 1, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    rows = read_tap(tmp_path / "eng.h5", "token_embd", -1)
+    rows[2] = gguf_tensor(model, "token_embd.weight")[1032]
+    write_tap(tmp_path / "eng.h5", "token_embd", -1, rows)
+    diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "token_embd", "the row of the token id rounded to bf16",
+             "embedding", position=2)
+
+
 def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
     """A sampler dividing the logits by its temperature in place, before the tap records them."""
     bad = tmp_path / "eng.h5"

@@ -179,6 +179,16 @@ def test_a_sigmoid_through_tanh_without_half_the_argument_is_named(llama, tmp_pa
              "activation")
 
 
+def test_the_gates_buffer_overwritten_by_up_is_named(llama, tmp_path):
+    """The up GEMV writing into the gate's scratch row: act = silu(up) * up. Was unexplained
+    (blind round 17, A12)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    up = read_tap(bad, "ffn_up", 1).astype(np.float64)
+    write_tap(bad, "ffn.act", 1, up / (1 + np.exp(-up)) * up)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.ffn.act", "silu(ffn_up) * ffn_up", "buffer")
+
+
 def test_a_silu_read_from_a_float16_table_is_named(llama, tmp_path):
     """SiLU looked up in a table indexed by the gate's f16 bits that holds f16 values, as ggml's
     tables did (nmse about 1e-7). Was unexplained (blind round 11)."""

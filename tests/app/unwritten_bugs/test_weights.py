@@ -156,20 +156,22 @@ def test_a_q8_0_scale_indexed_one_block_late_is_named(tmp_path):
     diagnose(tmp_path / "ref.h5", eng, model, "blk.0.ffn_up", "the scale of the block after them", "dequantization")
 
 
-def test_a_q4_1_min_added_before_the_scale_is_named(tmp_path):
-    """A Q4_1 decoder computing (q + m) * d instead of d * q + m. Was unexplained (blind round 15,
-    X07)."""
+@pytest.mark.parametrize("decoded", ["as (q + m) * d", "with the fp16 min read as bf16"])
+def test_a_q4_1_min_decoded_wrong_is_named(tmp_path, decoded):
+    """A Q4_1 decoder computing (q + m) * d instead of d * q + m, or reading the fp16 min through a
+    bf16 view. Were unexplained (blind rounds 15, X07, and 17, A08)."""
     model = traced(tmp_path, "llama", "--arch", "llama", "--type", "Q4_1", n=2)
     eng = tmp_path / "eng.h5"
     from gguf import GGUFReader
     raw = np.asarray(next(t for t in GGUFReader(model).tensors if t.name == "blk.0.ffn_up.weight").data)
     blocks = raw.view(np.uint8).reshape(-1, 20)
     d, m = (blocks[:, k:k + 2].copy().view(np.float16)[:, 0].astype(np.float64) for k in (0, 2))
+    m_bf16 = (blocks[:, 2:4].copy().view(np.uint16)[:, 0].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     q = np.concatenate([blocks[:, 4:] & 15, blocks[:, 4:] >> 4], axis=1).astype(np.float64)
     up = read_tap(eng, "ffn_up", 0)
-    W = ((q + m[:, None]) * d[:, None]).reshape(up.shape[1], -1)
-    write_tap(eng, "ffn_up", 0, read_tap(eng, "ffn_norm", 0) @ W.T)
-    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.ffn_up", "Q4_1 blocks decoded as (q + m) * d", "dequantization")
+    W = ((q + m[:, None]) * d[:, None] if decoded == "as (q + m) * d" else d[:, None] * q + m_bf16[:, None])
+    write_tap(eng, "ffn_up", 0, read_tap(eng, "ffn_norm", 0) @ W.reshape(up.shape[1], -1).T)
+    diagnose(tmp_path / "ref.h5", eng, model, "blk.0.ffn_up", f"Q4_1 blocks decoded {decoded}", "dequantization")
 
 
 def test_an_embedding_row_pointer_off_by_some_elements_is_fitted(llama, tmp_path):
