@@ -323,6 +323,17 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
         out.back().fitted = true;
       }
   }
+  // A split-K product whose second half of the reduction reads the first half's columns (the
+  // panel's weight offset not advanced): W[:, j] for column j + n_in / 2 as well.
+  if (const std::size_t n_in = n_out > 0 ? W->size() / n_out : 0; n_in >= 2 && n_in % 2 == 0) {
+    auto first_half_twice = std::make_shared<std::vector<float>>(*W);
+    for (std::size_t i = 0; i < n_out; ++i)
+      std::copy_n(W->begin() + std::ptrdiff_t(i * n_in), n_in / 2,
+                  first_half_twice->begin() + std::ptrdiff_t(i * n_in + n_in / 2));
+    out.push_back({"W x with the reduction split in two halves, the second multiplied by the first half's columns (a "
+                   "split-K panel's weight offset not advanced)",
+                   "matmul-layout", false, with(first_half_twice.get(), B, false, first_half_twice)});
+  }
   // A loader that stored W transposed gives the same values: weight taps (--weights) tell them
   // apart, and once the run recorded them (and they agreed) the GEMM is left.
   const bool weights_seen = in.actual.find(std::string(kWeightTapPrefix) + wname, -1) ||

@@ -124,6 +124,19 @@ def test_a_middle_layer_that_never_runs_or_is_dropped_is_named(tmp_path, recorde
     diagnose(tmp_path / "ref.h5", tmp_path / "eng.h5", model, "blk.2.attn_norm", words, "layer-loop")
 
 
+def test_a_split_k_product_reading_the_first_halfs_columns_twice_is_named(llama, tmp_path):
+    """ffn_down split over two halves of n_ff, the second half's panel multiplied by the first
+    half's weight columns (its offset not advanced). Was unexplained (blind round 17, A06)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    act = read_tap(bad, "ffn.act", 0).astype(np.float64)
+    W = gguf_tensor(llama / "llama.gguf", "blk.0.ffn_down.weight").reshape(64, -1)
+    half = W.shape[1] // 2
+    write_tap(bad, "ffn_down", 0, act[:, :half] @ W[:, :half].T + act[:, half:] @ W[:, :half].T)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn_down", "the second multiplied by the first half's "
+             "columns", "matmul-layout")
+
+
 def test_a_gemm_wrong_from_one_batch_row_on_points_at_its_tiling(llama, tmp_path):
     """The batched GEMM's rows 4 and up of the prompt wrong (a tile edge), decode steps right."""
     bad = tmp_path / "eng.h5"
