@@ -44,8 +44,9 @@ std::map<std::int64_t, std::int32_t> rows_of_other_tokens(ReplayInputs& in, cons
     if (own < V && distance(r, own) < 1e-4) continue;
     if (found.size() == 16) return {};
     std::size_t best = V;
+    double nearest = 1e-4;
     for (std::size_t t = 0; t < V; ++t)
-      if (t != own && distance(r, t) < 1e-4 && (best == V || distance(r, t) < distance(r, best))) best = t;
+      if (const double d = t != own ? distance(r, t) : HUGE_VAL; d < nearest) std::tie(nearest, best) = std::pair{d, t};
     if (best == V) return {};
     found[p] = std::int32_t(best);
   }

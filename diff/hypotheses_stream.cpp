@@ -269,18 +269,14 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  }});
   out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
                  gated(false, silu, false)});
-  out.push_back({"silu(ffn_up) * ffn_up: the gate's buffer overwritten by the up projection (both written to one "
-                 "scratch row)",
-                 "buffer", false, [&in, layer](std::int64_t p) {
-                   const Row u = trace_row(in.actual, "ffn_up", layer, p);
-                   return elementwise(u, u, [](double a, double b) { return ref::silu(a) * b; });
-                 }});
-  out.push_back({"silu(ffn_gate) * ffn_gate: the up projection's buffer overwritten by the gate (both written to one "
-                 "scratch row)",
-                 "buffer", false, [&in, layer](std::int64_t p) {
-                   const Row g = trace_row(in.actual, "ffn_gate", layer, p);
-                   return elementwise(g, g, [](double a, double b) { return ref::silu(a) * b; });
-                 }});
+  // Both projections written to one scratch row: the later one's values read as both operands.
+  for (const auto& [kept, lost] : {std::pair{"ffn_up", "gate"}, std::pair{"ffn_gate", "up projection"}})
+    out.push_back({fmt::format("silu({0}) * {0}: the {1}'s buffer overwritten by {0} (both written to one scratch row)",
+                               kept, lost),
+                   "buffer", false, [&in, layer, tap = std::string(kept)](std::int64_t p) {
+                     const Row v = trace_row(in.actual, tap, layer, p);
+                     return elementwise(v, v, [](double a, double b) { return ref::silu(a) * b; });
+                   }});
   // A SwiGLU limit (gpt-oss's swiglu_limit) where the model has none: c fitted at the first row
   // it changes.
   if (const TapInfo* act = geglu ? nullptr : in.observed.find("ffn.act", layer))

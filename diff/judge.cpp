@@ -90,10 +90,11 @@ Judgement judge(const std::vector<Candidate>& candidates, const std::vector<std:
     largest = std::max(largest, weight[i]);
   }
   if (!(largest > 0)) return {};
-  double scale = 0, a = 0;
+  const auto scale = double(actual.size());  // every row weighs 1
+  double a = 0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
     weight[i] = 1 / (weight[i] > 0 ? weight[i] : largest);
-    scale += 1, a += weight[i] * actual_size[i];
+    a += weight[i] * actual_size[i];
   }
   for (auto& r : replayed) r.err = distance(actual, r.rows, weight);
   if (baseline && !std::isfinite(baseline->err)) baseline = nullptr;

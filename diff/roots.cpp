@@ -301,13 +301,9 @@ private:
                                                                     return split_full_name(tap).first == t.name;
                                                                   });
       // A class named (reproduced or indicated) names the code; "unexplained" only with the same evidence.
-      // Another variant of that class first wrong where the root's tap is right (the prompt, say,
-      // where the root is wrong in decode steps only) is another bug in the same code.
-      const bool other_variant = d && root.diagnosis &&
-                                 without_numbers(d->variant) != without_numbers(root.diagnosis->variant) &&
-                                 first_wrong_where_root_right(root, t);
       if (root.kind == "divergence" && same_op && d && root.diagnosis && root.diagnosis->bug_class == d->bug_class &&
-          (d->bug_class != "unexplained" || root.diagnosis->evidence == d->evidence) && !other_variant)
+          (d->bug_class != "unexplained" || root.diagnosis->evidence == d->evidence) &&
+          !other_variant_elsewhere(root, t, d))
         return int(k);
     }
     return -1;
@@ -341,9 +337,6 @@ private:
     return -1;
   }
 
-  // Every layer runs the same code: the kind of op a root already holds in another layer,
-  // reproduced by the same hypothesis (layer numbers aside), is the same bug again, not an
-  // independent one; so is the same tap with the same signature when nothing reproduces it.
   // NaN/Inf that t's row holds where its inputs' rows hold none beyond the expected's: made here,
   // not carried (no replay measures it: the correct op from finite inputs is finite).
   bool nonfinite_from_finite_inputs(const TapComparison& t) const {
@@ -359,21 +352,25 @@ private:
     return true;
   }
 
-  // t first wrong at a position where the root's tap is right: another code path (the prompt's,
-  // where the root is wrong in decode steps only).
-  static bool first_wrong_where_root_right(const RootFinding& root, const TapComparison& t) {
+  // Another variant of the root's class, first wrong at a position where the root's tap is right
+  // (the prompt, where the root is wrong in decode steps only): another bug in the same code.
+  static bool other_variant_elsewhere(const RootFinding& root, const TapComparison& t,
+                                      const std::optional<Diagnosis>& d) {
+    if (!d || !root.diagnosis || without_numbers(d->variant) == without_numbers(root.diagnosis->variant)) return false;
     const auto& theirs = root.at.diverged_positions;
     const auto first = std::find_if(t.rows.begin(), t.rows.end(), [](const RowMetrics& row) { return row.diverged; });
     return first != t.rows.end() && std::find(theirs.begin(), theirs.end(), first->position) == theirs.end();
   }
 
+
+  // Every layer runs the same code: the kind of op a root already holds in another layer,
+  // reproduced by the same hypothesis (layer numbers aside), is the same bug again, not an
+  // independent one; so is the same tap with the same signature when nothing reproduces it.
   static bool same_bug(const RootFinding& root, const TapComparison& t,
                                        const std::optional<Diagnosis>& d) {
     if (!d || !root.diagnosis || d->bug_class != root.diagnosis->bug_class || d->evidence != root.diagnosis->evidence)
       return false;
-    if (without_numbers(d->variant) != without_numbers(root.diagnosis->variant) &&
-        first_wrong_where_root_right(root, t))
-      return false;
+    if (other_variant_elsewhere(root, t, d)) return false;
     // One decoder or loader bug, read by every op that reads a weight of that kind.
     if (const std::string decode = weight_decode(d->variant); !decode.empty())
       return decode == weight_decode(root.diagnosis->variant);

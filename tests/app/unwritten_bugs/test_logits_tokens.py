@@ -185,17 +185,17 @@ def test_logits_normalized_in_place_by_a_sampler_are_named(llama, tmp_path):
              "subtracted", "sampling")
 
 
-def test_a_sampler_mask_written_into_the_logits_is_named(llama, tmp_path):
+def test_a_sampler_mask_written_into_the_logits_is_named(tmp_path):
     """A sampler banning token 7 until a minimum length (an end-of-sequence ban) by writing -inf
     into the buffer the head wrote, before the tap records it: every other logit is right. Was
-    called non-finite (blind round 15, X17)."""
+    called non-finite, with the tied Q8_0 table's decoder as a suspect (blind round 15, X17)."""
+    model = traced(tmp_path, "q8", "--arch", "llama", "--type", "Q8_0", "--tied", n=3)
     bad = tmp_path / "eng.h5"
-    shutil.copy(llama / "eng.h5", bad)
     logits = read_tap(bad, "output", -1)
     logits[1:, 7] = -np.inf
     write_tap(bad, "output", -1, logits)
-    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "the correct logits with token 7 set to -inf "
-                 "at position", "sampling", evidence="indicated")
+    d = diagnose(tmp_path / "ref.h5", bad, model, "output", "the correct logits with token 7 set to -inf at position",
+                 "sampling", evidence="indicated")
     assert not any("do not hold it as decoded" in s for s in d["signatures"]), d["signatures"]
 
 
