@@ -36,7 +36,7 @@ void add_report_options(CLI::App& cmd, ReportOutput& out) {
   cmd.add_option("--format", out.format, "Report on stdout: text, md, json, junit, html")
       ->check(CLI::IsMember({"text", "md", "markdown", "json", "junit", "html"}))
       ->capture_default_str();
-  cmd.add_option("--report", out.files,
+  cmd.add_option("-o,--report", out.files,
                  "Also write a report file; the extension picks the format (.html .md .json .xml .txt); repeatable");
   cmd.add_flag("--all-taps", out.all_taps,
                "List every tap with the smallest NMSE threshold it would have passed (for tuning profiles)");

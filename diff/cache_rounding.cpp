@@ -62,10 +62,7 @@ void round_iq4_nl_block(float* x) {
 // quantizers step for step).
 void round_to(const std::string& type, std::vector<double>& values, std::size_t width) {
   if (type == "f16" || type == "bf16") {
-    for (double& x : values) {
-      const auto f = static_cast<float>(x);
-      x = type == "f16" ? fp16_to_fp32(fp32_to_fp16(f)) : bf16_to_fp32(fp32_to_bf16(f));
-    }
+    for (double& x : values) x = rounded_16bit(static_cast<float>(x), type == "bf16");
     return;
   }
   if (width == 0 || width % kBlock != 0) return;  // no cache llama.cpp would make

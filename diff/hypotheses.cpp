@@ -136,7 +136,7 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
                      "embedding", false, lookup_scaled(W, [tokens, bf16, V](std::int64_t p) -> std::int64_t {
                        if (p >= std::int64_t(tokens.size())) return -1;
                        const auto id = float(tokens[std::size_t(p)]);
-                       const auto rounded = std::int64_t(bf16 ? bf16_to_fp32(fp32_to_bf16(id)) : fp16_to_fp32(fp32_to_fp16(id)));
+                       const auto rounded = std::int64_t(rounded_16bit(id, bf16));
                        return rounded < std::int64_t(V) ? rounded : -1;
                      })});
   out.push_back({"the row of the position index instead of the token id", "embedding", false,
@@ -657,8 +657,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                                    "step by 2 and more)",
                                    bf16 ? "bf16" : "f16", bf16 ? 256 : 2048),
                        "rope", false, rotate([bf16](std::int64_t p) {
-                         const auto v = float(p);
-                         return std::int64_t(bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v)));
+                         return std::int64_t(rounded_16bit(float(p), bf16));
                        }, base, right)});
   out.push_back({"rotated at 2p: RoPE applied twice", "rope", false,
                  rotate([](std::int64_t p) { return 2 * p; }, base, right)});
@@ -742,7 +741,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   if (const auto fitted = factors ? std::nullopt : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
       fitted && std::abs(*fitted / double(base) - 1) > 1e-5) {
     // A base stored or computed in 16 bits (1e6 is 999424 in bf16) is named so.
-    const double in_bf16 = bf16_to_fp32(fp32_to_bf16(base)), in_f16 = fp16_to_fp32(fp32_to_fp16(base));
+    const double in_bf16 = rounded_16bit(float(base), true), in_f16 = rounded_16bit(float(base), false);
     const auto near = [&](double v) { return v != double(base) && std::abs(*fitted / v - 1) < 1e-4; };
     const std::string why = near(in_bf16) ? fmt::format(": the base rounded to bf16 ({:g})", in_bf16)
                             : near(in_f16) ? fmt::format(": the base rounded to f16 ({:g})", in_f16)
@@ -759,7 +758,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     auto per_pair = std::make_shared<std::vector<float>>(std::size_t(c.n_rot / 2));
     for (int i = 0; i < c.n_rot / 2; ++i) {
       const float inv = float(std::pow(double(base), -2.0 * i / c.n_rot));
-      const float rounded = bf16 ? bf16_to_fp32(fp32_to_bf16(inv)) : fp16_to_fp32(fp32_to_fp16(inv));
+      const float rounded = rounded_16bit(inv, bf16);
       (*per_pair)[std::size_t(i)] = (factors ? (*factors)[std::size_t(i)] : 1.0f) * float(double(inv) / rounded);
     }
     out.push_back({fmt::format("the inverse frequencies base^(-2i/n_rot) rounded to {} (the frequency table cast to "

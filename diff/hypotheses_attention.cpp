@@ -349,6 +349,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     out.push_back({"the window measured from query position 0 in decode steps: the positions the kernel reads left "
                    "stale from the prefill (not refreshed per step)",
                    "attention-mask", false, replay(s)});
+    s = right;
     for (std::int64_t w : {right.window - 1, right.window + 1}) {
       if (w < 1) continue;
       s.window = w;
@@ -515,22 +516,34 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   };
   scaled("scores scaled by 1/d instead of 1/sqrt(d)", 1.0f / float(c.head_dim));
   scaled("scores not scaled", 1.0f);
-  // The scale built from another dimension of the model.
-  // (kv_dim / n_head: the head width taken from the K cache's row over the query heads.)
+  // The scale built from another dimension of the model; dimensions equal in this model are
+  // named together, as no trace tells them apart.
+  // (n_embd / n_head: the head width a config without head_dim defaults to; kv_dim / n_head: the
+  // head width taken from the K cache's row over the query heads.)
   const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd},
                                               {"n_head", c.n_head},
                                               {"kv_dim", c.kv_dim()},
                                               {"n_rot", c.n_rot},
+                                              {"n_embd / n_head", c.n_embd / c.n_head},
                                               {"kv_dim / n_head", c.kv_dim() / c.n_head}};
-  for (const auto& [what, n] : dims)
-    if (n > 0 && n != c.head_dim)
-      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", what, n),
+  const auto names_of = [&](int n) {
+    std::string names;
+    for (const auto& [what, m] : dims)
+      if (m == n) names += (names.empty() ? "" : " or ") + std::string(what);
+    return names;
+  };
+  for (std::size_t i = 0; i < std::size(dims); ++i) {
+    const int n = dims[i].second;
+    const bool named_before = std::any_of(dims, dims + i, [n](const auto& d) { return d.second == n; });
+    if (n > 0 && n != c.head_dim && !named_before)
+      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", names_of(n), n),
              1.0f / std::sqrt(float(n)));
+  }
   const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
   const auto dim_text = [&](float scale) {
     for (const auto& [what, n] : dims)
       if (n > 0 && n != c.head_dim && near(scale, 1 / std::sqrt(double(n))))
-        return fmt::format(" = 1/sqrt({}) = 1/sqrt({})", what, n);
+        return fmt::format(" = 1/sqrt({}) = 1/sqrt({})", names_of(n), n);
     return std::string();
   };
   // A factor nobody listed (a softmax by exp2 whose scores miss log2 e, a temperature): its ratio

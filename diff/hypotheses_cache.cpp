@@ -89,7 +89,7 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
       self && self->n_rows > 1 && (type == "f32" || type == "f16" || type == "bf16")) {
     auto stored = [type](Row r) {
       for (float& v : r)
-        v = type == "f16" ? fp16_to_fp32(fp32_to_fp16(v)) : type == "bf16" ? bf16_to_fp32(fp32_to_bf16(v)) : v;
+        v = type == "f32" ? v : rounded_16bit(v, type == "bf16");
       return r;
     };
     const std::int64_t n = std::min<std::int64_t>(self->last_position() + 1, 1024);
@@ -153,7 +153,7 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
       out.push_back({fmt::format("the row rounded to {} before it is cached (a 16-bit cache in an f32 run)", to),
                      "kv-cache", false, [row = row_of(src, 0), bf16](std::int64_t p) {
                        Row r = row(p);
-                       for (float& v : r) v = bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v));
+                       for (float& v : r) v = rounded_16bit(v, bf16);
                        return r;
                      }});
     }

@@ -433,15 +433,32 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                                                 : double(INFINITY);
     };
     const double off = nmse(right);  // the last row against the correct one
-    double best = off / 100;
+    // Each layer screened on a few of its rows, decoded from the file alone (a 7B model's 32 copies
+    // of a projection are not all decoded for one search); the closest one then checked whole.
+    const Row xl = x(last);
+    const std::size_t n_in = xl.size(), step = std::max<std::size_t>(1, n_out / 16);
+    const auto screened = [&](const GgufTensorInfo& t) {
+      std::vector<float> w(n_in);
+      Row got, want;
+      for (std::size_t r = 0; r < n_out; r += step) {
+        dequantize_row(t.type, t.data + r * (t.n_bytes / n_out), w.data(), std::int64_t(n_in));
+        double sum = B ? double((*B)[r]) : 0.0;
+        for (std::size_t j = 0; j < n_in; ++j) sum += double(w[j]) * double(xl[j]);
+        got.push_back(float(sum));
+        want.push_back(y[r]);
+      }
+      return got.empty() ? double(INFINITY) : row_metrics(got.data(), want.data(), std::int64_t(got.size())).nmse;
+    };
+    double closest = off / 100;
     int found = -1;
-    for (int l = 0; l < c.n_layer; ++l) {  // each decoded for the search alone: a 7B model's layers do not all stay
-      const std::string other = fmt::format("blk.{}.{}.weight", l, name);
-      const GgufTensorInfo* ot = std::abs(l - layer) > 1 ? in.model.tensor(other) : nullptr;
-      if (!ot || ot->ne != wt->ne) continue;
-      const std::vector<float> decoded = dequantize_tensor(*ot);
-      if (const double e = nmse(with(&decoded, B)(last)); e < best) std::tie(best, found) = std::pair{e, l};
+    for (int l = 0; l < c.n_layer; ++l) {
+      const GgufTensorInfo* ot = std::abs(l - layer) > 1 ? in.model.tensor(fmt::format("blk.{}.{}.weight", l, name)) : nullptr;
+      if (!ot || ot->ne != wt->ne || wt->ne.size() != 2 || xl.size() != std::size_t(wt->ne[0]) || y.size() != n_out)
+        continue;
+      if (const double e = screened(*ot); e < closest) std::tie(closest, found) = std::pair{e, l};
     }
+    if (found >= 0 && !(nmse(with(&in.model.weight(fmt::format("blk.{}.{}.weight", found, name)), B)(last)) < off / 100))
+      found = -1;
     if (found >= 0) {
       const std::string other = fmt::format("blk.{}.{}.weight", found, name);
       const auto from_other = with(&in.model.weight(other), B), own = with(W, B);

@@ -319,16 +319,13 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
   const auto baseline = std::find_if(out.begin(), out.end(), [](const Candidate& c) { return c.baseline; });
   if (baseline == out.end() || name == "attn.probs.summary") return;
   const auto correct = baseline->replay;
-  const auto round = [](bool bf16, float v) {
-    return bf16 ? bf16_to_fp32(fp32_to_bf16(v)) : fp16_to_fp32(fp32_to_fp16(v));
-  };
   // A trace holding 16-bit values in every other tap is its producer's precision mislabelled (a
   // signature says so), not one buffer of the wrong type.
   const auto whole_trace_in = [&](bool bf16) {
     for (const TapInfo& t : in.observed.taps()) {
       if (is_weight_tap(t.name) || (t.name == name && t.layer == layer) || t.n_rows == 0) continue;
       for (float v : trace_row(in.observed, t.name, t.layer, t.first_position()))
-        if (std::isfinite(v) && round(bf16, v) != v) return false;
+        if (std::isfinite(v) && rounded_16bit(v, bf16) != v) return false;
     }
     return true;
   };
@@ -338,9 +335,9 @@ void storage_candidates(const std::string& name, int layer, ReplayInputs& in, st
       if (!whole_trace_in(bf16))
         stored.push_back({fmt::format("the values rounded to {}: the output kept in a 16-bit buffer in an f32 run",
                                       bf16 ? "bf16" : "f16"),
-                          "buffer", false, [correct, bf16, round](std::int64_t p) {
+                          "buffer", false, [correct, bf16](std::int64_t p) {
                             Row r = correct(p);
-                            for (float& v : r) v = round(bf16, v);
+                            for (float& v : r) v = rounded_16bit(v, bf16);
                             return r;
                           }});
   if (in.cache.type == "f32" && name != "kv.k" && name != "kv.v" && !whole_trace_in(true))

@@ -100,9 +100,7 @@ void half_precision_softmax(std::vector<double>& probs, std::vector<double>& out
   const bool whole = rounded == HalfSoftmax::whole || rounded == HalfSoftmax::whole_bf16;
   const bool bf16 = rounded == HalfSoftmax::whole_bf16 || rounded == HalfSoftmax::sum_bf16;
   const int kv_dim = shape.n_head_kv * shape.head_dim;
-  const auto half = [bf16](double x) {
-    return double(bf16 ? bf16_to_fp32(fp32_to_bf16(float(x))) : fp16_to_fp32(fp32_to_fp16(float(x))));
-  };
+  const auto half = [bf16](double x) { return double(rounded_16bit(float(x), bf16)); };
   std::vector<double> scores(std::size_t(std::max<std::int64_t>(n_keys, 0)));
   for (int h = 0; h < shape.n_head; ++h) {
     const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);

@@ -64,4 +64,9 @@ inline std::uint16_t fp32_to_bf16(float f) {
   return std::uint16_t((u + rounding) >> 16);
 }
 
+// f as a bf16 (or else an f16) value stores it.
+inline float rounded_16bit(float f, bool bf16) {
+  return bf16 ? bf16_to_fp32(fp32_to_bf16(f)) : fp16_to_fp32(fp32_to_fp16(f));
+}
+
 }  // namespace tapdiff

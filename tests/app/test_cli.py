@@ -226,7 +226,7 @@ def test_diff_with_a_fault_exits_1_and_writes_every_report(qwen, tmp_path):
     run("run", "--backend", "host", "-m", model, "--tokens", PROMPT, "-n", 4, "--inject", "bias-dropped",
         "-o", trace, check_code=0)
     reports = [tmp_path / f"r.{ext}" for ext in ("html", "md", "json", "xml", "txt")]
-    args = [a for r in reports for a in ("--report", r)]
+    args = [a for r in reports for a in ("-o" if r.suffix == ".txt" else "--report", r)]  # -o: run's spelling
     p = run("diff", ref, trace, "--format", "json", *args, check_code=1)
     j = json.loads(p.stdout)
     assert j["verdict"] == "diverged"

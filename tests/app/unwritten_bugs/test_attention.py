@@ -70,6 +70,20 @@ def test_a_quiet_softmax_is_named(llama, tmp_path):
     assert r["diagnosis"]["class"] == "softmax" and "quiet" in r["diagnosis"]["variant"], r["diagnosis"]
 
 
+def test_a_window_one_key_wider_is_named_in_decode_steps_too(tmp_path):
+    """gemma2's sliding layer admitting q - k <= window (5 keys) for < window (4), in the prompt and
+    in decode steps. The named variant reproduced the prompt's rows only (it measured decode
+    steps' windows from position 0), so a fitted mask won and listed it as a false lead (blind
+    round 18)."""
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", n=4)
+    bad = tmp_path / "eng.h5"
+    capped = lambda x, d: np.tanh(x / np.sqrt(d))
+    assert np.allclose(replayed_probs(bad, 0, scores=capped, window=4), read_tap(bad, "attn.probs", 0), atol=1e-5)
+    write_tap(bad, "attn.probs", 0, replayed_probs(bad, 0, scores=capped, window=5))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn.probs", "a window of 5 keys instead of 4",
+             "attention-mask", position=4)
+
+
 def test_a_softcap_before_the_scale_is_named(tmp_path):
     """gemma2's scores capped as c·tanh(q·k / c) and scaled after, where the model scales first.
     Was unexplained."""
@@ -406,3 +420,14 @@ def test_a_scale_from_the_caches_row_width_over_the_query_heads_is_named(llama, 
     write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, scores=lambda dots, d: dots / np.sqrt(8)))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs",
              "scores scaled by 1/sqrt(kv_dim / n_head) = 1/sqrt(8)", "attention-scale")
+
+
+def test_a_scale_from_the_default_head_width_names_every_equal_dimension(tmp_path):
+    """head_dim taken as n_embd / n_head, a config's default, where the model sets key_length
+    (blind round 18: qwen3 scaled by 1/sqrt(64) for 1/sqrt(128)). Here head_dim 32 makes
+    kv_dim / n_head 16 too: the trace cannot tell the two apart, so both are named."""
+    model = traced(tmp_path, "wide", "--arch", "llama", "--type", "F32", "--head-dim", 32)
+    bad = tmp_path / "eng.h5"
+    write_tap(bad, "attn.probs", 1, replayed_probs(bad, 1, scores=lambda dots, d: dots / np.sqrt(16)))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs",
+             "scores scaled by 1/sqrt(n_embd / n_head or kv_dim / n_head) = 1/sqrt(16)", "attention-scale")
