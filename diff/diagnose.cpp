@@ -327,7 +327,10 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       const Judged& best = j.reproducing.front();
       d.variant = best.candidate->variant;
       if (find_tap(r, best.candidate->takes)) d.copied_from = best.candidate->takes;
-      d.carried_from = best.candidate->carries;
+      // Computed right from what a carrier tap holds, within the tie: that tap's error, whichever
+      // variant heads the tie (a cache written wrong reads as its own error carried).
+      for (const Judged& tie : j.reproducing)
+        if (d.carried_from.empty()) d.carried_from = tie.candidate->carries;
       d.residual = best.residual;
       d.bug_class = best.candidate->bug_class;
       d.evidence = Evidence::reproduced;

@@ -159,15 +159,22 @@ public:
         }
       }
       if (!d) d = diagnosis(at, lockstep);
-      // Values copied from a tap that carries a root's error: that root's error, moved.
+      // Values copied from a root's own tap, or from a tap carrying the error of a root that is a
+      // copy itself (one aliased buffer seen from several sides): that root's error, moved. Not
+      // a copy of a tap that only carries another kind of root's error (a norm skipped copies its
+      // input, whatever that carries), nor one that goes wrong before its source does (a residual
+      // add dropped at position 0 copies ffn_down's row there, right).
       if (d && !d->copied_from.empty() && !lockstep)
-        if (auto src = index_.find(split_full_name(d->copied_from)); src != index_.end() && root_of[src->second] >= 0) {
+        if (auto src = index_.find(split_full_name(d->copied_from));
+            src != index_.end() && root_of[src->second] >= 0 &&
+            (r_.taps[src->second].diverged() || copies(r_.roots[std::size_t(root_of[src->second])])) &&
+            carries_at(r_.taps[src->second], at.position)) {
           join(root_of[src->second], t, root_of, i);
           continue;
         }
       // Computed right from a tap that carries a root's own error (the cache as read back): that
       // root's, in lockstep too (the cache keeps what the run stored in it).
-      if (const int carrier = carrier_root(d, root_of); carrier >= 0) {
+      if (const int carrier = carrier_root(d, root_of, at.position); carrier >= 0) {
         join(carrier, t, root_of, i);
         continue;
       }
@@ -309,12 +316,30 @@ private:
     return -1;
   }
 
-  int carrier_root(const std::optional<Diagnosis>& d, const std::vector<int>& root_of) const {
+  static bool copies(const RootFinding& root) { return root.diagnosis && !root.diagnosis->copied_from.empty(); }
+
+  // Whether t's row at p is over its tolerance: wrong there, its own error or carried.
+  static bool carries_at(const TapComparison& t, std::int64_t p) {
+    return std::any_of(t.rows.begin(), t.rows.end(),
+                       [&](const RowMetrics& row) { return row.position == p && over_tolerance(t, row); });
+  }
+
+  // The root of a tap whose error t's op carries (the cache t's attention reads), wrong at p or
+  // before; one that diverged itself first, over one that only carries an earlier root's error.
+  int carrier_root(const std::optional<Diagnosis>& d, const std::vector<int>& root_of, std::int64_t p) const {
     if (!d) return -1;
-    for (const std::string& tap : d->carried_from)
-      if (auto src = index_.find(split_full_name(tap)); src != index_.end() && root_of[src->second] >= 0)
-        return root_of[src->second];
-    return -1;
+    int carrier = -1;
+    for (const std::string& tap : d->carried_from) {
+      const auto src = index_.find(split_full_name(tap));
+      if (src == index_.end() || root_of[src->second] < 0) continue;
+      const TapComparison& c = r_.taps[src->second];
+      if (std::none_of(c.rows.begin(), c.rows.end(),
+                       [&](const RowMetrics& row) { return row.position <= p && over_tolerance(c, row); }))
+        continue;
+      if (c.diverged()) return root_of[src->second];
+      if (carrier < 0) carrier = root_of[src->second];
+    }
+    return carrier;
   }
 
   int sibling_root(const TapComparison& t, const std::optional<Diagnosis>& d) const {

@@ -180,12 +180,13 @@ std::string html_roots(const diff::DiffResult& r) {
 
 std::string html_findings(const diff::DiffResult& r) {
   if (r.findings.empty()) return "";
+  const std::vector<diff::StructuralFinding> findings = findings_to_read(r);
   std::string out = fmt::format(
       "<section class=\"card\" id=\"findings\">\n<h2>Structural findings "
       "<span class=\"count\">{}</span></h2>\n",
-      r.findings.size());
+      findings.size());
   out += "<table><thead><tr><th>kind</th><th>tap</th><th>detail</th></tr></thead><tbody>\n";
-  for (const auto& f : r.findings)
+  for (const auto& f : findings)
     out += fmt::format(
         "<tr><td><span class=\"kind\">{}</span></td><td><code>{}</code></td>"
         "<td>{}</td></tr>\n",

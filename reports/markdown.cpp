@@ -129,8 +129,9 @@ void write_roots(std::string& out, const diff::DiffResult& r) {
 
 void write_findings(std::string& out, const diff::DiffResult& r) {
   if (r.findings.empty()) return;
-  out += fmt::format("**Structural findings ({})**\n\n", r.findings.size());
-  for (const auto& f : r.findings)
+  const std::vector<diff::StructuralFinding> findings = findings_to_read(r);
+  out += fmt::format("**Structural findings ({})**\n\n", findings.size());
+  for (const auto& f : findings)
     out += fmt::format("- {}{}: {}\n", md_code(f.kind), f.tap.empty() ? "" : " " + md_code(f.tap),
                        md_escape(f.detail));
   out += "\n";

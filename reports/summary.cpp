@@ -232,37 +232,81 @@ std::string root_positions(const diff::RootFinding& root) {
   return fmt::format("{}", at.position);
 }
 
-std::string root_explained(const diff::RootFinding& root) {
-  // Taps by short name, in order of first appearance, each with the layers it appears in.
+namespace {
+
+// "blk.3.ffn_gate" -> ("ffn_gate", 3); a global name -> (name, -1).
+std::pair<std::string, int> short_name(const std::string& tap) {
+  if (tap.rfind("blk.", 0) == 0 && tap.find('.', 4) != std::string::npos)
+    return {tap.substr(tap.find('.', 4) + 1), std::atoi(tap.c_str() + 4)};
+  return {tap, -1};
+}
+
+// "0-3,7"
+std::string layer_ranges(const std::vector<int>& layers) {
+  std::string ranges;
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    ranges += (ranges.empty() ? "" : ",") + (j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]));
+    i = j + 1;
+  }
+  return ranges;
+}
+
+// Taps by short name, in order of first appearance, each with the layers it appears in.
+std::vector<std::pair<std::string, std::vector<int>>> by_short_name(const std::vector<std::string>& taps) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (const auto& tap : root.explained) {
-    std::string name = tap;
-    int layer = -1;
-    if (tap.rfind("blk.", 0) == 0 && tap.find('.', 4) != std::string::npos) {
-      const std::size_t dot = tap.find('.', 4);
-      name = tap.substr(dot + 1);
-      layer = std::atoi(tap.c_str() + 4);
-    }
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == name; });
+  for (const auto& tap : taps) {
+    auto [name, layer] = short_name(tap);
+    auto it = std::find_if(groups.begin(), groups.end(), [&, n = name](const auto& g) { return g.first == n; });
     if (it == groups.end()) it = groups.insert(groups.end(), {name, {}});
     it->second.push_back(layer);
   }
+  return groups;
+}
+
+// "attn_norm, attn_q in layers 0-31; output_norm": names that share their layers named together.
+std::string taps_by_layers(const std::vector<std::string>& taps) {
+  std::vector<std::pair<std::vector<int>, std::string>> groups;
+  for (const auto& [name, layers] : by_short_name(taps)) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&, l = layers](const auto& g) { return g.first == l; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {layers, ""});
+    it->second += (it->second.empty() ? "" : ", ") + name;
+  }
   std::string out;
-  for (const auto& [name, layers] : groups) {
+  for (const auto& [layers, names] : groups) {
+    out += out.empty() ? "" : "; ";
+    out += layers.front() < 0  ? names
+           : layers.size() == 1 ? fmt::format("{} in layer {}", names, layers.front())
+                                : fmt::format("{} in layers {}", names, layer_ranges(layers));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string root_explained(const diff::RootFinding& root) {
+  std::string out;
+  for (const auto& [name, layers] : by_short_name(root.explained)) {
     out += out.empty() ? "" : ", ";
-    if (layers.size() == 1) {
-      out += layers[0] < 0 ? name : fmt::format("blk.{}.{}", layers[0], name);
-      continue;
+    if (layers.size() == 1) out += layers[0] < 0 ? name : fmt::format("blk.{}.{}", layers[0], name);
+    else out += fmt::format("{} in layers {}", name, layer_ranges(layers));
+  }
+  return out;
+}
+
+std::vector<diff::StructuralFinding> findings_to_read(const diff::DiffResult& r) {
+  std::vector<diff::StructuralFinding> out;
+  for (const auto& f : r.findings) {
+    const bool missing = f.kind == "missing-in-actual" || f.kind == "missing-in-expected";
+    std::vector<std::string> taps;
+    for (const auto& g : r.findings)
+      if (missing && g.kind == f.kind && g.detail == f.detail) taps.push_back(g.tap);
+    if (taps.size() < 2) {
+      out.push_back(f);
+    } else if (taps.front() == f.tap) {  // the kind's first: all of them, where it stood
+      out.push_back({f.kind, fmt::format("{} taps", taps.size()), fmt::format("{}: {}", f.detail, taps_by_layers(taps))});
     }
-    std::string ranges;  // "0-3,7"
-    for (std::size_t i = 0; i < layers.size();) {
-      std::size_t j = i;
-      while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
-      ranges += (ranges.empty() ? "" : ",") +
-                (j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]));
-      i = j + 1;
-    }
-    out += fmt::format("{} in layers {}", name, ranges);
   }
   return out;
 }

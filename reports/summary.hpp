@@ -89,6 +89,10 @@ std::string root_positions(const diff::RootFinding& root);
 // "blk.0.attn_k, attn_v in layers 0-3": the diverged taps a root explains, a tap found in
 // several layers named once with its layers. Unescaped.
 std::string root_explained(const diff::RootFinding& root);
+// The structural findings as a reader wants them: the taps one trace lacks in one finding of
+// each kind ("64 taps: recorded in the expected trace only: attn_norm, attn_q in layers 0-31"),
+// not one a tap. Unescaped.
+std::vector<diff::StructuralFinding> findings_to_read(const diff::DiffResult& r);
 
 // "reference f32" / "engine-host f16, fault kv-stuck-length". Unescaped.
 std::string side_summary(const diff::TraceSide& side);

@@ -91,13 +91,14 @@ void write_header(Writer& w, const diff::DiffResult& r) {
 
 void write_findings(Writer& w, const diff::DiffResult& r) {
   if (r.findings.empty()) return;
-  w.heading(fmt::format("structural findings ({})", r.findings.size()));
+  const std::vector<diff::StructuralFinding> findings = findings_to_read(r);
+  w.heading(fmt::format("structural findings ({})", findings.size()));
   std::size_t kind_width = 0, tap_width = 1;
-  for (const auto& f : r.findings) {
+  for (const auto& f : findings) {
     kind_width = std::max(kind_width, display_width(terminal_safe(f.kind)));
     tap_width = std::max(tap_width, display_width(terminal_safe(f.tap)));
   }
-  for (const auto& f : r.findings) {
+  for (const auto& f : findings) {
     const std::string tap = f.tap.empty() ? "-" : terminal_safe(f.tap);
     w.out += "  " + w.style.yellow(pad(terminal_safe(f.kind), kind_width)) + "  " +
              pad(tap, tap_width) + "  " +

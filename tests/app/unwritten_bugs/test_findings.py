@@ -5,7 +5,7 @@ import shutil
 import h5py
 import numpy as np
 
-from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, replayed_probs
+from bug_traces import PROMPT, run, read_tap, write_tap, diff_json, replayed_probs, causal_probs
 from tapdiff_trace import attention_summary
 
 
@@ -321,3 +321,104 @@ def test_all_with_another_models_file_says_the_replay_was_skipped(tmp_path):
     assert code == 1 and r["roots"], r
     assert any("hypothesis replay skipped" in s and "sha256" in s for s in r["diagnosis"]["signatures"]), r["diagnosis"]
 
+
+
+def roots_of(r):
+    """{root tap: (class, the taps it explains)} of an --all report."""
+    return {root["tap"]: (root["class"], root["explained"]) for root in r["roots"]}
+
+
+def test_a_copy_wrong_before_its_source_is_its_own_root(llama, tmp_path):
+    """The last layer's residual add dropped (resid.ffn holds ffn_down's row) under a RoPE pairing
+    bug that leaves position 0 right: resid.ffn copies ffn_down, which carries the RoPE root's
+    error, but it goes wrong at position 0, where ffn_down is right. --all had filed it under
+    the RoPE root (blind round 19)."""
+    bad = tmp_path / "eng.h5"
+    p = run("run", "--backend", "host", "-m", llama / "llama.gguf", "--tokens", PROMPT, "-n", 6,
+            "--inject", "rope-wrong-pairing", "-o", bad)
+    assert p.returncode == 0, p.stderr
+    write_tap(bad, "resid.ffn", 1, read_tap(bad, "ffn_down", 1))
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    roots = roots_of(r)
+    assert code == 1 and roots.get("blk.1.resid.ffn", ("",))[0] == "residual", r["roots"]
+    assert r["roots"][0]["class"] == "rope", r["roots"]
+
+
+def test_a_norm_skipped_on_an_input_carrying_another_root_is_its_own_root(llama, tmp_path):
+    """Layer 1's attn_norm skipped in decode steps (its input passed through) under an attention
+    scale bug whose error that input carries: a copy of a tap that only carries another kind of
+    root's error is a bug of its own. --all had filed it under the scale's root (blind round 19:
+    gemma3's K norm skipped in decode, under a Q5_K decoder's root)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "attn-scale.h5", bad)
+    prompt = len(PROMPT.split(","))
+    norm = read_tap(bad, "attn_norm", 1)
+    norm[prompt:] = read_tap(bad, "resid.ffn", 0)[prompt:]
+    write_tap(bad, "attn_norm", 1, norm)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    roots = roots_of(r)
+    assert code == 1 and r["roots"][0]["class"] == "attention-scale", r["roots"]
+    assert roots.get("blk.1.attn_norm", ("",))[0] == "normalization", r["roots"]
+
+
+def test_attention_over_a_cache_row_never_written_is_the_caches_root(llama, tmp_path):
+    """The prompt's last K/V row never written to the cache: decode steps attend over a zero row.
+    Their attention, computed right over the cache as read back, ties with a cache written a slot
+    early; the tie's carried reading joins it to the cache's root, where a second root had named
+    the slot (blind round 19)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    layer, kv_of_head = 1, [0, 0, 1, 1]
+    k, v = read_tap(bad, "kv.k", layer), read_tap(bad, "kv.v", layer)
+    k[prompt - 1], v[prompt - 1] = 0, 0
+    write_tap(bad, "kv.k", layer, k)
+    write_tap(bad, "kv.v", layer, v)
+    q = read_tap(bad, "attn_q.rope", layer)
+    probs, out = read_tap(bad, "attn.probs", layer), read_tap(bad, "attn.out", layer)
+    n = q.shape[0]
+    k, v = k.reshape(n, -1), v.reshape(n, -1)
+    d = k.shape[1] // 2
+    replayed = causal_probs(q.reshape(n, -1), k, 4, probs.shape[2], kv_of_head)
+    out = out.reshape(n, -1)
+    for p in range(prompt, n):
+        for h, g in enumerate(kv_of_head):
+            out[p, h * d:(h + 1) * d] = replayed[p, h, :p + 1] @ v[:p + 1, g * d:(g + 1) * d]
+    probs[prompt:] = replayed[prompt:]
+    write_tap(bad, "attn.probs", layer, probs)
+    write_tap(bad, "attn.out", layer, out)
+    code, r = diff_json(llama / "ref.h5", bad, "--model", llama / "llama.gguf", "--all")
+    cache = [root for root in r["roots"] if root["tap"] in (f"blk.{layer}.kv.k", f"blk.{layer}.kv.v")]
+    assert code == 1 and cache and cache[0]["class"] == "kv-cache", r["roots"]
+    assert f"blk.{layer}.attn.out" in cache[0]["explained"], r["roots"]
+    assert all(root["tap"] != f"blk.{layer}.attn.out" for root in r["roots"]), r["roots"]
+
+
+def test_a_trace_of_few_taps_says_which_unrecorded_ops_hold_the_bug(llama, tmp_path):
+    """An engine that records only the residual stream and the logits, its attention output
+    added twice at layer 0: nothing replays resid.attn without attn_output, so the diagnosis
+    names the ops between the recorded taps (layer 0's attention block), and the report says
+    what the trace lacks in one finding, not one a tap (blind round 19: 34 lines for 2 layers)."""
+    from tapdiff_trace import TraceReader, TraceWriter
+    sparse = tmp_path / "sparse.h5"
+    kept = {"token_embd", "resid.attn", "resid.ffn", "output_norm", "output"}
+    with TraceReader(str(llama / "eng.h5")) as r, TraceWriter(
+            str(sparse), producer="external", model_path=r.metadata["model_path"],
+            model_sha256=r.metadata["model_sha256"], hparams=r.hparams, precision=r.metadata["precision"],
+            prompt_length=r.metadata["prompt_length"], tokens=r.tokens, dims=r.dims) as w:
+        for tap in r.taps():
+            if tap.name not in kept:
+                continue
+            positions, rows = r.read(tap.name, tap.layer)
+            if (tap.name, tap.layer) == ("resid.attn", 0):
+                rows = 2 * rows - r.read("token_embd", -1)[1][:len(rows)]  # x + 2·o
+            w.record(tap.name, tap.layer, int(positions[0]), rows)
+        w.end_step()
+    code, r = diff_json(llama / "ref.h5", sparse, "--model", llama / "llama.gguf")
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.resid.attn", r["first_divergence"]
+    assert r["diagnosis"]["class"] == "unexplained", r["diagnosis"]
+    assert any("does not record layer 0's attn_norm" in s and "attn_output" in s and "after token_embd" in s
+               for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
+    assert sum(f["kind"] == "missing-in-actual" for f in r["findings"]) > 20  # the JSON keeps each tap
+    text = run("diff", llama / "ref.h5", sparse, "--model", llama / "llama.gguf").stdout
+    assert "structural findings (1)" in text and "taps  recorded in the expected trace only: attn_norm" in text, text
