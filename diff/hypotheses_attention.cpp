@@ -162,8 +162,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     CacheReplay cache;
     float scale;
     ref::GqaMap map;
+    std::optional<CacheReplay> v_cache = std::nullopt;  // V's cache written otherwise than K's
     bool normalized_over_batch = false;  // softmax over every key of the batch, the mask applied after
-    bool masked_scored_zero = false;     // the batch's later keys scored 0 instead of -inf
+    std::optional<double> masked_score = std::nullopt;  // masked keys scored this instead of -inf
     bool shared_across_layers = false;   // one cache for all layers: earlier rows hold the last layer's
     std::vector<int> kv_of_head{};       // query head h reads kv head kv_of_head[h] (empty: `map`)
     std::vector<int> v_of_head{};        // ... and V from v_of_head[h], K from its own kv head (empty: as K)
@@ -209,7 +210,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     if (whole_batch) upto = in.prompt_length - 1;
     const std::int64_t step = in.prefill_chunk > 0 ? in.prefill_chunk : in.prompt_length;
     const std::int64_t batch_end = p < in.prompt_length ? std::min(in.prompt_length, (p / step + 1) * step) : p + 1;
-    if (s.masked_scored_zero) upto = std::max(upto, batch_end - 1);
+    if (s.masked_score) upto = std::max(upto, batch_end - 1);
     std::pair<std::int64_t, std::int64_t> seen{0, 0};  // mask_from_actual's keys [first, end)
     if (s.mask_from_actual) {  // keys past p exist only as the batch's later rows
       const auto keys = keys_seen(in.observed, layer, c.n_head, p);
@@ -234,7 +235,8 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
     auto V = s.decode_v_from_k && p >= in.prompt_length
                  ? K
-                 : simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
+                 : simulate_cache(v_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim,
+                                  s.v_cache ? *s.v_cache : s.cache, upto);
     if (offset_view)  // slots past the cache's end, and those never written, read zeros
       for (auto* cache : {&K, &V}) {
         const auto shift = std::min(cache->size(), std::size_t(s.view_offset) * kv_dim);
@@ -279,9 +281,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
     if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
-    if (s.masked_scored_zero && batch_end > n_keys)
-      masked_keys_scored_zero(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys,
-                              std::min(batch_end, in.n_ctx), in.n_ctx);
+    if (s.masked_score && (batch_end > n_keys || first > 0))
+      masked_keys_scored(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys,
+                         std::min(batch_end, in.n_ctx), in.n_ctx, *s.masked_score);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
     if (s.half_softmax && (!s.half_softmax_in_decode || p >= in.prompt_length))
       half_precision_softmax(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx,
@@ -484,6 +486,16 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                    own ? "" : ", the current position's row never appended"),
                        "kv-cache", false, replay(s)});
       }
+  // One of the two caches written wrong, the other right (two write calls, one cursor off).
+  for (const auto& [cursor, where] : cursors)
+    for (const bool v_wrong : {true, false}) {
+      if (cursor == Cursor::row) continue;
+      s = right;
+      (v_wrong ? s.v_cache.emplace(s.cache) : s.cache).cursor = cursor;
+      if (!v_wrong) s.v_cache = right.cache;
+      out.push_back({fmt::format("{} cache rows written {}, {} right", v_wrong ? "V" : "K", where, v_wrong ? "K's" : "V's"),
+                     "kv-cache", false, replay(s)});
+    }
   s = right;
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
@@ -678,9 +690,16 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                  "Z / (1 + Z)",
                  "softmax", false, replay(s)});
   s = right;
-  s.masked_scored_zero = true;
-  out.push_back({"the batch's later keys scored 0 instead of -inf: the causal mask's fill value written as 0",
-                 "attention-mask", false, replay(s)});
+  s.masked_score = 0.0;
+  out.push_back({"masked keys scored 0 instead of -inf: the causal mask's fill value written as 0", "attention-mask",
+                 false, replay(s)});
+  if (c.attn_softcap > 0) {
+    s.masked_score = -double(c.attn_softcap);
+    out.push_back({fmt::format("the soft-cap applied after the mask: masked keys scored -{0:g} (-inf capped at {0:g}) "
+                               "instead of -inf",
+                               c.attn_softcap),
+                   "softcap", false, replay(s)});
+  }
   s = right;
   s.normalized_over_batch = true;
   out.push_back({"softmax normalized over every key of the batch, the causal mask applied after it (the kept "

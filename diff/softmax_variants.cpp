@@ -68,22 +68,24 @@ void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const s
 // The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
 // written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
 // of their weight, E the keys scored 0.
-void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
-                             const std::vector<double>& K, const std::vector<double>& V,
-                             const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
-                             std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride) {
+void masked_keys_scored(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                        const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
+                        ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
+                        std::int64_t batch_end, std::int64_t stride, double masked) {
   const int kv_dim = shape.n_head_kv * shape.head_dim;
-  const double masked = double(batch_end - n_keys);
+  const double weight = std::exp(masked), extra = double(first + batch_end - n_keys) * weight;
   for (int h = 0; h < shape.n_head; ++h) {
     double* ph = probs.data() + std::int64_t(h) * stride;
     const double z = head_softmax_sum(ph, q, K, shape, map, scale, cap, h, first, n_keys);
     if (!(z > 0)) continue;
     const int g = ref::kv_head_for(h, shape.n_head, shape.n_head_kv, map);
-    const double kept = z / (z + masked), each = 1 / (z + masked);
+    const double kept = z / (z + extra), each = weight / (z + extra);
     for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     for (int d = 0; d < shape.head_dim; ++d) oh[d] *= kept;
-    for (std::int64_t k = n_keys; k < batch_end; ++k) {
+    for (std::int64_t k = 0; k < batch_end; ++k) {
+      if (k == first) k = n_keys;
+      if (k >= batch_end) break;
       ph[k] = each;
       for (int d = 0; d < shape.head_dim; ++d) oh[d] += each * V[std::size_t(k * kv_dim + g * shape.head_dim + d)];
     }

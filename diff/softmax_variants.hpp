@@ -22,13 +22,14 @@ void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const s
                    const std::vector<double>& K, const ref::AttentionShape& shape, ref::GqaMap map, float scale,
                    float cap, std::int64_t first, std::int64_t n_keys, std::int64_t stride);
 
-// The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
-// written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
-// of their weight, E the keys scored 0.
-void masked_keys_scored_zero(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
-                             const std::vector<double>& K, const std::vector<double>& V,
-                             const ref::AttentionShape& shape, ref::GqaMap map, float scale, float cap,
-                             std::int64_t first, std::int64_t n_keys, std::int64_t batch_end, std::int64_t stride);
+// Masked keys scored `masked` instead of -inf: the batch's later keys [n_keys, batch_end) and a
+// window's earlier ones [0, first) (a mask's fill value written as 0; a soft-cap applied after
+// the mask, -inf capped to -cap). Each head's softmax gains exp(masked) per such key, so the
+// visible keys keep Z / (Z + E) of their weight, E those keys' exp(masked).
+void masked_keys_scored(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
+                        const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
+                        ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
+                        std::int64_t batch_end, std::int64_t stride, double masked);
 
 // The softmax run in 16-bit floats, the output recomputed from its probabilities: `whole` (torch's
 // softmax of a half tensor) each score rounded to f16, the probabilities computed from those and

@@ -84,6 +84,28 @@ def test_a_window_one_key_wider_is_named_in_decode_steps_too(tmp_path):
              "attention-mask", position=4)
 
 
+def test_a_softcap_applied_after_the_mask_is_named(tmp_path):
+    """gemma2's scores masked to -inf, then capped: each later key of the prompt's batch scores
+    -cap (here -1), not -inf, and keeps a share of the softmax. Was unexplained (blind round 19)."""
+    model = traced(tmp_path, "gemma2", "--arch", "gemma2", n=3)
+    bad = tmp_path / "eng.h5"
+    probs = read_tap(bad, "attn.probs", 1).astype(np.float64)  # layer 1 attends to every key, capped at 1
+    n, d = probs.shape[0], read_tap(bad, "attn_q.rope", 1).size // (probs.shape[0] * 4)
+    q = read_tap(bad, "attn_q.rope", 1).reshape(n, 4, d).astype(np.float64)
+    k = read_tap(bad, "attn_k.rope", 1).reshape(n, 2, d).astype(np.float64)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt - 1):
+        for h in range(4):
+            s = np.tanh(k[:prompt, h // 2] @ q[p, h] / np.sqrt(d))
+            s[p + 1:] = -1.0
+            e = np.exp(s - s.max())
+            probs[p, h] = 0
+            probs[p, h, :prompt] = e / e.sum()
+    write_tap(bad, "attn.probs", 1, probs)
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.1.attn.probs", "the soft-cap applied after the mask", "softcap",
+             position=0)
+
+
 def test_a_softcap_before_the_scale_is_named(tmp_path):
     """gemma2's scores capped as c·tanh(q·k / c) and scaled after, where the model scales first.
     Was unexplained."""

@@ -277,3 +277,27 @@ def test_f16_bits_written_into_a_bf16_cache_are_named(llama, tmp_path):
         f.attrs["precision"] = "bf16"
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "the row's f16 bits written into the bf16 cache",
              "kv-cache")
+
+
+def test_a_v_cache_written_a_slot_early_with_k_right_is_named(llama, tmp_path):
+    """Decode steps write V's row over the previous position's slot while K's goes where it
+    belongs (two write calls, one offset wrong): attention's weights are right, its output reads
+    V rows a slot off. Was unexplained, the closest variant moving both caches (blind round 19)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt, layer, kv_of_head = len(PROMPT.split(",")), 1, [0, 0, 1, 1]
+    probs, out = read_tap(bad, "attn.probs", layer).astype(np.float64), read_tap(bad, "attn.out", layer)
+    n = probs.shape[0]
+    v = read_tap(bad, "attn_v", layer).reshape(n, -1).astype(np.float64)
+    out = out.reshape(n, -1)
+    d = v.shape[1] // 2
+    for p in range(prompt, n):
+        cache = np.zeros_like(v)
+        cache[:prompt] = v[:prompt]
+        for step in range(prompt, p + 1):
+            cache[step - 1] = v[step]
+        for h, g in enumerate(kv_of_head):
+            out[p, h * d:(h + 1) * d] = probs[p, h, :p + 1] @ cache[:p + 1, g * d:(g + 1) * d]
+    write_tap(bad, "attn.out", layer, out)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", f"blk.{layer}.attn.out",
+             "V cache rows written a slot early in decode", "kv-cache", position=prompt)
