@@ -481,9 +481,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   note_alignments(a, "expected", r);
   note_alignments(b, "actual", r);
 
-  int n_layer = 0;
-  for (const auto& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
-  mark_divergences(r, n_layer);
+  mark_divergences(r, layer_count(r));
   if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
     const bool replayed =
         options.diagnose && clear_amplified_rows(r, a, b, model_path, r.mode == DiffMode::all);

@@ -329,8 +329,9 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
       if (find_tap(r, best.candidate->takes)) d.copied_from = best.candidate->takes;
       // Computed right from what a carrier tap holds, within the tie: that tap's error, whichever
       // variant heads the tie (a cache written wrong reads as its own error carried).
-      for (const Judged& tie : j.reproducing)
-        if (d.carried_from.empty()) d.carried_from = tie.candidate->carries;
+      const auto carrier = std::find_if(j.reproducing.begin(), j.reproducing.end(),
+                                        [](const Judged& tie) { return !tie.candidate->carries.empty(); });
+      if (carrier != j.reproducing.end()) d.carried_from = carrier->candidate->carries;
       d.residual = best.residual;
       d.bug_class = best.candidate->bug_class;
       d.evidence = Evidence::reproduced;

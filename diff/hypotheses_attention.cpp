@@ -281,7 +281,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    pr.data(), in.n_ctx, s.softcap);
     if (whole_batch) mask_after_softmax(pr, o, V, shape, s.map, visible, n_keys, in.n_ctx);
     if (s.cap_probs) cap_probabilities(pr, o, V, shape, s.map, c.attn_softcap, std::min(first, n_keys), n_keys, in.n_ctx);
-    if (s.masked_score && (batch_end > n_keys || first > 0))
+    if (s.masked_score)
       masked_keys_scored(pr, o, qd, K, V, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys,
                          std::min(batch_end, in.n_ctx), in.n_ctx, *s.masked_score);
     if (s.quiet) quiet_softmax(pr, o, qd, K, shape, s.map, score_scale, s.softcap, std::min(first, n_keys), n_keys, in.n_ctx);
@@ -487,15 +487,18 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                        "kv-cache", false, replay(s)});
       }
   // One of the two caches written wrong, the other right (two write calls, one cursor off).
-  for (const auto& [cursor, where] : cursors)
+  for (const auto& [cursor, where] : cursors) {
+    if (cursor == Cursor::row) continue;
+    CacheReplay wrong = right.cache;
+    wrong.cursor = cursor;
     for (const bool v_wrong : {true, false}) {
-      if (cursor == Cursor::row) continue;
       s = right;
-      (v_wrong ? s.v_cache.emplace(s.cache) : s.cache).cursor = cursor;
-      if (!v_wrong) s.v_cache = right.cache;
+      s.cache = v_wrong ? right.cache : wrong;
+      s.v_cache = v_wrong ? wrong : right.cache;
       out.push_back({fmt::format("{} cache rows written {}, {} right", v_wrong ? "V" : "K", where, v_wrong ? "K's" : "V's"),
                      "kv-cache", false, replay(s)});
     }
+  }
   s = right;
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",

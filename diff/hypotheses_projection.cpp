@@ -451,10 +451,10 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     };
     double closest = off / 100;
     int found = -1;
-    for (int l = 0; l < c.n_layer; ++l) {
+    const bool searchable = wt->ne.size() == 2 && n_in == std::size_t(wt->ne[0]) && y.size() == n_out;
+    for (int l = 0; l < c.n_layer && searchable; ++l) {
       const GgufTensorInfo* ot = std::abs(l - layer) > 1 ? in.model.tensor(fmt::format("blk.{}.{}.weight", l, name)) : nullptr;
-      if (!ot || ot->ne != wt->ne || wt->ne.size() != 2 || xl.size() != std::size_t(wt->ne[0]) || y.size() != n_out)
-        continue;
+      if (!ot || ot->ne != wt->ne) continue;
       if (const double e = screened(*ot); e < closest) std::tie(closest, found) = std::pair{e, l};
     }
     if (found >= 0 && !(nmse(with(&in.model.weight(fmt::format("blk.{}.{}.weight", found, name)), B)(last)) < off / 100))

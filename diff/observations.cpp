@@ -178,8 +178,7 @@ double largest_nmse_before(const TapComparison* t, std::int64_t position) {
 // hold the bug, and recording them names it. "" when every input is recorded.
 std::string unrecorded_ops(const DiffResult& r, const FirstDivergence& f, const TraceReader& a,
                            const TraceReader& b) {
-  int n_layer = 0;
-  for (const TapComparison& t : r.taps) n_layer = std::max(n_layer, t.layer + 1);
+  const int n_layer = layer_count(r);
   std::vector<ResolvedInput> todo = tap_inputs(f.name, f.layer, n_layer);
   if (std::none_of(todo.begin(), todo.end(),
                    [&](const ResolvedInput& in) { return a.find(in.name, in.layer) && !b.find(in.name, in.layer); }))

@@ -1,5 +1,7 @@
 #include "diff/result.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tapdiff::diff {
@@ -57,6 +59,12 @@ const TapComparison* find_tap(const DiffResult& result, std::string_view full_na
   for (const auto& t : result.taps)
     if (t.full_name == full_name) return &t;
   return nullptr;
+}
+
+int layer_count(const DiffResult& result) {
+  int n = 0;
+  for (const auto& t : result.taps) n = std::max(n, t.layer + 1);
+  return n;
 }
 
 bool TapComparison::diverged() const { return first_diverged() != nullptr; }

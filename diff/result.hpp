@@ -222,5 +222,7 @@ LeadingFinding leading_finding(const DiffResult& result);
 
 // The compared tap of that full name, or nullptr.
 const TapComparison* find_tap(const DiffResult& result, std::string_view full_name);
+// Layers the compared taps span: one past the highest layer index.
+int layer_count(const DiffResult& result);
 
 }  // namespace tapdiff::diff

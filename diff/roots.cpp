@@ -13,6 +13,7 @@
 #include "diff/replay_model.hpp"
 #include "diff/tap_graph.hpp"
 #include "model/ggml_type.hpp"
+#include "tapdiff/tap_filter.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -98,25 +99,10 @@ std::string weight_decode(const std::string& variant) {
   return at == std::string::npos ? "" : without_numbers(variant.substr(at + marker.size()));
 }
 
-// "blk.3.ffn_gate" -> (ffn_gate, 3); global names -> (name, -1).
-std::pair<std::string, int> split_full_name(const std::string& full) {
-  if (full.rfind("blk.", 0) == 0) {
-    const auto dot = full.find('.', 4);
-    if (dot != std::string::npos) {
-      try {
-        return {full.substr(dot + 1), std::stoi(full.substr(4, dot - 4))};
-      } catch (const std::exception&) {
-      }
-    }
-  }
-  return {full, -1};
-}
-
 class Grouper {
 public:
   Grouper(DiffResult& r, const TraceReader& a, const TraceReader& b, bool diagnose, const std::string& model)
-      : r_(r), a_(a), b_(b), diagnose_(diagnose), model_(model) {
-    for (const auto& t : r.taps) n_layer_ = std::max(n_layer_, t.layer + 1);
+      : r_(r), a_(a), b_(b), diagnose_(diagnose), model_(model), n_layer_(layer_count(r)) {
     for (std::size_t i = 0; i < r.taps.size(); ++i) index_[{r.taps[i].name, r.taps[i].layer}] = i;
   }
 
@@ -162,13 +148,13 @@ public:
       // Values copied from a root's own tap, or from a tap carrying the error of a root that is a
       // copy itself (one aliased buffer seen from several sides): that root's error, moved. Not
       // a copy of a tap that only carries another kind of root's error (a norm skipped copies its
-      // input, whatever that carries), nor one that goes wrong before its source does (a residual
+      // input, whatever that carries), nor one that goes wrong before its source is (a residual
       // add dropped at position 0 copies ffn_down's row there, right).
       if (d && !d->copied_from.empty() && !lockstep)
-        if (auto src = index_.find(split_full_name(d->copied_from));
+        if (auto src = index_.find(split_full_tap_name(d->copied_from));
             src != index_.end() && root_of[src->second] >= 0 &&
             (r_.taps[src->second].diverged() || copies(r_.roots[std::size_t(root_of[src->second])])) &&
-            carries_at(r_.taps[src->second], at.position)) {
+            wrong_by(r_.taps[src->second], at.position)) {
           join(root_of[src->second], t, root_of, i);
           continue;
         }
@@ -201,7 +187,7 @@ public:
   void shapes() {
     for (const auto& f : r_.findings) {
       if (f.kind != "shape") continue;
-      const auto [name, layer] = split_full_name(f.tap);
+      const auto [name, layer] = split_full_tap_name(f.tap);
       // Fed by a shape-mismatched tap, or next to one (same layer, same inputs): its root's.
       int joined = -1;
       for (const auto& in : tap_inputs(name, layer, n_layer_))
@@ -305,7 +291,7 @@ private:
       const RootFinding& root = r_.roots[k];
       const bool same_op = root.at.name == t.name || std::any_of(root.explained.begin(), root.explained.end(),
                                                                   [&](const std::string& tap) {
-                                                                    return split_full_name(tap).first == t.name;
+                                                                    return split_full_tap_name(tap).first == t.name;
                                                                   });
       // A class named (reproduced or indicated) names the code; "unexplained" only with the same evidence.
       if (root.kind == "divergence" && same_op && d && root.diagnosis && root.diagnosis->bug_class == d->bug_class &&
@@ -318,10 +304,10 @@ private:
 
   static bool copies(const RootFinding& root) { return root.diagnosis && !root.diagnosis->copied_from.empty(); }
 
-  // Whether t's row at p is over its tolerance: wrong there, its own error or carried.
-  static bool carries_at(const TapComparison& t, std::int64_t p) {
+  // Whether a row of t at position p or before is over its tolerance (its own error or carried).
+  static bool wrong_by(const TapComparison& t, std::int64_t p) {
     return std::any_of(t.rows.begin(), t.rows.end(),
-                       [&](const RowMetrics& row) { return row.position == p && over_tolerance(t, row); });
+                       [&](const RowMetrics& row) { return row.position <= p && over_tolerance(t, row); });
   }
 
   // The root of a tap whose error t's op carries (the cache t's attention reads), wrong at p or
@@ -330,12 +316,10 @@ private:
     if (!d) return -1;
     int carrier = -1;
     for (const std::string& tap : d->carried_from) {
-      const auto src = index_.find(split_full_name(tap));
+      const auto src = index_.find(split_full_tap_name(tap));
       if (src == index_.end() || root_of[src->second] < 0) continue;
       const TapComparison& c = r_.taps[src->second];
-      if (std::none_of(c.rows.begin(), c.rows.end(),
-                       [&](const RowMetrics& row) { return row.position <= p && over_tolerance(c, row); }))
-        continue;
+      if (!wrong_by(c, p)) continue;
       if (c.diverged()) return root_of[src->second];
       if (carrier < 0) carrier = root_of[src->second];
     }
@@ -387,7 +371,6 @@ private:
     return first != t.rows.end() && std::find(theirs.begin(), theirs.end(), first->position) == theirs.end();
   }
 
-
   // Every layer runs the same code: the kind of op a root already holds in another layer,
   // reproduced by the same hypothesis (layer numbers aside), is the same bug again, not an
   // independent one; so is the same tap with the same signature when nothing reproduces it.
@@ -419,7 +402,7 @@ private:
     auto same_kind = [&](const std::string& name) { return name == t.name || kind(name) == kind(t.name); };
     if (same_kind(root.at.name)) return true;
     for (const auto& tap : root.explained)
-      if (same_kind(split_full_name(tap).first)) return true;
+      if (same_kind(split_full_tap_name(tap).first)) return true;
     return false;
   }
 

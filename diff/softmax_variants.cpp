@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "model/half.hpp"
 
@@ -65,9 +66,6 @@ void quiet_softmax(std::vector<double>& probs, std::vector<double>& out, const s
   }
 }
 
-// The batch's later keys [n_keys, batch_end) scored 0 instead of -inf (the mask's fill value
-// written as 0): each head's softmax gains exp(0) per such key, so the visible keys keep Z / (Z + E)
-// of their weight, E the keys scored 0.
 void masked_keys_scored(std::vector<double>& probs, std::vector<double>& out, const std::vector<double>& q,
                         const std::vector<double>& K, const std::vector<double>& V, const ref::AttentionShape& shape,
                         ref::GqaMap map, float scale, float cap, std::int64_t first, std::int64_t n_keys,
@@ -83,12 +81,11 @@ void masked_keys_scored(std::vector<double>& probs, std::vector<double>& out, co
     for (std::int64_t k = first; k < n_keys; ++k) ph[k] *= kept;
     double* oh = out.data() + std::int64_t(h) * shape.head_dim;
     for (int d = 0; d < shape.head_dim; ++d) oh[d] *= kept;
-    for (std::int64_t k = 0; k < batch_end; ++k) {
-      if (k == first) k = n_keys;
-      if (k >= batch_end) break;
-      ph[k] = each;
-      for (int d = 0; d < shape.head_dim; ++d) oh[d] += each * V[std::size_t(k * kv_dim + g * shape.head_dim + d)];
-    }
+    for (const auto& [from, to] : {std::pair{std::int64_t(0), first}, std::pair{n_keys, batch_end}})
+      for (std::int64_t k = from; k < to; ++k) {
+        ph[k] = each;
+        for (int d = 0; d < shape.head_dim; ++d) oh[d] += each * V[std::size_t(k * kv_dim + g * shape.head_dim + d)];
+      }
   }
 }
 

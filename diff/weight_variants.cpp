@@ -7,6 +7,7 @@
 #include "model/dequantize.hpp"
 #include "model/half.hpp"
 #include "model/quant_blocks.hpp"
+#include "tapdiff/tap_filter.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -160,18 +161,6 @@ std::vector<float> k_quant_scale_high_bits_dropped(const GgufTensorInfo& t, std:
   return decode(t, bytes);
 }
 
-// Layer index and the rest of a per-layer tensor name: "blk.3.ffn_norm.weight" -> (3, "ffn_norm.weight").
-std::pair<int, std::string> split_layer(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return {-1, name};
-  const auto dot = name.find('.', 4);
-  if (dot == std::string::npos) return {-1, name};
-  try {
-    return {std::stoi(name.substr(4, dot - 4)), name.substr(dot + 1)};
-  } catch (const std::exception&) {
-    return {-1, name};
-  }
-}
-
 }  // namespace
 
 std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
@@ -248,10 +237,10 @@ std::vector<WeightVariant> weight_variants(const GgufTensorInfo& t) {
 
 std::vector<WeightVariant> loader_mixups(const GgufTensorInfo& t, const GgufFile& file) {
   std::vector<WeightVariant> out;
-  const auto [layer, rest] = split_layer(t.name);
+  const auto [rest, layer] = split_full_tap_name(t.name);
   for (const GgufTensorInfo& other : file.tensors()) {
     if (other.name == t.name || other.type != t.type || other.ne != t.ne) continue;
-    const auto [other_layer, other_rest] = split_layer(other.name);
+    const auto [other_rest, other_layer] = split_full_tap_name(other.name);
     const bool sibling = other_layer == layer;                               // same layer, another tensor
     const bool neighbour = other_rest == rest && std::abs(other_layer - layer) == 1;  // the same one, next layer
     if (!sibling && !neighbour) continue;

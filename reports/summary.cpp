@@ -12,6 +12,7 @@
 #include "reports/numbers.hpp"
 #include "tapdiff/attn_summary.hpp"
 #include "tapdiff/row_shape.hpp"
+#include "tapdiff/tap_filter.hpp"
 
 namespace tapdiff::reports {
 namespace {
@@ -234,13 +235,6 @@ std::string root_positions(const diff::RootFinding& root) {
 
 namespace {
 
-// "blk.3.ffn_gate" -> ("ffn_gate", 3); a global name -> (name, -1).
-std::pair<std::string, int> short_name(const std::string& tap) {
-  if (tap.rfind("blk.", 0) == 0 && tap.find('.', 4) != std::string::npos)
-    return {tap.substr(tap.find('.', 4) + 1), std::atoi(tap.c_str() + 4)};
-  return {tap, -1};
-}
-
 // "0-3,7"
 std::string layer_ranges(const std::vector<int>& layers) {
   std::string ranges;
@@ -257,7 +251,7 @@ std::string layer_ranges(const std::vector<int>& layers) {
 std::vector<std::pair<std::string, std::vector<int>>> by_short_name(const std::vector<std::string>& taps) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (const auto& tap : taps) {
-    auto [name, layer] = short_name(tap);
+    auto [name, layer] = split_full_tap_name(tap);
     auto it = std::find_if(groups.begin(), groups.end(), [&, n = name](const auto& g) { return g.first == n; });
     if (it == groups.end()) it = groups.insert(groups.end(), {name, {}});
     it->second.push_back(layer);

@@ -181,6 +181,11 @@ TEST(TapFilter, LongNamesAndAFullMemoStillWork) {
 TEST(FullTapName, LayerAndGlobal) {
   EXPECT_EQ(full_tap_name("attn_q", 3), "blk.3.attn_q");
   EXPECT_EQ(full_tap_name("output", -1), "output");
+  EXPECT_EQ(split_full_tap_name("blk.3.attn_q"), std::make_pair(std::string("attn_q"), 3));
+  EXPECT_EQ(split_full_tap_name("blk.12.ffn_norm.weight"), std::make_pair(std::string("ffn_norm.weight"), 12));
+  EXPECT_EQ(split_full_tap_name("output"), std::make_pair(std::string("output"), -1));
+  EXPECT_EQ(split_full_tap_name("blk.x.attn_q"), std::make_pair(std::string("blk.x.attn_q"), -1));
+  EXPECT_EQ(split_full_tap_name("blk."), std::make_pair(std::string("blk."), -1));
 }
 
 }  // namespace

@@ -69,4 +69,13 @@ std::string full_tap_name(std::string_view name, int layer) {
   return std::string("blk.").append(digits, end).append(".").append(name);
 }
 
+std::pair<std::string, int> split_full_tap_name(std::string_view full) {
+  const std::size_t dot = full.rfind("blk.", 0) == 0 ? full.find('.', 4) : std::string_view::npos;
+  int layer = -1;
+  if (dot == std::string_view::npos || dot == 4) return {std::string(full), -1};
+  const auto [end, error] = std::from_chars(full.data() + 4, full.data() + dot, layer);
+  if (error != std::errc() || end != full.data() + dot || layer < 0) return {std::string(full), -1};
+  return {std::string(full.substr(dot + 1)), layer};
+}
+
 }  // namespace tapdiff

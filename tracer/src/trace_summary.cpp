@@ -31,14 +31,9 @@ nlohmann::json catalogue_json(const TraceReader& trace) {
   }
   CatalogueReport report = check_catalogue(trace.emitted_taps(), *dims, filter);
   // Taps the producer declared it cannot record (/unavailable) are listed as such, not missing.
-  const auto short_name = [](const std::string& full) {
-    if (full.rfind("blk.", 0) != 0) return full;
-    const std::size_t dot = full.find('.', 4);
-    return dot == std::string::npos ? full : full.substr(dot + 1);
-  };
   const auto& declared = trace.metadata().unavailable;
   const auto split = std::stable_partition(report.missing.begin(), report.missing.end(), [&](const std::string& full) {
-    return declared.count(short_name(full)) == 0;
+    return declared.count(split_full_tap_name(full).first) == 0;
   });
   const std::vector<std::string> unavailable(split, report.missing.end());
   report.missing.erase(split, report.missing.end());

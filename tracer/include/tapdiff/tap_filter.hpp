@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tapdiff/tap_key_table.hpp"
@@ -118,6 +119,8 @@ private:
 
 // "blk.3.attn_q" for layer 3, "output" for a global tap (layer -1).
 std::string full_tap_name(std::string_view name, int layer);
+// Its inverse: "blk.3.attn_q" -> ("attn_q", 3); any other name -> (name, -1).
+std::pair<std::string, int> split_full_tap_name(std::string_view full);
 // "layer 3: " for a per-layer tap, "" for a global one: how messages about a slot of a stack
 // (/taps/<name>) say which tap they mean.
 std::string tap_layer_prefix(int layer);
