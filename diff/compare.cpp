@@ -236,6 +236,7 @@ void mark_divergences(DiffResult& r, int n_layer) {
   };
   for (auto& t : r.taps) {
     const auto inputs = held_inputs(t);
+    t.inputs_recorded = !inputs.empty() || tap_inputs(t.name, t.layer, n_layer).empty();
     for (auto& row : t.rows) {
       row.input_nmse = 0;
       if (!lockstep)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "diff/block_replay.hpp"
 #include "diff/block_structure.hpp"
 #include "diff/hypotheses.hpp"
 #include "diff/judge.hpp"
@@ -70,6 +71,21 @@ std::string separating_experiment(const std::vector<std::string>& classes, bool 
   if (has("embedding") || has("token-sequence"))
     return "rerun with a prompt whose token ids repeat and include neighbours (t and t + 1)";
   return "rerun on another prompt (other tokens, another length): the tied variants agree on this input only";
+}
+
+// Tied variants of different ops the trace does not record: recording those ops separates them.
+std::string recording_separates(const std::vector<Judged>& ties) {
+  if (std::all_of(ties.begin(), ties.end(), [&](const Judged& tie) {
+        return tie.candidate->unrecorded_ops == ties.front().candidate->unrecorded_ops;
+      }))
+    return "";
+  std::vector<std::string> ops;
+  for (const Judged& tie : ties)
+    for (const std::string& op : tie.candidate->unrecorded_ops)
+      if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  return fmt::format("record {} (`--taps`, or your engine's tracer) and diff again: the ops' own values tell the "
+                     "tied variants apart",
+                     fmt::join(ops, ", "));
 }
 
 std::string where_text(const FirstDivergence& f) {
@@ -299,7 +315,10 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
     ReplayInputs in = replay_inputs(inputs, b, model, a.metadata().prompt_length);
-    auto candidates = candidates_for(f.name, f.layer, in);
+    const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, inputs, a, layer_count(r));
+    auto candidates =
+        gap.ops.empty() ? candidates_for(f.name, f.layer, in) : block_candidates(f.name, f.layer, in, gap.ops,
+                                                                   f.position >= a.metadata().prompt_length);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
     // The same op of another layer, wrong the same way, is the same bug twice (every layer's
     // attention one-hot, say), not a copy.
@@ -347,6 +366,8 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
         return tie.residual == j.reproducing.front().residual;
       });
       if (!d.ties.empty()) d.separating_experiment = separating_experiment(classes, identical);
+      if (d.evidence == Evidence::tied)
+        if (std::string record = recording_separates(j.reproducing); !record.empty()) d.separating_experiment = record;
     }
     for (const Judged& h : j.runners_up) d.runners_up.push_back({h.candidate->variant, h.residual, h.candidate->bug_class});
     // Unexplained at an op reading a quantized weight: its decoder is a suspect the activations

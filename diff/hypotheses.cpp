@@ -623,6 +623,13 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                  "rope", false, rotate(at_p, base, wrong)});
   out.push_back({"rotated at the start position 0 instead of p (positions not passed per token)", "rope",
                  false, rotate([](std::int64_t) { return std::int64_t(0); }, base, right)});
+  // The prompt's batch rotated at its start, decode steps right: the variant above but where the
+  // decode steps' rows are judged too (replayed through a trace that does not record RoPE).
+  out.push_back({"the prompt's rows rotated at the batch's start position, decode steps at p (prefill positions not "
+                 "passed per token)",
+                 "rope", false, rotate([prompt, chunk = in.prefill_chunk](std::int64_t p) {
+                   return p >= prompt ? p : chunk > 0 ? p / chunk * chunk : 0;
+                 }, base, right)});
   out.push_back({"rotated at p - 1 (off by one)", "rope", false,
                  rotate([](std::int64_t p) { return p - 1; }, base, right)});
   out.push_back({"rotated at p + 1 (off by one)", "rope", false,

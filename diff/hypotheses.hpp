@@ -12,6 +12,7 @@
 
 #include "diff/cache_rounding.hpp"
 #include "diff/replay_model.hpp"
+#include "diff/replay_rows.hpp"
 #include "tapdiff/trace_reader.hpp"
 
 namespace tapdiff::diff {
@@ -36,12 +37,15 @@ struct Candidate {
   // Its constant, mask or map was read off the actual values: it yields to a listed variant that
   // reproduces them as well, which predicted them without looking.
   bool fitted = false;
+  // The ops it replaces that the trace does not record, by full name (diff/block_replay.hpp).
+  std::vector<std::string> unrecorded_ops{};
 };
 
 struct ReplayInputs {
   // The trace the op's inputs are read from: the actual run's, or in lockstep the expected run's
   // (the actual run continued from the expected values at every tap).
-  const TraceReader& actual;
+  // Ops the trace does not record, computed from the ones it does, read as its own (RowSource).
+  RowSource actual;
   // The trace whose values at the diagnosed tap are explained (the actual run's, in both modes):
   // fits read their constant, mask or map off it, and the run's settings below are its.
   const TraceReader& observed;
@@ -56,6 +60,9 @@ struct ReplayInputs {
   // The correct computation alone, none of the variants (a replay that only asks whether the
   // op's output is what its inputs give).
   bool baseline_only = false;
+  // Variants that hold a whole matrix of their own (W as a wrong decoder or loader left it, a
+  // split-K panel's): off where every op of a block builds its variants at once (7B: 180 MB each).
+  bool matrix_variants = true;
 };
 
 // The cache a trace's producer ran with: llama.cpp's kv_type, attn_rot_k and attn_rot_v

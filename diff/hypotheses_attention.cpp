@@ -191,8 +191,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
   auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
     const Row q = trace_row(in.actual, "attn_q.rope", layer, p);
-    const TraceReader& rows_from = s.cache_as_read_back ? in.observed : in.actual;
-    const std::string k_tap = s.cache_as_read_back ? "kv.k" : "attn_k.rope", v_tap = s.cache_as_read_back ? "kv.v" : "attn_v";
+    const RowSource rows_from = s.cache_as_read_back ? RowSource(in.observed) : in.actual;
+    // The cache replayed through ops a trace does not record carries their variants to attention.
+    const bool from_cache = s.cache_as_read_back || (in.actual.computes("kv.k", layer) && in.actual.computes("kv.v", layer));
+    const std::string k_tap = from_cache ? "kv.k" : "attn_k.rope", v_tap = from_cache ? "kv.v" : "attn_v";
     const Rows ks = trace_rows_upto(rows_from, k_tap, layer, p);
     const Rows vs = trace_rows_upto(rows_from, v_tap, layer, p);
     if (q.empty()) return Row{};

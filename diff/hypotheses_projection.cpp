@@ -325,7 +325,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   }
   // A split-K product whose second half of the reduction reads the first half's columns (the
   // panel's weight offset not advanced): W[:, j] for column j + n_in / 2 as well.
-  if (const std::size_t n_in = n_out > 0 ? W->size() / n_out : 0; n_in >= 2 && n_in % 2 == 0) {
+  if (const std::size_t n_in = n_out > 0 ? W->size() / n_out : 0; in.matrix_variants && n_in >= 2 && n_in % 2 == 0) {
     auto first_half_twice = std::make_shared<std::vector<float>>(*W);
     for (std::size_t i = 0; i < n_out; ++i)
       std::copy_n(W->begin() + std::ptrdiff_t(i * n_in), n_in / 2,
@@ -374,7 +374,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
       }
   }
   // W as a wrong loader or decoder would have left it (diff/weight_variants.hpp).
-  for (WeightVariant& v : weight_variants(*wt)) {
+  for (WeightVariant& v : in.matrix_variants ? weight_variants(*wt) : std::vector<WeightVariant>{}) {
     if (v.baseline) continue;
     const bool zero = std::all_of(v.values.begin(), v.values.end(), [](float w) { return w == 0; });
     auto decoded = std::make_shared<std::vector<float>>(std::move(v.values));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "diff/block_replay.hpp"
 #include "diff/fitted_constants.hpp"
 #include "diff/tap_graph.hpp"
 
@@ -173,51 +174,26 @@ double largest_nmse_before(const TapComparison* t, std::int64_t position) {
 
 }  // namespace
 
-// Where the actual trace lacks an input of the op (an engine that traces a few taps), no replay
-// can run: the ops the expected trace records between the actual's recorded taps and this one
-// hold the bug, and recording them names it. "" when every input is recorded.
+// Where the actual trace lacks an input of the op (an engine that traces a few taps), the ops the
+// expected trace records between the actual's recorded taps and this one hold the bug: the replay
+// computes them from the recorded taps, and only recording them shows their own values. "" when
+// every input is recorded.
 std::string unrecorded_ops(const DiffResult& r, const FirstDivergence& f, const TraceReader& a,
                            const TraceReader& b) {
-  const int n_layer = layer_count(r);
-  std::vector<ResolvedInput> todo = tap_inputs(f.name, f.layer, n_layer);
-  if (std::none_of(todo.begin(), todo.end(),
-                   [&](const ResolvedInput& in) { return a.find(in.name, in.layer) && !b.find(in.name, in.layer); }))
-    return "";
-  std::vector<const TapInfo*> unrecorded;
-  std::vector<std::string> recorded, seen;
-  while (!todo.empty()) {
-    const ResolvedInput in = todo.back();
-    todo.pop_back();
-    const std::string full = in.layer >= 0 ? fmt::format("blk.{}.{}", in.layer, in.name) : in.name;
-    if (std::find(seen.begin(), seen.end(), full) != seen.end()) continue;
-    seen.push_back(full);
-    if (b.find(in.name, in.layer)) {
-      recorded.push_back(full);
-      continue;
-    }
-    if (const TapInfo* expected = a.find(in.name, in.layer)) unrecorded.push_back(expected);
-    for (ResolvedInput& up : tap_inputs(in.name, in.layer, n_layer)) todo.push_back(std::move(up));
-  }
-  const auto& order = a.taps();  // execution order
-  const auto index = [&](const TapInfo* t) {
-    return std::find_if(order.begin(), order.end(), [&](const TapInfo& o) { return o.full_name == t->full_name; }) -
-           order.begin();
-  };
-  std::sort(unrecorded.begin(), unrecorded.end(), [&](const TapInfo* x, const TapInfo* y) { return index(x) < index(y); });
-  const bool one_layer = std::all_of(unrecorded.begin(), unrecorded.end(),
-                                     [&](const TapInfo* t) { return t->layer == unrecorded.front()->layer; });
-  std::string names = one_layer && unrecorded.front()->layer >= 0
-                          ? fmt::format("layer {}'s ", unrecorded.front()->layer)
-                          : std::string();
-  for (std::size_t i = 0; i < unrecorded.size(); ++i)
-    names += (i ? ", " : "") + (one_layer ? unrecorded[i]->name : unrecorded[i]->full_name);
-  std::sort(recorded.begin(), recorded.end());
-  return fmt::format("the actual trace does not record {}: the bug is in one of those ops or in {} itself{}; "
-                     "record them to replay each op",
+  const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, b, a, layer_count(r));
+  if (gap.ops.empty()) return "";
+  const std::vector<const TapInfo*>& ops = gap.ops;
+  const bool one_layer =
+      std::all_of(ops.begin(), ops.end(), [&](const TapInfo* t) { return t->layer == ops.front()->layer; });
+  std::string names = one_layer && ops.front()->layer >= 0 ? fmt::format("layer {}'s ", ops.front()->layer)
+                                                           : std::string();
+  for (std::size_t i = 0; i < ops.size(); ++i) names += (i ? ", " : "") + (one_layer ? ops[i]->name : ops[i]->full_name);
+  return fmt::format("the actual trace does not record {}: the bug is in one of those ops or in {} itself{}; the "
+                     "replay computes them from the recorded taps, and recording them shows each op's own values",
                      names, f.tap,
-                     recorded.empty() ? std::string()
-                                      : fmt::format(", after {}, which agree{}", fmt::join(recorded, ", "),
-                                                    recorded.size() == 1 ? "s" : ""));
+                     gap.recorded.empty() ? std::string()
+                                          : fmt::format(", after {}, which agree{}", fmt::join(gap.recorded, ", "),
+                                                        gap.recorded.size() == 1 ? "s" : ""));
 }
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {

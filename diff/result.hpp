@@ -56,6 +56,9 @@ struct TapComparison {
   // or in the expected trace's (whose bug it then is to diagnose).
   bool own_error_replayed = false;
   bool expected_off_its_inputs = false;
+  // False where the actual trace records none of the op's inputs (nor theirs, two ops up): its
+  // rows' input_nmse is then no measurement, and the jump test reads the inputs as exact.
+  bool inputs_recorded = true;
   bool diverged() const;
   const RowMetrics* first_diverged() const;
   const RowMetrics* worst() const;  // largest nmse

@@ -96,7 +96,9 @@ std::string html_first_divergence(const diff::DiffResult& r) {
   if (tap) nmse += " <span class=\"quiet\">threshold " + sci(tap->threshold_nmse) + "</span>";
   out += item("NMSE", nmse);
   std::string inputs = "<span class=\"num\">" + sci(m.input_nmse) + "</span>";
-  if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty())
+  if (tap && !tap->inputs_recorded)
+    inputs = "<span class=\"quiet\">not recorded</span>";
+  else if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty())
     inputs += " <span class=\"quiet\">error grew " + jump + " here</span>";
   out += item("inputs' NMSE", inputs);
   out += item("max abs / rel",

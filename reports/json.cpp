@@ -40,7 +40,8 @@ std::string_view pattern_key(diff::PositionPattern p) {
   return "";
 }
 
-json row_json(const diff::RowMetrics& r) {
+// inputs_recorded: the tap's (TapComparison::inputs_recorded); input_nmse is null where not.
+json row_json(const diff::RowMetrics& r, bool inputs_recorded) {
   return {{"position", r.position},
           {"max_abs", number(r.max_abs)},
           {"max_rel", number(r.max_rel)},
@@ -51,7 +52,7 @@ json row_json(const diff::RowMetrics& r) {
           {"worst_index", r.worst_index},
           {"worst_expected", number(r.worst_expected)},
           {"worst_actual", number(r.worst_actual)},
-          {"input_nmse", number(r.input_nmse)},
+          {"input_nmse", inputs_recorded ? number(r.input_nmse) : json(nullptr)},
           {"diverged", r.diverged}};
 }
 
@@ -103,7 +104,14 @@ json side_json(const diff::TraceSide& side) {
           {"lockstep_source", m.lockstep_source.empty() ? json(nullptr) : json(m.lockstep_source)}};
 }
 
-json first_json(const std::optional<diff::FirstDivergence>& first) {
+// Whether the tap `full_name` of r has recorded inputs (a tap r did not compare: yes).
+bool inputs_recorded(const diff::DiffResult& r, const std::string& full_name) {
+  const diff::TapComparison* t = find_tap(r, full_name);
+  return !t || t->inputs_recorded;
+}
+
+json first_json(const diff::DiffResult& r) {
+  const std::optional<diff::FirstDivergence>& first = r.first;
   if (!first) return nullptr;
   if (first->shape)
     return {{"tap", first->tap},
@@ -123,7 +131,7 @@ json first_json(const std::optional<diff::FirstDivergence>& first) {
           {"pattern", pattern_key(first->pattern)},
           {"pattern_text", diff::position_pattern_text(first->pattern, first->position)},
           {"diverged_positions", first->diverged_positions},
-          {"metrics", row_json(first->metrics)},
+          {"metrics", row_json(first->metrics, inputs_recorded(r, first->tap))},
           {"expected_shape", nullptr},
           {"actual_shape", nullptr}};
 }
@@ -149,9 +157,9 @@ json diagnosis_json(const std::optional<diff::Diagnosis>& d) {
           {"in_expected", d->in_expected}};
 }
 
-json roots_json(const std::vector<diff::RootFinding>& roots) {
+json roots_json(const diff::DiffResult& r) {
   json out = json::array();
-  for (const auto& root : roots) {
+  for (const auto& root : r.roots) {
     const bool shape = root.kind == "shape";
     out.push_back({{"kind", root.kind},
                    {"tap", root.at.tap},
@@ -162,7 +170,7 @@ json roots_json(const std::vector<diff::RootFinding>& roots) {
                    {"position", shape ? json(nullptr) : json(root.at.position)},
                    {"pattern", pattern_key(root.at.pattern)},
                    {"diverged_positions", root.at.diverged_positions},
-                   {"metrics", root_measured(root) ? row_json(root.at.metrics) : json(nullptr)},
+                   {"metrics", root_measured(root) ? row_json(root.at.metrics, inputs_recorded(r, root.at.tap)) : json(nullptr)},
                    {"expected_shape", shape ? json(root.expected_shape) : json(nullptr)},
                    {"actual_shape", shape ? json(root.actual_shape) : json(nullptr)},
                    {"explained", root.explained},
@@ -207,7 +215,7 @@ json tap_json(const diff::TapComparison& t, bool with_rows) {
   const diff::RowMetrics* worst = t.worst();
   json rows = json::array();
   if (with_rows)
-    for (const auto& r : t.rows) rows.push_back(row_json(r));
+    for (const auto& r : t.rows) rows.push_back(row_json(r, t.inputs_recorded));
   return {{"tap", t.full_name},
           {"name", t.name},
           {"layer", t.layer},
@@ -262,9 +270,9 @@ std::string render_json(const diff::DiffResult& r, const RenderOptions& options)
               {"summary", summary_json(r)},
               {"mode", diff::diff_mode_text(r.mode)},
               {"findings", findings},
-              {"first_divergence", first_json(r.first)},
+              {"first_divergence", first_json(r)},
               {"diagnosis", diagnosis_json(r.diagnosis)},
-              {"roots", roots_json(r.roots)},
+              {"roots", roots_json(r)},
               {"logits", logits_json(r.logits)},
               {"taps", json::array()}};
   // Names and paths come from any engine: replace invalid UTF-8 rather than throw.

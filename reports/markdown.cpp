@@ -60,8 +60,12 @@ void write_first(std::string& out, const diff::DiffResult& r) {
                                 diff::position_pattern_text(f.pattern, f.position), diverged_count(r, f)));
     std::string nmse = sci(m.nmse);
     if (tap) nmse += " (threshold " + sci(tap->threshold_nmse) + ")";
-    nmse += ", inputs " + sci(m.input_nmse);
-    if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty()) nmse += " " + jump;
+    if (tap && !tap->inputs_recorded) {
+      nmse += ", inputs not recorded";
+    } else {
+      nmse += ", inputs " + sci(m.input_nmse);
+      if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty()) nmse += " " + jump;
+    }
     row("NMSE", nmse);
     row("max abs / rel", sci(m.max_abs) + " / " + sci(m.max_rel));
     row("cosine", cosine_text(m.cosine));

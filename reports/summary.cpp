@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "reports/numbers.hpp"
@@ -290,16 +291,25 @@ std::string root_explained(const diff::RootFinding& root) {
 }
 
 std::vector<diff::StructuralFinding> findings_to_read(const diff::DiffResult& r) {
+  // What a finding of taps a trace lacks says, less the count of a tap name's layers: the same
+  // for every tap an engine does not record, or declares it cannot (one reason for all).
+  const auto said = [](const diff::StructuralFinding& f) -> std::optional<std::string> {
+    if (f.kind == "missing-in-actual" || f.kind == "missing-in-expected") return f.detail;
+    if (f.kind != "not-available") return std::nullopt;
+    const std::size_t count_end = f.detail.find("): ");
+    return "not compared: " + (count_end == std::string::npos ? f.detail : f.detail.substr(count_end + 3));
+  };
   std::vector<diff::StructuralFinding> out;
   for (const auto& f : r.findings) {
-    const bool missing = f.kind == "missing-in-actual" || f.kind == "missing-in-expected";
+    const std::optional<std::string> what = said(f);
     std::vector<std::string> taps;
     for (const auto& g : r.findings)
-      if (missing && g.kind == f.kind && g.detail == f.detail) taps.push_back(g.tap);
+      if (what && g.kind == f.kind && said(g) == what) taps.push_back(g.tap);
     if (taps.size() < 2) {
       out.push_back(f);
     } else if (taps.front() == f.tap) {  // the kind's first: all of them, where it stood
-      out.push_back({f.kind, fmt::format("{} taps", taps.size()), fmt::format("{}: {}", f.detail, taps_by_layers(taps))});
+      out.push_back({f.kind, fmt::format(f.kind == "not-available" ? "{} tap names" : "{} taps", taps.size()),
+                     fmt::format("{}: {}", *what, taps_by_layers(taps))});
     }
   }
   return out;

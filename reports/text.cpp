@@ -161,9 +161,12 @@ void write_first(Writer& w, const diff::DiffResult& r) {
                                   diff::position_pattern_text(f.pattern, f.position), diverged_count(r, f)));
   std::string nmse = sci(m.nmse);
   if (tap) nmse += "  threshold " + sci(tap->threshold_nmse);
-  nmse += "  inputs " + sci(m.input_nmse);
-  if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty())
-    nmse += " (" + jump + ")";
+  if (tap && !tap->inputs_recorded) {
+    nmse += "  inputs not recorded";
+  } else {
+    nmse += "  inputs " + sci(m.input_nmse);
+    if (const std::string jump = jump_text(m.nmse, m.input_nmse); !jump.empty()) nmse += " (" + jump + ")";
+  }
   w.field("nmse", nmse);
   w.field("max abs", fmt::format("{}  max rel {}  cosine {}", sci(m.max_abs), sci(m.max_rel),
                                  cosine_text(m.cosine)));
