@@ -16,15 +16,14 @@ const Candidate* baseline_of(const std::vector<Candidate>& candidates) {
   return it == candidates.end() ? nullptr : &*it;
 }
 
-// Op `op` computed right from what `in.actual` reads, from here on: false where it has no replay.
-bool compute_right(const TapInfo& op, ReplayInputs& in, bool keep_rows) {
+// Op `op` computed right from what `in.actual` reads; empty where it has no replay.
+std::function<Row(std::int64_t)> right_replay(const TapInfo& op, ReplayInputs& in) {
   const bool variants = !in.baseline_only;
   in.baseline_only = true;
   const std::vector<Candidate> candidates = candidates_for(op.name, op.layer, in);
   in.baseline_only = !variants;
   const Candidate* right = baseline_of(candidates);
-  if (right) in.actual.compute(op, right->replay, keep_rows);
-  return right;
+  return right ? right->replay : nullptr;
 }
 
 // `text` with sibling ops' names exchanged: attn_q and attn_k (their norms, RoPE and weights too),
@@ -107,11 +106,16 @@ UnrecordedInputs unrecorded_inputs(const std::string& name, int layer, const Tra
 std::vector<Candidate> block_candidates(const std::string& name, int layer, ReplayInputs& in,
                                         const std::vector<const TapInfo*>& ops, bool decode_only) {
   // The ops computed right, in order, each from the ones before it (a row on its first read).
-  for (const TapInfo* op : ops)
-    if (!compute_right(*op, in, true)) return {};
+  for (const TapInfo* op : ops) {
+    auto right = right_replay(*op, in);
+    if (!right) return {};
+    in.actual.compute(*op, std::move(right));
+  }
   std::vector<Candidate> out = candidates_for(name, layer, in);
   if (!baseline_of(out)) return out;
   const TapInfo diverged = *in.observed.find(name, layer);
+  // The replay the judge reads now: the others keep no rows.
+  const auto judged = std::make_shared<std::weak_ptr<ReplayInputs>>();
   const bool matrix_variants = in.matrix_variants;
   in.matrix_variants = false;  // a decoder's bug asks for the weights as decoded (--weights) here
   std::vector<std::vector<Candidate>> variants(ops.size());
@@ -122,34 +126,88 @@ std::vector<Candidate> block_candidates(const std::string& name, int layer, Repl
   const auto carried = [&](const std::vector<std::pair<std::size_t, const Candidate*>>& wrong, std::string variant,
                            const std::string& bug_class) {
     auto through = std::make_shared<ReplayInputs>(in);
+    std::vector<std::string> changed;  // the ops that read a wrong one, directly or not, and the wrong ones
+    const auto reads_changed = [&](const TapInfo& op) {
+      const auto from = tap_inputs(op.name, op.layer, in.model.config().n_layer);
+      return std::any_of(from.begin(), from.end(), [&](const ResolvedInput& x) {
+        return std::find(changed.begin(), changed.end(), full_tap_name(x.name, x.layer)) != changed.end();
+      });
+    };
+    // An op that reads none keeps the rows computed right; in decode steps only, so does every
+    // op's prompt.
+    const auto recompute = [&](const TapInfo& op, bool prompt_right) {
+      auto right = right_replay(op, *through);
+      if (!right) return false;
+      if (prompt_right)
+        right = [&in, name = op.name, layer = op.layer, anew = std::move(right)](std::int64_t p) {
+          return p < in.prompt_length ? trace_row(in.actual, name, layer, p) : anew(p);
+        };
+      through->actual.compute(op, std::move(right));
+      changed.push_back(op.full_name);
+      return true;
+    };
     auto next = wrong.begin();
     for (std::size_t k = wrong.front().first; k < ops.size(); ++k) {
       if (next == wrong.end() || next->first != k) {
-        if (!compute_right(*ops[k], *through, false)) return;
+        if (reads_changed(*ops[k]) && !recompute(*ops[k], decode_only)) return;
         continue;
       }
+      changed.push_back(ops[k]->full_name);
       const std::string& text = (next++)->second->variant;
       if (k == wrong.front().first) {
-        through->actual.compute(*ops[k], wrong.front().second->replay, false);
+        through->actual.compute(*ops[k], wrong.front().second->replay);
         continue;
       }
       const std::vector<Candidate> anew = variants_of(*ops[k], *through, decode_only);
       const auto v = std::find_if(anew.begin(), anew.end(), [&](const Candidate& c) { return c.variant == text; });
       if (v == anew.end()) return;
-      through->actual.compute(*ops[k], v->replay, false);
+      through->actual.compute(*ops[k], v->replay);
     }
-    if (!compute_right(diverged, *through, false)) return;
+    if (!recompute(diverged, false)) return;
     Candidate c;
     c.variant = std::move(variant);
     c.bug_class = bug_class;
     for (const auto& [k, v] : wrong) c.unrecorded_ops.push_back(ops[k]->full_name);
-    c.replay = [through, diverged](std::int64_t p) { return trace_row(through->actual, diverged.name, diverged.layer, p); };
+    c.replay = [through, judged, &in, diverged](std::int64_t p) {
+      if (judged->lock() != through) {  // the judge has moved on from the variant before
+        if (const auto before = judged->lock()) before->actual.forget_rows_not_in(in.actual);
+        *judged = through;
+      }
+      return trace_row(through->actual, diverged.name, diverged.layer, p);
+    };
     out.push_back(std::move(c));
   };
+  // Each wrong set (a single op's variant, or siblings'), and where the ops span layers the same
+  // set in every layer: the code each layer runs, wrong alike (the later layers' variants found by
+  // their text).
+  using Wrong = std::vector<std::pair<std::size_t, const Candidate*>>;
+  int first_layer = -1, last_layer = -1;  // the layers the ops span
+  for (const TapInfo* op : ops)
+    if (op->layer >= 0) {
+      if (first_layer < 0) first_layer = op->layer;
+      last_layer = std::max(last_layer, op->layer);
+    }
+  // names: the wrong ops' names without their layer ("attn_q.rope and attn_k.rope").
+  const auto carried_in_every_layer = [&](const Wrong& wrong, const std::string& names, const std::string& variant,
+                                          const std::string& bug_class) {
+    const int at = ops[wrong.front().first]->layer;
+    carried(wrong,
+            fmt::format("{}{}, which the trace does not record: {}", at >= 0 ? fmt::format("blk.{}.", at) : "", names,
+                        variant),
+            bug_class);
+    if (at < 0 || at != first_layer || first_layer == last_layer) return;
+    Wrong every = wrong;
+    for (const auto& [k, v] : wrong)
+      for (std::size_t m = k + 1; m < ops.size(); ++m)
+        if (ops[m]->name == ops[k]->name) every.push_back({m, v});
+    std::sort(every.begin(), every.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    carried(every,
+            fmt::format("{} in layers {}-{}, which the trace does not record: {}", names, first_layer, last_layer,
+                        variant),
+            bug_class);
+  };
   for (std::size_t i = 0; i < ops.size(); ++i)
-    for (const Candidate& v : variants[i])
-      carried({{i, &v}}, fmt::format("{}, which the trace does not record: {}", ops[i]->full_name, v.variant),
-              v.bug_class);
+    for (const Candidate& v : variants[i]) carried_in_every_layer({{i, &v}}, ops[i]->name, v.variant, v.bug_class);
   // Sibling ops (q and k, gate and up) wrong alike (one position counter, one norm routine), or
   // each given the other's tensor.
   for (std::size_t i = 0; i < ops.size(); ++i)
@@ -158,13 +216,9 @@ std::vector<Candidate> block_candidates(const std::string& name, int layer, Repl
       for (const Candidate& a : variants[i])
         for (const Candidate& b : variants[j])
           if (a.bug_class == b.bug_class && exchanged(a.variant) == b.variant)
-            carried({{i, &a}, {j, &b}},
-                    a.variant == b.variant
-                        ? fmt::format("{} and {}, which the trace does not record: both {}", ops[i]->full_name,
-                                      ops[j]->name, a.variant)
-                        : fmt::format("{} and {}, which the trace does not record: {}; {}", ops[i]->full_name,
-                                      ops[j]->name, a.variant, b.variant),
-                    a.bug_class);
+            carried_in_every_layer({{i, &a}, {j, &b}}, fmt::format("{} and {}", ops[i]->name, ops[j]->name),
+                                   a.variant == b.variant ? "both " + a.variant : a.variant + "; " + b.variant,
+                                   a.bug_class);
     }
   in.matrix_variants = matrix_variants;
   return out;

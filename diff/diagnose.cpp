@@ -73,6 +73,27 @@ std::string separating_experiment(const std::vector<std::string>& classes, bool 
   return "rerun on another prompt (other tokens, another length): the tied variants agree on this input only";
 }
 
+// Whether `trace` holds weight w as its program decoded it (in full or its statistics).
+bool holds_decoded(const TraceReader& trace, const std::string& w) {
+  return trace.find(std::string(kWeightTapPrefix) + w, -1) || trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
+}
+
+// How to see weight w (or "each" of several) of `type` as the actual run's producer decoded it.
+std::string record_decoded(Producer producer, const std::string& w, std::string_view type) {
+  if (producer == Producer::llama_cpp || producer == Producer::transformers)
+    return fmt::format("{} records no weights, so its {} decoding stays a suspect the activations cannot name",
+                       producer_name(producer), type);
+  if (producer == Producer::external)
+    return fmt::format("record {} as your engine decodes it (`{}{}` rows, docs/taps.md) and the reference's "
+                       "(`tapdiff run --backend reference --weights`), and diff them; decoded weights that differ "
+                       "name the decoder, weights that agree leave the kernels' own {} decoding as the suspect",
+                       w == "each" ? "each" : "it", kWeightTapPrefix, w == "each" ? "<name>" : w, type);
+  return fmt::format("record --weights in both runs (`tapdiff run --weights`) and diff them; decoded weights that "
+                     "differ name the decoder, weights that agree leave the kernels' own {} decoding (a fast path, an "
+                     "embedding lookup) as the suspect",
+                     type);
+}
+
 // Tied variants of different ops the trace does not record: recording those ops separates them.
 std::string recording_separates(const std::vector<Judged>& ties) {
   if (std::all_of(ties.begin(), ties.end(), [&](const Judged& tie) {
@@ -374,28 +395,31 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     // cannot name (every program decodes the weight its own way). The weights as decoded can.
     const std::string w = weight_read_by(f.name, f.layer, model.config());
     const GgufTensorInfo* wt = j.reproducing.empty() && !masked && !w.empty() ? model.tensor(w) : nullptr;
-    const auto holds = [&w](const TraceReader& trace) {
-      return trace.find(std::string(kWeightTapPrefix) + w, -1) ||
-             trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
-    };
+    const auto holds = [&w](const TraceReader& trace) { return holds_decoded(trace, w); };
     if (wt && ggml_type_traits(wt->type).block_elems > 1 && !(holds(a) && holds(b))) {
       const std::string_view type = ggml_type_name(wt->type);
-      const Producer producer = b.metadata().producer;
-      const std::string how =
-          producer == Producer::llama_cpp || producer == Producer::transformers
-              ? fmt::format("{} records no weights, so its {} decoding stays a suspect the activations cannot name",
-                            producer_name(producer), type)
-          : producer == Producer::external
-              ? fmt::format("record it as your engine decodes it (`{}{}` rows, docs/taps.md) and the reference's "
-                            "(`tapdiff run --backend reference --weights`), and diff them; decoded weights that differ "
-                            "name the decoder, weights that agree leave the kernels' own {} decoding as the suspect",
-                            kWeightTapPrefix, w, type)
-              : fmt::format("record --weights in both runs (`tapdiff run --weights`) and diff them; decoded weights "
-                            "that differ name the decoder, weights that agree leave the kernels' own {} decoding (a "
-                            "fast path, an embedding lookup) as the suspect",
-                            type);
-      d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: {}", w, type, how));
+      d.signatures.push_back(fmt::format("{} is {} and the traces do not hold it as decoded: {}", w, type,
+                                         record_decoded(b.metadata().producer, w, type)));
       d.decoder_suspect = w;
+    }
+    // Likewise the quantized weights of the ops the trace does not record (whose replay leaves a
+    // decoder's variants out: diff/block_replay.hpp).
+    if (j.reproducing.empty() && !masked && !gap.ops.empty()) {
+      std::vector<std::string> suspects, types;
+      for (const TapInfo* op : gap.ops) {
+        const std::string ow = weight_read_by(op->name, op->layer, model.config());
+        const GgufTensorInfo* ot = ow.empty() ? nullptr : model.tensor(ow);
+        if (!ot || ggml_type_traits(ot->type).block_elems == 1 || (holds_decoded(a, ow) && holds_decoded(b, ow))) continue;
+        suspects.push_back(ow);
+        if (std::find(types.begin(), types.end(), ggml_type_name(ot->type)) == types.end())
+          types.emplace_back(ggml_type_name(ot->type));
+      }
+      if (!suspects.empty())
+        d.signatures.push_back(fmt::format(
+            "the ops the trace does not record read {} ({}), which the traces do not hold as decoded: {}",
+            fmt::join(suspects, ", "), fmt::join(types, ", "),
+            record_decoded(b.metadata().producer, suspects.size() == 1 ? suspects.front() : "each",
+                           fmt::format("{}", fmt::join(types, "/")))));
     }
     // An embedding row is its table's decoded row: how it differs block by block can name the decoder.
     const std::string shape = wt && f.name == "token_embd" ? decoder_structure(expected, actual, wt->type) : "";

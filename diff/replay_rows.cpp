@@ -15,8 +15,15 @@ const TapInfo* RowSource::find(std::string_view name, int layer) const {
   return trace_->find(name, layer);
 }
 
-void RowSource::compute(const TapInfo& info, std::function<Row(std::int64_t)> compute, bool keep_rows) {
-  computed_[info.full_name] = std::make_shared<Computed>(Computed{info, std::move(compute), {}, keep_rows});
+void RowSource::compute(const TapInfo& info, std::function<Row(std::int64_t)> compute) {
+  computed_[info.full_name] = std::make_shared<Computed>(Computed{info, std::move(compute), {}});
+}
+
+void RowSource::forget_rows_not_in(const RowSource& base) {
+  for (auto& [name, c] : computed_) {
+    const auto shared = base.computed_.find(name);
+    if (shared == base.computed_.end() || shared->second != c) c->rows.clear();
+  }
 }
 
 Row RowSource::row(const std::string& name, int layer, std::int64_t p) const {
@@ -25,7 +32,6 @@ Row RowSource::row(const std::string& name, int layer, std::int64_t p) const {
     auto& rows = c->rows;
     if (const auto it = rows.find(p); it != rows.end()) return it->second;
     Row r = c->compute(p);
-    if (!c->keep_rows) rows.clear();
     return rows.emplace(p, std::move(r)).first->second;
   }
   const TapInfo* t = trace_->find(name, layer);
@@ -38,8 +44,7 @@ Row RowSource::row(const std::string& name, int layer, std::int64_t p) const {
 
 Rows RowSource::rows_upto(const std::string& name, int layer, std::int64_t p) const {
   Rows out(static_cast<std::size_t>(p + 1));
-  if (Computed* c = computed(name, layer)) {
-    c->keep_rows = true;
+  if (computed(name, layer)) {
     for (std::int64_t q = 0; q <= p; ++q) out[std::size_t(q)] = row(name, layer, q);
     return out;
   }

@@ -31,12 +31,12 @@ public:
   // Whether tap (name, layer)'s rows are computed here rather than read from the trace.
   bool computes(std::string_view name, int layer) const { return computed(name, layer) != nullptr; }
 
-  // Tap `info`'s rows are compute(p) from now on, whether or not the trace records it. A copy of
-  // this source shares the rows computed so far of the taps it does not compute anew. Rows are
-  // kept where keep_rows, else only the latest (a tap read across positions, as attention reads
-  // the cache, keeps every row it computes either way): a replay through one variant of many
-  // holds one position's rows, not the run's.
-  void compute(const TapInfo& info, std::function<Row(std::int64_t)> compute, bool keep_rows = true);
+  // Tap `info`'s rows are compute(p) from now on, whether or not the trace records it, each kept
+  // once computed. A copy of this source shares the rows of the taps it does not compute anew.
+  void compute(const TapInfo& info, std::function<Row(std::int64_t)> compute);
+  // Drops the rows this source computed for taps `base` does not share with it: a replay through
+  // one variant of many holds its rows while it is judged, not the run's for every variant.
+  void forget_rows_not_in(const RowSource& base);
 
   Row row(const std::string& name, int layer, std::int64_t p) const;
   Rows rows_upto(const std::string& name, int layer, std::int64_t p) const;
@@ -46,7 +46,6 @@ private:
     TapInfo info;
     std::function<Row(std::int64_t)> compute;
     std::map<std::int64_t, Row> rows;
-    bool keep_rows;
   };
   Computed* computed(std::string_view name, int layer) const;
 

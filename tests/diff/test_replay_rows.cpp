@@ -75,24 +75,27 @@ TEST_F(RowSourceTest, ACopyComputingATapAnewSharesTheOthersRows) {
   EXPECT_EQ(trace_row(base, "attn_v", 0, 0), Row(kWidth, 1.0f));
 }
 
-TEST_F(RowSourceTest, RowsNotKeptAreComputedAgainUnlessReadAcrossPositions) {
-  RowSource s(*trace_);
-  int runs = 0;
-  s.compute(unrecorded("attn_k", 0), [&runs](std::int64_t p) {
-    ++runs;
+TEST_F(RowSourceTest, AVariantForgetsItsOwnRowsNotTheSharedOnes) {
+  RowSource base(*trace_);
+  int k_runs = 0, v_runs = 0;
+  base.compute(unrecorded("attn_k", 0), [&k_runs](std::int64_t p) {
+    ++k_runs;
     return Row(kWidth, float(p));
-  }, false);
-  trace_row(s, "attn_k", 0, 0);
-  trace_row(s, "attn_k", 0, 0);
-  EXPECT_EQ(runs, 1);  // the latest row is kept
-  trace_row(s, "attn_k", 0, 1);
-  trace_row(s, "attn_k", 0, 0);
-  EXPECT_EQ(runs, 3);
-  trace_rows_upto(s, "attn_k", 0, 3);  // as attention reads a cache: every row kept from now on
-  const int after = runs;
-  trace_rows_upto(s, "attn_k", 0, 3);
-  trace_row(s, "attn_k", 0, 2);
-  EXPECT_EQ(runs, after);
+  });
+  RowSource variant = base;
+  variant.compute(unrecorded("attn_v", 0), [&v_runs](std::int64_t p) {
+    ++v_runs;
+    return Row(kWidth, float(-p));
+  });
+  trace_rows_upto(variant, "attn_k", 0, 3);
+  trace_rows_upto(variant, "attn_v", 0, 3);
+  trace_rows_upto(variant, "attn_v", 0, 3);
+  EXPECT_EQ(v_runs, 4);  // each row computed once while kept
+  variant.forget_rows_not_in(base);
+  EXPECT_EQ(trace_row(variant, "attn_v", 0, 2), Row(kWidth, -2.0f));
+  EXPECT_EQ(v_runs, 5);  // its own rows dropped
+  trace_rows_upto(variant, "attn_k", 0, 3);
+  EXPECT_EQ(k_runs, 4);  // the shared ones kept
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ from bug_traces import PROMPT, run, diff_json
 
 STREAM = "token_embd,blk.*.resid.*,output_norm,output"
 HIDDEN = "blk.*.resid.ffn,output_norm,output"
+LAST = "blk.1.resid.ffn,output_norm,output"  # every other layer's hidden state: a gap of two layers
 
 
 def engine_trace(llama, tmp_path, taps, *inject):
@@ -39,6 +40,10 @@ def test_a_right_engine_recording_few_taps_passes(llama, tmp_path, taps):
     # the prompt intact: the caches' variants act in decode steps only, reaching attention
     ("kv-not-written-decode", STREAM, "blk.0.resid.attn", "kv-cache",
      ["kv.k and kv.v", "never written", "in decode steps only"]),
+    # a gap of two layers: the code every layer runs, wrong alike in both
+    ("gqa-head-map", LAST, "blk.1.resid.ffn", "gqa-mapping", ["attn.out in layers 0-1", "h % n_head_kv"]),
+    ("norm-weight-dropped", LAST, "blk.1.resid.ffn", "normalization",
+     ["attn_norm and ffn_norm in layers 0-1", "without the norm weight"]),
 ])
 def test_an_unrecorded_ops_bug_is_named_through_the_ops_after_it(llama, tmp_path, fault, taps, tap, bug_class, words):
     code, r = diff_json(llama / "ref.h5", engine_trace(llama, tmp_path, taps, fault), "--model", llama / "llama.gguf")
@@ -129,3 +134,20 @@ def test_taps_declared_unavailable_are_replayed_and_read_as_one_note(llama, tmp_
     text = run("diff", llama / "ref.h5", declared, "--model", llama / "llama.gguf").stdout
     assert "structural findings (1)" in text, text
     assert f"not-available  {len(names)} tap names  not compared: the actual trace (external) says: hidden" in text, text
+
+
+def test_a_decoder_bug_behind_unrecorded_ops_asks_for_the_decoded_weights(tmp_path):
+    """The replay through unrecorded ops leaves a decoder's variants out (a matrix each): a wrong
+    Q8_0 scale stays unexplained, and the diagnosis names the quantized weights those ops read and
+    how to record them as decoded."""
+    model = tmp_path / "q8.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "Q8_0", "--seed", 4, "-o", model).returncode == 0
+    for backend, out, extra in (("reference", "ref.h5", []),
+                                ("host", "hidden.h5", ["--inject", "dequant-q8-scale", "--taps", HIDDEN])):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, *extra, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "hidden.h5", "--model", model)
+    d = r["diagnosis"]
+    assert code == 1 and d["class"] == "unexplained", d
+    assert any(s.startswith("the ops the trace does not record read ") and "blk.0.attn_q.weight" in s and "(Q8_0)" in s
+               and "--weights" in s for s in d["signatures"]), d["signatures"]
