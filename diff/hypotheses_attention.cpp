@@ -181,6 +181,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool cap_probs = false;              // the model's soft-cap applied to the probabilities, not the scores
     bool decode_v_from_k = false;        // decode steps read V from the K cache
     int decode_k_layer = -1, decode_v_layer = -1;  // decode steps read K (V) from this layer's cache
+    bool other_layer_in_prefill = false;           // ... and the prompt's batch too
     bool cache_as_read_back = false;     // K and V the actual run's kv.k and kv.v rows, not its computed ones
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
@@ -228,7 +229,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       std::copy(k_last.begin(), k_last.end(), k_all.begin());
       std::copy(v_last.begin(), v_last.end(), v_all.begin());
     }
-    if (p >= in.prompt_length)
+    if (p >= in.prompt_length || s.other_layer_in_prefill)
       for (auto [rows, tap, from] : {std::tuple{&k_all, "attn_k.rope", s.decode_k_layer},
                                      std::tuple{&v_all, "attn_v", s.decode_v_layer}})
         if (from >= 0) *rows = trace_rows_upto(in.actual, tap, from, upto);
@@ -505,6 +506,18 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s.cache.visible = Visible::prompt;
   out.push_back({"every prompt position visible: no causal mask in the batched prefill", "attention-mask",
                  false, replay(s)});
+  // One head's mask dropped (a per-head mask offset, a head loop whose last step skips the mask):
+  // rows are head-major in all three outputs.
+  for (int h = 0; h < c.n_head && c.n_head > 1; ++h)
+    out.push_back({fmt::format("head {} alone without the causal mask in the batched prefill", h), "attention-mask",
+                   false, [h, n_head = c.n_head, masked = replay(right), unmasked = replay(s)](std::int64_t p) {
+                     Row r = masked(p);
+                     const Row u = unmasked(p);
+                     if (r.size() != u.size() || r.size() % std::size_t(n_head) != 0) return Row{};
+                     const std::size_t width = r.size() / std::size_t(n_head);
+                     std::copy_n(u.begin() + std::ptrdiff_t(h * width), width, r.begin() + std::ptrdiff_t(h * width));
+                     return r;
+                   }});
   // Keys lost at a step's boundary. The mask built without the cache's length gives the numbers
   // of a cache read over the wrong slots, and a mask hiding the keys earlier chunks cached those
   // of a chunk attending over its own K/V: listed in both classes, they tie.
@@ -677,6 +690,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                  "by one)",
                                  what, layer - 1),
                      "kv-cache", false, replay(s)});
+      if (keys && values) {
+        s.other_layer_in_prefill = true;
+        out.push_back({fmt::format("every step reads K and V from layer {}'s cache, the prompt's batch too (the layer "
+                                   "index of the cache read off by one; each layer writes its own)",
+                                   layer - 1),
+                       "kv-cache", false, replay(s)});
+      }
     }
   // Attention right over what the cache holds (its rows read back): the cache's error (a 16-bit
   // cache in an f32 run, rows stored wrong), carried into attention.

@@ -301,3 +301,17 @@ def test_a_v_cache_written_a_slot_early_with_k_right_is_named(llama, tmp_path):
     write_tap(bad, "attn.out", layer, out)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", f"blk.{layer}.attn.out",
              "V cache rows written a slot early in decode", "kv-cache", position=prompt)
+
+
+def test_every_step_reading_the_layer_befores_cache_is_named(llama, tmp_path):
+    """Layer 1's attention reads K and V from layer 0's cache in the prompt's batch too (the read's
+    layer index off by one, each layer writing its own): blind round 21, unexplained."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 1)
+    k = read_tap(bad, "attn_k.rope", 0)
+    q = read_tap(bad, "attn_q.rope", 1)
+    write_tap(bad, "attn.probs", 1, causal_probs(q.reshape(q.shape[0], -1), k.reshape(k.shape[0], -1), 4,
+                                                 probs.shape[2], [0, 0, 1, 1]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs",
+             "every step reads K and V from layer 0's cache, the prompt's batch too", "kv-cache")
