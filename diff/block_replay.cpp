@@ -123,8 +123,8 @@ std::vector<Candidate> block_candidates(const std::string& name, int layer, Repl
   // The diverged tap computed from the ops with `wrong` ones replaced (by op index, in order), the
   // ops after the first wrong one computed right from what they read. A later wrong op's variant
   // is replayed anew from what the earlier ones gave it.
-  const auto carried = [&](const std::vector<std::pair<std::size_t, const Candidate*>>& wrong, std::string variant,
-                           const std::string& bug_class) {
+  using Wrong = std::vector<std::pair<std::size_t, const Candidate*>>;
+  const auto carried = [&](const Wrong& wrong, std::string variant, const std::string& bug_class) {
     auto through = std::make_shared<ReplayInputs>(in);
     std::vector<std::string> changed;  // the ops that read a wrong one, directly or not, and the wrong ones
     const auto reads_changed = [&](const TapInfo& op) {
@@ -180,7 +180,6 @@ std::vector<Candidate> block_candidates(const std::string& name, int layer, Repl
   // Each wrong set (a single op's variant, or siblings'), and where the ops span layers the same
   // set in every layer: the code each layer runs, wrong alike (the later layers' variants found by
   // their text).
-  using Wrong = std::vector<std::pair<std::size_t, const Candidate*>>;
   int first_layer = -1, last_layer = -1;  // the layers the ops span
   for (const TapInfo* op : ops)
     if (op->layer >= 0) {
