@@ -72,8 +72,10 @@ std::vector<Candidate> variants_of(const TapInfo& op, ReplayInputs& in, bool dec
 }  // namespace
 
 UnrecordedInputs unrecorded_inputs(const std::string& name, int layer, const TraceReader& inputs,
-                                   const TraceReader& expected, int n_layer) {
+                                   const TraceReader& expected) {
   UnrecordedInputs out;
+  int n_layer = 0;  // the expected trace's: the actual may record no layer at all (logits alone)
+  for (const TapInfo& t : expected.taps()) n_layer = std::max(n_layer, t.layer + 1);
   std::vector<ResolvedInput> todo = tap_inputs(name, layer, n_layer);
   if (std::none_of(todo.begin(), todo.end(), [&](const ResolvedInput& in) {
         return expected.find(in.name, in.layer) && !inputs.find(in.name, in.layer);
@@ -100,6 +102,10 @@ UnrecordedInputs unrecorded_inputs(const std::string& name, int layer, const Tra
   };
   std::sort(out.ops.begin(), out.ops.end(), [&](const TapInfo* x, const TapInfo* y) { return index(x) < index(y); });
   std::sort(out.recorded.begin(), out.recorded.end());
+  std::vector<int> layers;
+  for (const TapInfo* op : out.ops)
+    if (op->layer >= 0 && std::find(layers.begin(), layers.end(), op->layer) == layers.end()) layers.push_back(op->layer);
+  out.layers = int(layers.size());
   return out;
 }
 

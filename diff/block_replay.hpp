@@ -17,10 +17,15 @@ struct UnrecordedInputs {
   // taps, and `inputs` does not: execution order, as `expected` holds them.
   std::vector<const TapInfo*> ops;
   std::vector<std::string> recorded;  // the recorded taps those ops start from, by full name, sorted
+  int layers = 0;                     // how many layers the ops span
+  // Whether block_candidates() replays them: each variant of an op recomputes every layer after it
+  // over the positions judged, so a gap of a whole model (a trace of logits alone) is not replayed.
+  bool replayed() const { return !ops.empty() && layers <= kMaxReplayedLayers; }
+  static constexpr int kMaxReplayedLayers = 2;
 };
 // Empty where `inputs` records every input of tap (name, layer).
 UnrecordedInputs unrecorded_inputs(const std::string& name, int layer, const TraceReader& inputs,
-                                   const TraceReader& expected, int n_layer);
+                                   const TraceReader& expected);
 
 // Candidates for tap (name, layer) read through the unrecorded ops `ops` (unrecorded_inputs()):
 // `in.actual` computes them from here on, and their variants join the tap's own, each named

@@ -336,9 +336,9 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     ReplayModel model(model_path.empty() ? a.metadata().model_path : model_path, a.metadata().model_sha256,
                       a.metadata().hparams);
     ReplayInputs in = replay_inputs(inputs, b, model, a.metadata().prompt_length);
-    const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, inputs, a, layer_count(r));
+    const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, inputs, a);
     auto candidates =
-        gap.ops.empty() ? candidates_for(f.name, f.layer, in) : block_candidates(f.name, f.layer, in, gap.ops,
+        !gap.replayed() ? candidates_for(f.name, f.layer, in) : block_candidates(f.name, f.layer, in, gap.ops,
                                                                    f.position >= a.metadata().prompt_length);
     const auto positions = evaluated_positions(t, f, a.metadata().prompt_length);
     // The same op of another layer, wrong the same way, is the same bug twice (every layer's
@@ -404,7 +404,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
     }
     // Likewise the quantized weights of the ops the trace does not record (whose replay leaves a
     // decoder's variants out: diff/block_replay.hpp).
-    if (j.reproducing.empty() && !masked && !gap.ops.empty()) {
+    if (j.reproducing.empty() && !masked && gap.replayed()) {
       std::vector<std::string> suspects, types;
       for (const TapInfo* op : gap.ops) {
         const std::string ow = weight_read_by(op->name, op->layer, model.config());

@@ -178,9 +178,8 @@ double largest_nmse_before(const TapComparison* t, std::int64_t position) {
 // expected trace records between the actual's recorded taps and this one hold the bug: the replay
 // computes them from the recorded taps, and only recording them shows their own values. "" when
 // every input is recorded.
-std::string unrecorded_ops(const DiffResult& r, const FirstDivergence& f, const TraceReader& a,
-                           const TraceReader& b) {
-  const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, b, a, layer_count(r));
+std::string unrecorded_ops(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
+  const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, b, a);
   if (gap.ops.empty()) return "";
   const std::vector<const TapInfo*>& ops = gap.ops;
   const bool one_layer =
@@ -188,18 +187,23 @@ std::string unrecorded_ops(const DiffResult& r, const FirstDivergence& f, const 
   std::string names = one_layer && ops.front()->layer >= 0 ? fmt::format("layer {}'s ", ops.front()->layer)
                                                            : std::string();
   for (std::size_t i = 0; i < ops.size(); ++i) names += (i ? ", " : "") + (one_layer ? ops[i]->name : ops[i]->full_name);
-  return fmt::format("the actual trace does not record {}: the bug is in one of those ops or in {} itself{}; the "
-                     "replay computes them from the recorded taps, and recording them shows each op's own values",
+  return fmt::format("the actual trace does not record {}: the bug is in one of those ops or in {} itself{}; {}",
                      names, f.tap,
                      gap.recorded.empty() ? std::string()
                                           : fmt::format(", after {}, which agree{}", fmt::join(gap.recorded, ", "),
-                                                        gap.recorded.size() == 1 ? "s" : ""));
+                                                        gap.recorded.size() == 1 ? "s" : ""),
+                     gap.replayed()
+                         ? "the replay computes them from the recorded taps, and recording them shows each op's own "
+                           "values"
+                         : fmt::format("they span {} layers, and the replay runs through at most {}: record the "
+                                       "residual stream of each layer to replay each block",
+                                       gap.layers, UnrecordedInputs::kMaxReplayedLayers));
 }
 
 Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
   Observations o;
   o.lines.push_back(fmt::format("diverges at {}", position_pattern_text(f.pattern, f.position)));
-  if (std::string line = unrecorded_ops(r, f, a, b); !line.empty()) o.lines.push_back(std::move(line));
+  if (std::string line = unrecorded_ops(f, a, b); !line.empty()) o.lines.push_back(std::move(line));
   const TapComparison* t = find_tap(r, f.tap);
   // Rows before the first diverged one that pass only just (within a hundredth of the threshold
   // of it) are not intact: the bug may act there too, below the threshold. Unless the same tap

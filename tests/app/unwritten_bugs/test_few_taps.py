@@ -151,3 +151,23 @@ def test_a_decoder_bug_behind_unrecorded_ops_asks_for_the_decoded_weights(tmp_pa
     assert code == 1 and d["class"] == "unexplained", d
     assert any(s.startswith("the ops the trace does not record read ") and "blk.0.attn_q.weight" in s and "(Q8_0)" in s
                and "--weights" in s for s in d["signatures"]), d["signatures"]
+
+
+def test_logits_alone_replay_two_layers_and_say_why_not_more(llama, tmp_path):
+    """A trace of logits alone: the gap is the whole model. Two layers are replayed (each variant in
+    both); a third is not (each variant would recompute every layer after it), and the diagnosis
+    says what to record instead."""
+    logits = engine_trace(llama, tmp_path, "output", "gqa-head-map")
+    code, r = diff_json(llama / "ref.h5", logits, "--model", llama / "llama.gguf")
+    assert code == 1 and r["diagnosis"]["class"] == "gqa-mapping", r["diagnosis"]
+    assert "attn.out in layers 0-1" in r["diagnosis"]["variant"], r["diagnosis"]
+    model = tmp_path / "three.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "F32", "--n-layer", 3, "--seed", 3, "-o", model).returncode == 0
+    for backend, out, extra in (("reference", "ref.h5", []),
+                                ("host", "logits.h5", ["--inject", "gqa-head-map", "--taps", "output"])):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, *extra, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "logits.h5", "--model", model)
+    assert code == 1 and r["diagnosis"]["class"] == "unexplained", r["diagnosis"]
+    assert any("they span 3 layers, and the replay runs through at most 2: record the residual stream" in s
+               for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
