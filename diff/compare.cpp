@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "diff/amplified.hpp"
@@ -204,20 +205,27 @@ void mark_divergences(DiffResult& r, int n_layer) {
   // A tap's inputs as the traces hold them, resolved once per tap. A producer without cache
   // read-backs (llama.cpp) caches what it wrote; an input neither trace records (llama.cpp's
   // phi3 graph leaves resid.attn unnamed) carries what its own inputs carry, two levels up; one
-  // the model has no op for (attn_q_norm outside qwen3) carries nothing.
+  // the model has no op for (attn_q_norm outside qwen3) carries nothing. Where nothing two levels
+  // up is recorded (an engine that records every other layer's stream), the nearest recorded taps
+  // up the graph stand for the inputs, at every earlier position.
   const auto held = [&](const ResolvedInput& in) { return by_name.count({in.name, in.layer}) > 0; };
   const auto held_inputs = [&](const TapComparison& t) {
     std::vector<ResolvedInput> out, level = tap_inputs(t.name, t.layer, n_layer);
-    for (int depth = 0; depth <= 2 && !level.empty(); ++depth) {
+    std::set<std::pair<std::string, int>> seen;
+    for (int depth = 0; !level.empty() && (depth <= 2 || out.empty()); ++depth) {
       std::vector<ResolvedInput> up;
       for (ResolvedInput in : level) {
         if (!held(in) && (in.name == "kv.k" || in.name == "kv.v"))
           in.name = in.name == "kv.k" ? "attn_k.rope" : "attn_v";
         if (held(in)) {
           out.push_back(in);
-        } else if (depth < 2) {
+        } else if (depth < 2 || (out.empty() && seen.insert({in.name, in.layer}).second)) {
+          // An attention block neither trace records mixes every earlier position of its stream.
+          const bool mixed = in.name == "resid.attn" && !held({"attn_output", in.layer}) &&
+                             !held({"attn_post_norm", in.layer});
           for (ResolvedInput earlier : tap_inputs(in.name, in.layer, n_layer)) {
-            earlier.all_earlier_positions = earlier.all_earlier_positions || in.all_earlier_positions;
+            earlier.all_earlier_positions =
+                earlier.all_earlier_positions || in.all_earlier_positions || mixed || depth >= 2;
             up.push_back(std::move(earlier));
           }
         }
@@ -482,7 +490,12 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   note_alignments(a, "expected", r);
   note_alignments(b, "actual", r);
 
-  mark_divergences(r, layer_count(r));
+  // The model's layers as the traces hold them, compared or not: a trace of every other layer's
+  // stream reads its last layer's output through the unrecorded ones.
+  int n_layer = layer_count(r);
+  for (const TraceReader* t : {&a, &b})
+    for (const TapInfo& info : t->taps()) n_layer = std::max(n_layer, info.layer + 1);
+  mark_divergences(r, n_layer);
   if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
     const bool replayed =
         options.diagnose && clear_amplified_rows(r, a, b, model_path, r.mode == DiffMode::all);

@@ -171,3 +171,20 @@ def test_logits_alone_replay_two_layers_and_say_why_not_more(llama, tmp_path):
     assert code == 1 and r["diagnosis"]["class"] == "unexplained", r["diagnosis"]
     assert any("they span 3 layers, and the replay runs through at most 2: record the residual stream" in s
                for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
+
+
+def test_a_stream_two_layers_on_carries_the_error_it_inherits(tmp_path):
+    """Every other layer's stream recorded: blk.2.resid.ffn reads blk.0's through layer 1, which
+    neither trace records, and attention there mixes every earlier position. Its error is the one it
+    inherits (blind round 21 read later layers as DIVERGED, a second bug that was not there)."""
+    model = tmp_path / "four.gguf"
+    assert run("fixture", "--arch", "llama", "--type", "F32", "--n-layer", 4, "--seed", 3, "-o", model).returncode == 0
+    taps = "blk.0.resid.ffn,blk.2.resid.ffn,output_norm,output"
+    for backend, out, extra in (("reference", "ref.h5", []),
+                                ("host", "sparse.h5", ["--inject", "causal-mask-off", "--taps", taps])):
+        p = run("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", 3, *extra, "-o", tmp_path / out)
+        assert p.returncode == 0, p.stderr
+    code, r = diff_json(tmp_path / "ref.h5", tmp_path / "sparse.h5", "--model", model)
+    assert code == 1 and r["first_divergence"]["tap"] == "blk.0.resid.ffn", r["first_divergence"]
+    later = {t["tap"]: t for t in r["taps"]}
+    assert not later["blk.2.resid.ffn"]["diverged"] and not later["output_norm"]["diverged"], later
