@@ -174,6 +174,43 @@ double largest_nmse_before(const TapComparison* t, std::int64_t position) {
 
 }  // namespace
 
+namespace {
+
+// The ops by name: the global ones, then "layers 2-3's a, b; layer 2's c", the names each group
+// of layers holds.
+std::string ops_text(const std::vector<const TapInfo*>& ops) {
+  std::vector<std::string> globals;
+  std::vector<std::pair<std::string, std::vector<int>>> by_name;  // first appearance order
+  for (const TapInfo* t : ops) {
+    if (t->layer < 0) {
+      globals.push_back(t->name);
+      continue;
+    }
+    auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& n) { return n.first == t->name; });
+    if (it == by_name.end()) it = by_name.insert(by_name.end(), {t->name, {}});
+    it->second.push_back(t->layer);
+  }
+  std::vector<std::pair<std::vector<int>, std::vector<std::string>>> groups;  // layers and their names
+  for (auto& [name, layers] : by_name) {
+    std::sort(layers.begin(), layers.end());
+    auto g = std::find_if(groups.begin(), groups.end(), [&, &l = layers](const auto& x) { return x.first == l; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {layers, {}});
+    g->second.push_back(name);
+  }
+  std::vector<std::string> parts;
+  if (!globals.empty()) parts.push_back(fmt::format("{}", fmt::join(globals, ", ")));
+  for (const auto& [layers, names] : groups) {
+    const bool contiguous = layers.back() - layers.front() + 1 == int(layers.size());
+    const std::string which = layers.size() == 1 ? fmt::format("layer {}'s", layers.front())
+                              : contiguous       ? fmt::format("layers {}-{}'s", layers.front(), layers.back())
+                                                 : fmt::format("layers {}'s", fmt::join(layers, ", "));
+    parts.push_back(fmt::format("{} {}", which, fmt::join(names, ", ")));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
 // Where the actual trace lacks an input of the op (an engine that traces a few taps), the ops the
 // expected trace records between the actual's recorded taps and this one hold the bug: the replay
 // computes them from the recorded taps, and only recording them shows their own values. "" when
@@ -181,14 +218,8 @@ double largest_nmse_before(const TapComparison* t, std::int64_t position) {
 std::string unrecorded_ops(const FirstDivergence& f, const TraceReader& a, const TraceReader& b) {
   const UnrecordedInputs gap = unrecorded_inputs(f.name, f.layer, b, a);
   if (gap.ops.empty()) return "";
-  const std::vector<const TapInfo*>& ops = gap.ops;
-  const bool one_layer =
-      std::all_of(ops.begin(), ops.end(), [&](const TapInfo* t) { return t->layer == ops.front()->layer; });
-  std::string names = one_layer && ops.front()->layer >= 0 ? fmt::format("layer {}'s ", ops.front()->layer)
-                                                           : std::string();
-  for (std::size_t i = 0; i < ops.size(); ++i) names += (i ? ", " : "") + (one_layer ? ops[i]->name : ops[i]->full_name);
   return fmt::format("the actual trace does not record {}: the bug is in one of those ops or in {} itself{}; {}",
-                     names, f.tap,
+                     ops_text(gap.ops), f.tap,
                      gap.recorded.empty() ? std::string()
                                           : fmt::format(", after {}, which agree{}", fmt::join(gap.recorded, ", "),
                                                         gap.recorded.size() == 1 ? "s" : ""),

@@ -171,6 +171,9 @@ def test_logits_alone_replay_two_layers_and_say_why_not_more(llama, tmp_path):
     assert code == 1 and r["diagnosis"]["class"] == "unexplained", r["diagnosis"]
     assert any("they span 3 layers, and the replay runs through at most 2: record the residual stream" in s
                for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
+    # the ops named once a name, by the layers that hold them (57 full names before)
+    assert any("does not record token_embd, output_norm; layers 0-2's attn_norm, attn_q" in s
+               for s in r["diagnosis"]["signatures"]), r["diagnosis"]["signatures"]
 
 
 def test_a_stream_two_layers_on_carries_the_error_it_inherits(tmp_path):
