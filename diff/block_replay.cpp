@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "diff/result.hpp"
 #include "diff/tap_graph.hpp"
 #include "tapdiff/tap_filter.hpp"
 
@@ -74,8 +75,8 @@ std::vector<Candidate> variants_of(const TapInfo& op, ReplayInputs& in, bool dec
 UnrecordedInputs unrecorded_inputs(const std::string& name, int layer, const TraceReader& inputs,
                                    const TraceReader& expected) {
   UnrecordedInputs out;
-  int n_layer = 0;  // the expected trace's: the actual may record no layer at all (logits alone)
-  for (const TapInfo& t : expected.taps()) n_layer = std::max(n_layer, t.layer + 1);
+  // The expected trace's layers: the actual may record no layer at all (logits alone).
+  const int n_layer = layer_count(expected);
   std::vector<ResolvedInput> todo = tap_inputs(name, layer, n_layer);
   if (std::none_of(todo.begin(), todo.end(), [&](const ResolvedInput& in) {
         return expected.find(in.name, in.layer) && !inputs.find(in.name, in.layer);

@@ -492,10 +492,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
 
   // The model's layers as the traces hold them, compared or not: a trace of every other layer's
   // stream reads its last layer's output through the unrecorded ones.
-  int n_layer = layer_count(r);
-  for (const TraceReader* t : {&a, &b})
-    for (const TapInfo& info : t->taps()) n_layer = std::max(n_layer, info.layer + 1);
-  mark_divergences(r, n_layer);
+  mark_divergences(r, std::max(layer_count(a), layer_count(b)));
   if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
     const bool replayed =
         options.diagnose && clear_amplified_rows(r, a, b, model_path, r.mode == DiffMode::all);

@@ -78,7 +78,7 @@ bool holds_decoded(const TraceReader& trace, const std::string& w) {
   return trace.find(std::string(kWeightTapPrefix) + w, -1) || trace.find(std::string(kWeightStatsTapPrefix) + w, -1);
 }
 
-// How to see weight w (or "each" of several) of `type` as the actual run's producer decoded it.
+// How to see weight w (several where empty) of `type` as the actual run's producer decoded it.
 std::string record_decoded(Producer producer, const std::string& w, std::string_view type) {
   if (producer == Producer::llama_cpp || producer == Producer::transformers)
     return fmt::format("{} records no weights, so its {} decoding stays a suspect the activations cannot name",
@@ -87,7 +87,7 @@ std::string record_decoded(Producer producer, const std::string& w, std::string_
     return fmt::format("record {} as your engine decodes it (`{}{}` rows, docs/taps.md) and the reference's "
                        "(`tapdiff run --backend reference --weights`), and diff them; decoded weights that differ "
                        "name the decoder, weights that agree leave the kernels' own {} decoding as the suspect",
-                       w == "each" ? "each" : "it", kWeightTapPrefix, w == "each" ? "<name>" : w, type);
+                       w.empty() ? "each" : "it", kWeightTapPrefix, w.empty() ? "<name>" : w, type);
   return fmt::format("record --weights in both runs (`tapdiff run --weights`) and diff them; decoded weights that "
                      "differ name the decoder, weights that agree leave the kernels' own {} decoding (a fast path, an "
                      "embedding lookup) as the suspect",
@@ -418,7 +418,7 @@ Diagnosis diagnose_op(const DiffResult& r, const FirstDivergence& f, const Trace
         d.signatures.push_back(fmt::format(
             "the ops the trace does not record read {} ({}), which the traces do not hold as decoded: {}",
             fmt::join(suspects, ", "), fmt::join(types, ", "),
-            record_decoded(b.metadata().producer, suspects.size() == 1 ? suspects.front() : "each",
+            record_decoded(b.metadata().producer, suspects.size() == 1 ? suspects.front() : "",
                            fmt::format("{}", fmt::join(types, "/")))));
     }
     // An embedding row is its table's decoded row: how it differs block by block can name the decoder.

@@ -1,5 +1,7 @@
 #include "diff/result.hpp"
 
+#include "tapdiff/trace_reader.hpp"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -64,6 +66,12 @@ const TapComparison* find_tap(const DiffResult& result, std::string_view full_na
 int layer_count(const DiffResult& result) {
   int n = 0;
   for (const auto& t : result.taps) n = std::max(n, t.layer + 1);
+  return n;
+}
+
+int layer_count(const TraceReader& trace) {
+  int n = 0;
+  for (const TapInfo& t : trace.taps()) n = std::max(n, t.layer + 1);
   return n;
 }
 

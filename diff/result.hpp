@@ -11,6 +11,10 @@
 
 #include "tapdiff/trace_metadata.hpp"
 
+namespace tapdiff {
+class TraceReader;
+}
+
 namespace tapdiff::diff {
 
 // Errors of B against A over one row (one tap at one position).
@@ -227,5 +231,7 @@ LeadingFinding leading_finding(const DiffResult& result);
 const TapComparison* find_tap(const DiffResult& result, std::string_view full_name);
 // Layers the compared taps span: one past the highest layer index.
 int layer_count(const DiffResult& result);
+// Layers a trace's taps span, compared or not (the model's, where it records every layer's).
+int layer_count(const TraceReader& trace);
 
 }  // namespace tapdiff::diff

@@ -141,13 +141,19 @@ def test_a_sliding_window_nobody_configured_is_fitted(llama, tmp_path):
     assert d["separating_experiment"].startswith("no rerun separates them"), d["separating_experiment"]
 
 
-def test_a_causal_mask_filled_with_zero_is_named(llama, tmp_path):
-    """The prefill's mask writing 0 into the later keys' scores instead of -inf."""
+def layer_1_attention(llama, tmp_path):
+    """A copy of the llama fixture's engine trace, and its layer-1 attn.probs, q and K per head."""
     bad = tmp_path / "eng.h5"
     shutil.copy(llama / "eng.h5", bad)
     probs = read_tap(bad, "attn.probs", 1).astype(np.float64)
     q = read_tap(bad, "attn_q.rope", 1).reshape(probs.shape[0], 4, 16).astype(np.float64)
     k = read_tap(bad, "attn_k.rope", 1).reshape(probs.shape[0], 2, 16).astype(np.float64)
+    return bad, probs, q, k
+
+
+def test_a_causal_mask_filled_with_zero_is_named(llama, tmp_path):
+    """The prefill's mask writing 0 into the later keys' scores instead of -inf."""
+    bad, probs, q, k = layer_1_attention(llama, tmp_path)
     prompt = len(PROMPT.split(","))
     for p in range(prompt - 1):
         for h in range(4):
@@ -458,11 +464,7 @@ def test_a_scale_from_the_default_head_width_names_every_equal_dimension(tmp_pat
 def test_one_head_without_the_causal_mask_is_named(llama, tmp_path):
     """The prefill's last head sees every prompt key, the other heads are masked (blind round 21:
     unexplained, "the error is confined to head 3 of 4")."""
-    bad = tmp_path / "eng.h5"
-    shutil.copy(llama / "eng.h5", bad)
-    probs = read_tap(bad, "attn.probs", 1).astype(np.float64)
-    q = read_tap(bad, "attn_q.rope", 1).reshape(probs.shape[0], 4, 16).astype(np.float64)
-    k = read_tap(bad, "attn_k.rope", 1).reshape(probs.shape[0], 2, 16).astype(np.float64)
+    bad, probs, q, k = layer_1_attention(llama, tmp_path)
     prompt = len(PROMPT.split(","))
     for p in range(prompt):
         s = k[:prompt, 1] @ q[p, 3] / 4
