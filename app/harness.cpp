@@ -215,8 +215,7 @@ std::optional<std::string> first_tap_left_out(const TraceReader& source, const M
   for (std::int64_t p = 0; p < fed && !filter.positions().all(); ++p)
     if (!filter.positions().contains(p)) return fmt::format("position {}", p);
   for (const TapSpec& spec : tap_catalogue()) {
-    const bool has = spec.feature == TapFeature::always || (spec.feature == TapFeature::qk_norm && c.qk_norm) ||
-                     (spec.feature == TapFeature::post_norms && c.post_norms);
+    const bool has = emitted_by(spec, TapModelFeatures{c.qk_norm, c.post_norms, c.moe()});
     if (!has || std::string_view(spec.name).rfind("attn.probs", 0) == 0) continue;
     if (spec.scope == TapScope::global) {
       if (!filter.tap_enabled(spec.name, -1)) return std::string(spec.name);

@@ -27,6 +27,8 @@ TraceMetadata trace_metadata_for(const GgufFile& model, Producer producer, const
   dims.n_head_kv = c.n_head_kv;
   dims.head_dim = c.head_dim;
   dims.n_ff = c.n_ff;
+  dims.n_expert = c.n_expert;
+  dims.n_expert_used = c.n_expert_used;
   dims.n_vocab = c.n_vocab;
   dims.n_ctx = static_cast<std::int64_t>(prompt.size()) + n_predict;
   m.dims = dims;

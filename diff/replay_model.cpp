@@ -9,7 +9,7 @@
 namespace tapdiff::diff {
 
 HParams trace_hparams(const ModelConfig& c) {
-  return {{"arch", arch_name(c.arch)},
+  HParams h{{"arch", arch_name(c.arch)},
           {"n_layer", std::int64_t(c.n_layer)},
           {"n_embd", std::int64_t(c.n_embd)},
           {"n_head", std::int64_t(c.n_head)},
@@ -23,6 +23,11 @@ HParams trace_hparams(const ModelConfig& c) {
           {"rms_eps", double(c.rms_eps)},
           {"tied_output", std::int64_t(c.tied_output)},
           {"qkv_bias", std::int64_t(c.qkv_bias)}};
+  if (c.moe()) {
+    h["n_expert"] = std::int64_t(c.n_expert);
+    h["n_expert_used"] = std::int64_t(c.n_expert_used);
+  }
+  return h;
 }
 
 ReplayModel::ReplayModel(const std::string& path, const std::string& expected_sha256, const HParams& expected_hparams)

@@ -40,7 +40,14 @@ const std::vector<Node>& graph() {
       {"ffn_gate", "projection", {{"ffn_norm"}}},
       {"ffn_up", "projection", {{"ffn_norm"}}},
       {"ffn.act", "activation", {{"ffn_gate"}, {"ffn_up"}}},
-      {"ffn_down", "projection", {{"ffn.act"}}},
+      // A mixture of experts: the router, then the used experts' FFNs, whose down projections
+      // ffn_down sums with the routing weights (a dense model has neither input).
+      {"ffn_gate_inp", "projection", {{"ffn_norm"}}},
+      {"ffn.routing", "routing", {{"ffn_gate_inp"}}},
+      {"ffn_gate_exps", "projection", {{"ffn_norm"}, {"ffn.routing"}}},
+      {"ffn_up_exps", "projection", {{"ffn_norm"}, {"ffn.routing"}}},
+      {"ffn.act_exps", "activation", {{"ffn_gate_exps"}, {"ffn_up_exps"}}},
+      {"ffn_down", "projection", {{"ffn.act"}, {"ffn.act_exps"}, {"ffn.routing"}}},
       {"ffn_post_norm", "norm", {{"ffn_down"}}},
       {"resid.ffn", "residual", {{"ffn_post_norm"}, {"ffn_down"}, {"resid.attn"}}},
       {"output_norm", "norm", {{"resid.ffn", -1}}},

@@ -1,5 +1,6 @@
 #include "engine/activations.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/executor.hpp"
@@ -21,9 +22,21 @@ Activations::Activations(Executor& ex, const ModelConfig& c, int rows, int n_ctx
   probs = ex.allocate(probs_bytes(c, rows, n_ctx));
   attn_out = floats(R * std::size_t(c.q_dim()));
   proj = floats(R * std::size_t(c.n_embd));
-  gate = floats(R * std::size_t(c.n_ff));
-  up = floats(R * std::size_t(c.n_ff));
-  act = floats(R * std::size_t(c.n_ff));
+  const std::size_t slots = R * std::size_t(c.moe() ? c.n_expert_used : 1);
+  gate = floats(slots * std::size_t(c.n_ff));
+  up = floats(slots * std::size_t(c.n_ff));
+  act = floats(slots * std::size_t(c.n_ff));
+  if (c.moe()) {
+    router = floats(R * std::size_t(c.n_expert));
+    routing = floats(R * std::size_t(c.n_expert));
+    experts = ints(slots);
+    expert_weights = floats(slots);
+    grouped_slots = ints(2 * slots);
+    grouped_in = floats(slots * std::size_t(std::max(c.n_embd, c.n_ff)));
+    grouped_gate = floats(slots * std::size_t(c.n_ff));
+    grouped_up = floats(slots * std::size_t(c.n_ff));
+    grouped_down = floats(slots * std::size_t(c.n_embd));
+  }
   logits = floats(std::size_t(c.n_vocab));
   next_token = ints(1);
 }

@@ -30,9 +30,20 @@ struct Activations {
   Buffer probs;       // (max_rows, n_head, n_ctx) attn.probs
   Buffer attn_out;    // (max_rows, n_head, head_dim) attn.out, rounded
   Buffer proj;        // (max_rows, n_embd) attn_output, then ffn_down
-  Buffer gate;        // (max_rows, n_ff) ffn_gate
-  Buffer up;          // (max_rows, n_ff) ffn_up
-  Buffer act;         // (max_rows, n_ff) ffn.act, rounded
+  Buffer gate;        // (max_rows, n_ff) ffn_gate; a mixture of experts: (max_rows, n_expert_used, n_ff)
+  Buffer up;          // (max_rows, n_ff) ffn_up; as gate
+  Buffer act;         // (max_rows, n_ff) ffn.act, rounded; as gate
+  // A mixture of experts only. A token's n_expert_used rows ("slots") follow the order of its
+  // experts; grouped buffers hold every slot's row grouped by expert, for the experts' GEMMs.
+  Buffer router;          // (max_rows, n_expert) ffn_gate_inp
+  Buffer routing;         // (max_rows, n_expert) ffn.routing
+  Buffer experts;         // (max_rows, n_expert_used) int32 each slot's expert, ascending
+  Buffer expert_weights;  // (max_rows, n_expert_used) each slot's routing weight
+  Buffer grouped_slots;   // (2, max_rows · n_expert_used) int32: each grouped row's slot, then its token
+  Buffer grouped_in;      // (max_rows · n_expert_used, max(n_embd, n_ff)) an expert GEMM's input rows; then ffn_down's slots
+  Buffer grouped_gate;    // (max_rows · n_expert_used, n_ff)
+  Buffer grouped_up;      // (max_rows · n_expert_used, n_ff)
+  Buffer grouped_down;    // (max_rows · n_expert_used, n_embd)
   Buffer logits;      // (1, n_vocab) output of the step's last position
   Buffer next_token;  // (1,) int32 argmax of logits
 };

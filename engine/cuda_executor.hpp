@@ -42,6 +42,10 @@ protected:
   void launch(const AttentionArgs& a) override { attention_cuda(a, stream_); }
   void launch(const SiluMulArgs& a) override { silu_mul_cuda(a, stream_); }
   void launch(const AddArgs& a) override { add_cuda(a, stream_); }
+  void launch(const MoeRouteArgs& a) override { moe_route_cuda(a, stream_); }
+  void launch(const MoeSelectArgs& a) override { moe_select_cuda(a, stream_); }
+  void launch(const MoeCombineArgs& a) override { moe_combine_cuda(a, stream_); }
+  void launch(const CopyRowsArgs& a) override { copy_rows_cuda(a, stream_); }
   void launch(const SoftcapArgs& a) override { softcap_cuda(a, stream_); }
   void launch(const ArgmaxArgs& a) override { argmax_cuda(a, stream_); }
   void launch(const GemmArgs& a) override;

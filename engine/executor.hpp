@@ -22,12 +22,15 @@
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/bias.hpp"
 #include "engine/kernels/convert.hpp"
+#include "engine/kernels/copy_rows.hpp"
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
 #include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matmul_q8k.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/moe_combine.hpp"
+#include "engine/kernels/moe_route.hpp"
 #include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
@@ -111,6 +114,22 @@ public:
     validate(a);
     launch(a);
   }
+  void moe_route(const MoeRouteArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void moe_select(const MoeSelectArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void moe_combine(const MoeCombineArgs& a) {
+    validate(a);
+    launch(a);
+  }
+  void copy_rows(const CopyRowsArgs& a) {
+    validate(a);
+    launch(a);
+  }
   void softcap(const SoftcapArgs& a) {
     validate(a);
     launch(a);
@@ -153,6 +172,10 @@ protected:
   virtual void launch(const AttentionArgs& a) = 0;
   virtual void launch(const SiluMulArgs& a) = 0;
   virtual void launch(const AddArgs& a) = 0;
+  virtual void launch(const MoeRouteArgs& a) = 0;
+  virtual void launch(const MoeSelectArgs& a) = 0;
+  virtual void launch(const MoeCombineArgs& a) = 0;
+  virtual void launch(const CopyRowsArgs& a) = 0;
   virtual void launch(const SoftcapArgs& a) = 0;
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;

@@ -330,6 +330,25 @@ void Forward::attention_block(int l, int p0, int n) {
 void Forward::ffn_block(int l, int p0, int n) {
   const LayerWeights& L = w_.layers[std::size_t(l)];
   const int E = c_.n_embd;
+  float* proj = act_.proj.as<float>();
+
+  norm(L.ffn_norm, n);
+  taps_.probe("ffn_norm", l, p0, n, {E}, act_.norm.as<float>());
+  if (c_.moe())
+    experts_ffn(L, l, p0, n);
+  else
+    dense_ffn(L, l, p0, n);
+  if (c_.post_norms) {
+    ex_.rmsnorm(RmsNormArgs{proj, L.ffn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
+    taps_.probe("ffn_post_norm", l, p0, n, {E}, proj);
+  }
+
+  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
+  taps_.probe("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
+}
+
+void Forward::dense_ffn(const LayerWeights& L, int l, int p0, int n) {
+  const int E = c_.n_embd;
   // Fault ffn-dim-wrong: the FFN width is n_embd. Only applied when n_ff > n_embd, so every
   // GEMM reads the first E rows (gate, up) or an E x E block (down) of its weight, in bounds.
   const int F = faults_.is(Fault::ffn_dim_wrong) ? c_.n_embd : c_.n_ff;
@@ -338,9 +357,6 @@ void Forward::ffn_block(int l, int p0, int n) {
   float* up = act_.up.as<float>();
   float* act = act_.act.as<float>();
   float* proj = act_.proj.as<float>();
-
-  norm(L.ffn_norm, n);
-  taps_.probe("ffn_norm", l, p0, n, {E}, norm_out);
 
   // gate, up [n, F] = norm [n, E] · Wᵀ. Column-major: W is [E, F] (ld E), norm [E, n] (ld E),
   // the result [F, n] (ld F): Wᵀ · norm.
@@ -374,13 +390,6 @@ void Forward::ffn_block(int l, int p0, int n) {
   const int k = faults_.is(Fault::ffn_down_race) ? raced_terms(F) : F;
   gemm(OP_T, E, n, k, L.w_down, F, act, F, proj, E);
   taps_.probe("ffn_down", l, p0, n, {E}, proj);
-  if (c_.post_norms) {
-    ex_.rmsnorm(RmsNormArgs{proj, L.ffn_post_norm.as<float>(), proj, n, E, c_.rms_eps});
-    taps_.probe("ffn_post_norm", l, p0, n, {E}, proj);
-  }
-
-  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
-  taps_.probe("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
 }
 
 int Forward::output_head(int p0, int n) {

@@ -51,6 +51,8 @@ private:
   void stream_in(int p0, int n);  // act_.x = the embedding, or what enters a model part's first stage
   void attention_block(int layer, int p0, int n);
   void ffn_block(int layer, int p0, int n);
+  void dense_ffn(const LayerWeights& L, int layer, int p0, int n);    // act_.proj = ffn_down
+  void experts_ffn(const LayerWeights& L, int layer, int p0, int n);  // act_.proj = ffn_down (forward_experts.cpp)
   int output_head(int p0, int n);
   void norm(const Buffer& weight, int n);    // act_.norm = RMSNorm(act_.x), rounded
   void round(float* x, std::int64_t count);  // to the precision; nothing in f32

@@ -33,6 +33,10 @@ void HostKernels::launch(const KvAppendArgs& a) { kv_append_host(a); }
 void HostKernels::launch(const AttentionArgs& a) { attention_host(a); }
 void HostKernels::launch(const SiluMulArgs& a) { silu_mul_host(a); }
 void HostKernels::launch(const AddArgs& a) { add_host(a); }
+void HostKernels::launch(const MoeRouteArgs& a) { moe_route_host(a); }
+void HostKernels::launch(const MoeSelectArgs& a) { moe_select_host(a); }
+void HostKernels::launch(const MoeCombineArgs& a) { moe_combine_host(a); }
+void HostKernels::launch(const CopyRowsArgs& a) { copy_rows_host(a); }
 void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }

@@ -24,6 +24,10 @@ protected:
   void launch(const AttentionArgs& a) override;
   void launch(const SiluMulArgs& a) override;
   void launch(const AddArgs& a) override;
+  void launch(const MoeRouteArgs& a) override;
+  void launch(const MoeSelectArgs& a) override;
+  void launch(const MoeCombineArgs& a) override;
+  void launch(const CopyRowsArgs& a) override;
   void launch(const SoftcapArgs& a) override;
   void launch(const ArgmaxArgs& a) override;
   void launch(const GemmArgs& a) override;

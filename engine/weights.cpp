@@ -132,9 +132,16 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
     // Fault ffn-norm-loads-attn-norm: the copy-pasted line kept attn_norm's tensor name.
     L.ffn_norm = faults.is(Fault::ffn_norm_loads_attn_norm) ? load.vector(b + "attn_norm.weight")
                                                            : load.vector(b + "ffn_norm.weight");
-    L.w_gate = load.matrix(b + "ffn_gate.weight");
-    L.w_up = load.matrix(b + "ffn_up.weight");
-    L.w_down = load.matrix(b + "ffn_down.weight");
+    if (c.moe()) {
+      L.w_router = load.matrix(b + "ffn_gate_inp.weight");
+      L.gate_exps = load.matrix(b + "ffn_gate_exps.weight");
+      L.up_exps = load.matrix(b + "ffn_up_exps.weight");
+      L.down_exps = load.matrix(b + "ffn_down_exps.weight");
+    } else {
+      L.w_gate = load.matrix(b + "ffn_gate.weight");
+      L.w_up = load.matrix(b + "ffn_up.weight");
+      L.w_down = load.matrix(b + "ffn_down.weight");
+    }
     if (c.post_norms) L.ffn_post_norm = load.vector(b + "post_ffw_norm.weight");
   }
   if (c.holds(c.n_layer)) {
@@ -143,6 +150,17 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
   }
   ex.synchronize();  // the uploads' sources are the caller's
   return w;
+}
+
+Matrix expert_matrix(const Matrix& stacked, int expert, int n_expert) {
+  Matrix m;
+  const std::size_t bytes = stacked.bytes.bytes() / std::size_t(n_expert);
+  m.bytes = Buffer(stacked.bytes.as<std::uint8_t>() + std::size_t(expert) * bytes, bytes, nullptr);
+  m.type = stacked.type;
+  m.rows = stacked.rows / n_expert;
+  m.cols = stacked.cols;
+  m.quirks = stacked.quirks;
+  return m;
 }
 
 namespace {
@@ -208,9 +226,16 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, ElemType precision
     put(b + "attn_output.weight", L.wo);
     if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm);
     put(b + "ffn_norm.weight", L.ffn_norm);
-    put(b + "ffn_gate.weight", L.w_gate);
-    put(b + "ffn_up.weight", L.w_up);
-    put(b + "ffn_down.weight", L.w_down);
+    if (c.moe()) {
+      put(b + "ffn_gate_inp.weight", L.w_router);
+      put(b + "ffn_gate_exps.weight", L.gate_exps);
+      put(b + "ffn_up_exps.weight", L.up_exps);
+      put(b + "ffn_down_exps.weight", L.down_exps);
+    } else {
+      put(b + "ffn_gate.weight", L.w_gate);
+      put(b + "ffn_up.weight", L.w_up);
+      put(b + "ffn_down.weight", L.w_down);
+    }
     if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm);
   }
   put("output_norm.weight", w.output_norm);

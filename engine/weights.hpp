@@ -44,9 +44,15 @@ struct LayerWeights {
   Matrix wo;            // (n_embd, q_dim)
   Buffer attn_post_norm, ffn_post_norm;  // (n_embd,) f32 each; empty without post-norms (gemma2)
   Buffer ffn_norm;      // (n_embd,) f32
-  Matrix w_gate, w_up;  // (n_ff, n_embd) each
+  Matrix w_gate, w_up;  // (n_ff, n_embd) each; a mixture of experts has none
   Matrix w_down;        // (n_embd, n_ff)
+  Matrix w_router;      // (n_expert, n_embd) ffn_gate_inp; empty when dense
+  Matrix gate_exps, up_exps;  // (n_expert · n_ff, n_embd) each: the experts' matrices stacked
+  Matrix down_exps;           // (n_expert · n_embd, n_ff)
 };
+
+// Expert e's matrix of a stacked one (n_expert of them): a view of its rows.
+Matrix expert_matrix(const Matrix& stacked, int expert, int n_expert);
 
 struct EngineWeights {
   Matrix token_embd;                     // (n_vocab, n_embd)

@@ -51,6 +51,8 @@ constexpr ArchTraits kArchs[] = {
     // Phi-3: q, k, v in one attn_qkv tensor (or separate), gate and up in one ffn_up. llama.cpp
     // ignores its sliding_window ("Phi SWA is currently disabled"); so does tapdiff.
     {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true},
+    // Qwen3-MoE: qwen3's attention, a mixture of experts in every layer (its expert count says so).
+    {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, false},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -106,7 +108,24 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.n_embd = required_int(f, p + "embedding_length");
   c.n_head = required_int(f, p + "attention.head_count");
   c.n_head_kv = optional_int(f, p + "attention.head_count_kv", c.n_head);
-  c.n_ff = required_int(f, p + "feed_forward_length");
+  // A mixture of experts: any architecture whose file counts experts (llama's Mixtral too).
+  c.n_expert = optional_int(f, p + "expert_count", 0);
+  if (c.moe()) {
+    c.n_expert_used = required_int(f, p + "expert_used_count");
+    require(c.n_expert_used <= c.n_expert, f, p + "expert_used_count",
+            fmt::format("expected at most expert_count {}, got {}", c.n_expert, c.n_expert_used));
+    require(!traits->fused_gate_up && traits->activation == Activation::silu, f, p + "expert_count",
+            fmt::format("expected no experts in a {} model (tapdiff runs experts with SwiGLU and separate "
+                        "gate and up tensors)", arch));
+    // Each expert's width; feed_forward_length, where present, is a dense layer's.
+    const auto expert_width = f.get_uint_opt(p + "expert_feed_forward_length");
+    c.n_ff = expert_width ? positive_int(f, p + "expert_feed_forward_length", *expert_width)
+                          : required_int(f, p + "feed_forward_length");
+  } else {
+    require(traits->arch != Arch::qwen3moe, f, p + "expert_count",
+            "expected a positive expert count (a qwen3moe model routes every layer to experts)");
+    c.n_ff = required_int(f, p + "feed_forward_length");
+  }
   c.n_ctx_train = required_int(f, p + "context_length");
   require(c.n_head % c.n_head_kv == 0, f, p + "attention.head_count_kv",
           fmt::format("expected a divisor of head_count {}, got {}", c.n_head, c.n_head_kv));
@@ -233,13 +252,19 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
     w.push_back({b + "attn_output.weight", {q, embd}});
     if (c.post_norms) w.push_back({b + "post_attention_norm.weight", {embd}});
     w.push_back({b + "ffn_norm.weight", {embd}});
-    if (c.fused_gate_up) {
+    if (c.moe()) {
+      const std::int64_t experts = c.n_expert;
+      w.push_back({b + "ffn_gate_inp.weight", {embd, experts}});
+      w.push_back({b + "ffn_gate_exps.weight", {embd, ff, experts}});
+      w.push_back({b + "ffn_up_exps.weight", {embd, ff, experts}});
+      w.push_back({b + "ffn_down_exps.weight", {ff, embd, experts}});
+    } else if (c.fused_gate_up) {
       w.push_back({b + "ffn_up.weight", {embd, 2 * ff}});
     } else {
       w.push_back({b + "ffn_gate.weight", {embd, ff}});
       w.push_back({b + "ffn_up.weight", {embd, ff}});
     }
-    w.push_back({b + "ffn_down.weight", {ff, embd}});
+    if (!c.moe()) w.push_back({b + "ffn_down.weight", {ff, embd}});
     if (c.post_norms) w.push_back({b + "post_ffw_norm.weight", {embd}});
   }
   w.push_back({"output_norm.weight", {embd}});

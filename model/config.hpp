@@ -11,7 +11,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3 };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -53,6 +53,12 @@ struct ModelConfig {
   float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
   bool fused_qkv = false;      // blk.*.attn_qkv.weight holds q, k and v rows (phi3; model/fused_weights.hpp)
   bool fused_gate_up = false;  // blk.*.ffn_up.weight holds gate, then up rows (phi3)
+  // Mixture of experts (qwen3moe; llama with an expert count: Mixtral): a router ffn_gate_inp
+  // scores n_expert experts, the n_expert_used best get their softmax weights renormalized to
+  // sum 1, and each runs its own SwiGLU FFN of width n_ff (expert_feed_forward_length) from the
+  // [n_expert] stacked ffn_{gate,up,down}_exps tensors. 0: a dense FFN.
+  int n_expert = 0;
+  int n_expert_used = 0;
   // The stages the file holds (model/model_part.hpp): the embedding (-1), layers 0..n_layer-1,
   // the head (n_layer). A whole model holds -1..n_layer; a part only its own.
   int first_stage = -1;
@@ -68,6 +74,7 @@ struct ModelConfig {
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
+  bool moe() const { return n_expert > 0; }
 };
 
 // What sets an architecture apart, as a description the forward passes read (no per-arch copies).

@@ -52,6 +52,9 @@ std::string extras_text(const ModelConfig& c) {
   if (c.fused_qkv) parts.push_back("q, k and v fused in attn_qkv");
   if (c.fused_gate_up) parts.push_back("gate and up fused in ffn_up");
   if (c.qk_norm) parts.push_back("q/k RMSNorm per head");
+  if (c.moe())
+    parts.push_back(fmt::format("a mixture of {} experts, {} per token (ffn_gate_inp routes; ffn_*_exps)", c.n_expert,
+                                c.n_expert_used));
   if (c.rope_freq_factors) parts.push_back("RoPE frequency factors (rope_freqs.weight)");
   if (c.activation == Activation::gelu) parts.push_back("GeGLU");
   if (c.embed_scale) parts.push_back("embeddings times sqrt(n_embd)");
@@ -98,7 +101,9 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"swa_period", c.swa_period},
           {"rope_freq_base_swa", c.rope_freq_base_swa},
           {"fused_qkv", c.fused_qkv},
-          {"fused_gate_up", c.fused_gate_up}};
+          {"fused_gate_up", c.fused_gate_up},
+          {"n_expert", c.n_expert},
+          {"n_expert_used", c.n_expert_used}};
 }
 
 nlohmann::json describe_gguf_json(const GgufFile& file) {

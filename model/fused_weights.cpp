@@ -37,4 +37,16 @@ std::optional<GgufTensorInfo> weight_tensor(const GgufFile& file, const ModelCon
   return slice;
 }
 
+GgufTensorInfo expert_matrix(const GgufTensorInfo& stacked, int expert) {
+  GgufTensorInfo m = stacked;
+  const std::uint64_t bytes = stacked.n_bytes / std::uint64_t(stacked.ne[2]);
+  m.name = stacked.name + "[" + std::to_string(expert) + "]";
+  m.ne = {stacked.ne[0], stacked.ne[1]};
+  m.offset += std::uint64_t(expert) * bytes;
+  m.data += std::uint64_t(expert) * bytes;
+  m.n_elements = std::uint64_t(stacked.ne[0]) * std::uint64_t(stacked.ne[1]);
+  m.n_bytes = bytes;
+  return m;
+}
+
 }  // namespace tapdiff

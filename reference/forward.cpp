@@ -47,10 +47,14 @@ Forward<T>::Forward(const Weights& weights, int n_ctx, TraceWriter* trace)
   k_.resize(kv_row);
   v_.resize(kv_row);
   probs_.resize(static_cast<std::size_t>(c_.n_head) * static_cast<std::size_t>(n_ctx));
-  gate_.resize(static_cast<std::size_t>(c_.n_ff));
+  // A mixture of experts keeps every used expert's rows, in the order of the experts.
+  gate_.resize(static_cast<std::size_t>(c_.n_ff) * static_cast<std::size_t>(std::max(1, c_.n_expert_used)));
   up_.resize(gate_.size());
   act_.resize(gate_.size());
   logits_.resize(static_cast<std::size_t>(c_.n_vocab));
+  router_.resize(static_cast<std::size_t>(c_.n_expert));
+  routing_.resize(router_.size());
+  experts_.resize(static_cast<std::size_t>(c_.n_expert_used));
 }
 
 template <typename T>
@@ -159,10 +163,27 @@ void Forward<T>::attention_block(int l, int p) {
 template <typename T>
 void Forward<T>::ffn_block(int l, int p) {
   const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
-  const int E = c_.n_embd, F = c_.n_ff;
+  const int E = c_.n_embd;
 
   rmsnorm(x_.data(), L.ffn_norm.data(), E, c_.rms_eps, norm_.data());
   record("ffn_norm", l, p, norm_.data(), {E});
+  if (c_.moe()) {
+    experts_ffn(L, l, p);
+  } else {
+    dense_ffn(L, l, p);
+  }
+  if (c_.post_norms) {
+    rmsnorm(proj_.data(), L.ffn_post_norm.data(), E, c_.rms_eps, proj_.data());
+    record("ffn_post_norm", l, p, proj_.data(), {E});
+  }
+  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
+  record("resid.ffn", l, p, x_.data(), {E});
+}
+
+// proj = W_down (act(W_gate norm) * W_up norm)
+template <typename T>
+void Forward<T>::dense_ffn(const LayerWeights& L, int l, int p) {
+  const int E = c_.n_embd, F = c_.n_ff;
   project(L.w_gate, norm_.data(), gate_.data());
   project(L.w_up, norm_.data(), up_.data());
   record("ffn_gate", l, p, gate_.data(), {F});
@@ -174,12 +195,33 @@ void Forward<T>::ffn_block(int l, int p) {
   record("ffn.act", l, p, act_.data(), {F});
   project(L.w_down, act_.data(), proj_.data());
   record("ffn_down", l, p, proj_.data(), {E});
-  if (c_.post_norms) {
-    rmsnorm(proj_.data(), L.ffn_post_norm.data(), E, c_.rms_eps, proj_.data());
-    record("ffn_post_norm", l, p, proj_.data(), {E});
+}
+
+// proj = Σ over the used experts e of routing[e] · W_down[e] (silu(W_gate[e] norm) * W_up[e] norm)
+template <typename T>
+void Forward<T>::experts_ffn(const LayerWeights& L, int l, int p) {
+  const int E = c_.n_embd, F = c_.n_ff, NE = c_.n_expert, K = c_.n_expert_used;
+  project(L.w_router, norm_.data(), router_.data());
+  record("ffn_gate_inp", l, p, router_.data(), {NE});
+  moe_route(router_.data(), NE, K, routing_.data(), experts_.data());
+  record("ffn.routing", l, p, routing_.data(), {NE});
+  for (int k = 0; k < K; ++k) {
+    const auto e = static_cast<std::size_t>(experts_[static_cast<std::size_t>(k)]);
+    project(L.gate_exps[e], norm_.data(), gate_.data() + std::size_t(k) * std::size_t(F));
+    project(L.up_exps[e], norm_.data(), up_.data() + std::size_t(k) * std::size_t(F));
   }
-  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
-  record("resid.ffn", l, p, x_.data(), {E});
+  record("ffn_gate_exps", l, p, gate_.data(), {K, F});
+  record("ffn_up_exps", l, p, up_.data(), {K, F});
+  swiglu(gate_.data(), up_.data(), K * F, act_.data());
+  record("ffn.act_exps", l, p, act_.data(), {K, F});
+  std::fill(proj_.begin(), proj_.end(), T(0));
+  std::vector<T> down(static_cast<std::size_t>(E));
+  for (int k = 0; k < K; ++k) {
+    const int e = experts_[static_cast<std::size_t>(k)];
+    project(L.down_exps[std::size_t(e)], act_.data() + std::size_t(k) * std::size_t(F), down.data());
+    for (int i = 0; i < E; ++i) proj_[std::size_t(i)] += routing_[std::size_t(e)] * down[std::size_t(i)];
+  }
+  record("ffn_down", l, p, proj_.data(), {E});
 }
 
 template class Forward<float>;

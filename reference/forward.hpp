@@ -30,6 +30,8 @@ public:
 private:
   void attention_block(int layer, int position);
   void ffn_block(int layer, int position);
+  void dense_ffn(const LayerWeights& L, int layer, int position);
+  void experts_ffn(const LayerWeights& L, int layer, int position);
   void record(const char* name, int layer, int position, const T* data, const RowShape& shape);
   bool tapped(const char* name, int layer, int position) const;
 
@@ -47,7 +49,9 @@ private:
   std::vector<T> probs_;     // [n_head][n_ctx] attention weights, zero past the visible keys
   std::vector<T> attn_out_;  // [q_dim]
   std::vector<T> proj_;      // [n_embd] attn_output / ffn_down
-  std::vector<T> gate_, up_, act_;  // [n_ff]
+  std::vector<T> gate_, up_, act_;  // [n_ff]; a mixture of experts: [n_expert_used][n_ff]
+  std::vector<T> router_, routing_;  // [n_expert] ffn_gate_inp, ffn.routing
+  std::vector<int> experts_;         // [n_expert_used] the used experts, ascending
   std::vector<T> logits_;    // [n_vocab]
   std::vector<float> tap_buffer_;   // float copy of the tap being recorded
   std::vector<float> embed_row_;    // [n_embd] the token's embedding row

@@ -5,6 +5,7 @@
 // 1/d scale, other GQA mapping), so every variant is a parameter, never a copy.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -144,6 +145,30 @@ T gelu_tanh(T x) {
 template <typename T>
 void geglu(const T* gate, const T* up, int n, T* out) {
   for (int i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+// A mixture of experts' routing: the softmax of the router's logits over all n_expert experts,
+// the n_used most probable kept (of equal probabilities, the lower index) and renormalized to
+// sum 1, every other expert 0. routing[n_expert] holds the weights; experts[n_used] the kept
+// experts in ascending order.
+template <typename T>
+void moe_route(const T* logits, int n_expert, int n_used, T* routing, int* experts) {
+  std::copy(logits, logits + n_expert, routing);
+  softmax(routing, n_expert);
+  std::vector<bool> kept(static_cast<std::size_t>(n_expert), false);
+  T kept_sum = 0;
+  for (int k = 0; k < n_used; ++k) {
+    int best = -1;
+    for (int e = 0; e < n_expert; ++e)
+      if (!kept[std::size_t(e)] && (best < 0 || routing[e] > routing[best])) best = e;
+    kept[std::size_t(best)] = true;
+    kept_sum += routing[best];
+  }
+  int k = 0;
+  for (int e = 0; e < n_expert; ++e) {
+    if (kept[std::size_t(e)]) experts[k++] = e;
+    routing[e] = kept[std::size_t(e)] ? routing[e] / kept_sum : T(0);
+  }
 }
 
 // x[i] = cap · tanh(x[i] / cap): Gemma 2's soft-capping; cap 0 leaves x alone.

@@ -41,12 +41,18 @@ Weights load_weights(const GgufFile& file, std::uint64_t kept_bytes) {
   auto get = [&](const std::string& name) { return dequantize_tensor(tensor(name)); };
   std::uint64_t kept = 0;
   // Matrices are kept in the order the forward pass uses them while they fit.
-  auto matrix = [&](const std::string& name) {
-    Matrix m(tensor(name));
+  auto kept_matrix = [&](const GgufTensorInfo& t) {
+    Matrix m(t);
     if (kept + m.float_bytes() <= kept_bytes) {
       m.keep();
       kept += m.float_bytes();
     }
+    return m;
+  };
+  auto matrix = [&](const std::string& name) { return kept_matrix(tensor(name)); };
+  auto experts = [&](const std::string& name) {
+    std::vector<Matrix> m;
+    for (int e = 0; e < c.n_expert; ++e) m.push_back(kept_matrix(expert_matrix(tensor(name), e)));
     return m;
   };
   // The embedding table is read a row per token; kept only as the (tied) output head.
@@ -72,9 +78,16 @@ Weights load_weights(const GgufFile& file, std::uint64_t kept_bytes) {
     L.wo = matrix(b + "attn_output.weight");
     if (c.post_norms) L.attn_post_norm = get(b + "post_attention_norm.weight");
     L.ffn_norm = get(b + "ffn_norm.weight");
-    L.w_gate = matrix(b + "ffn_gate.weight");
-    L.w_up = matrix(b + "ffn_up.weight");
-    L.w_down = matrix(b + "ffn_down.weight");
+    if (c.moe()) {
+      L.w_router = matrix(b + "ffn_gate_inp.weight");
+      L.gate_exps = experts(b + "ffn_gate_exps.weight");
+      L.up_exps = experts(b + "ffn_up_exps.weight");
+      L.down_exps = experts(b + "ffn_down_exps.weight");
+    } else {
+      L.w_gate = matrix(b + "ffn_gate.weight");
+      L.w_up = matrix(b + "ffn_up.weight");
+      L.w_down = matrix(b + "ffn_down.weight");
+    }
     if (c.post_norms) L.ffn_post_norm = get(b + "post_ffw_norm.weight");
   }
   w.output_norm = get("output_norm.weight");
@@ -92,10 +105,17 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
   std::vector<float> fused;
   auto put = [&](const std::string& name, const auto& weight) {
     std::vector<float> values;
-    if constexpr (std::is_same_v<std::decay_t<decltype(weight)>, Matrix>)
+    using Weight = std::decay_t<decltype(weight)>;
+    if constexpr (std::is_same_v<Weight, Matrix>) {
       values = weight.dequantized();
-    else
+    } else if constexpr (std::is_same_v<Weight, std::vector<Matrix>>) {  // stacked experts, in order
+      for (const Matrix& m : weight) {
+        const std::vector<float> expert = m.dequantized();
+        values.insert(values.end(), expert.begin(), expert.end());
+      }
+    } else {
       values = weight;
+    }
     const auto part = fused_part(c, name);
     const std::string tensor = part ? part->fused : name;
     const GgufTensorInfo& t = *file.find_tensor(tensor);
@@ -127,9 +147,16 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
     put(b + "attn_output.weight", L.wo);
     if (c.post_norms) put(b + "post_attention_norm.weight", L.attn_post_norm);
     put(b + "ffn_norm.weight", L.ffn_norm);
-    put(b + "ffn_gate.weight", L.w_gate);
-    put(b + "ffn_up.weight", L.w_up);
-    put(b + "ffn_down.weight", L.w_down);
+    if (c.moe()) {
+      put(b + "ffn_gate_inp.weight", L.w_router);
+      put(b + "ffn_gate_exps.weight", L.gate_exps);
+      put(b + "ffn_up_exps.weight", L.up_exps);
+      put(b + "ffn_down_exps.weight", L.down_exps);
+    } else {
+      put(b + "ffn_gate.weight", L.w_gate);
+      put(b + "ffn_up.weight", L.w_up);
+      put(b + "ffn_down.weight", L.w_down);
+    }
     if (c.post_norms) put(b + "post_ffw_norm.weight", L.ffn_post_norm);
   }
   put("output_norm.weight", w.output_norm);

@@ -52,8 +52,11 @@ struct LayerWeights {
   Matrix wo;                                    // [n_embd][q_dim]
   std::vector<float> attn_post_norm, ffn_post_norm;  // [n_embd] ×2; empty without post-norms
   std::vector<float> ffn_norm;                  // [n_embd]
-  Matrix w_gate, w_up;                          // [n_ff][n_embd]
+  Matrix w_gate, w_up;                          // [n_ff][n_embd]; a mixture of experts has none
   Matrix w_down;                                // [n_embd][n_ff]
+  Matrix w_router;                              // [n_expert][n_embd] (ffn_gate_inp); empty when dense
+  std::vector<Matrix> gate_exps, up_exps;       // n_expert × [n_ff][n_embd]
+  std::vector<Matrix> down_exps;                // n_expert × [n_embd][n_ff]
 };
 
 struct Weights {

@@ -489,7 +489,8 @@ void LlamaRun::describe(TraceMetadata& m) const {
   // The producer's hparams carry the architecture (app/trace_metadata_for.cpp fills them first).
   const auto arch = m.hparams.find("arch");
   const std::string* arch_name = arch == m.hparams.end() ? nullptr : std::get_if<std::string>(&arch->second);
-  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn, arch_name ? *arch_name : "llama"))
+  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn, arch_name ? *arch_name : "llama",
+                                           m.hparams.count("n_expert") > 0))
     m.unavailable[tap] = why;
 }
 

@@ -39,15 +39,15 @@ std::optional<WeightName> parse_weight(std::string_view name) {
 }
 
 // Projections found by their weight: the tensor's GGUF name is the tap's name.
-constexpr std::array<std::string_view, 7> kProjections = {"attn_q",   "attn_k", "attn_v",  "attn_output",
-                                                          "ffn_gate", "ffn_up", "ffn_down"};
+constexpr std::array<std::string_view, 8> kProjections = {"attn_q",   "attn_k", "attn_v",   "attn_output",
+                                                          "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp"};
 
 struct NamedNode {
   std::string_view node;  // llama.cpp's name, without the layer suffix
   std::string_view tap;
   NodeLayout layout;
 };
-constexpr std::array<NamedNode, 13> kNamed = {{
+constexpr std::array<NamedNode, 14> kNamed = {{
     {"inp_scaled", "token_embd", NodeLayout::rows},
     {"attn_norm", "attn_norm", NodeLayout::rows},
     {"Qcur_normed", "attn_q_norm", NodeLayout::rows},
@@ -58,6 +58,7 @@ constexpr std::array<NamedNode, 13> kNamed = {{
     {"sa_out", "resid.attn", NodeLayout::rows},
     {"ffn_post_norm", "ffn_post_norm", NodeLayout::rows},
     {"ffn_norm", "ffn_norm", NodeLayout::rows},
+    {"ffn_moe_out", "ffn_down", NodeLayout::rows},
     {"l_out", "resid.ffn", NodeLayout::rows},
     {"result_norm", "output_norm", NodeLayout::rows},
     {"result_output", "output", NodeLayout::rows},
@@ -126,7 +127,12 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"ffn_gate", "the `MUL_MAT` of `blk.{l}.ffn_gate.weight` (phi3: the first n_ff of each row of `blk.{l}.ffn_up.weight`'s, up the second)"},
       {"ffn_up", "the `MUL_MAT` of `blk.{l}.ffn_up.weight`"},
       {"ffn.act", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
-      {"ffn_down", "the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
+      {"ffn_gate_inp", "the `MUL_MAT` of `blk.{l}.ffn_gate_inp.weight` (a mixture of experts)"},
+      {"ffn.routing", "not available from llama.cpp"},
+      {"ffn_gate_exps", "not available from llama.cpp"},
+      {"ffn_up_exps", "not available from llama.cpp"},
+      {"ffn.act_exps", "not available from llama.cpp"},
+      {"ffn_down", "the `MUL_MAT` of `blk.{l}.ffn_down.weight` (a mixture of experts: `ffn_moe_out-{l}`)"},
       {"ffn_post_norm", "`ffn_post_norm` (gemma2; named without a layer: the layer of the nodes around it)"},
       {"resid.ffn", "`l_out-{l}`"},
       {"output_norm", "`result_norm`"},
@@ -144,7 +150,8 @@ std::string node_map_markdown() {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch) {
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch,
+                                                                  bool experts) {
   std::vector<std::pair<std::string, std::string>> out = {
       {"kv.k", "not available from llama.cpp: the K cache slot is written by a SET_ROWS into the cache "
                "and read back only as part of the whole cache view, with no node of its own"},
@@ -155,6 +162,12 @@ std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_att
     out.emplace_back("attn.probs",
                      "not available from llama.cpp with flash attention: the fused FLASH_ATTN_EXT kernel keeps "
                      "the softmax weights to itself (run without --llama-flash-attn to record them)");
+  if (experts) {
+    constexpr std::string_view kTopK = "not available from llama.cpp: its MUL_MAT_ID rows follow each token's top-k "
+                                       "order, and its routing weights only the chosen experts";
+    for (const char* tap : {"ffn.routing", "ffn_gate_exps", "ffn_up_exps", "ffn.act_exps"})
+      out.emplace_back(tap, std::string(kTopK));
+  }
   if (arch == "phi3")
     out.emplace_back("resid.attn", "not available from llama.cpp: its phi3 graph leaves the residual add after "
                                    "attention unnamed");

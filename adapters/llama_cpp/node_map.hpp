@@ -65,6 +65,7 @@ std::string node_map_markdown();
 
 // Catalogue taps llama.cpp has no node for, with the reason the trace records.
 // flash_attn: the fused kernel keeps the softmax weights to itself; arch: general.architecture.
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch = "llama");
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch = "llama",
+                                                                  bool experts = false);
 
 }  // namespace tapdiff::adapters::llama_cpp

@@ -7,12 +7,15 @@
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/bias.hpp"
 #include "engine/kernels/convert.hpp"
+#include "engine/kernels/copy_rows.hpp"
 #include "engine/kernels/dequant.hpp"
 #include "engine/kernels/embed.hpp"
 #include "engine/kernels/kv_append.hpp"
 #include "engine/kernels/matmul_q8.hpp"
 #include "engine/kernels/matmul_q8k.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/moe_combine.hpp"
+#include "engine/kernels/moe_route.hpp"
 #include "engine/kernels/quantize_q8.hpp"
 #include "engine/kernels/rmsnorm.hpp"
 #include "engine/kernels/rope.hpp"
@@ -150,6 +153,33 @@ void validate(const SiluMulArgs& a) {
 void validate(const AddArgs& a) {
   require(a.n >= 0, "add", [&] { return fmt::format("n = {}", a.n); });
   require_pointers("add", a.n, {a.x, a.y});
+}
+
+void validate(const MoeRouteArgs& a) {
+  require(a.n_rows >= 0 && a.n_used >= 1 && a.n_used <= a.n_expert, "moe_route", [&] {
+    return fmt::format("{} rows, {} of {} experts", a.n_rows, a.n_used, a.n_expert);
+  });
+  require_pointers("moe_route", a.n_rows, {a.logits, a.routing});
+}
+
+void validate(const MoeSelectArgs& a) {
+  require(a.n_rows >= 0 && a.n_used >= 1 && a.n_used <= a.n_expert, "moe_select", [&] {
+    return fmt::format("{} rows, {} of {} experts", a.n_rows, a.n_used, a.n_expert);
+  });
+  require_pointers("moe_select", a.n_rows, {a.routing, a.experts, a.weights});
+}
+
+void validate(const MoeCombineArgs& a) {
+  require(a.n_rows >= 0 && a.n_used >= 1 && a.width >= 1, "moe_combine", [&] {
+    return fmt::format("{} rows of {} experts, width {}", a.n_rows, a.n_used, a.width);
+  });
+  require_pointers("moe_combine", a.n_rows, {a.rows, a.weights, a.out});
+}
+
+void validate(const CopyRowsArgs& a) {
+  require(a.n_rows >= 0 && a.width >= 1, "copy_rows",
+          [&] { return fmt::format("{} rows of width {}", a.n_rows, a.width); });
+  require_pointers("copy_rows", a.n_rows, {a.src, a.dst});
 }
 
 void validate(const SoftcapArgs& a) {

@@ -52,6 +52,22 @@ inline FixtureSpec qwen3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Qwen3-MoE's shape: qwen3's attention, 8 experts a layer, 2 per token.
+inline FixtureSpec qwen3moe_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s = qwen3_spec(type);
+  s.arch = Arch::qwen3moe;
+  return s;
+}
+
+// Mixtral's shape: a llama GGUF with 4 experts a layer, 2 per token.
+inline FixtureSpec mixtral_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.weight_type = type;
+  return s;
+}
+
 // Llama 3.1's shape: a llama GGUF with rope_freqs.weight and base 5e5.
 inline FixtureSpec llama3_spec(GgmlType type = GgmlType::F32) {
   FixtureSpec s;

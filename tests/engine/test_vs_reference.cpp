@@ -49,6 +49,11 @@ std::vector<FixtureCase> fixture_cases() {
       {"gemma3_Q8_0", gemma3_spec(GgmlType::Q8_0)},
       {"phi3_F32", phi3_spec(GgmlType::F32)},
       {"phi3_Q4_K", wide(phi3_spec(GgmlType::Q4_K))},
+      {"qwen3moe_F32", qwen3moe_spec(GgmlType::F32)},
+      {"qwen3moe_Q8_0", qwen3moe_spec(GgmlType::Q8_0)},
+      {"qwen3moe_Q4_K", wide(qwen3moe_spec(GgmlType::Q4_K))},
+      {"mixtral_F32", mixtral_spec(GgmlType::F32)},
+      {"mixtral_Q5_K", wide(mixtral_spec(GgmlType::Q5_K))},
   };
 }
 
@@ -67,9 +72,12 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   EXPECT_EQ(engine_tokens, reference_tokens);
   const auto errors = compare_traces(e.path, r.path);
   const Arch arch = GetParam().spec.arch;
-  // + q/k norms (qwen3, gemma3), + post-norms (gemma2, gemma3)
-  const std::size_t layer_taps = 19u + (arch == Arch::qwen3 || arch == Arch::gemma3 ? 2u : 0u) +
-                                 (arch == Arch::gemma2 || arch == Arch::gemma3 ? 2u : 0u);
+  // + q/k norms (qwen3, gemma3, qwen3moe), + post-norms (gemma2, gemma3), + a mixture of experts'
+  // router, routing and experts for the dense gate, up and activation
+  const bool qk_norm = arch == Arch::qwen3 || arch == Arch::gemma3 || arch == Arch::qwen3moe;
+  const bool experts = arch == Arch::qwen3moe || GetParam().spec.n_expert > 0;
+  const std::size_t layer_taps = 19u + (qk_norm ? 2u : 0u) + (arch == Arch::gemma2 || arch == Arch::gemma3 ? 2u : 0u) +
+                                 (experts ? 2u : 0u);
   EXPECT_EQ(errors.size(), 2u + layer_taps * std::size_t(GetParam().spec.n_layer) + 1u);
   for (const TapError& err : errors)
     EXPECT_LE(err.ratio(), kF32Tolerance)
@@ -98,7 +106,7 @@ class EngineReducedPrecision : public ::testing::TestWithParam<PrecisionCase> {}
 
 TEST_P(EngineReducedPrecision, CloseToReference) {
   for (const FixtureSpec& spec : {llama_spec(GgmlType::F32), qwen2_spec(GgmlType::Q8_0), qwen3_spec(GgmlType::F32),
-                                  gemma2_spec(GgmlType::F32)}) {
+                                  gemma2_spec(GgmlType::F32), qwen3moe_spec(GgmlType::F32)}) {
     const GgufFile model = fixture_file(spec);
     const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};
     EngineOptions o;
@@ -127,7 +135,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineReducedPrecision,
 // backend does); the greedy token stays, and F32 matrices (the gemma2 fixture) keep f32 numbers.
 TEST(EngineQ8, CloseToReferenceOnQuantizedWeights) {
   for (const FixtureSpec& spec : {wide(llama_spec(GgmlType::Q4_K)), qwen2_spec(GgmlType::Q8_0),
-                                  llama_spec(GgmlType::Q4_1), wide(qwen3_spec(GgmlType::Q6_K))}) {
+                                  llama_spec(GgmlType::Q4_1), wide(qwen3_spec(GgmlType::Q6_K)),
+                                  qwen3moe_spec(GgmlType::Q8_0)}) {
     const GgufFile model = fixture_file(spec);
     const std::vector<int> prompt = {1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 77, 300};
     EngineOptions o;
@@ -148,7 +157,7 @@ TEST(EngineQ8, CloseToReferenceOnQuantizedWeights) {
 }
 
 TEST(EngineTaps, EmitsExactlyTheCatalogue) {
-  for (const FixtureSpec& spec : {llama_spec(), qwen2_spec()}) {
+  for (const FixtureSpec& spec : {llama_spec(), qwen2_spec(), qwen3moe_spec()}) {
     const GgufFile model = fixture_file(spec);
     EngineOptions o;
     o.n_predict = 4;

@@ -116,7 +116,8 @@ void check_bad_metadata(const BadConfigCase (&cases)[N], const FixtureSpec& spec
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, got \"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, got "
+       "\"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -163,6 +164,44 @@ TEST(ModelConfig, BadGemma2MetadataNamesTheKey) {
   FixtureSpec gemma2;
   gemma2.arch = Arch::gemma2;
   check_bad_metadata(cases, gemma2);
+}
+
+// A mixture of experts: its counts, each expert's width, and the stacked tensors' shapes.
+TEST(ModelConfig, Qwen3MoeFixtureRoutesToExperts) {
+  FixtureSpec spec;
+  spec.arch = Arch::qwen3moe;
+  spec.n_ff = 48;
+  const ModelConfig c = load_model_config(parse(build_fixture(spec)));
+  EXPECT_EQ(c.arch, Arch::qwen3moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.n_expert, 8);
+  EXPECT_EQ(c.n_expert_used, 2);
+  EXPECT_EQ(c.n_ff, 48);
+  FixtureSpec mixtral;
+  mixtral.n_expert = 4;
+  mixtral.n_expert_used = 1;
+  const ModelConfig m = load_model_config(parse(build_fixture(mixtral)));
+  EXPECT_EQ(m.arch, Arch::llama);
+  EXPECT_TRUE(m.moe());
+  EXPECT_EQ(m.n_expert_used, 1);
+  EXPECT_FALSE(load_model_config(parse(build_fixture(FixtureSpec{}))).moe());
+}
+
+TEST(ModelConfig, BadExpertMetadataNamesTheKey) {
+  const BadConfigCase cases[] = {
+      {"more used than there are", "qwen3moe.expert_used_count", GgufValue::u32(9), false,
+       "cfg.gguf: qwen3moe.expert_used_count: expected at most expert_count 8, got 9"},
+      {"used count missing", "qwen3moe.expert_used_count", {}, true,
+       "cfg.gguf: qwen3moe.expert_used_count: required metadata key is missing"},
+      {"no experts", "qwen3moe.expert_count", {}, true,
+       "cfg.gguf: qwen3moe.expert_count: expected a positive expert count (a qwen3moe model routes every layer "
+       "to experts)"},
+      {"more experts than the tensors stack", "qwen3moe.expert_count", GgufValue::u32(16), false,
+       "cfg.gguf: tensor \"blk.0.ffn_gate_inp.weight\": expected shape [64, 16], got [64, 8]"},
+  };
+  FixtureSpec spec;
+  spec.arch = Arch::qwen3moe;
+  check_bad_metadata(cases, spec);
 }
 
 // The tensors qwen3 and Llama 3.1 add are checked like every other: shape, and for the RoPE

@@ -1,4 +1,4 @@
-"""An independent llama/qwen2 forward pass in numpy, for tests only.
+"""An independent llama/qwen2 forward pass in numpy (a mixture of experts too), for tests only.
 
 Written from the model definition (HF LlamaForCausalLM / Qwen2ForCausalLM as llama.cpp lays
 their weights out in GGUF), not translated from reference/. It reads the GGUF with the PyPI
@@ -35,6 +35,9 @@ class Model:
         # llama GGUFs store Q/K rows permuted so that RoPE pairs adjacent dims; qwen2 keeps
         # HF's rotate_half (first half with second half).
         self.neox = arch == "qwen2"
+        # A mixture of experts (a llama GGUF that counts experts: Mixtral).
+        self.n_expert = int(_field(r, f"{arch}.expert_count", 0))
+        self.n_expert_used = int(_field(r, f"{arch}.expert_used_count", 0))
         self.w = {}
         for t in r.tensors:
             # numpy order (reversed ne): [out, in] for matrices
@@ -57,6 +60,24 @@ class Model:
             a, b = x[:, 0:self.n_rot:2].copy(), x[:, 1:self.n_rot:2].copy()
             x[:, 0:self.n_rot:2], x[:, 1:self.n_rot:2] = a * c - b * s, a * s + b * c
         return x
+
+    def experts(self, b, l, p, h, taps):
+        """Mixtral's sparse MoE block: softmax over the router's logits, the top experts'
+        weights renormalized, their SwiGLU FFNs summed with those weights."""
+        logits = self.w[b + "ffn_gate_inp.weight"] @ h
+        prob = np.exp(logits - logits.max())
+        prob /= prob.sum()
+        chosen = np.sort(np.argsort(-prob, kind="stable")[:self.n_expert_used])
+        routing = np.zeros_like(prob)
+        routing[chosen] = prob[chosen] / prob[chosen].sum()
+        taps[("ffn_gate_inp", l, p)], taps[("ffn.routing", l, p)] = logits, routing
+        # Stacked [n_expert, out, in] (gguf-py reverses ne).
+        gate = np.stack([self.w[b + "ffn_gate_exps.weight"][e] @ h for e in chosen])
+        up = np.stack([self.w[b + "ffn_up_exps.weight"][e] @ h for e in chosen])
+        act = gate / (1.0 + np.exp(-gate)) * up
+        taps[("ffn_gate_exps", l, p)], taps[("ffn_up_exps", l, p)] = gate.ravel(), up.ravel()
+        taps[("ffn.act_exps", l, p)] = act.ravel()
+        return sum(routing[e] * (self.w[b + "ffn_down_exps.weight"][e] @ a) for e, a in zip(chosen, act))
 
     def run(self, tokens, n_ctx):
         """Feeds tokens at positions 0..len-1 with room for n_ctx positions; returns
@@ -107,12 +128,15 @@ class Model:
                 taps[("resid.attn", l, p)] = x.copy()
                 h = self.rms(x, self.w[b + "ffn_norm.weight"])
                 taps[("ffn_norm", l, p)] = h
-                gate = self.w[b + "ffn_gate.weight"] @ h
-                up = self.w[b + "ffn_up.weight"] @ h
-                taps[("ffn_gate", l, p)], taps[("ffn_up", l, p)] = gate, up
-                act = gate / (1.0 + np.exp(-gate)) * up
-                taps[("ffn.act", l, p)] = act
-                d = self.w[b + "ffn_down.weight"] @ act
+                if self.n_expert:
+                    d = self.experts(b, l, p, h, taps)
+                else:
+                    gate = self.w[b + "ffn_gate.weight"] @ h
+                    up = self.w[b + "ffn_up.weight"] @ h
+                    taps[("ffn_gate", l, p)], taps[("ffn_up", l, p)] = gate, up
+                    act = gate / (1.0 + np.exp(-gate)) * up
+                    taps[("ffn.act", l, p)] = act
+                    d = self.w[b + "ffn_down.weight"] @ act
                 taps[("ffn_down", l, p)] = d
                 x = x + d
                 taps[("resid.ffn", l, p)] = x.copy()

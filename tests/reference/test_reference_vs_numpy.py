@@ -25,6 +25,10 @@ FIXTURES = {
     "llama-f32": ["--arch", "llama", "--n-layer", "2", "--n-head", "8", "--n-head-kv", "2"],
     "llama-q8": ["--arch", "llama", "--type", "Q8_0", "--n-ff", "96"],
     "qwen2-tied": ["--arch", "qwen2", "--tied", "--n-head", "4", "--n-head-kv", "1"],
+    # Mixtral's layout: a llama GGUF with 4 experts, 2 per token (and of Q4_K experts).
+    "mixtral-f32": ["--arch", "llama", "--n-expert", "4", "--n-expert-used", "2"],
+    "mixtral-q4k": ["--arch", "llama", "--n-embd", "256", "--n-ff", "256", "--n-layer", "1",
+                    "--n-expert", "4", "--n-expert-used", "2", "--type", "Q4_K"],
     "qwen2-q4k": ["--arch", "qwen2", "--n-embd", "256", "--n-ff", "512", "--n-head", "4",
                   "--n-head-kv", "2", "--n-layer", "1", "--type", "Q4_K"],
 }

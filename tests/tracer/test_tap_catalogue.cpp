@@ -44,7 +44,8 @@ TEST(TapCatalogue, HasTheDesignedTaps) {
       "attn_norm",  "attn_q",      "attn_k",         "attn_v",     "attn_q_norm", "attn_k_norm",
       "attn_q.rope", "attn_k.rope", "kv.k",          "kv.v",       "attn.probs",  "attn.probs.summary",
       "attn.out",   "attn_output", "attn_post_norm", "resid.attn", "ffn_norm",   "ffn_gate",
-      "ffn_up",     "ffn.act",     "ffn_down",    "ffn_post_norm", "resid.ffn"};
+      "ffn_up",     "ffn.act",     "ffn_gate_inp", "ffn.routing", "ffn_gate_exps", "ffn_up_exps",
+      "ffn.act_exps", "ffn_down",  "ffn_post_norm", "resid.ffn"};
   const std::vector<std::string> global_taps = {"token_embd", "output_norm", "output"};
   std::vector<std::string> layer;
   std::vector<std::string> global;
@@ -53,13 +54,21 @@ TEST(TapCatalogue, HasTheDesignedTaps) {
   }
   EXPECT_EQ(layer, layer_taps);
   EXPECT_EQ(global, global_taps);
-  // Only qwen3's per-head q/k norms and gemma2's post-norms are not every model's:
-  // check_catalogue() does not require them.
+  // qwen3's per-head q/k norms and gemma2's post-norms are not every model's: check_catalogue()
+  // does not require them. A mixture of experts has the router's and experts' taps for the dense
+  // FFN's gate, up and activation (ffn_down is both's output).
+  const std::set<std::string_view> dense = {"ffn_gate", "ffn_up", "ffn.act"};
+  const std::set<std::string_view> experts = {"ffn_gate_inp", "ffn.routing", "ffn_gate_exps", "ffn_up_exps",
+                                              "ffn.act_exps"};
   for (const TapSpec& spec : tap_catalogue()) {
     const bool qk = spec.name == "attn_q_norm" || spec.name == "attn_k_norm";
     const bool post = spec.name == "attn_post_norm" || spec.name == "ffn_post_norm";
-    EXPECT_EQ(spec.feature, qk ? TapFeature::qk_norm : post ? TapFeature::post_norms : TapFeature::always)
-        << spec.name;
+    const TapFeature expected = qk ? TapFeature::qk_norm
+                                : post ? TapFeature::post_norms
+                                : dense.count(spec.name) ? TapFeature::dense_ffn
+                                : experts.count(spec.name) ? TapFeature::experts
+                                                           : TapFeature::always;
+    EXPECT_EQ(spec.feature, expected) << spec.name;
   }
 }
 
@@ -146,6 +155,32 @@ TEST(CheckCatalogue, FilteredTapsAreNotExpected) {
   const CatalogueReport layer0 =
       check_catalogue(only_attn_q, d, TapFilter::parse("blk.*.attn_q*", "0"));
   EXPECT_TRUE(layer0.missing.empty());
+}
+
+// A mixture of experts emits the router's and the experts' taps where a dense model emits its
+// FFN's, each shaped by the expert counts.
+TEST(CheckCatalogue, AMixtureOfExpertsEmitsTheExpertsTaps) {
+  TapDims d = tiny_dims();
+  d.n_expert = 8;
+  d.n_expert_used = 2;
+  std::vector<EmittedTap> taps;
+  for (EmittedTap& t : everything(d)) {
+    const TapSpec& spec = *find_tap_spec(t.name);
+    if (emitted_by(spec, TapModelFeatures{false, false, true})) taps.push_back(t);
+  }
+  EXPECT_TRUE(check_catalogue(taps, d).ok()) << check_catalogue(taps, d).describe();
+  for (EmittedTap& t : taps)
+    if (t.name == "ffn_gate_exps" && t.layer == 0) t.row_shape = {12};
+  const CatalogueReport report = check_catalogue(taps, d);
+  ASSERT_EQ(report.wrong_shape.size(), 1u);
+  EXPECT_NE(report.wrong_shape[0].find("expected [2, 12] = [n_expert_used, n_ff]"), std::string::npos)
+      << report.wrong_shape[0];
+  // The dense FFN's taps are what a model without experts must emit.
+  d.n_expert = 0;
+  const CatalogueReport dense = check_catalogue(taps, d);
+  EXPECT_EQ(std::count_if(dense.missing.begin(), dense.missing.end(),
+                          [](const std::string& name) { return name.find("ffn_gate") != std::string::npos; }),
+            2);
 }
 
 TEST(CheckCatalogue, ShapesAreCheckedOnlyWithCompleteDims) {

@@ -15,10 +15,10 @@
 namespace tapdiff {
 namespace {
 
-// Catalogue taps every model has (qwen3 adds its per-head q/k norms).
+// Catalogue taps a dense model without optional ops has (qwen3 adds its per-head q/k norms).
 std::size_t every_model_taps() {
   return std::size_t(std::count_if(tap_catalogue().begin(), tap_catalogue().end(),
-                                   [](const TapSpec& s) { return s.feature == TapFeature::always; }));
+                                   [](const TapSpec& s) { return emitted_by(s, TapModelFeatures{}); }));
 }
 
 using test::sample_metadata;

@@ -19,6 +19,11 @@ constexpr DimField kDimFields[] = {
     {"head_dim", &TapDims::head_dim}, {"n_ff", &TapDims::n_ff},
     {"n_vocab", &TapDims::n_vocab},   {"n_ctx", &TapDims::n_ctx},
 };
+// Written only by a model that has them (a mixture of experts); 0 where absent.
+constexpr DimField kOptionalDimFields[] = {
+    {"n_expert", &TapDims::n_expert},
+    {"n_expert_used", &TapDims::n_expert_used},
+};
 
 void check_format(hid_t file, const h5::Where& root, FormatVersion& version) {
   const std::string format = h5::read_string_attr(file, sc::kFormat, root);
@@ -87,6 +92,8 @@ std::optional<TapDims> read_dims(hid_t file, const std::string& path) {
   for (const DimField& f : kDimFields) {
     dims.*f.member = h5::read_int_attr(group.get(), f.name, where);
   }
+  for (const DimField& f : kOptionalDimFields)
+    if (h5::has_attr(group.get(), f.name)) dims.*f.member = h5::read_int_attr(group.get(), f.name, where);
   return dims;
 }
 
@@ -148,6 +155,8 @@ void write_metadata(hid_t file, const std::string& path, const TraceMetadata& m,
         H5Gcreate2(file, sc::kDims, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), dw, "cannot create");
     for (const DimField& f : kDimFields)
       h5::write_int_attr(dims.get(), f.name, (*m.dims).*f.member, dw);
+    for (const DimField& f : kOptionalDimFields)
+      if ((*m.dims).*f.member > 0) h5::write_int_attr(dims.get(), f.name, (*m.dims).*f.member, dw);
   }
 }
 

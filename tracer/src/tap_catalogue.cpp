@@ -24,6 +24,8 @@ constexpr auto kGlobal = TapScope::global;
 constexpr auto kAlways = TapFeature::always;
 constexpr auto kQkNorm = TapFeature::qk_norm;
 constexpr auto kPostNorms = TapFeature::post_norms;
+constexpr auto kDense = TapFeature::dense_ffn;
+constexpr auto kExperts = TapFeature::experts;
 
 // Row shapes are per position. q/k/v are flat (heads * head_dim, head-major). attn.probs is
 // [n_head, n_ctx] over the trace's declared positions: entry j is the weight on position j,
@@ -67,14 +69,25 @@ const std::vector<TapSpec> kCatalogue = {
      "residual stream after adding attn_output (gemma2: attn_post_norm)"},
     {"ffn_norm", kLayer, 16, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "RMSNorm of resid.attn, weight applied"},
-    {"ffn_gate", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "gate projection"},
-    {"ffn_up", kLayer, 18, {one(S::n_ff), kNone}, 1, kEvery, kAlways, "up projection"},
-    {"ffn.act", kLayer, 19, {one(S::n_ff), kNone}, 1, kEvery, kAlways,
+    {"ffn_gate", kLayer, 17, {one(S::n_ff), kNone}, 1, kEvery, kDense, "gate projection"},
+    {"ffn_up", kLayer, 18, {one(S::n_ff), kNone}, 1, kEvery, kDense, "up projection"},
+    {"ffn.act", kLayer, 19, {one(S::n_ff), kNone}, 1, kEvery, kDense,
      "silu(ffn_gate) * ffn_up (gemma2: gelu_tanh(ffn_gate) * ffn_up)"},
-    {"ffn_down", kLayer, 20, {one(S::n_embd), kNone}, 1, kEvery, kAlways, "down projection of ffn.act"},
-    {"ffn_post_norm", kLayer, 21, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
+    {"ffn_gate_inp", kLayer, 20, {one(S::n_expert), kNone}, 1, kEvery, kExperts,
+     "router logits of ffn_norm, one per expert: qwen3moe"},
+    {"ffn.routing", kLayer, 21, {one(S::n_expert), kNone}, 1, kEvery, kExperts,
+     "each expert's weight: softmax of ffn_gate_inp, the n_expert_used largest renormalized to sum 1, 0 for the others"},
+    {"ffn_gate_exps", kLayer, 22, {one(S::n_expert_used), one(S::n_ff)}, 2, kEvery, kExperts,
+     "gate projection of each used expert, in ascending expert order"},
+    {"ffn_up_exps", kLayer, 23, {one(S::n_expert_used), one(S::n_ff)}, 2, kEvery, kExperts,
+     "up projection of each used expert, in ascending expert order"},
+    {"ffn.act_exps", kLayer, 24, {one(S::n_expert_used), one(S::n_ff)}, 2, kEvery, kExperts,
+     "silu(ffn_gate_exps) * ffn_up_exps"},
+    {"ffn_down", kLayer, 25, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+     "down projection of ffn.act (a mixture of experts: the used experts' down projections of ffn.act_exps, weighted by ffn.routing and summed)"},
+    {"ffn_post_norm", kLayer, 26, {one(S::n_embd), kNone}, 1, kEvery, kPostNorms,
      "RMSNorm of ffn_down (weight post_ffw_norm), added to the stream: gemma2"},
-    {"resid.ffn", kLayer, 22, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
+    {"resid.ffn", kLayer, 27, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "residual stream after adding ffn_down (gemma2: ffn_post_norm): the layer's output"},
     {"output_norm", kGlobal, 1, {one(S::n_embd), kNone}, 1, kEvery, kAlways,
      "final RMSNorm, weight applied"},
@@ -82,7 +95,7 @@ const std::vector<TapSpec> kCatalogue = {
 };
 // clang-format on
 
-constexpr int kLayerTaps = 23;
+constexpr int kLayerTaps = 28;
 // token_embd, then n_layer blocks of kLayerTaps, then the tail taps.
 constexpr std::int64_t kTailBase = std::numeric_limits<std::int64_t>::max() / 2;
 
@@ -104,6 +117,10 @@ std::string_view dim_symbol_name(DimSymbol symbol) {
       return "n_vocab";
     case S::n_ctx:
       return "n_ctx";
+    case S::n_expert:
+      return "n_expert";
+    case S::n_expert_used:
+      return "n_expert_used";
     case S::summary_fields:
       return "4";
   }
@@ -126,6 +143,10 @@ std::int64_t dim_value(DimSymbol s, const TapDims& d) {
       return d.n_vocab;
     case S::n_ctx:
       return d.n_ctx;
+    case S::n_expert:
+      return d.n_expert;
+    case S::n_expert_used:
+      return d.n_expert_used;
     case S::summary_fields:
       return kAttnSummaryFields;
   }
@@ -133,7 +154,8 @@ std::int64_t dim_value(DimSymbol s, const TapDims& d) {
 }
 
 std::optional<DimSymbol> parse_dim_symbol(std::string_view name) {
-  for (DimSymbol s : {S::n_embd, S::n_head, S::n_head_kv, S::head_dim, S::n_ff, S::n_vocab, S::n_ctx})
+  for (DimSymbol s : {S::n_embd, S::n_head, S::n_head_kv, S::head_dim, S::n_ff, S::n_vocab, S::n_ctx, S::n_expert,
+                      S::n_expert_used})
     if (dim_symbol_name(s) == name) return s;
   return std::nullopt;
 }
@@ -145,6 +167,22 @@ const TapSpec* find_tap_spec(std::string_view name) {
     if (spec.name == name) return &spec;
   }
   return nullptr;
+}
+
+bool emitted_by(const TapSpec& spec, const TapModelFeatures& model) {
+  switch (spec.feature) {
+    case TapFeature::always:
+      return true;
+    case TapFeature::qk_norm:
+      return model.qk_norm;
+    case TapFeature::post_norms:
+      return model.post_norms;
+    case TapFeature::dense_ffn:
+      return !model.experts;
+    case TapFeature::experts:
+      return model.experts;
+  }
+  return false;
 }
 
 std::vector<std::int64_t> catalogue_row_shape(const TapSpec& spec, const TapDims& dims) {
@@ -204,7 +242,8 @@ CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const Ta
       report.extra.push_back(full);
       continue;
     }
-    if (dims.complete()) {
+    const bool expert_dims = spec->feature != TapFeature::experts || (dims.n_expert > 0 && dims.n_expert_used > 0);
+    if (dims.complete() && expert_dims) {
       const std::vector<std::int64_t> expected = catalogue_row_shape(*spec, dims);
       if (tap.row_shape != expected) {
         report.wrong_shape.push_back(full + ": row shape " + shape_string(tap.row_shape) +
@@ -218,7 +257,9 @@ CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const Ta
     const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
     for (int layer = first; layer <= last; ++layer) {
       if (!filter.tap_enabled(spec.name, layer)) continue;
-      if (spec.feature == TapFeature::always && seen.count({std::string(spec.name), layer}) == 0) {
+      const bool required = spec.feature != TapFeature::qk_norm && spec.feature != TapFeature::post_norms &&
+                            emitted_by(spec, TapModelFeatures{false, false, dims.n_expert > 0});
+      if (required && seen.count({std::string(spec.name), layer}) == 0) {
         report.missing.push_back(full_tap_name(spec.name, layer));
       }
     }

@@ -176,6 +176,8 @@ void TraceWriter::Impl::precreate_catalogue(const TraceMetadata& metadata, const
   const TapDims& dims = *metadata.dims;
   std::vector<std::pair<const TapSpec*, int>> enabled;
   for (const TapSpec& spec : tap_catalogue()) {
+    // A mixture of experts' taps, or a dense FFN's: whichever the dims say the model has.
+    if (!emitted_by(spec, TapModelFeatures{true, true, dims.n_expert > 0})) continue;
     const int first = spec.scope == TapScope::global ? -1 : 0;
     const int last = spec.scope == TapScope::global ? -1 : static_cast<int>(dims.n_layer) - 1;
     for (int layer = first; layer <= last; ++layer) {

@@ -18,7 +18,7 @@ namespace tapdiff {
 enum class TapScope { layer, global };
 
 // summary_fields is the constant kAttnSummaryFields (tapdiff/attn_summary.hpp), written "4".
-enum class DimSymbol { n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, summary_fields };
+enum class DimSymbol { n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, n_expert, n_expert_used, summary_fields };
 std::string_view dim_symbol_name(DimSymbol symbol);
 std::optional<DimSymbol> parse_dim_symbol(std::string_view name);  // nullopt for another name
 std::int64_t dim_value(DimSymbol symbol, const TapDims& dims);
@@ -34,6 +34,15 @@ enum class TapFeature {
   always,
   qk_norm,     // RMSNorm per head on q and k before RoPE (qwen3)
   post_norms,  // RMSNorm of each block's output before the residual add (gemma2)
+  dense_ffn,   // one FFN per layer (every architecture but a mixture of experts)
+  experts,     // a mixture of experts (qwen3moe)
+};
+
+// The optional ops a model runs: which of the catalogue's taps it emits.
+struct TapModelFeatures {
+  bool qk_norm = false;
+  bool post_norms = false;
+  bool experts = false;
 };
 
 // Which prompt positions get a row during a batched prefill.
@@ -53,6 +62,7 @@ struct TapSpec {
 // The whole table, in execution order: token_embd, the per-layer taps, output_norm, output.
 const std::vector<TapSpec>& tap_catalogue();
 const TapSpec* find_tap_spec(std::string_view name);  // nullptr when not in the catalogue
+bool emitted_by(const TapSpec& spec, const TapModelFeatures& model);
 
 std::vector<std::int64_t> catalogue_row_shape(const TapSpec& spec, const TapDims& dims);
 std::string catalogue_row_shape_symbols(const TapSpec& spec);  // "[n_head, n_ctx]"
@@ -76,7 +86,9 @@ struct CatalogueReport {
 };
 
 // Compares emitted taps with the catalogue for a model of dims.n_layer layers. Taps the filter
-// disables are not expected. Shapes are checked when dims.complete().
+// disables are not expected, nor q/k norms and post-norms (the dims do not say whether a model
+// has them); a model with dims.n_expert > 0 is expected to emit the experts' taps instead of the
+// dense FFN's. Shapes are checked when dims.complete().
 CatalogueReport check_catalogue(const std::vector<EmittedTap>& emitted, const TapDims& dims,
                                 const TapFilter& filter = {});
 
