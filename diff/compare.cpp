@@ -14,6 +14,7 @@
 #include "diff/diagnose.hpp"
 #include "diff/metrics.hpp"
 #include "diff/near_tie.hpp"
+#include "diff/routing_ties.hpp"
 #include "diff/nonfinite.hpp"
 #include "diff/pair_reader.hpp"
 #include "diff/roots.hpp"
@@ -493,6 +494,7 @@ DiffResult diff_traces(const std::string& expected_path, const std::string& actu
   // The model's layers as the traces hold them, compared or not: a trace of every other layer's
   // stream reads its last layer's output through the unrecorded ones.
   mark_divergences(r, std::max(layer_count(a), layer_count(b)));
+  clear_routing_ties(r, a, b, profile);
   if (r.mode != DiffMode::lockstep) {  // in lockstep every op ran on the expected inputs: its error is its own
     const bool replayed =
         options.diagnose && clear_amplified_rows(r, a, b, model_path, r.mode == DiffMode::all);

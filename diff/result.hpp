@@ -71,7 +71,7 @@ struct TapComparison {
 // A structural difference, reported rather than crashed on.
 struct StructuralFinding {
   std::string kind;    // "shape", "missing-in-actual", "missing-in-expected", "token-sequence", "near-tie",
-                       // "metadata", "non-finite", "context-length", "nothing-compared"
+                       // "metadata", "non-finite", "context-length", "nothing-compared", "routing-tie"
   std::string tap;     // full name, or "" for trace-level findings
   std::string detail;  // one sentence with both values
   std::vector<std::int64_t> expected_shape, actual_shape;  // "shape" only: the row shapes

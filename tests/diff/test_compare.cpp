@@ -400,6 +400,80 @@ TEST(DiffCompare, NearTieFlipIsANoteInReducedPrecision) {
   EXPECT_EQ(not_own.first->tap, "tokens");
 }
 
+// A one-layer mixture of 4 experts, 1 used, positions 0..3. Each expert's output is a row of its
+// own; at position 2 the expected router prefers expert 0 to expert 1 by `margin`, and the actual
+// router's logits move those two by `shift` toward expert 1. The actual run uses expert `used` at
+// position 2 (its own router's choice, or another) and records its routing weights.
+std::string write_experts(const std::string& tag, float margin, float shift, int used) {
+  const std::string path = ::testing::TempDir() + "tapdiff_moe_" + std::to_string(getpid()) + "_" + tag + ".h5";
+  TraceMetadata m;
+  m.producer = Producer::external;
+  m.model_path = "/nonexistent/model.gguf";
+  m.prompt_length = 4;
+  m.tokens = {1, 2, 3, 4};
+  TapDims dims{1, kWidth, 2, 1, kWidth / 2, 8, 16, 4};
+  dims.n_expert = 4;
+  dims.n_expert_used = 1;
+  m.dims = dims;
+  TraceWriter w(path, m);
+  for (int p = 0; p < 4; ++p) {
+    std::vector<float> x = {1, -1, 0.5f, 2}, logits = {2, 2 - margin, -1, 0.5f};
+    if (p == 2) logits[0] -= shift, logits[1] += shift;
+    const int expert = p == 2 ? used : 0;
+    std::vector<float> routing(4, 0.0f), down(kWidth), resid(kWidth);
+    routing[std::size_t(expert)] = 1;
+    for (int i = 0; i < kWidth; ++i) {
+      down[std::size_t(i)] = float((expert + 1) * (i % 2 ? -1 : 1));
+      resid[std::size_t(i)] = x[std::size_t(i)] + down[std::size_t(i)];
+    }
+    w.record("ffn_norm", 0, p, 1, RowShape{kWidth}, x.data());
+    w.record("ffn_gate_inp", 0, p, 1, RowShape{4}, logits.data());
+    w.record("ffn.routing", 0, p, 1, RowShape{4}, routing.data());
+    w.record("ffn_down", 0, p, 1, RowShape{kWidth}, down.data());
+    w.record("resid.ffn", 0, p, 1, RowShape{kWidth}, resid.data());
+    w.end_step();
+  }
+  w.close();
+  return path;
+}
+
+DiffResult diff_experts(const std::string& tag, float margin, float shift, int used) {
+  DiffOptions o;
+  o.diagnose = false;
+  o.profile = builtin_profile("bf16");
+  return diff_traces(write_experts(tag + "_a", margin, 0, 0), write_experts(tag + "_b", margin, shift, used), o);
+}
+
+// Experts chosen apart at a near tie of the router are a note: the experts' rows there are no
+// divergence, and the stream after them carries the difference (the jump test). A run that did not
+// use its own router's choice, or a choice apart by more than the noise, diverges.
+TEST(DiffCompare, ExpertsChosenAtANearTieAreANote) {
+  const DiffResult tie = diff_experts("moe_tie", 0.01f, 0.01f, 1);
+  EXPECT_EQ(tie.verdict, Verdict::pass);
+  EXPECT_FALSE(tie.first.has_value());
+  ASSERT_EQ(tie.findings.size(), 1u);
+  EXPECT_EQ(tie.findings[0].kind, "routing-tie");
+  EXPECT_EQ(tie.findings[0].tap, "blk.0.ffn_gate_inp");
+  EXPECT_NE(tie.findings[0].detail.find("at position 2 the expected run chose experts {0}, the actual {1}"),
+            std::string::npos)
+      << tie.findings[0].detail;
+
+  // Its own router still chose expert 0.
+  const DiffResult not_own = diff_experts("moe_not_own", 0.01f, 0.0f, 1);
+  EXPECT_EQ(not_own.verdict, Verdict::diverged);
+  ASSERT_TRUE(not_own.first.has_value());
+  EXPECT_EQ(not_own.first->tap, "blk.0.ffn.routing");
+  EXPECT_EQ(not_own.first->position, 2);
+
+  // A margin of 0.2 where bf16 lets two logits of this row differ by 0.16, although the row itself
+  // stays within tolerance (nmse 2.6e-3 < 3e-3): beyond the noise.
+  const DiffResult real_margin = diff_experts("moe_margin", 0.2f, 0.105f, 1);
+  EXPECT_EQ(real_margin.verdict, Verdict::diverged);
+  ASSERT_TRUE(real_margin.first.has_value());
+  EXPECT_EQ(real_margin.first->tap, "blk.0.ffn.routing");
+  for (const auto& f : real_margin.findings) EXPECT_NE(f.kind, "routing-tie");
+}
+
 // q8 holds a norm to 3e-3 but only a replay of the op can tell its own error from amplified
 // 8-bit noise up to 3e-2: with nothing replayed (no model here) a row in that band passes and is
 // named; a row past it diverges.
