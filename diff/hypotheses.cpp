@@ -845,9 +845,13 @@ std::string weight_read_by(const std::string& name, int layer, const ModelConfig
 
 std::vector<Candidate> candidates_for(const std::string& name, int layer, ReplayInputs& in) {
   std::vector<Candidate> out;
-  if (name == "attn_q" || name == "attn_k" || name == "attn_v" || name == "attn_output" ||
-      name == "ffn_gate" || name == "ffn_up" || name == "ffn_down" || name == "output")
+  if (name == "ffn_down" && in.model.config().moe())
+    experts_down_candidates(layer, in, out);
+  else if (name == "attn_q" || name == "attn_k" || name == "attn_v" || name == "attn_output" ||
+           name == "ffn_gate" || name == "ffn_up" || name == "ffn_down" || name == "output" || name == "ffn_gate_inp")
     projection_candidates(name, layer, in, out);
+  else if (name == "ffn.routing")
+    routing_candidates(layer, in, out);
   else if (name == "token_embd")
     embedding_candidates(in, out);
   else if (name == "attn_norm" || name == "ffn_norm" || name == "output_norm" || name == "attn_q_norm" ||

@@ -34,7 +34,7 @@ namespace {
 std::string input_of(const std::string& name) {
   if (name == "attn_q" || name == "attn_k" || name == "attn_v") return "attn_norm";
   if (name == "attn_output") return "attn.out";
-  if (name == "ffn_gate" || name == "ffn_up") return "ffn_norm";
+  if (name == "ffn_gate" || name == "ffn_up" || name == "ffn_gate_inp") return "ffn_norm";
   if (name == "ffn_down") return "ffn.act";
   return "output_norm";  // output
 }

@@ -226,6 +226,10 @@ const std::vector<FaultSpec> kFaults = {
      "a prefill written for one-batch prompts, run with chunked prefill", "kv-cache",
      "engine/kv_cache.cpp: KvCache::append_offset",
      "a prompt prefilled in chunks of >= 2 tokens (--prefill-chunk, check --invariance)"},
+    {Fault::moe_weights_unnormalized, "moe-weights-unnormalized",
+     "the used experts weighted by their softmax probabilities as they are, not renormalized to sum 1",
+     "a Qwen2-MoE routing path (norm_topk_prob false) run for Qwen3-MoE or Mixtral, which renormalize",
+     "moe-routing", "engine/forward_experts.cpp: the routing call", "a mixture of experts (qwen3moe)"},
 };
 // clang-format on
 
@@ -343,6 +347,7 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
         return no(fmt::format("n-predict {} leaves no decode step (needs >= 2)", n_predict));
       break;
     case Fault::ffn_dim_wrong:
+      if (c.moe()) return no("the model's FFN is a mixture of experts");
       // Narrower than n_embd the wrong width would read past the FFN weights; equal, it is right.
       if (c.n_ff <= c.n_embd)
         return no(fmt::format("n_ff {} is not larger than n_embd {}", c.n_ff, c.n_embd));
@@ -354,10 +359,13 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
     case Fault::norm_weight_plus_one:
     case Fault::final_norm_skipped:
     case Fault::resid_attn_dropped:
-    case Fault::ffn_gate_up_swapped:
     case Fault::attn_v_aliases_k:
       break;
+    case Fault::ffn_gate_up_swapped:
+      if (c.moe()) return no("the model's FFN is a mixture of experts");
+      break;
     case Fault::ffn_gelu_for_silu:
+      if (c.moe()) return no("the model's FFN is a mixture of experts");
       if (c.activation == Activation::gelu) return no(fmt::format("the {} model's activation is gelu", arch_name(c.arch)));
       break;
     case Fault::embed_scaled:
@@ -395,9 +403,12 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     case Fault::norm_mean_centered:
+      break;
     case Fault::ffn_up_op_n:
+      if (c.moe()) return no("the model's FFN is a mixture of experts");
       break;
     case Fault::ffn_down_race:
+      if (c.moe()) return no("the model's FFN is a mixture of experts");
       if (c.n_ff < 2) return no(fmt::format("n_ff {}: nothing to split", c.n_ff));
       break;
     case Fault::qk_norm_dropped:
@@ -440,6 +451,9 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::dequant_q8_block_stride:
       if (!has_q8_0_weight(model)) return no("the model has no Q8_0 weight");
+      break;
+    case Fault::moe_weights_unnormalized:
+      if (!c.moe()) return no(fmt::format("the {} model has no mixture of experts", arch_name(c.arch)));
       break;
     case Fault::kv_chunk_offset:
       // Invisible to a one-batch or token-by-token prefill; --prefill-chunk or check --invariance shows it.

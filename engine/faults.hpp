@@ -73,6 +73,7 @@ enum class Fault : std::uint8_t {
   rope_local_base_ignored,
   fused_qkv_kv_swapped,
   kv_chunk_offset,
+  moe_weights_unnormalized,
 };
 
 struct FaultSpec {

@@ -26,7 +26,10 @@ void Forward::experts_ffn(const LayerWeights& L, int l, int p0, int n) {
   // router [n, NE] = norm [n, E] · W_routerᵀ (column-major as every projection: forward.cpp).
   gemm(OP_T, NE, n, E, L.w_router, E, norm_out, E, router, NE);
   taps_.probe("ffn_gate_inp", l, p0, n, {NE}, router);
-  ex_.moe_route(MoeRouteArgs{router, act_.routing.as<float>(), n, NE, K});
+  MoeRouteArgs route{router, act_.routing.as<float>(), n, NE, K};
+  // Fault moe-weights-unnormalized: Qwen2-MoE's routing (norm_topk_prob false).
+  if (faults_.is(Fault::moe_weights_unnormalized)) route.renormalize = false;
+  ex_.moe_route(route);
   taps_.probe("ffn.routing", l, p0, n, {NE}, act_.routing.as<float>());
   ex_.moe_select(MoeSelectArgs{act_.routing.as<float>(), act_.experts.as<std::int32_t>(),
                                act_.expert_weights.as<float>(), n, NE, K});

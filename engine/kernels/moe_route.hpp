@@ -19,6 +19,8 @@ struct MoeRouteArgs {
   std::int64_t n_rows = 0;
   int n_expert = 0;
   int n_used = 0;
+  // Fault moe-weights-unnormalized: the kept weights left as the softmax gave them.
+  bool renormalize = true;
 };
 
 struct MoeSelectArgs {
@@ -60,6 +62,7 @@ TD_HD inline void moe_route_row(const MoeRouteArgs& a, std::int64_t r) {
   const float w_last = w[last];  // saved: the row is rewritten in place below
   float kept_sum = 0.0f;
   for (int e = 0; e < a.n_expert; ++e) kept_sum += moe_kept(w[e], e, w_last, last) ? w[e] : 0.0f;
+  if (!a.renormalize) kept_sum = 1.0f;
   for (int e = 0; e < a.n_expert; ++e) w[e] = moe_kept(w[e], e, w_last, last) ? w[e] / kept_sum : 0.0f;
 }
 

@@ -146,6 +146,8 @@ inline std::vector<FaultCase> fault_cases() {
       // Chunks of 2: the chunk at 2..3 overwrites slots 0..1 and attends to them.
       {"kv-chunk-offset", llama_spec(), {"blk.0.attn.probs", 2}, 2},
       {"kv-chunk-offset", qwen2_spec(), {"blk.0.attn.probs", 3}, 3},
+      {"moe-weights-unnormalized", qwen3moe_spec(), {"blk.0.ffn.routing", 0}},
+      {"moe-weights-unnormalized", mixtral_spec(GgmlType::Q8_0), {"blk.0.ffn.routing", 0}},
   };
 }
 
