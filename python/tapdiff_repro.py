@@ -162,6 +162,9 @@ class Replay:
             return rms(self.tap("resid.attn", layer, p), self.vector(b + "ffn_norm.weight"), eps)
         if name in ("ffn_gate", "ffn_up"):
             return self.w.matrix(b + name + ".weight") @ self.tap("ffn_norm", layer, p)
+        if name in ("ffn_gate_inp", "ffn.routing", "ffn_gate_exps", "ffn_up_exps", "ffn.act_exps") or (
+                name == "ffn_down" and hp.get("n_expert", 0) > 0):
+            return self.experts(name, layer, p)
         if name == "ffn.act":
             gate, up = self.tap("ffn_gate", layer, p), self.tap("ffn_up", layer, p)
             return (gelu_tanh(gate) if hp["activation"] == "gelu" else gate / (1 + np.exp(-gate))) * up
@@ -178,6 +181,32 @@ class Replay:
             head = self.w.tensor("token_embd.weight" if hp["tied_output"] else "output.weight")
             return softcap(head @ self.tap("output_norm", -1, p), hp["final_softcap"])
         raise ReproError(f"no numpy replay for tap {name}")
+
+    def experts(self, name, layer, p):
+        """A mixture of experts: the router's logits, the routing (softmax, the n_expert_used
+        largest renormalized), each used expert's rows in ascending expert order, their sum."""
+        hp, b = self.hp, f"blk.{layer}."
+        k, F, E = hp["n_expert_used"], hp["n_ff"], hp["n_embd"]
+        if name == "ffn_gate_inp":
+            return self.w.tensor(b + "ffn_gate_inp.weight") @ self.tap("ffn_norm", layer, p)
+        if name == "ffn.routing":
+            logits = self.tap("ffn_gate_inp", layer, p)
+            prob = np.exp(logits - logits.max())
+            prob /= prob.sum()
+            kept = np.argsort(-prob, kind="stable")[:k]
+            out = np.zeros_like(prob)
+            out[kept] = prob[kept] / prob[kept].sum()
+            return out
+        routing = self.tap("ffn.routing", layer, p)
+        used = np.sort(np.argsort(-routing, kind="stable")[:k])
+        if name in ("ffn_gate_exps", "ffn_up_exps"):
+            stacked, x = self.w.tensor(b + name + ".weight"), self.tap("ffn_norm", layer, p)
+            return np.concatenate([stacked[e * F:(e + 1) * F] @ x for e in used])
+        if name == "ffn.act_exps":
+            gate, up = self.tap("ffn_gate_exps", layer, p), self.tap("ffn_up_exps", layer, p)
+            return gate / (1 + np.exp(-gate)) * up
+        down, act = self.w.tensor(b + "ffn_down_exps.weight"), self.tap("ffn.act_exps", layer, p).reshape(k, F)
+        return sum(routing[e] * (down[e * E:(e + 1) * E] @ a) for e, a in zip(used, act))
 
     def attention(self, name, layer, p):
         hp = self.hp

@@ -50,6 +50,8 @@ FORMAT_VERSION = (3, 0)
 OLDEST_MAJOR = 2  # 2.x: every row in a stack's data, /committed (n_taps, 2)
 PRODUCERS = ("reference", "engine-host", "engine-cuda", "external", "llama.cpp", "transformers")
 DIM_NAMES = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx")
+# A mixture of experts' counts: written by a model that has them, 0 where absent.
+OPTIONAL_DIM_NAMES = ("n_expert", "n_expert_used")
 REQUIRED_STRINGS = ("producer", "producer_version", "git_commit", "model_path", "model_sha256",
                     "precision", "fault")
 REQUIRED_INTS = ("prompt_length", "complete", "committed_steps", "committed_tokens")
@@ -245,8 +247,8 @@ class TraceWriter:
             reject(f"model_sha256: expected 64 lowercase hex digits or empty, got {model_sha256!r}")
         if prompt_length < 0:
             reject(f"prompt_length {prompt_length} < 0")
-        if dims is not None and set(dims) != set(DIM_NAMES):
-            reject(f"dims: expected the keys {', '.join(DIM_NAMES)}")
+        if dims is not None and not set(DIM_NAMES) <= set(dims) <= set(DIM_NAMES + OPTIONAL_DIM_NAMES):
+            reject(f"dims: expected the keys {', '.join(DIM_NAMES)}, and optionally {', '.join(OPTIONAL_DIM_NAMES)}")
         for group_name, values in (("hparams", hparams), ("settings", settings)):
             for key, value in (values or {}).items():
                 if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
@@ -319,6 +321,9 @@ class TraceWriter:
             group = self._f.create_group("dims")
             for key in DIM_NAMES:
                 group.attrs[key] = np.int64(dims[key])
+            for key in OPTIONAL_DIM_NAMES:
+                if dims.get(key, 0) > 0:
+                    group.attrs[key] = np.int64(dims[key])
         self._tokens = self._f.create_dataset("tokens", shape=(0,), maxshape=(None,),
                                               chunks=(1024,), dtype="<i4")
         # Rows, runs, rows in the stack's batch: this writer puts every row in data.
@@ -589,6 +594,8 @@ class TraceReader:
         self.dims = None
         if "dims" in f:
             self.dims = {k: self._attr(f["dims"], "/dims", k, "int") for k in DIM_NAMES}
+            for k in OPTIONAL_DIM_NAMES:
+                self.dims[k] = self._attr(f["dims"], "/dims", k, "int") if k in f["dims"].attrs else 0
         self.tokens = self._committed_rows("tokens", ints["committed_tokens"], 1)
         committed = self._committed_rows("committed", None, 2 if self.format_version[0] < 3 else 3)
         self._taps: Dict[Tuple[str, int], TapInfo] = {}

@@ -189,10 +189,18 @@ def load(model_path: str):
         if config.pad_token_id is not None and not 0 <= config.pad_token_id < config.vocab_size:
             notes["pad_token_id"] = f"{config.pad_token_id} (outside the vocabulary) dropped"
             config.pad_token_id = None
-        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, config=config, dtype=torch.float32,
-                                                     attn_implementation="eager")
+        model, loading = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, config=config,
+                                                              dtype=torch.float32, attn_implementation="eager",
+                                                              output_loading_info=True)
     except Exception as e:  # transformers raises many kinds for a GGUF it cannot read
         raise InputError(f"{model_path}: transformers could not load the model: {e}") from e
+    # A parameter the GGUF does not fill is initialized at random: a run of another model. (A llama
+    # GGUF with experts, Mixtral's layout, loads as a dense llama without its FFN weights.)
+    if loading.get("missing_keys"):
+        missing = sorted(loading["missing_keys"])
+        raise InputError(f"{model_path}: transformers found no weights for {len(missing)} of the {config.model_type} "
+                         f"model's parameters ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): "
+                         "it would run them initialized at random")
     return model.eval(), notes
 
 

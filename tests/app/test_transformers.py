@@ -104,3 +104,14 @@ def test_an_architecture_the_producer_does_not_record_is_refused_by_name(tmp_pat
     assert p.returncode == 2, p.stderr
     assert f"transformers loads it as {arch}; this producer records llama, qwen2" in p.stderr, p.stderr
     assert "size mismatch" not in p.stderr.lower()
+
+
+def test_weights_the_gguf_does_not_fill_are_refused_not_initialized_at_random(tmp_path):
+    """A llama GGUF with experts (Mixtral's layout) loads in transformers as a dense llama whose FFN
+    weights the file lacks; transformers would initialize them at random and run another model."""
+    model = tmp_path / "mixtral.gguf"
+    assert tapdiff("fixture", "--arch", "llama", "--n-expert", "4", "--n-expert-used", "2", "-o", model).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", "1,2", "-o", tmp_path / "x.h5")
+    assert p.returncode == 2, p.stderr
+    assert "transformers found no weights for 6 of the llama model's parameters" in p.stderr, p.stderr
+    assert "initialized at random" in p.stderr and not (tmp_path / "x.h5").exists()
