@@ -25,6 +25,8 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "gemma2": ["--arch", "gemma2"],
     "gemma3 (6 layers: 5 sliding, 1 global)": ["--arch", "gemma3", "--n-layer", "6"],
     "phi3 (fused qkv and gate/up)": ["--arch", "phi3"],
+    "qwen3moe (8 experts, 2 a token)": ["--arch", "qwen3moe", "--head-dim", "32"],
+    "llama with experts (Mixtral: 4 experts, 2 a token)": ["--arch", "llama", "--n-expert", "4", "--n-expert-used", "2"],
 }
 TYPES = {  # every tensor type tapdiff reads
     "F32": [],
@@ -81,6 +83,9 @@ def main():
                 same_ids = tokens(traces["reference"]) == tokens(traces["llama.cpp"])
                 near_tie = [f["detail"].split(":")[0] for f in vs_llama["findings"] if f["kind"] == "near-tie"]
                 ids = "equal" if same_ids else f"differ: near-tie ({near_tie[0]})" if near_tie else "DIFFER"
+                routing_ties = [f for f in vs_llama["findings"] if f["kind"] == "routing-tie"]
+                if routing_ties:
+                    ids += f"; routing ties in {len(routing_ties)} layer{'s' if len(routing_ties) > 1 else ''}"
                 rows.append(f"| {arch} | {type_name} | {vs_llama['verdict'].upper()} ({vs_llama['profile']}, "
                             f"{len(vs_llama['taps'])} taps) | {vs_engine['verdict'].upper()} ({vs_engine['profile']}, "
                             f"{len(vs_engine['taps'])} taps) | {ids} |")
@@ -93,7 +98,9 @@ def main():
         "llama.cpp and host engine vs reference: `tapdiff diff` verdict, its tolerance profile and the taps",
         "compared (llama.cpp has no node for the KV cache read-backs: 2 per layer fewer). Greedy ids: the",
         "reference's tokens against llama.cpp's; where they differ, `diff` found the flip at a near-tie of the",
-        "logits within the precision's noise (a note, not a divergence: `docs/tolerance.md`).",
+        "logits within the precision's noise (a note, not a divergence: `docs/tolerance.md`). A mixture of",
+        "experts: llama.cpp keeps no tap per expert (4 per layer fewer); experts chosen apart at a near tie of",
+        "the router are a `routing-tie` note, counted in the last column (`docs/diagnosis.md`).",
         "",
         "Rerun: `build/venv/bin/python bench/architectures.py` (part of `make bench`).",
         "",

@@ -1,8 +1,6 @@
 // A mixture of experts' FFN (forward.hpp): the router, the routing, then each expert's SwiGLU
 // FFN over the rows of the tokens routed to it, as one GEMM per expert and matrix (a decode
 // step's single token: one matvec per used expert), and the routing-weighted sum.
-#include <algorithm>
-
 #include "engine/executor.hpp"
 #include "engine/forward.hpp"
 
