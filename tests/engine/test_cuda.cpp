@@ -43,9 +43,10 @@ TEST(CudaAvailability, NoDeviceIsAClearError) {
   }
 }
 
-// f32: the same 32 greedy tokens as the host executor, llama and qwen2.
+// f32: the same 32 greedy tokens as the host executor, llama, qwen2 and a mixture of experts.
 TEST_F(Cuda, TokensEqualHost) {
-  for (const FixtureSpec& spec : {llama_spec(GgmlType::Q8_0), wide(qwen2_spec(GgmlType::Q4_K))}) {
+  for (const FixtureSpec& spec :
+       {llama_spec(GgmlType::Q8_0), wide(qwen2_spec(GgmlType::Q4_K)), qwen3moe_spec(GgmlType::Q8_0)}) {
     const GgufFile model = fixture_file(spec);
     EngineOptions o;
     o.n_predict = 32;
@@ -82,21 +83,24 @@ TEST_F(Cuda, ReducedPrecisionCloseToHost) {
 }
 
 // The catalogue, and every tap close to the host executor's (summation order differs in
-// cuBLAS, and expf/sin/cos differ by an ulp or so).
+// cuBLAS, and expf/sin/cos differ by an ulp or so); a mixture of experts' routing, grouping and
+// weighted sum too.
 TEST_F(Cuda, TapsCloseToHost) {
-  const GgufFile model = fixture_file(qwen2_spec(GgmlType::Q8_0));
-  EngineOptions o;
-  o.n_predict = 8;
-  const TempTrace h("cuda_h"), d("cuda_d");
-  run_engine(model, {1, 17, 42, 99, 7}, o, h.path);
-  o.backend = Backend::cuda;
-  run_engine(model, {1, 17, 42, 99, 7}, o, d.path);
-  const TraceReader reader(d.path);
-  EXPECT_EQ(producer_name(reader.metadata().producer), "engine-cuda");
-  const CatalogueReport report = check_catalogue(reader.emitted_taps(), *reader.metadata().dims);
-  EXPECT_TRUE(report.ok()) << report.describe();
-  for (const TapError& err : compare_traces(d.path, h.path))
-    EXPECT_LE(err.ratio(), 1e-4) << err.tap;
+  for (const FixtureSpec& spec : {qwen2_spec(GgmlType::Q8_0), qwen3moe_spec(GgmlType::Q8_0)}) {
+    const GgufFile model = fixture_file(spec);
+    EngineOptions o;
+    o.n_predict = 8;
+    const TempTrace h("cuda_h"), d("cuda_d");
+    run_engine(model, {1, 17, 42, 99, 7}, o, h.path);
+    o.backend = Backend::cuda;
+    run_engine(model, {1, 17, 42, 99, 7}, o, d.path);
+    const TraceReader reader(d.path);
+    EXPECT_EQ(producer_name(reader.metadata().producer), "engine-cuda");
+    const CatalogueReport report = check_catalogue(reader.emitted_taps(), *reader.metadata().dims);
+    EXPECT_TRUE(report.ok()) << report.describe();
+    for (const TapError& err : compare_traces(d.path, h.path))
+      EXPECT_LE(err.ratio(), 1e-4) << arch_name(spec.arch) << " " << err.tap;
+  }
 }
 
 TEST_F(Cuda, DequantizeBitForBitWithHost) {

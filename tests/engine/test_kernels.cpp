@@ -636,6 +636,44 @@ TEST_F(HostOps, ArgmaxTakesTheFirstOfTies) {
   EXPECT_EQ(out, (std::vector<std::int32_t>{1, 0, 3}));
 }
 
+// ---- a mixture of experts ------------------------------------------------------------------
+
+// The softmax over every expert, the n_used largest kept (of equal logits the lower index, as the
+// reference keeps them) and renormalized; the kept experts read back ascending with their weights.
+TEST_F(HostOps, MoeRoutingKeepsTheLargestAndTheLowerIndexOfTies) {
+  const std::vector<float> logits = {0.5f, 2, -1, 2, /* row 1 */ 3, 0, 0, 1};
+  std::vector<float> routing(8), weights(4);
+  std::vector<std::int32_t> experts(4, -1);
+  ex->moe_route(MoeRouteArgs{logits.data(), routing.data(), 2, 4, 2});
+  const double e1 = std::exp(2.0), e0 = std::exp(0.5), r1_0 = std::exp(3.0), r1_3 = std::exp(1.0);
+  const std::vector<double> want = {0, 0.5, 0, 0.5, r1_0 / (r1_0 + r1_3), 0, 0, r1_3 / (r1_0 + r1_3)};
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(routing[i], want[i], 1e-6) << i;
+  ex->moe_select(MoeSelectArgs{routing.data(), experts.data(), weights.data(), 2, 4, 2});
+  EXPECT_EQ(experts, (std::vector<std::int32_t>{1, 3, 0, 3}));
+  EXPECT_NEAR(weights[2], want[4], 1e-6);
+  // Fault moe-weights-unnormalized: the kept softmax probabilities as they are.
+  MoeRouteArgs raw{logits.data(), routing.data(), 1, 4, 2};
+  raw.renormalize = false;
+  ex->moe_route(raw);
+  EXPECT_NEAR(routing[1], e1 / (e0 + 2 * e1 + std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(routing[0], 0.0f);
+}
+
+// Rows gathered and scattered by index lists, and each token's expert rows summed with its weights.
+TEST_F(HostOps, CopyRowsAndMoeCombine) {
+  const std::vector<float> src = {1, 2, 10, 20, 100, 200};
+  const std::vector<std::int32_t> from = {2, 0}, to = {1, 0};
+  std::vector<float> gathered(4), scattered(4);
+  ex->copy_rows(CopyRowsArgs{src.data(), from.data(), gathered.data(), nullptr, 2, 2});
+  EXPECT_EQ(gathered, (std::vector<float>{100, 200, 1, 2}));
+  ex->copy_rows(CopyRowsArgs{gathered.data(), nullptr, scattered.data(), to.data(), 2, 2});
+  EXPECT_EQ(scattered, (std::vector<float>{1, 2, 100, 200}));
+  const std::vector<float> weights = {0.25f, 0.75f, 1, 0};
+  std::vector<float> out(2);
+  ex->moe_combine(MoeCombineArgs{src.data(), weights.data(), out.data(), 2, 2, 1});  // rows 1, 2 and 10, 20
+  EXPECT_EQ(out, (std::vector<float>{0.25f * 1 + 0.75f * 2, 10}));
+}
+
 // ---- GEMM --------------------------------------------------------------------------------
 
 // C = op(A) op(B), column-major with leading dimensions larger than the rows, for every op
