@@ -236,6 +236,9 @@ std::string code_area(const std::string& cls) {
   if (cls == "sampling") return "the sampler's edits of the logits (temperature, penalties, top-k): on a copy, not the buffer the head wrote";
   if (cls == "residual") return "the residual adds around attention and the FFN";
   if (cls == "activation") return "the FFN's gated activation: which projection is gated and the activation function";
+  if (cls == "tap-layout")
+    return "how the engine lays the tap's rows out as it records them (the catalogue's layout: docs/taps.md); the "
+           "numbers may be right";
   if (cls == "moe-routing")
     return "a mixture of experts' routing: the softmax over the router's logits, which experts the top-k keeps, the "
            "renormalization of their weights and where the weights are applied";

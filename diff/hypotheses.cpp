@@ -852,6 +852,10 @@ std::vector<Candidate> candidates_for(const std::string& name, int layer, Replay
     projection_candidates(name, layer, in, out);
   else if (name == "ffn.routing")
     routing_candidates(layer, in, out);
+  else if (name == "ffn_gate_exps" || name == "ffn_up_exps")
+    experts_projection_candidates(name, layer, in, out);
+  else if (name == "ffn.act_exps")
+    experts_activation_candidates(layer, in, out);
   else if (name == "token_embd")
     embedding_candidates(in, out);
   else if (name == "attn_norm" || name == "ffn_norm" || name == "output_norm" || name == "attn_q_norm" ||

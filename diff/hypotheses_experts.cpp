@@ -67,6 +67,65 @@ void routing_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out
       out.push_back({fmt::format("{} experts kept instead of {}", other, k), "moe-routing", false, route(top(other), true)});
 }
 
+// The used experts of a routing row: its nonzero weights' experts, ascending.
+std::vector<std::size_t> used_experts(const Row& routing) {
+  std::vector<std::size_t> used;
+  for (std::size_t e = 0; e < routing.size(); ++e)
+    if (routing[e] != 0.0f) used.push_back(e);
+  return used;
+}
+
+void experts_projection_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  const ModelConfig& c = in.model.config();
+  const std::vector<float>& W = in.model.weight(fmt::format("blk.{}.{}.weight", layer, name));
+  if (W.empty()) return;
+  const std::size_t E = std::size_t(c.n_embd), F = std::size_t(c.n_ff);
+  // Each used expert's rows W[e] ffn_norm, in ascending expert order (by_weight: in descending
+  // routing weight, the top-k's order); `shift` reads expert e + shift's.
+  auto project = [&in, &W, layer, E, F](std::size_t shift, bool by_weight = false) {
+    return [&in, &W, layer, E, F, shift, by_weight](std::int64_t p) {
+      const Row routing = trace_row(in.actual, "ffn.routing", layer, p), x = trace_row(in.actual, "ffn_norm", layer, p);
+      if (routing.empty() || x.empty()) return Row{};
+      std::vector<std::size_t> used = used_experts(routing);
+      if (by_weight)
+        std::stable_sort(used.begin(), used.end(), [&](std::size_t a, std::size_t b) { return routing[a] > routing[b]; });
+      Row y;
+      for (const std::size_t e : used) {
+        const float* m = W.data() + ((e + shift) % routing.size()) * F * E;
+        for (std::size_t o = 0; o < F; ++o) {
+          double sum = 0;
+          for (std::size_t i = 0; i < E; ++i) sum += double(m[o * E + i]) * x[i];
+          y.push_back(float(sum));
+        }
+      }
+      return y;
+    };
+  };
+  out.push_back({fmt::format("W[e] ffn_norm for each used expert e ({}, ascending)", name), "", true, project(0)});
+  if (in.baseline_only) return;
+  out.push_back({fmt::format("expert e reads expert e + 1's matrix of {}.weight (an expert stride or index one off)",
+                             name),
+                 "weight-loading", false, project(1)});
+  out.push_back({"the used experts' rows in descending routing weight (the top-k's order; the catalogue keeps them in "
+                 "ascending expert order, docs/taps.md)",
+                 "tap-layout", false, project(0, true)});
+}
+
+void experts_activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
+  auto gated = [&in, layer](bool swapped) {
+    return [&in, layer, swapped](std::int64_t p) {
+      Row g = trace_row(in.actual, "ffn_gate_exps", layer, p), u = trace_row(in.actual, "ffn_up_exps", layer, p);
+      if (swapped) std::swap(g, u);
+      Row y(g.size());
+      for (std::size_t i = 0; i < g.size() && i < u.size(); ++i) y[i] = float(ref::silu(double(g[i])) * u[i]);
+      return y;
+    };
+  };
+  out.push_back({"silu(ffn_gate_exps) * ffn_up_exps", "", true, gated(false)});
+  if (in.baseline_only) return;
+  out.push_back({"silu(ffn_up_exps) * ffn_gate_exps: gate and up exchanged", "activation", false, gated(true)});
+}
+
 void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
   const std::string wname = fmt::format("blk.{}.ffn_down_exps.weight", layer);
@@ -80,8 +139,8 @@ void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>
       if (routing.empty() || act.empty()) return Row{};
       Row y(E, 0.0f);
       std::size_t slot = 0;
-      for (std::size_t e = 0; e < routing.size() && (slot + 1) * F <= act.size(); ++e) {
-        if (routing[e] == 0.0f) continue;
+      for (const std::size_t e : used_experts(routing)) {
+        if ((slot + 1) * F > act.size()) break;
         const double weight = weighted ? routing[e] : 1.0;
         for (std::size_t o = 0; o < E; ++o) {
           const float* row = W.data() + (e * E + o) * F;

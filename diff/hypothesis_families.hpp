@@ -18,9 +18,12 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
 void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
 void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
-// A mixture of experts (diff/hypotheses_experts.cpp): ffn.routing from ffn_gate_inp, and ffn_down
-// from ffn.routing and ffn.act_exps.
+// A mixture of experts (diff/hypotheses_experts.cpp): ffn.routing from ffn_gate_inp,
+// ffn_gate_exps and ffn_up_exps from ffn_norm and ffn.routing, ffn.act_exps from them.
 void routing_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
+void experts_projection_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out);
+void experts_activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
+// ffn_down from ffn.routing and ffn.act_exps.
 void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
 // The residual stream x (tap x_name at x_layer) scaled by c between its tap and the ops that read
 // it: the variant's text and class (an embedding scale where x is token_embd and c is √n_embd, as
