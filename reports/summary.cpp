@@ -207,6 +207,9 @@ std::string diverged_count(const diff::DiffResult& r, const diff::FirstDivergenc
 
 std::string class_with_evidence(const diff::Diagnosis& d) {
   const char* side = d.in_expected ? " in the expected trace" : "";
+  // "unexplained" is a class and an evidence both: said once.
+  if (d.evidence == diff::Evidence::unexplained && d.bug_class == diff::evidence_text(d.evidence))
+    return d.bug_class + side;
   if (d.evidence != diff::Evidence::tied)
     return fmt::format("{} ({}){}", d.bug_class, diff::evidence_text(d.evidence), side);
   std::vector<std::string> classes;

@@ -28,6 +28,17 @@ TEST(ReportsText, DivergedLeadsWithVerdictAndFirstDivergence) {
   EXPECT_EQ(out.find('\x1b'), std::string::npos) << "colour without options.color";
 }
 
+// "unexplained" is the class and the evidence of an unexplained finding: the header says it once.
+TEST(ReportsText, AnUnexplainedFindingSaysSoOnce) {
+  diff::DiffResult r = testing::diverged_result();
+  r.diagnosis->bug_class = "unexplained";
+  r.diagnosis->evidence = diff::Evidence::unexplained;
+  const std::string out = render(r, Format::text);
+  const std::string second = out.substr(out.find('\n') + 1, out.find('\n', out.find('\n') + 1) - out.find('\n') - 1);
+  EXPECT_EQ(second.find("unexplained (unexplained)"), std::string::npos) << second;
+  EXPECT_NE(second.find("unexplained"), std::string::npos) << second;
+}
+
 // A summary-only trace's finding names the head and the field of its worst element.
 TEST(ReportsText, TheAttentionSummarysWorstElementIsAHeadAndAField) {
   diff::TapComparison summary;
