@@ -37,6 +37,14 @@ Row routing_row(const std::vector<double>& w, const std::vector<int>& kept, bool
   return out;
 }
 
+// The used experts of a routing row: its nonzero weights' experts, ascending.
+std::vector<int> used_experts(const Row& routing) {
+  std::vector<int> used;
+  for (std::size_t e = 0; e < routing.size(); ++e)
+    if (routing[e] != 0.0f) used.push_back(int(e));
+  return used;
+}
+
 }  // namespace
 
 void routing_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
@@ -65,98 +73,163 @@ void routing_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out
   for (const int other : {k - 1, k + 1})
     if (other >= 1 && other <= n)
       out.push_back({fmt::format("{} experts kept instead of {}", other, k), "moe-routing", false, route(top(other), true)});
+  // Sigmoid gating (DeepSeek-V3's) where the model's is a softmax.
+  for (const bool renormalize : {false, true})
+    out.push_back({fmt::format("the {} largest of sigmoid(ffn_gate_inp) kept{} instead of the softmax's", k,
+                               renormalize ? ", renormalized," : " as they are"),
+                   "moe-routing", false, [&in, layer, k, renormalize](std::int64_t p) {
+                     const Row logits = trace_row(in.actual, "ffn_gate_inp", layer, p);
+                     if (logits.empty()) return Row{};
+                     std::vector<double> w(logits.size());
+                     std::transform(logits.begin(), logits.end(), w.begin(),
+                                    [](float x) { return 1 / (1 + std::exp(-double(x))); });
+                     return routing_row(w, largest(w, k), renormalize);
+                   }});
+  // A batch's top-k reading the row before its own: the experts of prompt row p chosen from row
+  // p - 1's logits, weighted by row p's softmax over them.
+  out.push_back({fmt::format("the experts of each prompt row after the first chosen from the previous row's "
+                             "ffn_gate_inp (their weights row p's softmax, renormalized)"),
+                 "moe-routing", false, [&in, layer, k](std::int64_t p) {
+                   const Row logits = trace_row(in.actual, "ffn_gate_inp", layer, p);
+                   if (logits.empty()) return Row{};
+                   const std::vector<double> w = softmax_of(logits);
+                   if (p == 0 || p >= in.prompt_length) return routing_row(w, largest(w, k), true);
+                   const Row before = trace_row(in.actual, "ffn_gate_inp", layer, p - 1);
+                   return before.empty() ? Row{} : routing_row(w, largest(softmax_of(before), k), true);
+                 }});
+  // Weights right for the experts kept, the experts not the most probable: the kept set read off
+  // the actual routing row (a fit), named by the ranks of the first position it differs at.
+  for (std::int64_t p = 0; p < in.n_ctx; ++p) {
+    const Row logits = trace_row(in.actual, "ffn_gate_inp", layer, p), actual = trace_row(in.observed, "ffn.routing", layer, p);
+    if (logits.empty() || actual.size() != logits.size()) break;
+    const std::vector<double> w = softmax_of(logits);
+    const std::vector<int> kept = used_experts(actual);
+    if (kept == largest(w, k)) continue;
+    std::vector<int> ranks;
+    for (int e : kept)
+      ranks.push_back(1 + int(std::count_if(w.begin(), w.end(), [&](double v) { return v > w[std::size_t(e)]; })));
+    Candidate fit{fmt::format("other experts kept than the {} most probable, weighted right for them (at position {}: "
+                              "experts {{{}}}, ranks {{{}}} by probability)",
+                              k, p, fmt::join(kept, ", "), fmt::join(ranks, ", ")),
+                  "moe-routing", false, [&in, layer](std::int64_t q) {
+                    const Row router = trace_row(in.actual, "ffn_gate_inp", layer, q);
+                    const Row routed = trace_row(in.observed, "ffn.routing", layer, q);
+                    if (router.empty() || routed.size() != router.size()) return Row{};
+                    return routing_row(softmax_of(router), used_experts(routed), true);
+                  }};
+    fit.fitted = true;
+    out.push_back(std::move(fit));
+    break;
+  }
 }
 
-// The used experts of a routing row: its nonzero weights' experts, ascending.
-std::vector<std::size_t> used_experts(const Row& routing) {
-  std::vector<std::size_t> used;
-  for (std::size_t e = 0; e < routing.size(); ++e)
-    if (routing[e] != 0.0f) used.push_back(e);
-  return used;
+// Each used expert's rows W[e] ffn_norm at position p, in ascending expert order (by_weight: in
+// descending routing weight, the top-k's order); `shift` reads expert e + shift's matrix.
+Row experts_rows(ReplayInputs& in, const std::vector<float>& W, int layer, std::int64_t p, std::size_t shift,
+                 bool by_weight) {
+  const std::size_t E = std::size_t(in.model.config().n_embd), F = std::size_t(in.model.config().n_ff);
+  const Row routing = trace_row(in.actual, "ffn.routing", layer, p), x = trace_row(in.actual, "ffn_norm", layer, p);
+  if (routing.empty() || x.empty()) return Row{};
+  std::vector<int> used = used_experts(routing);
+  if (by_weight)
+    std::stable_sort(used.begin(), used.end(),
+                     [&](int a, int b) { return routing[std::size_t(a)] > routing[std::size_t(b)]; });
+  Row y;
+  for (const int e : used) {
+    const float* m = W.data() + ((std::size_t(e) + shift) % routing.size()) * F * E;
+    for (std::size_t o = 0; o < F; ++o) {
+      double sum = 0;
+      for (std::size_t i = 0; i < E; ++i) sum += double(m[o * E + i]) * x[i];
+      y.push_back(float(sum));
+    }
+  }
+  return y;
 }
 
 void experts_projection_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  const ModelConfig& c = in.model.config();
   const std::vector<float>& W = in.model.weight(fmt::format("blk.{}.{}.weight", layer, name));
   if (W.empty()) return;
-  const std::size_t E = std::size_t(c.n_embd), F = std::size_t(c.n_ff);
-  // Each used expert's rows W[e] ffn_norm, in ascending expert order (by_weight: in descending
-  // routing weight, the top-k's order); `shift` reads expert e + shift's.
-  auto project = [&in, &W, layer, E, F](std::size_t shift, bool by_weight = false) {
-    return [&in, &W, layer, E, F, shift, by_weight](std::int64_t p) {
-      const Row routing = trace_row(in.actual, "ffn.routing", layer, p), x = trace_row(in.actual, "ffn_norm", layer, p);
-      if (routing.empty() || x.empty()) return Row{};
-      std::vector<std::size_t> used = used_experts(routing);
-      if (by_weight)
-        std::stable_sort(used.begin(), used.end(), [&](std::size_t a, std::size_t b) { return routing[a] > routing[b]; });
-      Row y;
-      for (const std::size_t e : used) {
-        const float* m = W.data() + ((e + shift) % routing.size()) * F * E;
-        for (std::size_t o = 0; o < F; ++o) {
-          double sum = 0;
-          for (std::size_t i = 0; i < E; ++i) sum += double(m[o * E + i]) * x[i];
-          y.push_back(float(sum));
-        }
-      }
-      return y;
-    };
+  auto rows = [&in, layer](const std::vector<float>& w, std::size_t shift, bool by_weight) {
+    return [&in, &w, layer, shift, by_weight](std::int64_t p) { return experts_rows(in, w, layer, p, shift, by_weight); };
   };
-  out.push_back({fmt::format("W[e] ffn_norm for each used expert e ({}, ascending)", name), "", true, project(0)});
+  out.push_back({fmt::format("W[e] ffn_norm for each used expert e ({}, ascending)", name), "", true, rows(W, 0, false)});
   if (in.baseline_only) return;
   out.push_back({fmt::format("expert e reads expert e + 1's matrix of {}.weight (an expert stride or index one off)",
                              name),
-                 "weight-loading", false, project(1)});
+                 "weight-loading", false, rows(W, 1, false)});
+  const std::string other = name == "ffn_gate_exps" ? "ffn_up_exps" : "ffn_gate_exps";
+  const std::vector<float>& W_other = in.model.weight(fmt::format("blk.{}.{}.weight", layer, other));
+  if (W_other.size() == W.size())
+    out.push_back({fmt::format("{}.weight's matrices instead of {}.weight's (gate and up exchanged)", other, name),
+                   "weight-loading", false, rows(W_other, 0, false)});
   out.push_back({"the used experts' rows in descending routing weight (the top-k's order; the catalogue keeps them in "
                  "ascending expert order, docs/taps.md)",
-                 "tap-layout", false, project(0, true)});
+                 "tap-layout", false, rows(W, 0, true)});
 }
 
 void experts_activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  auto gated = [&in, layer](bool swapped) {
-    return [&in, layer, swapped](std::int64_t p) {
+  auto gated = [&in, layer](bool swapped, double (*act)(double)) {
+    return [&in, layer, swapped, act](std::int64_t p) {
       Row g = trace_row(in.actual, "ffn_gate_exps", layer, p), u = trace_row(in.actual, "ffn_up_exps", layer, p);
       if (swapped) std::swap(g, u);
       Row y(g.size());
-      for (std::size_t i = 0; i < g.size() && i < u.size(); ++i) y[i] = float(ref::silu(double(g[i])) * u[i]);
+      for (std::size_t i = 0; i < g.size() && i < u.size(); ++i) y[i] = float(act(double(g[i])) * u[i]);
       return y;
     };
   };
-  out.push_back({"silu(ffn_gate_exps) * ffn_up_exps", "", true, gated(false)});
+  const auto silu = [](double x) { return ref::silu(x); };
+  out.push_back({"silu(ffn_gate_exps) * ffn_up_exps", "", true, gated(false, silu)});
   if (in.baseline_only) return;
-  out.push_back({"silu(ffn_up_exps) * ffn_gate_exps: gate and up exchanged", "activation", false, gated(true)});
+  out.push_back({"silu(ffn_up_exps) * ffn_gate_exps: gate and up exchanged", "activation", false, gated(true, silu)});
+  out.push_back({"gelu(ffn_gate_exps) * ffn_up_exps: GELU (tanh) instead of SiLU", "activation", false,
+                 gated(false, [](double x) { return ref::gelu_tanh(x); })});
 }
+
+namespace {
+
+// How an ffn_down replay combines the used experts: as the model does, or one of the ways it goes wrong.
+enum class Combine { weighted, unweighted, weights_reversed, weights_squared, down_column_major };
+
+}  // namespace
 
 void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  const std::string wname = fmt::format("blk.{}.ffn_down_exps.weight", layer);
-  const std::vector<float>& W = in.model.weight(wname);
+  const std::vector<float>& W = in.model.weight(fmt::format("blk.{}.ffn_down_exps.weight", layer));
   if (W.empty()) return;
   const std::size_t E = std::size_t(c.n_embd), F = std::size_t(c.n_ff);
   // ffn_down = Σ over the used experts (ascending) of weight(e) · W_down[e] act_slot.
-  auto combine = [&in, &W, layer, E, F](bool weighted) {
-    return [&in, &W, layer, E, F, weighted](std::int64_t p) {
+  auto combine = [&in, &W, layer, E, F](Combine how) {
+    return [&in, &W, layer, E, F, how](std::int64_t p) {
       const Row routing = trace_row(in.actual, "ffn.routing", layer, p), act = trace_row(in.actual, "ffn.act_exps", layer, p);
       if (routing.empty() || act.empty()) return Row{};
+      const std::vector<int> used = used_experts(routing);
+      if (used.size() * F > act.size()) return Row{};
       Row y(E, 0.0f);
-      std::size_t slot = 0;
-      for (const std::size_t e : used_experts(routing)) {
-        if ((slot + 1) * F > act.size()) break;
-        const double weight = weighted ? routing[e] : 1.0;
+      for (std::size_t slot = 0; slot < used.size(); ++slot) {
+        const auto e = std::size_t(used[slot]);
+        const double w = routing[how == Combine::weights_reversed ? std::size_t(used[used.size() - 1 - slot]) : e];
+        const double weight = how == Combine::unweighted ? 1.0 : how == Combine::weights_squared ? w * w : w;
+        const float* m = W.data() + e * E * F;
         for (std::size_t o = 0; o < E; ++o) {
-          const float* row = W.data() + (e * E + o) * F;
           double sum = 0;
-          for (std::size_t i = 0; i < F; ++i) sum += double(row[i]) * act[slot * F + i];
+          for (std::size_t i = 0; i < F; ++i)
+            sum += double(how == Combine::down_column_major ? m[i * E + o] : m[o * F + i]) * act[slot * F + i];
           y[o] += float(weight * sum);
         }
-        ++slot;
       }
       return y;
     };
   };
-  out.push_back({"Σ over the used experts of ffn.routing · W_down[e] ffn.act_exps", "", true, combine(true)});
+  out.push_back({"Σ over the used experts of ffn.routing · W_down[e] ffn.act_exps", "", true, combine(Combine::weighted)});
   if (in.baseline_only) return;
   out.push_back({"the used experts' down projections summed without their routing weights", "moe-routing", false,
-                 combine(false)});
+                 combine(Combine::unweighted)});
+  out.push_back({"each used expert weighted by another's routing weight (the weights in reverse expert order)",
+                 "moe-routing", false, combine(Combine::weights_reversed)});
+  out.push_back({"each used expert's output weighted by its routing weight twice (w²)", "moe-routing", false,
+                 combine(Combine::weights_squared)});
+  out.push_back({"each expert's down matrix read column-major (element [o][i] at i · n_embd + o: the layout transposed)",
+                 "matmul-layout", false, combine(Combine::down_column_major)});
 }
 
 }  // namespace tapdiff::diff

@@ -237,7 +237,8 @@ class TraceWriter:
                  settings: Optional[Dict[str, HParam]] = None,
                  unavailable: Optional[Dict[str, str]] = None,
                  layouts: Optional[Dict[str, str]] = None, chunk_bytes: int = 64 * 1024,
-                 precreate: Sequence[Tuple[str, int, Sequence[int]]] = (), lockstep_source: str = ""):
+                 precreate: Sequence[Tuple[str, int, Sequence[int]]] = (), lockstep_source: str = "",
+                 tap_filter: Optional[Dict[str, str]] = None):
         def reject(problem: str):
             raise TraceError(path, "/", problem)
 
@@ -253,6 +254,10 @@ class TraceWriter:
             for key, value in (values or {}).items():
                 if not isinstance(value, (bool, np.bool_, int, np.integer, float, np.floating, str)):
                     reject(f"{group_name}[{key!r}]: expected int, float or str, got {type(value).__name__}")
+        if not set(tap_filter or {}) <= {"names", "layers", "positions"} or not all(
+                isinstance(v, str) for v in (tap_filter or {}).values()):
+            reject("tap_filter: expected strings under the keys names, layers, positions (the name globs, layer "
+                   "ranges and position ranges the run recorded, as `tapdiff run --taps/--layers/--positions` take them)")
         if not isinstance(lockstep_source, str):
             reject(f"lockstep_source: expected the path of the trace the run continued from, got "
                    f"{type(lockstep_source).__name__}")
@@ -303,8 +308,8 @@ class TraceWriter:
             a["lockstep_source"] = lockstep_source
         for key in ("complete", "committed_steps", "committed_tokens"):
             a[key] = np.int64(0)
-        for key in ("tap_filter_names", "tap_filter_layers", "tap_filter_positions"):
-            a[key] = ""
+        for key in ("names", "layers", "positions"):
+            a[f"tap_filter_{key}"] = (tap_filter or {}).get(key, "")
         for group_name, values in (("hparams", hparams or {}), ("producer_settings", settings),
                                    ("unavailable", unavailable), ("layouts", layouts)):
             if values is None or (group_name != "hparams" and not values):
