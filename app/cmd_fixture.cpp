@@ -54,7 +54,9 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
                   "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
   cmd->add_flag("--tied", opt->spec.tied_output, "No output.weight: tie the head to token_embd");
   cmd->add_option("--seed", opt->spec.seed, "Random seed")->capture_default_str();
-  cmd->add_option("--type", opt->type, "Type of every 2-D weight (F32, F16, BF16, Q8_0, ...)")
+  cmd->add_option("--type", opt->type,
+                  "Type of every matrix (F32, F16, BF16, Q8_0, ...; the K-quants Q4_K, Q5_K, Q6_K need rows of a "
+                  "multiple of 256: --n-embd, --n-ff and n_head · head_dim)")
       ->capture_default_str();
   cmd->add_option("--tensor-type", opt->overrides,
                   "Per-tensor type, GLOB=TYPE, e.g. 'blk.*.ffn_down.weight=Q4_0' (repeatable)");

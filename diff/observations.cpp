@@ -266,11 +266,14 @@ Observations observe(const DiffResult& r, const FirstDivergence& f, const TraceR
                                        : fmt::format("position 0 intact (nmse {:.2g}): RoPE, the attention scale and "
                                                      "the KV cache leave a lone first position untouched",
                                                      t->rows.front().nmse));
+  // One GEMM in the prefill, one matvec in decode: not a mixture of experts' per-expert products or their sum.
+  const bool experts = a.metadata().hparams.count("n_expert") > 0 &&
+                       (f.name == "ffn_down" || f.name == "ffn_gate_exps" || f.name == "ffn_up_exps");
   if (clean_before && f.position >= a.metadata().prompt_length && f.position > 0)
     o.lines.push_back(fmt::format("the prompt (positions 0..{}) is intact: the first decode step is the first to "
                                   "diverge{}",
                                   a.metadata().prompt_length - 1,
-                                  tap_class(f.name) == "projection"
+                                  tap_class(f.name) == "projection" && !experts
                                       ? "; a projection right in the batched prefill and wrong in decode points at "
                                         "the decode path's matrix-vector kernel (its loop bounds, tail, reduction or "
                                         "inline weight decoding), which the prompt's GEMM does not run"

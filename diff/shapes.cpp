@@ -18,6 +18,8 @@ std::vector<std::string> dimension_names(std::int64_t value, const TapDims& d) {
       {"n_head_kv", d.n_head_kv},
       {"head_dim", d.head_dim},
       {"n_ctx", d.n_ctx},
+      {"n_expert", d.n_expert},
+      {"n_expert_used", d.n_expert_used},
   };
   std::vector<std::string> out;
   for (const auto& [name, v] : symbols)
@@ -36,7 +38,15 @@ std::string shape_explanation(std::string_view name, const std::vector<std::int6
     const std::string what = expected.size() == 1 ? "width" : fmt::format("dimension {}", i);
     std::string sentence = fmt::format("{} {} expected, {} actual", what, expected[i], actual[i]);
     if (dims) {
-      const auto want = dimension_names(expected[i], *dims);
+      auto want = dimension_names(expected[i], *dims);
+      // The catalogue's own symbol for the axis first: n_expert_used may equal n_head_kv by chance.
+      if (spec && int(i) < spec->row_rank) {
+        const DimExpr& axis = spec->row[i];
+        const std::int64_t value = dim_value(axis.first, *dims) * (axis.second ? dim_value(*axis.second, *dims) : 1);
+        std::string symbol(dim_symbol_name(axis.first));
+        if (axis.second) symbol += "·" + std::string(dim_symbol_name(*axis.second));
+        if (value == expected[i]) want.insert(want.begin(), symbol);
+      }
       const auto got = dimension_names(actual[i], *dims);
       const bool context_axis = spec && int(i) < spec->row_rank && spec->row[i].first == DimSymbol::n_ctx &&
                                 !spec->row[i].second;

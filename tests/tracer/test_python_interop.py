@@ -106,6 +106,21 @@ def test_a_lockstep_run_written_from_python_says_so_to_the_cpp_reader(tmp_path):
         tt.TraceWriter(str(tmp_path / "bad.h5"), lockstep_source=1)
 
 
+def test_a_tap_filter_written_from_python_reaches_the_cpp_reader(tmp_path):
+    """tap_filter= says which taps the run recorded on purpose (`tapdiff run --taps/--layers`):
+    both readers read it back, and a key it does not know is refused."""
+    path = tmp_path / "filtered.h5"
+    chosen = {"names": "blk.*.resid.ffn,output", "layers": "0-1", "positions": ""}
+    with tt.TraceWriter(str(path), tokens=[1, 2], prompt_length=2, tap_filter=chosen) as w:
+        w.record("resid.ffn", 0, 0, np.ones((2, 4), np.float32))
+        w.end_step()
+    with tt.TraceReader(str(path)) as r:
+        assert r.filter == chosen
+    assert dump(path, values=False)["filter"] == {"names": "blk.*.resid.ffn,output", "layers": "0-1", "positions": ""}
+    with pytest.raises(tt.TraceError, match="tap_filter: expected strings under the keys names, layers, positions"):
+        tt.TraceWriter(str(tmp_path / "bad.h5"), tap_filter={"taps": "blk.*"})
+
+
 def test_cpp_writes_python_reads(tmp_path):
     path = tmp_path / "cpp.h5"
     subprocess.run([WRITER, "--out", str(path), "--steps", "5", "--layers", "2", "--taps", "3",

@@ -15,9 +15,14 @@ nlohmann::json hparams_json(const HParams& hparams) {
 }
 
 nlohmann::json dims_json(const TapDims& d) {
-  return {{"n_layer", d.n_layer},     {"n_embd", d.n_embd},     {"n_head", d.n_head},
-          {"n_head_kv", d.n_head_kv}, {"head_dim", d.head_dim}, {"n_ff", d.n_ff},
-          {"n_vocab", d.n_vocab},     {"n_ctx", d.n_ctx}};
+  nlohmann::json out = {{"n_layer", d.n_layer},     {"n_embd", d.n_embd},     {"n_head", d.n_head},
+                        {"n_head_kv", d.n_head_kv}, {"head_dim", d.head_dim}, {"n_ff", d.n_ff},
+                        {"n_vocab", d.n_vocab},     {"n_ctx", d.n_ctx}};
+  if (d.n_expert > 0) {  // a mixture of experts only (docs/trace-schema.md)
+    out["n_expert"] = d.n_expert;
+    out["n_expert_used"] = d.n_expert_used;
+  }
+  return out;
 }
 
 nlohmann::json catalogue_json(const TraceReader& trace) {
