@@ -87,6 +87,7 @@ bench: build models
 	@$(BUILD)/venv/bin/python bench/cross_engine.py --tapdiff $(TAPDIFF)
 	@$(BUILD)/venv/bin/python bench/architectures.py --tapdiff $(TAPDIFF)
 	@$(BUILD)/venv/bin/python bench/large_models.py --tapdiff $(TAPDIFF)
+	@$(BUILD)/venv/bin/python bench/experts.py --tapdiff $(TAPDIFF)
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
