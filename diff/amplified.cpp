@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <optional>
 
+#include "diff/block_replay.hpp"
 #include "diff/hypotheses.hpp"
 #include "diff/replay_model.hpp"
 #include "diff/replay_rows.hpp"
@@ -96,12 +97,19 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
   ReplayInputs in_b = replay_inputs(b, b, model, m.prompt_length);
   ReplayInputs in_a = replay_inputs(a, a, model, m.prompt_length);
   in_a.baseline_only = in_b.baseline_only = true;
-  // Attention on a quantized cache the replay cannot store as the run did keeps its noise.
-  const auto candidates = [&](ReplayInputs& in) {
-    return in.cache.modeled || t.tap_class != "attention" ? candidates_for(t.name, t.layer, in)
-                                                           : std::vector<Candidate>{};
+  // Attention on a quantized cache the replay cannot store as the run did keeps its noise. A
+  // mixture of experts' per-expert taps a trace lacks (llama.cpp records none) are computed from
+  // the router's and the norm's taps it holds (diff/block_replay.hpp).
+  const auto candidates = [&](ReplayInputs& in, const TraceReader& trace) {
+    if (!in.cache.modeled && t.tap_class == "attention") return std::vector<Candidate>{};
+    const UnrecordedInputs gap = unrecorded_inputs(t.name, t.layer, trace, a);
+    const bool experts_only = gap.replayed() && std::all_of(gap.ops.begin(), gap.ops.end(), [](const TapInfo* op) {
+      return op->name == "ffn.routing" || op->name == "ffn_gate_exps" || op->name == "ffn_up_exps" ||
+             op->name == "ffn.act_exps";
+    });
+    return experts_only ? block_candidates(t.name, t.layer, in, gap.ops, false) : candidates_for(t.name, t.layer, in);
   };
-  const std::vector<Candidate> cb = candidates(in_b), ca = candidates(in_a);
+  const std::vector<Candidate> cb = candidates(in_b, b), ca = candidates(in_a, a);
   const auto baseline = [](const std::vector<Candidate>& c) {
     const auto it = std::find_if(c.begin(), c.end(), [](const Candidate& x) { return x.baseline; });
     return it == c.end() ? nullptr : &*it;

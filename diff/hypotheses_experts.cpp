@@ -2,10 +2,14 @@
 // weighted sum of the used experts' down projections.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <fmt/format.h>
+#include <memory>
 #include <numeric>
 
 #include "diff/hypothesis_families.hpp"
+#include "model/dequantize.hpp"
+#include "model/fused_weights.hpp"
 #include "reference/ops.hpp"
 
 namespace tapdiff::diff {
@@ -35,6 +39,34 @@ Row routing_row(const std::vector<double>& w, const std::vector<int>& kept, bool
   Row out(w.size(), 0.0f);
   for (int e : kept) out[std::size_t(e)] = float(renormalize ? w[std::size_t(e)] / sum : w[std::size_t(e)]);
   return out;
+}
+
+// One stacked tensor's experts (ffn_{gate,up,down}_exps), each decoded to float32 when first
+// multiplied and kept while few are: a layer's whole tensor is 537 MB as float32 at OLMoE's 64
+// experts of 1024 x 2048, and a replay reads the experts its positions used.
+class ExpertMatrices {
+public:
+  ExpertMatrices(ReplayModel& model, const std::string& tensor) : tensor_(model.tensor(tensor)) {}
+  bool empty() const { return tensor_ == nullptr || tensor_->ne.size() != 3; }
+  int count() const { return int(tensor_->ne[2]); }
+  // Expert e's matrix, [ne1][ne0] row-major.
+  const std::vector<float>& values(int e) {
+    for (const auto& [expert, v] : kept_)
+      if (expert == e) return v;
+    if (kept_.size() == kKept) kept_.pop_front();
+    kept_.emplace_back(e, dequantize_tensor(expert_matrix(*tensor_, e)));
+    return kept_.back().second;
+  }
+
+private:
+  static constexpr std::size_t kKept = 16;
+  const GgufTensorInfo* tensor_;
+  std::deque<std::pair<int, std::vector<float>>> kept_;
+};
+
+std::shared_ptr<ExpertMatrices> experts_of(ReplayModel& model, int layer, const std::string& name) {
+  auto m = std::make_shared<ExpertMatrices>(model, fmt::format("blk.{}.{}.weight", layer, name));
+  return m->empty() ? nullptr : m;
 }
 
 // The used experts of a routing row: its nonzero weights' experts, ascending.
@@ -125,8 +157,7 @@ void routing_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out
 
 // Each used expert's rows W[e] ffn_norm at position p, in ascending expert order (by_weight: in
 // descending routing weight, the top-k's order); `shift` reads expert e + shift's matrix.
-Row experts_rows(ReplayInputs& in, const std::vector<float>& W, int layer, std::int64_t p, std::size_t shift,
-                 bool by_weight) {
+Row experts_rows(ReplayInputs& in, ExpertMatrices& W, int layer, std::int64_t p, int shift, bool by_weight) {
   const std::size_t E = std::size_t(in.model.config().n_embd), F = std::size_t(in.model.config().n_ff);
   const Row routing = trace_row(in.actual, "ffn.routing", layer, p), x = trace_row(in.actual, "ffn_norm", layer, p);
   if (routing.empty() || x.empty()) return Row{};
@@ -136,7 +167,7 @@ Row experts_rows(ReplayInputs& in, const std::vector<float>& W, int layer, std::
                      [&](int a, int b) { return routing[std::size_t(a)] > routing[std::size_t(b)]; });
   Row y;
   for (const int e : used) {
-    const float* m = W.data() + ((std::size_t(e) + shift) % routing.size()) * F * E;
+    const std::vector<float>& m = W.values((e + shift) % W.count());
     for (std::size_t o = 0; o < F; ++o) {
       double sum = 0;
       for (std::size_t i = 0; i < E; ++i) sum += double(m[o * E + i]) * x[i];
@@ -147,10 +178,10 @@ Row experts_rows(ReplayInputs& in, const std::vector<float>& W, int layer, std::
 }
 
 void experts_projection_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
-  const std::vector<float>& W = in.model.weight(fmt::format("blk.{}.{}.weight", layer, name));
-  if (W.empty()) return;
-  auto rows = [&in, layer](const std::vector<float>& w, std::size_t shift, bool by_weight) {
-    return [&in, &w, layer, shift, by_weight](std::int64_t p) { return experts_rows(in, w, layer, p, shift, by_weight); };
+  const auto W = experts_of(in.model, layer, name);
+  if (!W) return;
+  auto rows = [&in, layer](std::shared_ptr<ExpertMatrices> w, int shift, bool by_weight) {
+    return [&in, w, layer, shift, by_weight](std::int64_t p) { return experts_rows(in, *w, layer, p, shift, by_weight); };
   };
   out.push_back({fmt::format("W[e] ffn_norm for each used expert e ({}, ascending)", name), "", true, rows(W, 0, false)});
   if (in.baseline_only) return;
@@ -158,8 +189,7 @@ void experts_projection_candidates(const std::string& name, int layer, ReplayInp
                              name),
                  "weight-loading", false, rows(W, 1, false)});
   const std::string other = name == "ffn_gate_exps" ? "ffn_up_exps" : "ffn_gate_exps";
-  const std::vector<float>& W_other = in.model.weight(fmt::format("blk.{}.{}.weight", layer, other));
-  if (W_other.size() == W.size())
+  if (const auto W_other = experts_of(in.model, layer, other))
     out.push_back({fmt::format("{}.weight's matrices instead of {}.weight's (gate and up exchanged)", other, name),
                    "weight-loading", false, rows(W_other, 0, false)});
   out.push_back({"the used experts' rows in descending routing weight (the top-k's order; the catalogue keeps them in "
@@ -194,12 +224,12 @@ enum class Combine { weighted, unweighted, weights_reversed, weights_squared, do
 
 void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
-  const std::vector<float>& W = in.model.weight(fmt::format("blk.{}.ffn_down_exps.weight", layer));
-  if (W.empty()) return;
+  const auto W = experts_of(in.model, layer, "ffn_down_exps");
+  if (!W) return;
   const std::size_t E = std::size_t(c.n_embd), F = std::size_t(c.n_ff);
   // ffn_down = Σ over the used experts (ascending) of weight(e) · W_down[e] act_slot.
-  auto combine = [&in, &W, layer, E, F](Combine how) {
-    return [&in, &W, layer, E, F, how](std::int64_t p) {
+  auto combine = [&in, W, layer, E, F](Combine how) {
+    return [&in, W, layer, E, F, how](std::int64_t p) {
       const Row routing = trace_row(in.actual, "ffn.routing", layer, p), act = trace_row(in.actual, "ffn.act_exps", layer, p);
       if (routing.empty() || act.empty()) return Row{};
       const std::vector<int> used = used_experts(routing);
@@ -209,7 +239,7 @@ void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>
         const auto e = std::size_t(used[slot]);
         const double w = routing[how == Combine::weights_reversed ? std::size_t(used[used.size() - 1 - slot]) : e];
         const double weight = how == Combine::unweighted ? 1.0 : how == Combine::weights_squared ? w * w : w;
-        const float* m = W.data() + e * E * F;
+        const float* m = W->values(int(e)).data();
         for (std::size_t o = 0; o < E; ++o) {
           double sum = 0;
           for (std::size_t i = 0; i < F; ++i)

@@ -86,18 +86,15 @@ void clear_routing_ties(DiffResult& r, const TraceReader& a, const TraceReader& 
           if (row.position == t.position) row.diverged = row.suspect = false;
     }
     const Tie& first = ties.front();
+    std::vector<std::int64_t> positions;
+    for (const Tie& t : ties) positions.push_back(t.position);
     r.findings.push_back(
         {"routing-tie", fmt::format("blk.{}.ffn_gate_inp", router.layer),
          fmt::format("experts chosen at a near tie of the router at {} position{} ({}): at position {} the expected "
                      "run chose experts {}, the actual {}; the expected logits of the experts exchanged differ by "
                      "{:.3g}, within the {} noise ({:.3g}). Each run followed its own router: the experts' taps at "
                      "those positions are not compared as divergences, and the taps after them carry the difference",
-                     ties.size(), ties.size() == 1 ? "" : "s",
-                     fmt::join([&] {
-                       std::vector<std::int64_t> p;
-                       for (const Tie& t : ties) p.push_back(t.position);
-                       return p;
-                     }(), ", "),
+                     ties.size(), ties.size() == 1 ? "" : "s", fmt::join(positions, ", "),
                      first.position, experts_text(first.expected), experts_text(first.actual), first.margin,
                      profile.name, first.noise)});
   }
