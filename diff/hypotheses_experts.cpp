@@ -1,5 +1,6 @@
-// A mixture of experts' ops: the routing from the router's logits, and ffn_down as the routing-
-// weighted sum of the used experts' down projections.
+// A mixture of experts' ops: the routing from the router's logits, each used expert's gate and up
+// rows and their activation, and ffn_down as the routing-weighted sum of the used experts' down
+// projections; each with the ways engines get it wrong.
 #include <algorithm>
 #include <cmath>
 #include <deque>
