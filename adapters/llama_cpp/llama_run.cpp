@@ -1,6 +1,7 @@
 #include "adapters/llama_cpp/llama_run.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <array>
 #include <cctype>
 #include <cstdlib>
@@ -235,6 +236,24 @@ std::vector<float> node_values(const ggml_tensor* t) {
   return out;
 }
 
+// A node of int32 ids (ffn_moe_topk), in logical order.
+std::vector<std::int32_t> node_ids(const ggml_tensor* t) {
+  if (t->type != GGML_TYPE_I32)
+    throw std::runtime_error(fmt::format("llama.cpp node {} has type {}; expected the i32 expert ids", t->name,
+                                         ggml_type_name(t->type)));
+  std::vector<std::uint8_t> copy(ggml_nbytes(t));
+  ggml_backend_tensor_get(t, copy.data(), 0, copy.size());
+  std::vector<std::int32_t> out;
+  for (std::int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+    for (std::int64_t i1 = 0; i1 < t->ne[1]; ++i1)
+      for (std::int64_t i0 = 0; i0 < t->ne[0]; ++i0) {
+        std::int32_t v;
+        std::memcpy(&v, copy.data() + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2], sizeof v);
+        out.push_back(v);
+      }
+  return out;
+}
+
 struct Captured {
   std::vector<float> rows;
   std::int64_t n_rows = 0;
@@ -260,6 +279,7 @@ struct LlamaRun::Impl {
   std::int64_t first_position = 0;
   std::int64_t n_tokens = 0;
   std::map<std::pair<std::string, int>, Captured> captured;  // last node of each tap wins
+  std::map<int, std::vector<std::int32_t>> expert_ids;       // per layer: each token's experts, top-k order
   std::string callback_error;
   int layer_seen = -1;  // the last layer a node name carried (GraphNode::layer_hint)
 
@@ -282,8 +302,10 @@ struct LlamaRun::Impl {
     if (const int layer = node_layer(node.name); layer >= 0) self->layer_seen = layer;
     const auto output = tap_for_node(node);
     const auto input = tap_for_input(node);
-    if (ask) return self->wanted(output) || self->wanted(input);
+    const int ids_layer = expert_ids_layer(node);
+    if (ask) return self->wanted(output) || self->wanted(input) || (ids_layer >= 0 && self->trace != nullptr);
     try {
+      if (ids_layer >= 0 && self->trace != nullptr) self->expert_ids[ids_layer] = node_ids(t);
       if (self->wanted(output)) self->capture(*output, t);
       if (self->wanted(input)) self->capture(*input, t->src[1]);
     } catch (const std::exception& e) {
@@ -329,7 +351,11 @@ struct LlamaRun::Impl {
     c.row_shape = catalogue_row_shape(*spec, dims);
     std::int64_t row_len = 1;
     for (std::int64_t d : c.row_shape) row_len *= d;
-    if (target.layout == NodeLayout::kq_softmax) {
+    if (target.layout == NodeLayout::expert_rows || target.layout == NodeLayout::expert_weights) {
+      values = in_expert_order(target, t, std::move(values));
+      c.n_rows = n_tokens;
+      c.rows = std::move(values);
+    } else if (target.layout == NodeLayout::kq_softmax) {
       // ne = [n_kv, n_tokens, n_head]: cell j of the cache holds position j (one sequence in
       // an empty cache); keys past n_ctx are padding, masked to 0.
       const std::int64_t n_kv = t->ne[0], n = t->ne[1], n_head = t->ne[2] * t->ne[3];
@@ -353,6 +379,34 @@ struct LlamaRun::Impl {
     captured[{target.tap, target.layer}] = std::move(c);
   }
 
+  // A node of each token's n_used experts in top-k order as the catalogue lays it out: rows in
+  // ascending expert order, or the weights scattered to a dense [n_expert] row.
+  std::vector<float> in_expert_order(const TapTarget& target, const ggml_tensor* t, std::vector<float> values) const {
+    const auto ids = expert_ids.find(target.layer);
+    const std::int64_t used = dims.n_expert_used, width = target.layout == NodeLayout::expert_rows ? dims.n_ff : 1;
+    if (ids == expert_ids.end() || std::int64_t(ids->second.size()) != n_tokens * used ||
+        std::int64_t(values.size()) != n_tokens * used * width)
+      throw std::runtime_error(fmt::format("llama.cpp node {}: expected {} tokens' {} experts (of {} values each) "
+                                           "after ffn_moe_topk-{}",
+                                           t->name, n_tokens, used, width, target.layer));
+    std::vector<float> out;
+    for (std::int64_t i = 0; i < n_tokens; ++i) {
+      const std::int32_t* chosen = ids->second.data() + i * used;
+      const float* row = values.data() + i * used * width;
+      if (target.layout == NodeLayout::expert_weights) {
+        std::vector<float> dense(std::size_t(dims.n_expert), 0.0f);
+        for (std::int64_t k = 0; k < used; ++k) dense.at(std::size_t(chosen[k])) = row[k];
+        out.insert(out.end(), dense.begin(), dense.end());
+        continue;
+      }
+      std::vector<std::int64_t> order(static_cast<std::size_t>(used));
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return chosen[a] < chosen[b]; });
+      for (const std::int64_t k : order) out.insert(out.end(), row + k * width, row + (k + 1) * width);
+    }
+    return out;
+  }
+
   // Writes what the step captured; logits_last: only the last row of `output`.
   void record_step(bool logits_last) {
     for (auto& [key, c] : captured) {
@@ -369,6 +423,7 @@ struct LlamaRun::Impl {
         trace->record(tap, layer, first, rows, RowShape(c.row_shape), data);
     }
     captured.clear();
+    expert_ids.clear();
   }
 
   // One llama_decode of tokens at positions p0..; returns the greedy next token.
@@ -489,8 +544,7 @@ void LlamaRun::describe(TraceMetadata& m) const {
   // The producer's hparams carry the architecture (app/trace_metadata_for.cpp fills them first).
   const auto arch = m.hparams.find("arch");
   const std::string* arch_name = arch == m.hparams.end() ? nullptr : std::get_if<std::string>(&arch->second);
-  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn, arch_name ? *arch_name : "llama",
-                                           m.hparams.count("n_expert") > 0))
+  for (auto& [tap, why] : unavailable_taps(s.options.flash_attn, arch_name ? *arch_name : "llama"))
     m.unavailable[tap] = why;
 }
 

@@ -47,7 +47,7 @@ struct NamedNode {
   std::string_view tap;
   NodeLayout layout;
 };
-constexpr std::array<NamedNode, 14> kNamed = {{
+constexpr std::array<NamedNode, 19> kNamed = {{
     {"inp_scaled", "token_embd", NodeLayout::rows},
     {"attn_norm", "attn_norm", NodeLayout::rows},
     {"Qcur_normed", "attn_q_norm", NodeLayout::rows},
@@ -58,6 +58,11 @@ constexpr std::array<NamedNode, 14> kNamed = {{
     {"sa_out", "resid.attn", NodeLayout::rows},
     {"ffn_post_norm", "ffn_post_norm", NodeLayout::rows},
     {"ffn_norm", "ffn_norm", NodeLayout::rows},
+    {"ffn_moe_weights_norm", "ffn.routing", NodeLayout::expert_weights},
+    {"ffn_moe_gate", "ffn_gate_exps", NodeLayout::expert_rows},
+    {"ffn_moe_up", "ffn_up_exps", NodeLayout::expert_rows},
+    {"ffn_moe_swiglu", "ffn.act_exps", NodeLayout::expert_rows},
+    {"ffn_moe_gate_par", "ffn.act_exps", NodeLayout::expert_rows},
     {"ffn_moe_out", "ffn_down", NodeLayout::rows},
     {"l_out", "resid.ffn", NodeLayout::rows},
     {"result_norm", "output_norm", NodeLayout::rows},
@@ -91,6 +96,11 @@ std::optional<TapTarget> tap_for_node(const GraphNode& node) {
     if (!global && layer < 0 && node.layer_hint >= 0) return TapTarget{std::string(n.tap), node.layer_hint, n.layout};
   }
   return std::nullopt;
+}
+
+int expert_ids_layer(const GraphNode& node) {
+  const auto [base, layer] = split_layer(node.name);
+  return base == "ffn_moe_topk" ? layer : -1;
 }
 
 std::optional<TapTarget> tap_for_input(const GraphNode& node) {
@@ -128,10 +138,11 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"ffn_up", "the `MUL_MAT` of `blk.{l}.ffn_up.weight`"},
       {"ffn.act", "the input (`src[1]`) of the `MUL_MAT` of `blk.{l}.ffn_down.weight`"},
       {"ffn_gate_inp", "the `MUL_MAT` of `blk.{l}.ffn_gate_inp.weight` (a mixture of experts)"},
-      {"ffn.routing", "not available from llama.cpp"},
-      {"ffn_gate_exps", "not available from llama.cpp"},
-      {"ffn_up_exps", "not available from llama.cpp"},
-      {"ffn.act_exps", "not available from llama.cpp"},
+      {"ffn.routing", "`ffn_moe_weights_norm-{l}`, each token's weights scattered to their experts by `ffn_moe_topk-{l}`"},
+      {"ffn_gate_exps", "`ffn_moe_gate-{l}`, `[n_ff, n_used, n_tokens]` in each token's top-k order, put in ascending "
+                        "expert order by `ffn_moe_topk-{l}`"},
+      {"ffn_up_exps", "`ffn_moe_up-{l}`, as `ffn_gate_exps`"},
+      {"ffn.act_exps", "`ffn_moe_swiglu-{l}` (older graphs: `ffn_moe_gate_par-{l}`), as `ffn_gate_exps`"},
       {"ffn_down", "the `MUL_MAT` of `blk.{l}.ffn_down.weight` (a mixture of experts: `ffn_moe_out-{l}`)"},
       {"ffn_post_norm", "`ffn_post_norm` (gemma2; named without a layer: the layer of the nodes around it)"},
       {"resid.ffn", "`l_out-{l}`"},
@@ -150,8 +161,7 @@ std::string node_map_markdown() {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch,
-                                                                  bool experts) {
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch) {
   std::vector<std::pair<std::string, std::string>> out = {
       {"kv.k", "not available from llama.cpp: the K cache slot is written by a SET_ROWS into the cache "
                "and read back only as part of the whole cache view, with no node of its own"},
@@ -162,12 +172,6 @@ std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_att
     out.emplace_back("attn.probs",
                      "not available from llama.cpp with flash attention: the fused FLASH_ATTN_EXT kernel keeps "
                      "the softmax weights to itself (run without --llama-flash-attn to record them)");
-  if (experts) {
-    constexpr std::string_view kTopK = "not available from llama.cpp: its MUL_MAT_ID rows follow each token's top-k "
-                                       "order, and its routing weights only the chosen experts";
-    for (const char* tap : {"ffn.routing", "ffn_gate_exps", "ffn_up_exps", "ffn.act_exps"})
-      out.emplace_back(tap, std::string(kTopK));
-  }
   if (arch == "phi3")
     out.emplace_back("resid.attn", "not available from llama.cpp: its phi3 graph leaves the residual add after "
                                    "attention unnamed");

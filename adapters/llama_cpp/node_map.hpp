@@ -41,6 +41,10 @@ enum class NodeLayout {
   rows,        // ne = [row..., n_tokens]: element order is already (position, row)
   kq_softmax,  // ne = [n_kv, n_tokens, n_head]: permuted to (position, head, key), keys padded to n_ctx
   fused_qkv,   // the MUL_MAT of phi3's attn_qkv: each row is [q | k | v], split into three taps
+  // A mixture of experts, in each token's top-k order (its ffn_moe_topk ids): ne = [n_ff, n_used,
+  // n_tokens] put in ascending expert order; ne = [n_used, n_tokens] weights scattered to [n_expert].
+  expert_rows,
+  expert_weights,
 };
 
 struct TapTarget {
@@ -51,6 +55,9 @@ struct TapTarget {
 
 // The catalogue tap a node holds, or nothing.
 std::optional<TapTarget> tap_for_node(const GraphNode& node);
+// The layer whose experts a node chose (`ffn_moe_topk-{l}`: each token's expert ids in top-k
+// order), or -1: the expert taps' layouts read them.
+int expert_ids_layer(const GraphNode& node);
 // The catalogue tap a node's second source (src1, the activation a MUL_MAT multiplies) holds.
 std::optional<TapTarget> tap_for_input(const GraphNode& node);
 
@@ -65,7 +72,6 @@ std::string node_map_markdown();
 
 // Catalogue taps llama.cpp has no node for, with the reason the trace records.
 // flash_attn: the fused kernel keeps the softmax weights to itself; arch: general.architecture.
-std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch = "llama",
-                                                                  bool experts = false);
+std::vector<std::pair<std::string, std::string>> unavailable_taps(bool flash_attn, std::string_view arch = "llama");
 
 }  // namespace tapdiff::adapters::llama_cpp

@@ -55,7 +55,6 @@ FIXTURES = {
     "qwen3moe-q4_k": ["--arch", "qwen3moe", *K_SHAPE, "--head-dim", "64", "--type", "Q4_K"],
     "mixtral-q8_0": ["--arch", "llama", "--n-expert", "4", "--n-expert-used", "2", "--type", "Q8_0"],
 }
-EXPERT_TAPS = {"ffn.routing", "ffn_gate_exps", "ffn_up_exps", "ffn.act_exps"}
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
 
@@ -136,16 +135,15 @@ def test_clean_llama_cpp_passes_against_the_reference(models, references, tmp_pa
         arch = t.hparams["arch"]
         experts = "n_expert" in t.hparams
     # Every catalogue tap llama.cpp has a node for is compared, at every layer (qwen3: its q/k
-    # norms too; gemma2: its post-norms; a mixture of experts: the router's logits and the
-    # experts' sum, for the dense gate, up and activation).
+    # norms too; gemma2: its post-norms; a mixture of experts: the router's logits, the routing
+    # and the experts' rows, put in ascending expert order, for the dense gate, up and activation).
     compared = {(x["name"], x["layer"]) for x in report["taps"]}
     per_layer = (19 + 2 * (arch in ("qwen3", "gemma3", "qwen3moe")) + 2 * (arch in ("gemma2", "gemma3"))
                  + 2 * experts - len(unavailable))
     assert len(compared) == 3 + per_layer * n_layer, sorted(compared)
     # attn.probs.summary is derived from attn.probs: without it (flash attention), without both.
     expected_unavailable = {"kv.k", "kv.v"} | ({"attn.probs", "attn.probs.summary"} if "flash" in cache else set())
-    assert unavailable == (expected_unavailable | ({"resid.attn"} if arch == "phi3" else set())
-                           | (EXPERT_TAPS if experts else set()))
+    assert unavailable == expected_unavailable | ({"resid.attn"} if arch == "phi3" else set())
     notes = [f for f in report["findings"] if f["kind"] == "not-available"]
     assert {f["tap"] for f in notes} == unavailable and not [f for f in report["findings"] if f["kind"].startswith("missing")]
 
