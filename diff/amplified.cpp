@@ -9,6 +9,7 @@
 #include "diff/hypotheses.hpp"
 #include "diff/replay_model.hpp"
 #include "diff/replay_rows.hpp"
+#include "tapdiff/tap_catalogue.hpp"
 
 namespace tapdiff::diff {
 namespace {
@@ -104,8 +105,8 @@ bool judge_rows_by_replay(DiffResult& r, TapComparison& t, const TraceReader& a,
     if (!in.cache.modeled && t.tap_class == "attention") return std::vector<Candidate>{};
     const UnrecordedInputs gap = unrecorded_inputs(t.name, t.layer, trace, a);
     const bool experts_only = gap.replayed() && std::all_of(gap.ops.begin(), gap.ops.end(), [](const TapInfo* op) {
-      return op->name == "ffn.routing" || op->name == "ffn_gate_exps" || op->name == "ffn_up_exps" ||
-             op->name == "ffn.act_exps";
+      const TapSpec* spec = find_tap_spec(op->name);
+      return spec && spec->feature == TapFeature::experts;
     });
     return experts_only ? block_candidates(t.name, t.layer, in, gap.ops, false) : candidates_for(t.name, t.layer, in);
   };

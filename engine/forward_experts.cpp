@@ -50,15 +50,19 @@ void Forward::experts_ffn(const LayerWeights& L, int l, int p0, int n) {
   const std::int32_t* slot_of = act_.grouped_slots.as<std::int32_t>();
   const std::int32_t* token_of = slot_of + slots;
 
+  // body(e, r0, rows) for each expert with rows routed to it: grouped rows r0 .. r0 + rows - 1.
+  auto each_expert = [&](auto body) {
+    for (int e = 0; e < NE; ++e)
+      if (const auto rows = int(first[std::size_t(e) + 1] - first[std::size_t(e)]); rows > 0)
+        body(e, first[std::size_t(e)], rows);
+  };
+
   // Each expert's rows: ffn_norm of the tokens routed to it.
   ex_.copy_rows(CopyRowsArgs{norm_out, token_of, grouped_in, nullptr, slots, E});
-  for (int e = 0; e < NE; ++e) {
-    const int rows = int(first[std::size_t(e) + 1] - first[std::size_t(e)]);
-    if (rows == 0) continue;
-    const std::int64_t r0 = first[std::size_t(e)];
+  each_expert([&](int e, std::int64_t r0, int rows) {
     gemm(OP_T, F, rows, E, expert_matrix(L.gate_exps, e, NE), E, grouped_in + r0 * E, E, grouped_gate + r0 * F, F);
     gemm(OP_T, F, rows, E, expert_matrix(L.up_exps, e, NE), E, grouped_in + r0 * E, E, grouped_up + r0 * F, F);
-  }
+  });
   ex_.copy_rows(CopyRowsArgs{grouped_gate, nullptr, gate, slot_of, slots, F});
   ex_.copy_rows(CopyRowsArgs{grouped_up, nullptr, up, slot_of, slots, F});
   taps_.probe("ffn_gate_exps", l, p0, n, {K, F}, gate);
@@ -69,12 +73,9 @@ void Forward::experts_ffn(const LayerWeights& L, int l, int p0, int n) {
   taps_.probe("ffn.act_exps", l, p0, n, {K, F}, act);
 
   ex_.copy_rows(CopyRowsArgs{act, slot_of, grouped_in, nullptr, slots, F});
-  for (int e = 0; e < NE; ++e) {
-    const int rows = int(first[std::size_t(e) + 1] - first[std::size_t(e)]);
-    if (rows == 0) continue;
-    const std::int64_t r0 = first[std::size_t(e)];
+  each_expert([&](int e, std::int64_t r0, int rows) {
     gemm(OP_T, E, rows, F, expert_matrix(L.down_exps, e, NE), F, grouped_in + r0 * F, F, grouped_down + r0 * E, E);
-  }
+  });
   // ffn_down [n, E]: each token's slots back in order, weighted and summed.
   ex_.copy_rows(CopyRowsArgs{grouped_down, nullptr, grouped_in, slot_of, slots, E});
   float* proj = act_.proj.as<float>();
