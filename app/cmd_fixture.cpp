@@ -25,6 +25,7 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
     FixtureSpec spec;
     std::string arch = "llama";
     std::string type = "F32";
+    std::string rope_scaling = "none";
     std::vector<std::string> overrides;
     std::string output;
   };
@@ -52,6 +53,11 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
                   "Head width, written as attention.key_length (default: n_embd / n_head)");
   cmd->add_option("--rope-base", opt->spec.rope_freq_base,
                   "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
+  cmd->add_option("--rope-scaling", opt->rope_scaling,
+                  "RoPE scaling: linear (by 8, as Gemma 3 4B+: its global layers) or yarn (by 4 with an original "
+                  "context of --n-ctx / 4, as Qwen3's 128k GGUFs)")
+      ->check(CLI::IsMember({"none", "linear", "yarn"}));
+  cmd->add_option("--rope-scaling-factor", opt->spec.rope_scaling_factor, "The RoPE scaling's factor (> 1)");
   cmd->add_flag("--tied", opt->spec.tied_output, "No output.weight: tie the head to token_embd");
   cmd->add_option("--seed", opt->spec.seed, "Random seed")->capture_default_str();
   cmd->add_option("--type", opt->type,
@@ -67,6 +73,11 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
     spec.llama3 = opt->arch == "llama3";
     spec.arch = spec.llama3 ? Arch::llama : find_arch(opt->arch)->arch;
     spec.weight_type = parse_type(opt->type, "--type");
+    spec.rope_scaling = opt->rope_scaling == "yarn"     ? RopeScalingType::yarn
+                        : opt->rope_scaling == "linear" ? RopeScalingType::linear
+                                                        : RopeScalingType::none;
+    if (spec.rope_scaling_factor != 0 && spec.rope_scaling == RopeScalingType::none)
+      throw std::invalid_argument("--rope-scaling-factor: expected only with --rope-scaling linear or yarn");
     for (const auto& o : opt->overrides) {
       const auto eq = o.rfind('=');
       if (eq == std::string::npos || eq == 0)

@@ -110,13 +110,16 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
       } else {
         const GgufFile file = GgufFile::open(job.model);
         const auto weight = weight_tap_tensor(e->tap);
+        const ModelConfig config = load_model_config(file);
         auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
-                                         weight ? file.find_tensor(*weight) : nullptr);
-        const bool summary_only = e->tap == "attn.probs" && !filter.tap_enabled("attn.probs", e->layer) &&
-                                  filter.tap_enabled("attn.probs.summary", e->layer);
-        std::string tap = tap_full_name(summary_only ? "attn.probs.summary" : e->tap, e->layer);
+                                         weight ? file.find_tensor(*weight) : nullptr,
+                                         config.rope_scaling.type == RopeScalingType::yarn);
+        const int layer = resolve_layer(e->layer, config);
+        const bool summary_only = e->tap == "attn.probs" && !filter.tap_enabled("attn.probs", layer) &&
+                                  filter.tap_enabled("attn.probs.summary", layer);
+        std::string tap = tap_full_name(summary_only ? "attn.probs.summary" : e->tap, layer);
         // A weight the model stores fused (phi3) is recorded as the fused tensor: its rows there.
-        if (const auto part = weight ? fused_part(load_model_config(file), *weight) : std::nullopt) {
+        if (const auto part = weight ? fused_part(config, *weight) : std::nullopt) {
           tap = "weight." + part->fused;
           position += part->first_row;
         }

@@ -303,7 +303,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         std::vector<double> xd(x.begin(), x.end());
         ref::rope(xd.data(), int(x.size()) / head_dim, head_dim, m.n_rot, p, m.rope_base(layer),
                   m.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                  m.rope_freq_factors && factors.size() == std::size_t(m.n_rot / 2) ? factors.data() : nullptr);
+                  m.rope_freq_factors && factors.size() == std::size_t(m.n_rot / 2) ? factors.data() : nullptr,
+                  m.rope_scaling_of(layer));
         x.assign(xd.begin(), xd.end());
       }
       const std::size_t group = per_head ? std::size_t(head_dim) : x.size();
@@ -558,6 +559,42 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   }
 }
 
+// The RoPE scaling misread: ignored, the factor multiplied in, YaRN taken for linear or without its
+// magnitude factor, Gemma 3's global-layer scaling on a sliding layer. `rotated` replays the
+// rotation under another scaling.
+void rope_scaling_candidates(const ModelConfig& c, int layer,
+                             const std::function<std::function<Row(std::int64_t)>(const RopeScaling&)>& rotated,
+                             std::vector<Candidate>& out) {
+  const RopeScaling s = c.rope_scaling_of(layer);
+  const auto add = [&](std::string variant, const RopeScaling& other) {
+    out.push_back({std::move(variant), "rope", false, rotated(other)});
+  };
+  if (!s.scales()) {
+    if (c.rope_scaling.scales() && c.sliding(layer))
+      add(fmt::format("the global layers' RoPE scaling ({} x{:g}) applied to this sliding layer, which is not scaled",
+                      rope_scaling_name(c.rope_scaling.type), c.rope_scaling.factor),
+          c.rope_scaling);
+    return;
+  }
+  const std::string what = fmt::format("{} x{:g}", rope_scaling_name(s.type), s.factor);
+  add(fmt::format("the model's RoPE scaling ({}) not applied: the angles of the trained context", what), RopeScaling{});
+  RopeScaling inverted = s;
+  inverted.factor = 1.0f / s.factor;
+  add(fmt::format("the RoPE scaling's factor {:g} multiplied into the angles instead of dividing them ({})", s.factor,
+                  what),
+      inverted);
+  if (s.type != RopeScalingType::yarn) return;
+  RopeScaling linear = s;
+  linear.type = RopeScalingType::linear;
+  add(fmt::format("YaRN x{:g} run as linear scaling: every angle divided by {:g}, no ramp, no magnitude factor",
+                  s.factor, s.factor),
+      linear);
+  RopeScaling unscaled_magnitude = s;
+  unscaled_magnitude.attn_factor = float(1 / ref::rope_magnitude(RopeScaling{s.type, s.factor}));
+  add(fmt::format("YaRN's angles without its magnitude factor on cos and sin (x{:.4g})", ref::rope_magnitude(s)),
+      unscaled_magnitude);
+}
+
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
   const bool is_q = name == "attn_q.rope";
@@ -568,17 +605,21 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   // Llama 3.1's frequency factors, where the model has them (every variant keeps them but one).
   const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
   if (factors && factors->size() != std::size_t(c.n_rot / 2)) factors = nullptr;
-  auto rotate = [&in, src, layer, heads, c, factors](std::function<std::int64_t(std::int64_t)> pos, float base,
-                                                      ref::Pairing pairing, bool apply = true, int n_rot = 0,
-                                                      const std::vector<float>* f = nullptr, bool use_factors = true) {
+  // The layer's RoPE scaling (linear, yarn), which every variant keeps but the scaling's own.
+  const RopeScaling scaling = c.rope_scaling_of(layer);
+  auto rotate = [&in, src, layer, heads, c, factors, scaling](
+                    std::function<std::int64_t(std::int64_t)> pos, float base, ref::Pairing pairing, bool apply = true,
+                    int n_rot = 0, const std::vector<float>* f = nullptr, bool use_factors = true,
+                    std::optional<RopeScaling> other_scaling = std::nullopt) {
     const std::vector<float>* used = !use_factors ? nullptr : f ? f : factors;
-    return [&in, src, layer, heads, c, pos, base, pairing, apply, n_rot, used](std::int64_t p) {
+    return [&in, src, layer, heads, c, pos, base, pairing, apply, n_rot, used,
+            s = other_scaling.value_or(scaling)](std::int64_t p) {
       const Row x = trace_row(in.actual, src, layer, p);
       if (x.empty() || !apply) return x;
       std::vector<double> xd(x.begin(), x.end());
       const int rot = n_rot > 0 ? n_rot : c.n_rot;
       ref::rope(xd.data(), heads, c.head_dim, rot, pos(p), base, pairing,
-                used && used->size() == std::size_t(rot / 2) ? used->data() : nullptr);
+                used && used->size() == std::size_t(rot / 2) ? used->data() : nullptr, s);
       return Row(xd.begin(), xd.end());
     };
   };
@@ -613,7 +654,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                        const std::int64_t row = ((p - start) * c.n_head + h) / c.n_head_kv;
                        if (row < rows)
                          ref::rope(y.data() + std::size_t(h) * d, 1, c.head_dim, c.n_rot, start + row, base, right,
-                                   factors ? factors->data() : nullptr);
+                                   factors ? factors->data() : nullptr, c.rope_scaling_of(layer));
                      }
                      return Row(y.begin(), y.end());
                    }});
@@ -692,6 +733,9 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                      return f(p);
                    }});
   }
+  rope_scaling_candidates(c, layer, [&](const RopeScaling& other) {
+    return rotate(at_p, base, right, true, 0, nullptr, true, other);
+  }, out);
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));
@@ -744,8 +788,9 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   // prompt position, where the angles are largest.
   const std::int64_t fit_at = std::max<std::int64_t>(prompt - 1, 1);
   const Row x = trace_row(in.actual, src, layer, fit_at), y = trace_row(in.observed, name, layer, fit_at);
-  // (The fit knows no frequency factors: with them it would name a base that is not the bug.)
-  if (const auto fitted = factors ? std::nullopt : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
+  // (The fit knows no frequency factors or scaling: with them it would name a base that is not the bug.)
+  if (const auto fitted = factors || scaling.scales() ? std::nullopt
+                                                      : fit_rope_base(x, y, heads, c.head_dim, c.n_rot, fit_at, right);
       fitted && std::abs(*fitted / double(base) - 1) > 1e-5) {
     // A base stored or computed in 16 bits (1e6 is 999424 in bf16) is named so.
     const double in_bf16 = rounded_16bit(float(base), true), in_f16 = rounded_16bit(float(base), false);

@@ -53,13 +53,14 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
     const ModelConfig& c = in.model.config();
     const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
     out.push_back({"V rotated by RoPE at p, as K is (the rotation applied to V too)", "rope", false,
-                   [row = row_of(src, 0), c, factors, base = c.rope_base(layer)](std::int64_t p) {
+                   [row = row_of(src, 0), c, factors, layer, base = c.rope_base(layer)](std::int64_t p) {
                      const Row v = row(p);
                      if (v.size() != std::size_t(c.kv_dim())) return Row{};
                      std::vector<double> x(v.begin(), v.end());
                      ref::rope(x.data(), c.n_head_kv, c.head_dim, c.n_rot, p, base,
                                c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                               factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr);
+                               factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr,
+                               c.rope_scaling_of(layer));
                      return Row(x.begin(), x.end());
                    }});
   }

@@ -230,6 +230,14 @@ const std::vector<FaultSpec> kFaults = {
      "the used experts weighted by their softmax probabilities as they are, not renormalized to sum 1",
      "a Qwen2-MoE routing path (norm_topk_prob false) run for Qwen3-MoE or Mixtral, which renormalize",
      "moe-routing", "engine/forward_experts.cpp: the routing call", "a mixture of experts (qwen3moe)"},
+    {Fault::rope_scaling_ignored, "rope-scaling-ignored",
+     "RoPE run without the model's scaling (rope.scaling.type linear or yarn): the angles of the short context",
+     "a loader reading rope.freq_base but not rope.scaling.*, running Gemma 3 4B+ or a 128k Qwen3 GGUF", "rope",
+     "engine/forward.cpp: the RoPE call", "a model with RoPE scaling (rope.scaling.type linear or yarn)"},
+    {Fault::rope_yarn_as_linear, "rope-yarn-as-linear",
+     "YaRN scaling run as linear interpolation: every angle divided by the factor, no ramp, no magnitude factor",
+     "an engine that implements linear RoPE scaling only and maps every scaling type onto it", "rope",
+     "engine/forward.cpp: the RoPE call", "a model with YaRN RoPE scaling"},
 };
 // clang-format on
 
@@ -454,6 +462,20 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::moe_weights_unnormalized:
       if (!c.moe()) return no(fmt::format("the {} model has no mixture of experts", arch_name(c.arch)));
+      break;
+    case Fault::rope_scaling_ignored: {
+      if (!c.rope_scaling.scales()) return no("the model declares no RoPE scaling");
+      bool scaled = false;
+      for (int l = 0; l < c.n_layer; ++l) scaled = scaled || c.rope_scaling_of(l).scales();
+      if (!scaled) return no(fmt::format("its {} layers all slide, and only the global layers are scaled", c.n_layer));
+      // Linear scaling rotates position 0 by 0 either way; YaRN's magnitude factor shows there.
+      if (c.rope_scaling.type == RopeScalingType::linear && n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
+      break;
+    }
+    case Fault::rope_yarn_as_linear:
+      if (c.rope_scaling.type != RopeScalingType::yarn)
+        return no(fmt::format("the model's RoPE scaling is {}, not yarn", rope_scaling_name(c.rope_scaling.type)));
       break;
     case Fault::kv_chunk_offset:
       // Invisible to a one-batch or token-by-token prefill; --prefill-chunk or check --invariance shows it.

@@ -74,6 +74,8 @@ enum class Fault : std::uint8_t {
   fused_qkv_kv_swapped,
   kv_chunk_offset,
   moe_weights_unnormalized,
+  rope_scaling_ignored,
+  rope_yarn_as_linear,
 };
 
 struct FaultSpec {

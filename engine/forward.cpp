@@ -240,6 +240,13 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::rope_local_base_ignored)) rope.base = c_.rope_freq_base;
   // Fault rope-freq-n-embd: the frequency exponent divided by the model width.
   if (faults_.is(Fault::rope_freq_n_embd)) rope.freq_dim = c_.n_embd;
+  // Fault rope-scaling-ignored: a loader that reads rope.freq_base and never rope.scaling.*.
+  if (!faults_.is(Fault::rope_scaling_ignored)) rope_scale(rope, c_.rope_scaling_of(l));
+  // Fault rope-yarn-as-linear: YaRN taken for linear scaling (no ramp, no magnitude factor).
+  if (faults_.is(Fault::rope_yarn_as_linear)) {
+    rope.ext_factor = 0.0f;
+    rope.mscale = 1.0f;
+  }
   // Fault rope-freq-factors-ignored: a Llama 2 code path never passes Llama 3.1's factors.
   if (c_.rope_freq_factors && !faults_.is(Fault::rope_freq_factors_ignored)) rope.freq_factors = w_.rope_freqs.as<float>();
   // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.

@@ -35,24 +35,70 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
   if (!ok) throw InputError(f.path(), key, problem);
 }
 
+// `{arch}.rope.scaling.*` as llama.cpp reads them: the type defaults to linear and the factor to 1
+// (no scaling), the older `rope.scale_linear` stands for the factor, "none" never scales. A
+// scaling tapdiff does not implement (LongRoPE, ...) or a YaRN setting it would have to guess at
+// is refused rather than run as if the model had none.
+RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx_train) {
+  RopeScaling s;
+  const std::string type_key = p + "rope.scaling.type";
+  const std::string type = f.get_string_opt(type_key).value_or("linear");
+  require(type == "none" || type == "linear" || type == "yarn", f, type_key,
+          fmt::format("expected \"none\", \"linear\" or \"yarn\" (the RoPE scalings tapdiff implements), got \"{}\"",
+                      type));
+  std::string factor_key = p + "rope.scaling.factor";
+  auto factor = f.get_float_opt(factor_key);
+  if (!factor) {
+    factor_key = p + "rope.scale_linear";
+    factor = f.get_float_opt(factor_key);
+  }
+  if (type == "none" || !factor || *factor == 0.0 || *factor == 1.0) return s;  // llama.cpp: 0 means 1
+  require(std::isfinite(*factor) && *factor > 1.0, f, factor_key,
+          fmt::format("expected a finite factor > 1 (the context's extension), got {}", *factor));
+  s.type = type == "yarn" ? RopeScalingType::yarn : RopeScalingType::linear;
+  s.factor = float(*factor);
+  if (s.type != RopeScalingType::yarn) return s;
+  s.n_ctx_orig = optional_int(f, p + "rope.scaling.original_context_length", n_ctx_train);
+  for (const auto& [key, value] : {std::pair{p + "rope.scaling.yarn_beta_fast", &s.beta_fast},
+                                   std::pair{p + "rope.scaling.yarn_beta_slow", &s.beta_slow},
+                                   std::pair{p + "rope.scaling.attn_factor", &s.attn_factor}})
+    if (const auto v = f.get_float_opt(key)) {
+      require(std::isfinite(*v) && *v > 0, f, key, fmt::format("expected a finite value > 0, got {}", *v));
+      *value = float(*v);
+    }
+  require(s.beta_fast > s.beta_slow, f, p + "rope.scaling.yarn_beta_fast",
+          fmt::format("expected beta_fast > beta_slow {}, got {}", s.beta_slow, s.beta_fast));
+  // DeepSeek's and gpt-oss's own YaRN magnitude rules: refused rather than guessed.
+  for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor",
+                          "rope.scaling.yarn_attn_factor"})
+    require(f.find(p + key) == nullptr, f, p + key,
+            "expected no such key (tapdiff implements YaRN with an extrapolation factor of 1 and attn_factor only)");
+  return s;
+}
+
 }  // namespace
+
+std::string rope_scaling_name(RopeScalingType type) {
+  return type == RopeScalingType::linear ? "linear" : type == RopeScalingType::yarn ? "yarn" : "none";
+}
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
 constexpr ArchTraits kArchs[] = {
-    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0, false},
-    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0, false},
-    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0, false},
+    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false},
+    {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true, false},
+    {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
     // Gemma 2: GeGLU, embeddings scaled, post-norms, soft-capping, every other layer sliding. Its
     // converter stores the norm weights as 1 + w, so every norm is a plain RMSNorm here.
-    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2, 0, false},
+    {Arch::gemma2, "gemma2", RopePairing::neox, false, Activation::gelu, true, true, 2, 0, true, false},
     // Gemma 3: Gemma 2 with q/k norm, five sliding layers to one global, the sliding ones rotated
-    // at base 10000 (llama.cpp and HF fix it; the GGUF's freq_base is the global layers').
-    {Arch::gemma3, "gemma3", RopePairing::neox, true, Activation::gelu, true, true, 6, 10000.0f, false},
+    // at base 10000 and never scaled (llama.cpp and HF fix both; the GGUF's freq_base and RoPE
+    // scaling, linear 8 from Gemma 3 4B on, are the global layers').
+    {Arch::gemma3, "gemma3", RopePairing::neox, true, Activation::gelu, true, true, 6, 10000.0f, false, false},
     // Phi-3: q, k, v in one attn_qkv tensor (or separate), gate and up in one ffn_up. llama.cpp
     // ignores its sliding_window ("Phi SWA is currently disabled"); so does tapdiff.
-    {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true},
+    {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true, true},
     // Qwen3-MoE: qwen3's attention, a mixture of experts in every layer (its expert count says so).
-    {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, false},
+    {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -152,11 +198,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",
           fmt::format("expected a finite base > 1, got {}", base));
   c.rope_freq_base = static_cast<float>(base);
-  // RoPE scaling (linear, yarn, ...) changes every angle: a model that declares one is refused
-  // rather than run as if it had none.
-  if (const auto scaling = f.get_string_opt(p + "rope.scaling.type"))
-    require(*scaling == "none", f, p + "rope.scaling.type",
-            fmt::format("expected \"none\" (tapdiff does not implement RoPE scaling), got \"{}\"", *scaling));
+  c.rope_scaling = load_rope_scaling(f, p, c.n_ctx_train);
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})
@@ -168,6 +210,7 @@ ModelConfig load_model_config(const GgufFile& f) {
     c.sliding_window = optional_int(f, p + "attention.sliding_window", 0);
     c.swa_period = traits->swa_period;
     c.rope_freq_base_swa = traits->rope_freq_base_swa;
+    c.rope_scaling_swa = traits->rope_scaling_swa;
     require(c.sliding_window <= c.n_ctx_train, f, p + "attention.sliding_window",
             fmt::format("expected a window within the context length {}, got {}", c.n_ctx_train, c.sliding_window));
   }
@@ -209,10 +252,10 @@ ModelConfig load_model_config(const GgufFile& f) {
     c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
     c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
   }
-  // Phi-3's 128k models carry LongRoPE factors: refused, as any RoPE scaling.
+  // Phi-3's 128k models carry LongRoPE factors: refused, as any RoPE scaling tapdiff lacks.
   for (const char* longrope : {"rope_factors_long.weight", "rope_factors_short.weight"})
     require(f.find_tensor(longrope) == nullptr, f, fmt::format("tensor \"{}\"", longrope),
-            "expected no LongRoPE factors (tapdiff does not implement RoPE scaling)");
+            "expected no LongRoPE factors (tapdiff implements linear and YaRN RoPE scaling, not LongRoPE)");
   validate_weights(f, c);
   if (c.rope_freq_factors && f.find_tensor("rope_freqs.weight") != nullptr) {
     const std::vector<float> factors = dequantize_tensor(*f.find_tensor("rope_freqs.weight"));

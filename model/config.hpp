@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/gguf.hpp"
+#include "model/rope_scaling.hpp"
 
 namespace tapdiff {
 
@@ -51,6 +52,8 @@ struct ModelConfig {
   int sliding_window = 0;    // sliding layers attend to the last `sliding_window` positions; 0: none
   int swa_period = 0;        // layer l slides when l % swa_period < swa_period - 1 (Gemma 2: 2, the even layers)
   float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
+  RopeScaling rope_scaling;      // the global (non-sliding) layers'; the sliding ones' below
+  bool rope_scaling_swa = true;  // whether the sliding layers are scaled too (Gemma 3: not)
   bool fused_qkv = false;      // blk.*.attn_qkv.weight holds q, k and v rows (phi3; model/fused_weights.hpp)
   bool fused_gate_up = false;  // blk.*.ffn_up.weight holds gate, then up rows (phi3)
   // Mixture of experts (qwen3moe; llama with an expert count: Mixtral): a router ffn_gate_inp
@@ -71,6 +74,9 @@ struct ModelConfig {
   float rope_base(int layer) const {
     return sliding(layer) && rope_freq_base_swa > 0 ? rope_freq_base_swa : rope_freq_base;
   }
+  RopeScaling rope_scaling_of(int layer) const {
+    return sliding(layer) && !rope_scaling_swa ? RopeScaling{} : rope_scaling;
+  }
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int gqa_group() const { return n_head / n_head_kv; }  // query heads per kv head
@@ -88,6 +94,7 @@ struct ArchTraits {
   bool post_norms;
   int swa_period;  // 0: no sliding-window layers
   float rope_freq_base_swa;  // the sliding layers' own RoPE base; 0: none
+  bool rope_scaling_swa;     // whether a declared RoPE scaling applies to the sliding layers too
   bool fused_gate_up;        // ffn_up.weight is [gate; up], 2 * n_ff rows
 };
 const ArchTraits& arch_traits(Arch arch);
@@ -96,6 +103,7 @@ std::string supported_arch_names();                     // "llama, qwen2, qwen3"
 
 std::string arch_name(Arch arch);
 std::string rope_pairing_name(RopePairing pairing);
+std::string rope_scaling_name(RopeScalingType type);  // "none", "linear", "yarn": the GGUF's words
 
 // Reads and validates the config. Missing keys, wrong types and inconsistent values
 // (n_head not divisible by n_head_kv, ...) throw InputError naming the file and the key.

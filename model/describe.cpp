@@ -67,6 +67,14 @@ std::string extras_text(const ModelConfig& c) {
                                                     c.swa_period, c.swa_period - 1));
   if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
     parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
+  if (const RopeScaling& s = c.rope_scaling; s.scales()) {
+    std::string text = fmt::format("RoPE scaling {} x{:g}", rope_scaling_name(s.type), s.factor);
+    if (s.type == RopeScalingType::yarn)
+      text += fmt::format(" (original context {}, beta_fast {:g}, beta_slow {:g}, attn_factor {:g})", s.n_ctx_orig,
+                          s.beta_fast, s.beta_slow, s.attn_factor);
+    if (c.sliding_window > 0 && !c.rope_scaling_swa) text += " on the global layers only";
+    parts.push_back(text);
+  }
   std::string text;
   for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
   return text;
@@ -100,6 +108,14 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"sliding_window", c.sliding_window},
           {"swa_period", c.swa_period},
           {"rope_freq_base_swa", c.rope_freq_base_swa},
+          {"rope_scaling",
+           {{"type", rope_scaling_name(c.rope_scaling.type)},
+            {"factor", c.rope_scaling.factor},
+            {"n_ctx_orig", c.rope_scaling.n_ctx_orig},
+            {"beta_fast", c.rope_scaling.beta_fast},
+            {"beta_slow", c.rope_scaling.beta_slow},
+            {"attn_factor", c.rope_scaling.attn_factor},
+            {"sliding_layers", c.rope_scaling_swa}}},
           {"fused_qkv", c.fused_qkv},
           {"fused_gate_up", c.fused_gate_up},
           {"n_expert", c.n_expert},

@@ -128,8 +128,8 @@ void Forward<T>::attention_block(int l, int p) {
   }
 
   const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
-  rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors);
-  rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors);
+  rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
+  rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
   record("attn_q.rope", l, p, q_.data(), {Q});
   record("attn_k.rope", l, p, k_.data(), {KV});
 

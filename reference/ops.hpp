@@ -11,10 +11,37 @@
 #include <cstring>
 #include <vector>
 
+#include "model/rope_scaling.hpp"
+
 namespace tapdiff::ref {
 
 // RoPE pairing (see model/config.hpp): norm rotates (x[2i], x[2i+1]), neox (x[i], x[i+n_rot/2]).
 enum class Pairing { norm, neox };
+
+// Pair i's angle θ (p · base^(-2i/n_rot) / f_i) under the model's RoPE scaling:
+//   linear: θ / factor;
+//   yarn:   θ / factor · (1 − e) + θ · e, e the share of the pair kept unscaled: 1 below the pair
+//           index at which a wave turns beta_fast times in the original context, 0 above the one at
+//           which it turns beta_slow times, linear between (the YaRN paper's ramp, as HF's
+//           _compute_yarn_parameters computes it).
+inline double rope_scaled_angle(double theta, int i, int n_rot, float base, const RopeScaling& s) {
+  if (s.type == RopeScalingType::linear) return theta / s.factor;
+  if (s.type != RopeScalingType::yarn) return theta;
+  // The pair index whose wavelength 2π base^(2i/n_rot) fits `turns` times in n_ctx_orig.
+  const auto pair_turning = [&](double turns) {
+    return n_rot * std::log(s.n_ctx_orig / (turns * 2 * M_PI)) / (2 * std::log(double(base)));
+  };
+  const double low = std::max(0.0, std::floor(pair_turning(s.beta_fast)));
+  const double high = std::min(double(n_rot - 1), std::ceil(pair_turning(s.beta_slow)));
+  const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+  const double kept = 1 - ramp;
+  return theta / s.factor * (1 - kept) + theta * kept;
+}
+
+// YaRN's magnitude on cos and sin: attn_factor · (0.1 ln factor + 1); 1 otherwise.
+inline double rope_magnitude(const RopeScaling& s) {
+  return s.type == RopeScalingType::yarn ? s.attn_factor * (0.1 * std::log(double(s.factor)) + 1) : 1.0;
+}
 
 // Which kv head serves query head h.
 //   grouped: h / (n_head / n_head_kv) — consecutive query heads share a kv head (llama.cpp, HF)
@@ -93,15 +120,18 @@ void add_bias(T* x, const float* b, int n) {
 // Rotates the first n_rot dims of each of n_heads heads (head_dim apart) by position p:
 //   θ_i = p · base^(-2i / n_rot) / f_i,  i < n_rot/2
 // f_i: the model's frequency factors (Llama 3.1's rope_freqs.weight), 1 without them.
-//   (a, b) ← (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
+//   (a, b) ← m · (a cos θ_i − b sin θ_i,  a sin θ_i + b cos θ_i)
+// m is 1 but under YaRN, which with linear scaling changes θ_i too (rope_scaled_angle).
 template <typename T>
 void rope(T* x, int n_heads, int head_dim, int n_rot, std::int64_t position, float base,
-          Pairing pairing, const float* freq_factors = nullptr) {
+          Pairing pairing, const float* freq_factors = nullptr, const RopeScaling& scaling = {}) {
   const int half = n_rot / 2;
+  const double m = rope_magnitude(scaling);
   for (int i = 0; i < half; ++i) {
-    const double theta = double(position) * std::pow(double(base), -2.0 * i / n_rot) /
-                         (freq_factors ? double(freq_factors[i]) : 1.0);
-    const T c = T(std::cos(theta)), s = T(std::sin(theta));
+    const double theta = rope_scaled_angle(double(position) * std::pow(double(base), -2.0 * i / n_rot) /
+                                               (freq_factors ? double(freq_factors[i]) : 1.0),
+                                           i, n_rot, base, scaling);
+    const T c = T(std::cos(theta) * m), s = T(std::sin(theta) * m);
     const int ia = pairing == Pairing::norm ? 2 * i : i;
     const int ib = pairing == Pairing::norm ? 2 * i + 1 : i + half;
     for (int h = 0; h < n_heads; ++h) {

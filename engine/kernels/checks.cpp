@@ -1,5 +1,6 @@
 // Argument checks of every op: the checked entries (Executor) call these before launching,
 // so a shape or pointer mistake in the orchestration is an exception, not a wild write.
+#include <cmath>
 #include <fmt/format.h>
 
 #include "engine/kernels/add.hpp"
@@ -123,6 +124,11 @@ void validate(const RopeArgs& a) {
   require(a.n_rot >= 2 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim, "rope",
           [&] { return fmt::format("n_rot {}: expected even, in [2, head_dim {}]", a.n_rot, a.head_dim); });
   require(a.base > 0, "rope", [&] { return fmt::format("base {}", a.base); });
+  require(std::isfinite(a.freq_scale) && a.freq_scale > 0 && std::isfinite(a.mscale) && a.corr_low <= a.corr_high,
+          "rope", [&] {
+            return fmt::format("scaling: freq_scale {}, mscale {}, correction dims [{}, {}]", a.freq_scale, a.mscale,
+                               a.corr_low, a.corr_high);
+          });
   require_pointers("rope", a.n_rows, {a.x, a.positions});
 }
 
