@@ -89,10 +89,25 @@ def rope(x, heads, position, hp, layer, factors):
     half = n_rot // 2
     i = np.arange(half)
     theta = position * np.power(float(base), -2.0 * i / n_rot) / (1.0 if factors is None else factors[:half])
+    scaling = hp.get("rope_scaling", {"type": "none"})
+    magnitude = 1.0
+    if scaling["type"] != "none" and not (sliding and not scaling["sliding_layers"]):
+        factor = scaling["factor"]
+        if scaling["type"] == "linear":
+            theta = theta / factor
+        else:  # yarn: pairs below the beta_fast correction dim keep θ, those past beta_slow's take θ / factor
+            def turning(beta):
+                return n_rot * math.log(scaling["n_ctx_orig"] / (beta * 2 * math.pi)) / (2 * math.log(base))
+            low = max(0.0, math.floor(turning(scaling["beta_fast"])))
+            high = min(n_rot - 1.0, math.ceil(turning(scaling["beta_slow"])))
+            kept = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
+            theta = theta / factor * (1.0 - kept) + theta * kept
+            magnitude = scaling["attn_factor"] * (0.1 * math.log(factor) + 1.0)
     a_idx, b_idx = (2 * i, 2 * i + 1) if hp["rope_pairing"] == "norm" else (i, i + half)
     a, b = out[:, a_idx].copy(), out[:, b_idx].copy()
-    out[:, a_idx] = a * np.cos(theta) - b * np.sin(theta)
-    out[:, b_idx] = a * np.sin(theta) + b * np.cos(theta)
+    cos, sin = np.cos(theta) * magnitude, np.sin(theta) * magnitude
+    out[:, a_idx] = a * cos - b * sin
+    out[:, b_idx] = a * sin + b * cos
     return out.reshape(-1)
 
 

@@ -161,6 +161,37 @@ def rope_theta(config) -> float:
     return float(parameters.get("rope_theta", getattr(config, "rope_theta", 0.0)) or 0.0)
 
 
+def set_rope_scaling(config, model_path: str) -> None:
+    """transformers' GGUF loader reads no rope.scaling.* key for llama or qwen2 (only gpt-oss's):
+    the GGUF's linear or YaRN scaling goes into the config here, or the run would rotate as if the
+    model had none. The keys are read as llama.cpp reads them (model/config.cpp)."""
+    import gguf
+    reader = gguf.GGUFReader(model_path)
+    arch = reader.fields["general.architecture"].contents()
+
+    def key(name, default=None):
+        field = reader.fields.get(f"{arch}.{name}")
+        return default if field is None else field.contents()
+
+    kind = key("rope.scaling.type", "linear")
+    factor = key("rope.scaling.factor", key("rope.scale_linear", 0.0))
+    if kind == "none" or factor in (0.0, 1.0):
+        return
+    if kind not in ("linear", "yarn"):
+        raise InputError(f"{model_path}: {arch}.rope.scaling.type: expected none, linear or yarn, got {kind}")
+    parameters = {"rope_type": kind, "factor": float(factor)}
+    if kind == "yarn":
+        parameters["original_max_position_embeddings"] = int(key("rope.scaling.original_context_length",
+                                                                 key("context_length")))
+        for name, hf in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
+            if key(f"rope.scaling.{name}") is not None:
+                parameters[hf] = float(key(f"rope.scaling.{name}"))
+    if hasattr(config, "rope_parameters"):  # transformers 5
+        config.rope_parameters = {**(config.rope_parameters or {}), **parameters}
+    else:
+        config.rope_scaling = parameters
+
+
 def load(model_path: str):
     os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF conversion bar, on every run
     try:
@@ -183,6 +214,7 @@ def load(model_path: str):
     if config.model_type not in ARCHS:
         raise InputError(f"{model_path}: general.architecture: transformers loads it as {config.model_type}; "
                          f"this producer records {', '.join(ARCHS)}")
+    set_rope_scaling(config, model_path)
     try:
         # llama2.c's exports store "no padding token" as (uint32) -1, which nn.Embedding
         # refuses; the padding index only matters to training.
