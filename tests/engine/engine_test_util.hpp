@@ -103,6 +103,12 @@ inline FixtureSpec phi3_spec(GgmlType type = GgmlType::F32) {
 }
 
 // k-quants need rows that are multiples of 256.
+// The spec with RoPE scaling as the real models declare it (linear 8; yarn 4 from n_ctx / 4).
+inline FixtureSpec rope_scaled(FixtureSpec s, RopeScalingType type) {
+  s.rope_scaling = type;
+  return s;
+}
+
 inline FixtureSpec wide(FixtureSpec s) {
   s.n_embd = 256;
   s.n_ff = 512;

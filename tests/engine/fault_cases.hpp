@@ -147,6 +147,12 @@ inline std::vector<FaultCase> fault_cases() {
       {"kv-chunk-offset", llama_spec(), {"blk.0.attn.probs", 2}, 2},
       {"kv-chunk-offset", qwen2_spec(), {"blk.0.attn.probs", 3}, 3},
       {"moe-weights-unnormalized", qwen3moe_spec(), {"blk.0.ffn.routing", 0}},
+      // Gemma 3 scales its global layers only, the first at 5; linear scaling leaves position 0
+      // (angle 0) alone, YaRN's magnitude factor does not.
+      {"rope-scaling-ignored", rope_scaled(gemma3_spec(), RopeScalingType::linear), {"blk.5.attn_q.rope", 1}},
+      {"rope-scaling-ignored", rope_scaled(llama_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
+      {"rope-yarn-as-linear", rope_scaled(qwen2_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
+      {"rope-q-not-rotated", rope_scaled(llama_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
       {"moe-weights-unnormalized", mixtral_spec(GgmlType::Q8_0), {"blk.0.ffn.routing", 0}},
   };
 }

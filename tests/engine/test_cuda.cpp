@@ -43,10 +43,11 @@ TEST(CudaAvailability, NoDeviceIsAClearError) {
   }
 }
 
-// f32: the same 32 greedy tokens as the host executor, llama, qwen2 and a mixture of experts.
+// f32: the same 32 greedy tokens as the host executor, llama, qwen2 with YaRN and a mixture of experts.
 TEST_F(Cuda, TokensEqualHost) {
-  for (const FixtureSpec& spec :
-       {llama_spec(GgmlType::Q8_0), wide(qwen2_spec(GgmlType::Q4_K)), qwen3moe_spec(GgmlType::Q8_0)}) {
+  for (const FixtureSpec& spec : {llama_spec(GgmlType::Q8_0),
+                                  wide(rope_scaled(qwen2_spec(GgmlType::Q4_K), RopeScalingType::yarn)),
+                                  qwen3moe_spec(GgmlType::Q8_0)}) {
     const GgufFile model = fixture_file(spec);
     EngineOptions o;
     o.n_predict = 32;

@@ -64,7 +64,9 @@ TEST(FaultCatalogue, FiftyThreeFaultsInDesignOrderWithEveryField) {
                                           "rope-local-base-ignored",
                                           "fused-qkv-kv-swapped",
                                           "kv-chunk-offset",
-                                          "moe-weights-unnormalized"};
+                                          "moe-weights-unnormalized",
+                                          "rope-scaling-ignored",
+                                          "rope-yarn-as-linear"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

@@ -439,6 +439,41 @@ TEST_F(HostOps, RopeBothPairingsPerRowPositions) {
                std::invalid_argument);
 }
 
+// Scaled RoPE at position 1, head_dim = n_rot = 8, base 10000 (θ_i = 1, 0.1, 0.01, 0.001), x = (1, 0) in
+// every adjacent pair, so each pair becomes m (cos θ'_i, sin θ'_i). Linear by 4: θ'_i = θ_i / 4, m = 1.
+// YaRN by 4 over an original context of 64: pair i turns n_ctx_orig / (2π base^(2i/8)) times in it;
+// the correction dims are floor(-0.50) -> 0 (beta_fast 32) and ceil(1.01) = 2 (beta_slow 1), so the
+// pairs keep 1, 1/2, 0, 0 of the unscaled angle: θ' = 1, 0.0625, 0.0025, 0.00025, and
+// m = 1 + 0.1 ln 4.
+TEST_F(HostOps, RopeLinearAndYarnScaling) {
+  struct Case {
+    RopeScaling scaling;
+    std::vector<double> theta;
+    double m;
+  };
+  RopeScaling linear, yarn;
+  linear.type = RopeScalingType::linear;
+  linear.factor = 4.0f;
+  yarn.type = RopeScalingType::yarn;
+  yarn.factor = 4.0f;
+  yarn.n_ctx_orig = 64;
+  const Case cases[] = {{linear, {0.25, 0.025, 0.0025, 0.00025}, 1.0},
+                        {yarn, {1.0, 0.0625, 0.0025, 0.00025}, 1.0 + 0.1 * std::log(4.0)}};
+  for (const Case& c : cases) {
+    std::vector<float> x = {1, 0, 1, 0, 1, 0, 1, 0};
+    const std::int32_t p = 1;
+    RopeArgs args{x.data(), &p, 1, 1, 8, 8, 10000.0f, RopePairing::norm};
+    rope_scale(args, c.scaling);
+    ex->rope(args);
+    std::vector<double> want;
+    for (double t : c.theta) {
+      want.push_back(c.m * std::cos(t));
+      want.push_back(c.m * std::sin(t));
+    }
+    EXPECT_TRUE(all_close(x, want, 1e-6, 1e-6)) << rope_scaling_name(c.scaling.type);
+  }
+}
+
 TEST_F(HostOps, KvAppendWritesTypedRowsAtTheOffset) {
   for (ElemType t : {ElemType::f32, ElemType::f16, ElemType::bf16}) {
     const std::int64_t capacity = 6, row = 4;

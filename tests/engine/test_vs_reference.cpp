@@ -54,6 +54,9 @@ std::vector<FixtureCase> fixture_cases() {
       {"qwen3moe_Q4_K", wide(qwen3moe_spec(GgmlType::Q4_K))},
       {"mixtral_F32", mixtral_spec(GgmlType::F32)},
       {"mixtral_Q5_K", wide(mixtral_spec(GgmlType::Q5_K))},
+      {"gemma3_linear_F32", rope_scaled(gemma3_spec(GgmlType::F32), RopeScalingType::linear)},
+      {"llama_yarn_Q8_0", rope_scaled(llama_spec(GgmlType::Q8_0), RopeScalingType::yarn)},
+      {"qwen3_yarn_Q4_K", wide(rope_scaled(qwen3_spec(GgmlType::Q4_K), RopeScalingType::yarn))},
   };
 }
 

@@ -157,13 +157,76 @@ TEST(ModelConfig, BadGemma2MetadataNamesTheKey) {
        "cfg.gguf: gemma2.attention.sliding_window: expected a window within the context length 512, got 4096"},
       {"zero window", "gemma2.attention.sliding_window", GgufValue::u32(0), false,
        "cfg.gguf: gemma2.attention.sliding_window: expected a positive 32-bit count, got 0"},
-      {"RoPE scaling", "gemma2.rope.scaling.type", GgufValue::string("linear"), false,
-       "cfg.gguf: gemma2.rope.scaling.type: expected \"none\" (tapdiff does not implement RoPE scaling), got "
-       "\"linear\""},
   };
   FixtureSpec gemma2;
   gemma2.arch = Arch::gemma2;
   check_bad_metadata(cases, gemma2);
+}
+
+// RoPE scaling as llama.cpp reads it: the type defaults to linear and the factor to 1 (none), the
+// older rope.scale_linear stands for the factor, "none" never scales; YaRN's original context
+// defaults to the context length. Gemma 3 scales its global layers only.
+TEST(ModelConfig, RopeScalingLinearAndYarn) {
+  FixtureSpec yarn;
+  yarn.arch = Arch::qwen3;
+  yarn.rope_scaling = RopeScalingType::yarn;
+  const ModelConfig y = load_model_config(parse(build_fixture(yarn)));
+  EXPECT_EQ(y.rope_scaling.type, RopeScalingType::yarn);
+  EXPECT_FLOAT_EQ(y.rope_scaling.factor, 4.0f);
+  EXPECT_EQ(y.rope_scaling.n_ctx_orig, 128);
+  EXPECT_FLOAT_EQ(y.rope_scaling.beta_fast, 32.0f);
+  EXPECT_FLOAT_EQ(y.rope_scaling.beta_slow, 1.0f);
+  EXPECT_TRUE(y.rope_scaling_of(0).scales() && y.rope_scaling_of(1).scales());
+
+  FixtureSpec gemma3;
+  gemma3.arch = Arch::gemma3;
+  gemma3.n_layer = 6;
+  gemma3.rope_scaling = RopeScalingType::linear;
+  const ModelConfig g = load_model_config(parse(build_fixture(gemma3)));
+  EXPECT_EQ(g.rope_scaling.type, RopeScalingType::linear);
+  EXPECT_FLOAT_EQ(g.rope_scaling.factor, 8.0f);
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(g.rope_scaling_of(l).scales(), l == 5) << "layer " << l;
+
+  const auto with = [](const FixtureSpec& spec, std::vector<std::pair<std::string, GgufValue>> keys) {
+    GgufWriter w = build_fixture(spec);
+    for (auto& [k, v] : keys) w.set(k, v);
+    return load_model_config(parse(w)).rope_scaling;
+  };
+  const FixtureSpec plain;
+  EXPECT_EQ(with(plain, {{"llama.rope.scale_linear", GgufValue::f32(2.0f)}}).type, RopeScalingType::linear);
+  EXPECT_FLOAT_EQ(with(plain, {{"llama.rope.scale_linear", GgufValue::f32(2.0f)}}).factor, 2.0f);
+  EXPECT_FALSE(with(plain, {{"llama.rope.scaling.type", GgufValue::string("none")},
+                            {"llama.rope.scaling.factor", GgufValue::f32(4.0f)}}).scales());
+  EXPECT_FALSE(with(plain, {{"llama.rope.scaling.type", GgufValue::string("yarn")},
+                            {"llama.rope.scaling.factor", GgufValue::f32(1.0f)}}).scales());
+  const RopeScaling betas = with(plain, {{"llama.rope.scaling.type", GgufValue::string("yarn")},
+                                         {"llama.rope.scaling.factor", GgufValue::f32(4.0f)},
+                                         {"llama.rope.scaling.yarn_beta_fast", GgufValue::f32(16.0f)},
+                                         {"llama.rope.scaling.yarn_beta_slow", GgufValue::f32(2.0f)}});
+  EXPECT_EQ(betas.n_ctx_orig, 512);
+  EXPECT_FLOAT_EQ(betas.beta_fast, 16.0f);
+  EXPECT_FLOAT_EQ(betas.beta_slow, 2.0f);
+}
+
+TEST(ModelConfig, BadRopeScalingNamesTheKey) {
+  const BadConfigCase cases[] = {
+      {"LongRoPE", "qwen3.rope.scaling.type", GgufValue::string("longrope"), false,
+       "cfg.gguf: qwen3.rope.scaling.type: expected \"none\", \"linear\" or \"yarn\" (the RoPE scalings tapdiff "
+       "implements), got \"longrope\""},
+      {"factor below 1", "qwen3.rope.scaling.factor", GgufValue::f32(0.5f), false,
+       "cfg.gguf: qwen3.rope.scaling.factor: expected a finite factor > 1 (the context's extension), got 0.5"},
+      {"original context zero", "qwen3.rope.scaling.original_context_length", GgufValue::u32(0), false,
+       "cfg.gguf: qwen3.rope.scaling.original_context_length: expected a positive 32-bit count, got 0"},
+      {"beta_slow past beta_fast", "qwen3.rope.scaling.yarn_beta_slow", GgufValue::f32(64.0f), false,
+       "cfg.gguf: qwen3.rope.scaling.yarn_beta_fast: expected beta_fast > beta_slow 64, got 32"},
+      {"DeepSeek's log multiplier", "qwen3.rope.scaling.yarn_log_multiplier", GgufValue::f32(0.1f), false,
+       "cfg.gguf: qwen3.rope.scaling.yarn_log_multiplier: expected no such key (tapdiff implements YaRN with an "
+       "extrapolation factor of 1 and attn_factor only)"},
+  };
+  FixtureSpec yarn;
+  yarn.arch = Arch::qwen3;
+  yarn.rope_scaling = RopeScalingType::yarn;
+  check_bad_metadata(cases, yarn);
 }
 
 // A mixture of experts: its counts, each expert's width, and the stacked tensors' shapes.
@@ -256,8 +319,8 @@ TEST(ModelConfig, NewArchitectureTensorsAreChecked) {
   GgufWriter longrope = replaced(p3, "", {}, {});
   longrope.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, quantize(GgmlType::F32, std::vector<float>(8, 1)));
   EXPECT_EQ(config_error(longrope),
-            "cfg.gguf: tensor \"rope_factors_long.weight\": expected no LongRoPE factors (tapdiff does not "
-            "implement RoPE scaling)");
+            "cfg.gguf: tensor \"rope_factors_long.weight\": expected no LongRoPE factors (tapdiff implements "
+            "linear and YaRN RoPE scaling, not LongRoPE)");
   std::vector<float> zero(8, 1.0f);
   zero[5] = 0.0f;
   EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {8}, zero)),

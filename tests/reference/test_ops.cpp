@@ -112,6 +112,33 @@ TEST(RefOps, RopePairingsOnTheSameInput) {
   expect_near(x, {0, 0, std::cos(0.02), std::sin(0.02)}, 1e-12, "norm p=2");
 }
 
+// The engine's kernel test (HostOps.RopeLinearAndYarnScaling) works these angles out.
+TEST(RefOps, RopeLinearAndYarnScaling) {
+  RopeScaling linear, yarn;
+  linear.type = RopeScalingType::linear;
+  linear.factor = 4.0f;
+  yarn.type = RopeScalingType::yarn;
+  yarn.factor = 4.0f;
+  yarn.n_ctx_orig = 64;
+  const double m = 1.0 + 0.1 * std::log(4.0);
+  const std::pair<RopeScaling, std::vector<double>> cases[] = {
+      {linear, {std::cos(0.25), std::sin(0.25), std::cos(0.025), std::sin(0.025), std::cos(0.0025), std::sin(0.0025),
+                std::cos(0.00025), std::sin(0.00025)}},
+      {yarn, {m * std::cos(1.0), m * std::sin(1.0), m * std::cos(0.0625), m * std::sin(0.0625), m * std::cos(0.0025),
+              m * std::sin(0.0025), m * std::cos(0.00025), m * std::sin(0.00025)}}};
+  for (const auto& [scaling, want] : cases) {
+    std::vector<double> x = {1, 0, 1, 0, 1, 0, 1, 0};
+    rope(x.data(), 1, 8, 8, 1, 10000.0f, Pairing::norm, nullptr, scaling);
+    expect_near(x, want, 1e-12, scaling.type == RopeScalingType::linear ? "linear" : "yarn");
+  }
+  // Linear scaling by 8 at position 8 is the unscaled rotation at 1.
+  std::vector<double> a = {0.3, -1.2, 2.5, 0.7}, b = a;
+  linear.factor = 8.0f;
+  rope(a.data(), 1, 4, 4, 8, 10000.0f, Pairing::neox, nullptr, linear);
+  rope(b.data(), 1, 4, 4, 1, 10000.0f, Pairing::neox);
+  expect_near(a, b, 1e-12, "linear x8 at 8");
+}
+
 TEST(RefOps, RopePartialRotationLeavesTheTail) {
   // n_rot 2 of head_dim 4: only dims 0,1 rotate (θ0 = p = 1); dims 2,3 untouched.
   std::vector<double> x = {1, 0, 5, 6, 1, 0, 7, 8};
