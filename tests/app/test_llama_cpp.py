@@ -47,6 +47,9 @@ FIXTURES = {
     # gemma3: gemma2's layout without soft-caps, q/k norm, five sliding layers (RoPE base 1e4) to one global (1e6).
     "gemma3-f32": ["--arch", "gemma3", "--n-layer", "6"],
     "gemma3-q4_k": ["--arch", "gemma3", *K_SHAPE, "--type", "Q4_K"],
+    # RoPE scaling: Gemma 3 4B+'s linear 8 on the global layer (5), Qwen3 128k's YaRN 4 (original context 128).
+    "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
+    "qwen3-q8_0-yarn": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--rope-scaling", "yarn"],
     # phi3: q/k/v fused in attn_qkv, gate/up in ffn_up (llama.cpp's fused MUL_MATs split into taps).
     "phi3-f32": ["--arch", "phi3", "--n-layer", "3"],
     "phi3-q4_k": ["--arch", "phi3", *K_SHAPE, "--type", "Q4_K"],
@@ -162,6 +165,29 @@ def test_llama_cpp_applies_the_llama3_frequency_factors_as_tapdiff_does(models, 
     code, report = diff_json(trace, ignored)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
     assert report["diagnosis"]["variant"] == "the frequency factors (rope_freqs.weight) not applied"
+
+
+@pytest.mark.parametrize("fixture,layer,position,variant", [
+    ("gemma3-f32-linear", 5, 1, "the model's RoPE scaling (linear x8) not applied"),
+    ("qwen3-q8_0-yarn", 0, 0, "the model's RoPE scaling (yarn x4) not applied")])
+def test_llama_cpp_scales_rope_as_tapdiff_does(models, references, tmp_path, fixture, layer, position, variant):
+    """Passing at the f16 (q8) profile could hide a scaling one side ignores: the scaled layer's
+    rotation adds no error to its input's (a rotation keeps an error's relative size), and an
+    engine that ignores the scaling is caught in llama.cpp's trace, named."""
+    trace, ignored = tmp_path / "llama.h5", tmp_path / "ignored.h5"
+    llama_run(models[fixture], trace)
+    p = tapdiff("diff", references[fixture], trace, "--format", "json", "--all-taps")
+    nmse = {t["tap"]: t["worst_nmse"] for t in json.loads(p.stdout)["taps"]}
+    for x in ("q", "k"):
+        rotated, into = nmse[f"blk.{layer}.attn_{x}.rope"], nmse[f"blk.{layer}.attn_{x}_norm"]
+        assert rotated < 4 * into + 1e-10, (x, rotated, into)
+    p = tapdiff("run", "--backend", "host", "-m", models[fixture], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "rope-scaling-ignored", "-o", ignored)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, ignored)
+    first = report["first_divergence"]
+    assert code == 1 and (first["tap"], first["position"]) == (f"blk.{layer}.attn_q.rope", position), first
+    assert report["diagnosis"]["variant"].startswith(variant), report["diagnosis"]
 
 
 def test_llama_cpp_caps_and_slides_gemma2_attention_as_tapdiff_does(models, references, tmp_path):

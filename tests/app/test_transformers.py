@@ -19,6 +19,9 @@ FIXTURES = {
     "llama-f32-gqa": ["--arch", "llama", "--n-head", "4", "--n-head-kv", "2"],
     "llama-q4_k": ["--arch", "llama", *K_SHAPE, "--type", "Q4_K"],
     "qwen2-q8_0-tied": ["--arch", "qwen2", "--type", "Q8_0", "--tied"],
+    # transformers' GGUF loader reads no RoPE scaling for llama or qwen2: the producer sets it.
+    "llama-f32-linear": ["--arch", "llama", "--rope-scaling", "linear", "--rope-scaling-factor", "4"],
+    "qwen2-f32-yarn": ["--arch", "qwen2", "--rope-scaling", "yarn"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 

@@ -207,3 +207,36 @@ def test_rope_leaving_the_last_head_unrotated_is_fitted(llama, tmp_path, precisi
     d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "head 3 of 4 left unrotated: the "
                  "head loop stops short of the last", "rope", position=1)
     assert any(s.startswith("the error is confined to head 3 of 4") for s in d["signatures"]), d["signatures"]
+
+
+def rope_neox(x, position, head_dim=16, base=1e4, scale=1.0):
+    """Half-split pairs (gemma3), every dimension rotated, angles times `scale`."""
+    x = x.reshape(-1, head_dim).astype(np.float64)
+    half = head_dim // 2
+    theta = position * scale * base ** (-2 * np.arange(half) / head_dim)
+    c, s = np.cos(theta), np.sin(theta)
+    a, b = x[:, :half], x[:, half:]
+    return np.concatenate([a * c - b * s, a * s + b * c], axis=1).reshape(-1)
+
+
+def test_gemma3s_scaling_on_its_sliding_layers_is_named(tmp_path):
+    """Gemma 3 4B+ scales the global layers' RoPE by 8 (linear) and not the sliding layers': an
+    engine that scales every layer rotates layer 0 (sliding, base 10000) at p / 8."""
+    traced(tmp_path, "gemma3", "--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear", n=3)
+    bad = tmp_path / "eng.h5"
+    x, q_rope = read_tap(bad, "attn_q_norm", 0), read_tap(bad, "attn_q.rope", 0)
+    assert np.allclose(rope_neox(x[3], 3), q_rope[3], atol=1e-5), "the test's RoPE is the fixture's"
+    write_tap(bad, "attn_q.rope", 0, np.stack([rope_neox(x[p], p, scale=1 / 8) for p in range(len(x))]))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "gemma3.gguf", "blk.0.attn_q.rope",
+             "global layers' RoPE scaling (linear x8) applied to this sliding layer", "rope", position=1)
+
+
+def test_yarn_without_its_magnitude_factor_is_named(tmp_path):
+    """YaRN's angles right, cos and sin not multiplied by 1 + 0.1 ln 4: every row of q short by
+    that factor, position 0 too."""
+    traced(tmp_path, "llama", "--arch", "llama", "--rope-scaling", "yarn", n=3)
+    bad = tmp_path / "eng.h5"
+    q_rope = read_tap(bad, "attn_q.rope", 0)
+    write_tap(bad, "attn_q.rope", 0, q_rope / (1 + 0.1 * np.log(4.0)))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "llama.gguf", "blk.0.attn_q.rope",
+             "without its magnitude factor", "rope", position=0)
