@@ -27,6 +27,10 @@ HParams trace_hparams(const ModelConfig& c) {
     h["n_expert"] = std::int64_t(c.n_expert);
     h["n_expert_used"] = std::int64_t(c.n_expert_used);
   }
+  if (c.rope_scaling.scales()) {
+    h["rope_scaling"] = rope_scaling_name(c.rope_scaling.type);
+    h["rope_scaling_factor"] = double(c.rope_scaling.factor);
+  }
   return h;
 }
 

@@ -57,7 +57,15 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
           fmt::format("expected a finite factor > 1 (the context's extension), got {}", *factor));
   s.type = type == "yarn" ? RopeScalingType::yarn : RopeScalingType::linear;
   s.factor = float(*factor);
-  if (s.type != RopeScalingType::yarn) return s;
+  if (s.type != RopeScalingType::yarn) {
+    // llama.cpp multiplies a linear rotation by it too; transformers has no such factor.
+    const std::string key = p + "rope.scaling.attn_factor";
+    const auto attn_factor = f.get_float_opt(key);
+    require(!attn_factor || *attn_factor == 1.0, f, key,
+            fmt::format("expected 1 with linear scaling (llama.cpp and transformers disagree on any other), got {}",
+                        attn_factor.value_or(1.0)));
+    return s;
+  }
   s.n_ctx_orig = optional_int(f, p + "rope.scaling.original_context_length", n_ctx_train);
   for (const auto& [key, value] : {std::pair{p + "rope.scaling.yarn_beta_fast", &s.beta_fast},
                                    std::pair{p + "rope.scaling.yarn_beta_slow", &s.beta_slow},
