@@ -589,6 +589,14 @@ void rope_scaling_candidates(const ModelConfig& c, int layer,
   add(fmt::format("YaRN x{:g} run as linear scaling: every angle divided by {:g}, no ramp, no magnitude factor",
                   s.factor, s.factor),
       linear);
+  if (s.n_ctx_orig != c.n_ctx_train) {
+    RopeScaling trained = s;
+    trained.n_ctx_orig = c.n_ctx_train;
+    add(fmt::format("YaRN's original context taken as context_length {} instead of original_context_length {} "
+                    "(the ramp's correction dims moved)",
+                    c.n_ctx_train, s.n_ctx_orig),
+        trained);
+  }
   RopeScaling unscaled_magnitude = s;
   unscaled_magnitude.attn_factor = float(1 / ref::rope_magnitude(RopeScaling{s.type, s.factor}));
   add(fmt::format("YaRN's angles without its magnitude factor on cos and sin (x{:.4g})", ref::rope_magnitude(s)),

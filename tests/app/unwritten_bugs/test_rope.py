@@ -240,3 +240,19 @@ def test_yarn_without_its_magnitude_factor_is_named(tmp_path):
     write_tap(bad, "attn_q.rope", 0, q_rope / (1 + 0.1 * np.log(4.0)))
     diagnose(tmp_path / "ref.h5", bad, tmp_path / "llama.gguf", "blk.0.attn_q.rope",
              "without its magnitude factor", "rope", position=0)
+
+
+def test_yarn_over_the_trained_context_instead_of_the_original_is_named(tmp_path):
+    """YaRN's correction dims computed from context_length (512) instead of
+    original_context_length (128): the ramp sits over other pairs (qwen3, head_dim 32)."""
+    import json
+    from tapdiff_repro import rope
+    model = traced(tmp_path, "qwen3", "--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn", n=3)
+    hp = json.loads(run("inspect", "--json", model).stdout)["config"]
+    bad = tmp_path / "eng.h5"
+    x, q_rope = read_tap(bad, "attn_q_norm", 0), read_tap(bad, "attn_q.rope", 0)
+    assert np.allclose(rope(x[3], hp["n_head"], 3, hp, 0, None), q_rope[3], atol=1e-5), "the test's RoPE is the fixture's"
+    hp["rope_scaling"]["n_ctx_orig"] = hp["n_ctx_train"]
+    write_tap(bad, "attn_q.rope", 0, np.stack([rope(x[p], hp["n_head"], p, hp, 0, None) for p in range(len(x))]))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_q.rope", "original context taken as context_length 512",
+             "rope", position=1)
