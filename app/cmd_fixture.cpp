@@ -54,9 +54,10 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--rope-base", opt->spec.rope_freq_base,
                   "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
   cmd->add_option("--rope-scaling", opt->rope_scaling,
-                  "RoPE scaling: linear (by 8, as Gemma 3 4B+: its global layers) or yarn (by 4 with an original "
-                  "context of --n-ctx / 4, as Qwen3's 128k GGUFs)")
-      ->check(CLI::IsMember({"none", "linear", "yarn"}));
+                  "RoPE scaling: linear (by 8, as Gemma 3 4B+: its global layers), yarn (by 4 with an original "
+                  "context of --n-ctx / 4, as Qwen3's 128k GGUFs) or longrope (factor tensors over an original "
+                  "context of --n-ctx / 32, as Phi-3.5)")
+      ->check(CLI::IsMember({"none", "linear", "yarn", "longrope"}));
   cmd->add_option("--rope-scaling-factor", opt->spec.rope_scaling_factor, "The RoPE scaling's factor (> 1)");
   cmd->add_flag("--tied", opt->spec.tied_output, "No output.weight: tie the head to token_embd");
   cmd->add_option("--seed", opt->spec.seed, "Random seed")->capture_default_str();
@@ -73,11 +74,12 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
     spec.llama3 = opt->arch == "llama3";
     spec.arch = spec.llama3 ? Arch::llama : find_arch(opt->arch)->arch;
     spec.weight_type = parse_type(opt->type, "--type");
-    spec.rope_scaling = opt->rope_scaling == "yarn"     ? RopeScalingType::yarn
-                        : opt->rope_scaling == "linear" ? RopeScalingType::linear
-                                                        : RopeScalingType::none;
+    spec.rope_scaling = opt->rope_scaling == "yarn"       ? RopeScalingType::yarn
+                        : opt->rope_scaling == "linear"   ? RopeScalingType::linear
+                        : opt->rope_scaling == "longrope" ? RopeScalingType::longrope
+                                                          : RopeScalingType::none;
     if (spec.rope_scaling_factor != 0 && spec.rope_scaling == RopeScalingType::none)
-      throw std::invalid_argument("--rope-scaling-factor: expected only with --rope-scaling linear or yarn");
+      throw std::invalid_argument("--rope-scaling-factor: expected only with --rope-scaling linear, yarn or longrope");
     for (const auto& o : opt->overrides) {
       const auto eq = o.rfind('=');
       if (eq == std::string::npos || eq == 0)

@@ -113,7 +113,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& o) {
         const ModelConfig config = load_model_config(file);
         auto position = resolve_position(e->position, std::int64_t(kPrompt.size()),
                                          weight ? file.find_tensor(*weight) : nullptr,
-                                         config.rope_scaling.type == RopeScalingType::yarn);
+                                         config.rope_scaling.scales_magnitude());
         const int layer = resolve_layer(e->layer, config);
         const bool summary_only = e->tap == "attn.probs" && !filter.tap_enabled("attn.probs", layer) &&
                                   filter.tap_enabled("attn.probs.summary", layer);

@@ -22,15 +22,25 @@ constexpr std::size_t kDivergedPositions = 6;  // replay at the first few diverg
 
 // The first diverged positions, then the first and the last intact one of the same phase:
 // engines run the prompt and the decode steps through different code paths, so a variant
-// is held to keeping intact only what its own phase left intact.
+// is held to keeping intact only what its own phase left intact. A variant must reproduce every
+// diverged phase, though, and the last diverged row: a bug whose first rows a simpler one
+// explains (positions p / 8 rounded down: 0 for the prompt's first eight) shows itself there.
 std::vector<std::int64_t> evaluated_positions(const TapComparison* t, const FirstDivergence& f,
                                               std::int64_t prompt_length) {
-  std::vector<std::int64_t> out(f.diverged_positions.begin(),
-                                f.diverged_positions.begin() +
-                                    std::ptrdiff_t(std::min(kDivergedPositions, f.diverged_positions.size())));
-  if (!t) return out;
+  const auto& diverged = f.diverged_positions;
+  std::vector<std::int64_t> out(diverged.begin(),
+                                diverged.begin() + std::ptrdiff_t(std::min(kDivergedPositions, diverged.size())));
   bool prefill = false, decode = false;
   for (auto p : out) (p < prompt_length ? prefill : decode) = true;
+  const auto add = [&out](std::int64_t p) {
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  };
+  if (const auto other = std::find_if(diverged.begin(), diverged.end(),
+                                      [&](std::int64_t p) { return prefill ? p >= prompt_length : p < prompt_length; });
+      other != diverged.end())
+    add(*other);
+  if (!diverged.empty()) add(diverged.back());
+  if (!t) return out;
   std::vector<std::int64_t> intact;
   for (const auto& row : t->rows)
     if (!row.diverged && (row.position < prompt_length ? prefill : decode)) intact.push_back(row.position);

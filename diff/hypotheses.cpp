@@ -299,11 +299,12 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         for (float& v : x) v = float(v * x_scale);
       if (form == Form::after_rope && !x.empty()) {  // q/k rotated first, then normed (the two ops swapped)
         const ModelConfig& m = in.model.config();
-        const std::vector<float>& factors = in.model.weight("rope_freqs.weight");
+        const char* tensor = m.rope_factors_tensor(int(in.n_ctx));
+        const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
         std::vector<double> xd(x.begin(), x.end());
         ref::rope(xd.data(), int(x.size()) / head_dim, head_dim, m.n_rot, p, m.rope_base(layer),
                   m.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                  m.rope_freq_factors && factors.size() == std::size_t(m.n_rot / 2) ? factors.data() : nullptr,
+                  factors && factors->size() == std::size_t(m.n_rot / 2) ? factors->data() : nullptr,
                   m.rope_scaling_of(layer));
         x.assign(xd.begin(), xd.end());
       }
@@ -559,6 +560,10 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   }
 }
 
+std::string rope_scaling_text(const RopeScaling& s) {
+  return fmt::format("{} x{:g}", rope_scaling_name(s.type), s.factor);
+}
+
 // The RoPE scaling misread: ignored, the factor multiplied in, YaRN taken for linear or without its
 // magnitude factor, Gemma 3's global-layer scaling on a sliding layer. `rotated` replays the
 // rotation under another scaling.
@@ -566,6 +571,7 @@ void rope_scaling_candidates(const ModelConfig& c, int layer,
                              const std::function<std::function<Row(std::int64_t)>(const RopeScaling&)>& rotated,
                              std::vector<Candidate>& out) {
   const RopeScaling s = c.rope_scaling_of(layer);
+  if (s.type == RopeScalingType::longrope) return;  // its factors are the frequency factors' (rope_candidates)
   const auto add = [&](std::string variant, const RopeScaling& other) {
     out.push_back({std::move(variant), "rope", false, rotated(other)});
   };
@@ -576,7 +582,7 @@ void rope_scaling_candidates(const ModelConfig& c, int layer,
           c.rope_scaling);
     return;
   }
-  const std::string what = fmt::format("{} x{:g}", rope_scaling_name(s.type), s.factor);
+  const std::string what = rope_scaling_text(s);
   add(fmt::format("the model's RoPE scaling ({}) not applied: the angles of the trained context", what), RopeScaling{});
   RopeScaling inverted = s;
   inverted.factor = 1.0f / s.factor;
@@ -610,8 +616,10 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const int heads = is_q ? c.n_head : c.n_head_kv;
   const ref::Pairing right = c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox;
   const ref::Pairing wrong = right == ref::Pairing::norm ? ref::Pairing::neox : ref::Pairing::norm;
-  // Llama 3.1's frequency factors, where the model has them (every variant keeps them but one).
-  const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
+  // The frequency factors, where the model has them (Llama 3.1's; LongRoPE's long or short ones, as
+  // the run's context picks): every variant keeps them but the factors' own.
+  const char* factors_tensor = c.rope_factors_tensor(int(in.n_ctx));
+  const std::vector<float>* factors = factors_tensor ? &in.model.weight(factors_tensor) : nullptr;
   if (factors && factors->size() != std::size_t(c.n_rot / 2)) factors = nullptr;
   // The layer's RoPE scaling (linear, yarn), which every variant keeps but the scaling's own.
   const RopeScaling scaling = c.rope_scaling_of(layer);
@@ -727,7 +735,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                    "rope", false,
                    rotate([prompt, chunk](std::int64_t p) { return p < prompt ? p % chunk : p; }, base, right)});
   if (factors) {
-    out.push_back({"the frequency factors (rope_freqs.weight) not applied", "rope", false,
+    out.push_back({fmt::format("the frequency factors ({}) not applied", factors_tensor), "rope", false,
                    rotate(at_p, base, right, true, 0, nullptr, false)});
     auto inverted = std::make_shared<std::vector<float>>(*factors);
     for (float& f : *inverted) f = 1.0f / f;
@@ -744,6 +752,60 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   rope_scaling_candidates(c, layer, [&](const RopeScaling& other) {
     return rotate(at_p, base, right, true, 0, nullptr, true, other);
   }, out);
+  // A layer rotated as the other kind (gemma3: its sliding layers at base 1e4 unscaled, the global
+  // ones at the GGUF's base and scaling): a layer-kind test off by one, or inverted.
+  if (c.sliding_window > 0 && (c.rope_freq_base_swa > 0 || !c.rope_scaling_swa)) {
+    const int other = c.sliding(layer) ? c.swa_period - 1 : 0;
+    if (c.sliding(other) != c.sliding(layer) && (c.rope_base(other) != base || c.rope_scaling_of(other).scales() ||
+                                                  scaling.scales()))
+      out.push_back({fmt::format("rotated as a {} layer (base {:g}{}) instead of this {} layer's (base {:g}{}): the "
+                                 "layer-kind test wrong",
+                                 c.sliding(layer) ? "global" : "sliding", c.rope_base(other),
+                                 c.rope_scaling_of(other).scales() ? ", " + rope_scaling_text(c.rope_scaling_of(other))
+                                                                   : ", unscaled",
+                                 c.sliding(layer) ? "sliding" : "global", base,
+                                 scaling.scales() ? ", " + rope_scaling_text(scaling) : ", unscaled"),
+                     "rope", false,
+                     rotate(at_p, c.rope_base(other), right, true, 0, nullptr, true, c.rope_scaling_of(other))});
+  }
+  // cos and sin scaled by another magnitude than the scaling's (YaRN's applied twice, computed
+  // with another logarithm): the factor fitted to the actual rows at the last prompt position.
+  if (const double m = ref::rope_magnitude(scaling); m != 1.0) {
+    const std::int64_t at = std::max<std::int64_t>(prompt - 1, 0);
+    if (const auto k = fit_scale(rotate(at_p, base, right)(at), trace_row(in.observed, name, layer, at));
+        k && std::isfinite(*k) && *k > 0 && std::abs(*k - 1) > 1e-4 && std::abs(m * *k - 1) > 1e-4) {
+      const double fitted = m * *k;
+      const std::string why = std::abs(fitted / (m * m) - 1) < 1e-4 ? ": the magnitude applied twice" : "";
+      RopeScaling other = scaling;
+      other.attn_factor = float(scaling.attn_factor * *k);
+      out.push_back({fmt::format("cos and sin times {:.6g} instead of the scaling's {:.6g} (fitted){}", fitted, m, why),
+                     "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, other)});
+      out.back().fitted = true;
+    }
+  }
+  // LongRoPE: the other set of factors (the run's context against the original one misjudged), or
+  // none of it.
+  if (scaling.type == RopeScalingType::longrope && factors) {
+    const bool long_run = std::string(factors_tensor) == "rope_factors_long.weight";
+    const char* other = long_run ? "rope_factors_short.weight" : "rope_factors_long.weight";
+    if (const std::vector<float>* o = &in.model.weight(other); o->size() == factors->size())
+      out.push_back({fmt::format("LongRoPE's {} factors instead of the {} ones (the run's {} positions are {} the "
+                                 "original context {})",
+                                 long_run ? "short" : "long", long_run ? "long" : "short", in.n_ctx,
+                                 long_run ? "past" : "within", scaling.n_ctx_orig),
+                     "rope", false, rotate(at_p, base, right, true, 0, o)});
+    out.push_back({fmt::format("LongRoPE not applied: neither its factors nor its magnitude x{:g}", scaling.attn_factor),
+                   "rope", false, rotate(at_p, base, right, true, 0, nullptr, false, RopeScaling{})});
+    out.push_back({fmt::format("LongRoPE's factors without its magnitude factor x{:g} on cos and sin", scaling.attn_factor),
+                   "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, RopeScaling{})});
+  }
+  // Linear scaling as integer positions divided by a whole factor: p / 8 rounded down.
+  if (const auto k = std::int64_t(scaling.factor); scaling.type == RopeScalingType::linear && float(k) == scaling.factor)
+    out.push_back({fmt::format("positions divided by the scaling factor in integer arithmetic (p / {} rounded down) "
+                               "instead of the angles",
+                               k),
+                   "rope", false, rotate([k](std::int64_t p) { return p / k; }, base, right, true, 0, nullptr, true,
+                                         RopeScaling{})});
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));

@@ -51,7 +51,8 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
              is_k ? "attn_v" : "attn_k.rope");
   if (!is_k) {
     const ModelConfig& c = in.model.config();
-    const std::vector<float>* factors = c.rope_freq_factors ? &in.model.weight("rope_freqs.weight") : nullptr;
+    const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
+    const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
     out.push_back({"V rotated by RoPE at p, as K is (the rotation applied to V too)", "rope", false,
                    [row = row_of(src, 0), c, factors, layer, base = c.rope_base(layer)](std::int64_t p) {
                      const Row v = row(p);

@@ -91,6 +91,8 @@ std::pair<int, int> load_order(const std::string& name) {
       "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "post_ffw_norm.weight"};
   if (name == "token_embd.weight") return {-1, 0};
   if (name == "rope_freqs.weight") return {-1, 1};
+  if (name == "rope_factors_long.weight") return {-1, 2};
+  if (name == "rope_factors_short.weight") return {-1, 3};
   if (name == "output_norm.weight") return {1 << 20, 0};
   if (name == "output.weight") return {1 << 20, 1};
   int layer = 0, consumed = 0;

@@ -469,7 +469,7 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       for (int l = 0; l < c.n_layer; ++l) scaled = scaled || c.rope_scaling_of(l).scales();
       if (!scaled) return no(fmt::format("its {} layers all slide, and only the global layers are scaled", c.n_layer));
       // Linear scaling rotates position 0 by 0 either way; YaRN's magnitude factor shows there.
-      if (c.rope_scaling.type == RopeScalingType::linear && n_prompt < 2 && n_predict < 2)
+      if (!c.rope_scaling.scales_magnitude() && n_prompt < 2 && n_predict < 2)
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     }

@@ -248,7 +248,11 @@ void Forward::attention_block(int l, int p0, int n) {
     rope.mscale = 1.0f;
   }
   // Fault rope-freq-factors-ignored: a Llama 2 code path never passes Llama 3.1's factors.
-  if (c_.rope_freq_factors && !faults_.is(Fault::rope_freq_factors_ignored)) rope.freq_factors = w_.rope_freqs.as<float>();
+  // (LongRoPE's factors are its scaling: rope-scaling-ignored leaves them out too.)
+  if (const char* factors = c_.rope_factors_tensor(n_ctx_);
+      factors && !faults_.is(Fault::rope_freq_factors_ignored) &&
+      !(faults_.is(Fault::rope_scaling_ignored) && c_.rope_scaling.type == RopeScalingType::longrope))
+    rope.freq_factors = w_.rope_factors.at(factors).as<float>();
   // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
   if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
   rope.x = k;

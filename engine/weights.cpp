@@ -105,7 +105,8 @@ EngineWeights load_engine_weights(Executor& ex, const GgufFile& model, const Mod
   Loader load(ex, model, c, faults);
   EngineWeights w;
   if (stages_read(c, "token_embd.weight")) w.token_embd = load.matrix("token_embd.weight");
-  if (c.rope_freq_factors && stages_read(c, "rope_freqs.weight")) w.rope_freqs = load.vector("rope_freqs.weight");
+  for (const char* name : c.rope_factors_tensors())
+    if (stages_read(c, name)) w.rope_factors.emplace(name, load.vector(name));
   w.layers.resize(std::size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     if (!c.holds(l)) continue;
@@ -205,7 +206,7 @@ void record_weight_taps(Executor& ex, const EngineWeights& w, ElemType precision
     fused.clear();
   };
   put("token_embd.weight", w.token_embd);
-  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
+  for (const auto& [name, factors] : w.rope_factors) put(name, factors);
   for (int l = 0; l < c.n_layer; ++l) {
     if (!c.holds(l)) continue;
     const std::string b = fmt::format("blk.{}.", l);

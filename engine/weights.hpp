@@ -5,6 +5,7 @@
 // are decoded once, to float32.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "engine/device/buffer.hpp"
@@ -56,7 +57,8 @@ Matrix expert_matrix(const Matrix& stacked, int expert, int n_expert);
 
 struct EngineWeights {
   Matrix token_embd;                     // (n_vocab, n_embd)
-  Buffer rope_freqs;                     // (n_rot / 2,) f32; empty without frequency factors
+  // (n_rot / 2,) f32 RoPE frequency factors by tensor name (reference/weights.hpp).
+  std::map<std::string, Buffer> rope_factors;
   std::vector<LayerWeights> layers;      // (n_layer,); empty for a layer a model part lacks
   Buffer output_norm;                    // (n_embd,) f32
   Matrix output;                         // (n_vocab, n_embd); empty when tied to token_embd

@@ -39,8 +39,22 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
 // (no scaling), the older `rope.scale_linear` stands for the factor, "none" never scales. A
 // scaling tapdiff does not implement (LongRoPE, ...) or a YaRN setting it would have to guess at
 // is refused rather than run as if the model had none.
-RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx_train) {
+RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx_train, Arch arch) {
   RopeScaling s;
+  // LongRoPE (Phi-3.5, Phi-4-mini): llama.cpp goes by the factor tensors, whatever the type key says;
+  // the converter writes the attention factor and the original context, no type.
+  if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight")) {
+    require(arch == Arch::phi3, f, "tensor \"rope_factors_long.weight\"",
+            fmt::format("expected LongRoPE factors in a phi3 model only (llama.cpp reads them for phi3), got {}",
+                        arch_name(arch)));
+    s.type = RopeScalingType::longrope;
+    s.n_ctx_orig = optional_int(f, p + "rope.scaling.original_context_length", n_ctx_train);
+    const std::string key = p + "rope.scaling.attn_factor";
+    s.attn_factor = float(f.get_float_opt(key).value_or(1.0));
+    require(std::isfinite(s.attn_factor) && s.attn_factor > 0, f, key,
+            fmt::format("expected a finite value > 0, got {}", s.attn_factor));
+    return s;
+  }
   const std::string type_key = p + "rope.scaling.type";
   const std::string type = f.get_string_opt(type_key).value_or("linear");
   require(type == "none" || type == "linear" || type == "yarn", f, type_key,
@@ -52,20 +66,19 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
     factor_key = p + "rope.scale_linear";
     factor = f.get_float_opt(factor_key);
   }
-  if (type == "none" || !factor || *factor == 0.0 || *factor == 1.0) return s;  // llama.cpp: 0 means 1
+  const bool scaled = type != "none" && factor && *factor != 0.0 && *factor != 1.0;  // llama.cpp: 0 means 1
+  // llama.cpp multiplies every rotation by attn_factor; transformers knows one under YaRN only.
+  const std::string attn_key = p + "rope.scaling.attn_factor";
+  const auto attn_factor = f.get_float_opt(attn_key);
+  require(!attn_factor || *attn_factor == 1.0 || (scaled && type == "yarn"), f, attn_key,
+          fmt::format("expected 1 without YaRN scaling (llama.cpp and transformers disagree on any other), got {}",
+                      attn_factor.value_or(1.0)));
+  if (!scaled) return s;
   require(std::isfinite(*factor) && *factor > 1.0, f, factor_key,
           fmt::format("expected a finite factor > 1 (the context's extension), got {}", *factor));
   s.type = type == "yarn" ? RopeScalingType::yarn : RopeScalingType::linear;
   s.factor = float(*factor);
-  if (s.type != RopeScalingType::yarn) {
-    // llama.cpp multiplies a linear rotation by it too; transformers has no such factor.
-    const std::string key = p + "rope.scaling.attn_factor";
-    const auto attn_factor = f.get_float_opt(key);
-    require(!attn_factor || *attn_factor == 1.0, f, key,
-            fmt::format("expected 1 with linear scaling (llama.cpp and transformers disagree on any other), got {}",
-                        attn_factor.value_or(1.0)));
-    return s;
-  }
+  if (s.type != RopeScalingType::yarn) return s;
   s.n_ctx_orig = optional_int(f, p + "rope.scaling.original_context_length", n_ctx_train);
   for (const auto& [key, value] : {std::pair{p + "rope.scaling.yarn_beta_fast", &s.beta_fast},
                                    std::pair{p + "rope.scaling.yarn_beta_slow", &s.beta_slow},
@@ -87,7 +100,13 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
 }  // namespace
 
 std::string rope_scaling_name(RopeScalingType type) {
-  return type == RopeScalingType::linear ? "linear" : type == RopeScalingType::yarn ? "yarn" : "none";
+  switch (type) {
+    case RopeScalingType::linear: return "linear";
+    case RopeScalingType::yarn: return "yarn";
+    case RopeScalingType::longrope: return "longrope";
+    case RopeScalingType::none: break;
+  }
+  return "none";
 }
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
@@ -206,7 +225,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",
           fmt::format("expected a finite base > 1, got {}", base));
   c.rope_freq_base = static_cast<float>(base);
-  c.rope_scaling = load_rope_scaling(f, p, c.n_ctx_train);
+  c.rope_scaling = load_rope_scaling(f, p, c.n_ctx_train, c.arch);
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})
@@ -260,15 +279,13 @@ ModelConfig load_model_config(const GgufFile& f) {
     c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
     c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
   }
-  // Phi-3's 128k models carry LongRoPE factors: refused, as any RoPE scaling tapdiff lacks.
-  for (const char* longrope : {"rope_factors_long.weight", "rope_factors_short.weight"})
-    require(f.find_tensor(longrope) == nullptr, f, fmt::format("tensor \"{}\"", longrope),
-            "expected no LongRoPE factors (tapdiff implements linear and YaRN RoPE scaling, not LongRoPE)");
   validate_weights(f, c);
-  if (c.rope_freq_factors && f.find_tensor("rope_freqs.weight") != nullptr) {
-    const std::vector<float> factors = dequantize_tensor(*f.find_tensor("rope_freqs.weight"));
+  for (const char* name : c.rope_factors_tensors()) {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (t == nullptr) continue;
+    const std::vector<float> factors = dequantize_tensor(*t);
     for (std::size_t i = 0; i < factors.size(); ++i)
-      require(std::isfinite(factors[i]) && factors[i] > 0, f, "tensor \"rope_freqs.weight\"",
+      require(std::isfinite(factors[i]) && factors[i] > 0, f, fmt::format("tensor \"{}\"", name),
               fmt::format("expected finite frequency factors > 0 (each divides a RoPE angle), got {} at index {}",
                           factors[i], i));
   }
@@ -279,7 +296,7 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
   const std::int64_t embd = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
   std::vector<WeightSpec> w;
   w.push_back({"token_embd.weight", {embd, c.n_vocab}});
-  if (c.rope_freq_factors) w.push_back({"rope_freqs.weight", {c.n_rot / 2}});
+  for (const char* name : c.rope_factors_tensors()) w.push_back({name, {c.n_rot / 2}});
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     // ne = {in, out}: GGUF's [out, in] row-major matrices, ne[0] fastest.

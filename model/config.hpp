@@ -74,6 +74,19 @@ struct ModelConfig {
   float rope_base(int layer) const {
     return sliding(layer) && rope_freq_base_swa > 0 ? rope_freq_base_swa : rope_freq_base;
   }
+  // The tensor of frequency factors a run of n_ctx positions divides its RoPE angles by: Llama
+  // 3.1's rope_freqs, LongRoPE's long or short factors; nullptr without factors.
+  const char* rope_factors_tensor(int n_ctx) const {
+    if (rope_freq_factors) return "rope_freqs.weight";
+    if (rope_scaling.type != RopeScalingType::longrope) return nullptr;
+    return n_ctx > rope_scaling.n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
+  }
+  // Every tensor of frequency factors the model has (the candidates of rope_factors_tensor).
+  std::vector<const char*> rope_factors_tensors() const {
+    if (rope_freq_factors) return {"rope_freqs.weight"};
+    if (rope_scaling.type == RopeScalingType::longrope) return {"rope_factors_long.weight", "rope_factors_short.weight"};
+    return {};
+  }
   RopeScaling rope_scaling_of(int layer) const {
     return sliding(layer) && !rope_scaling_swa ? RopeScaling{} : rope_scaling;
   }

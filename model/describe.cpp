@@ -67,7 +67,11 @@ std::string extras_text(const ModelConfig& c) {
                                                     c.swa_period, c.swa_period - 1));
   if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
     parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
-  if (const RopeScaling& s = c.rope_scaling; s.scales()) {
+  if (const RopeScaling& s = c.rope_scaling; s.type == RopeScalingType::longrope) {
+    parts.push_back(fmt::format("LongRoPE (rope_factors_short, rope_factors_long past an original context of {}), "
+                                "attn_factor {:g}",
+                                s.n_ctx_orig, s.attn_factor));
+  } else if (s.scales()) {
     std::string text = fmt::format("RoPE scaling {} x{:g}", rope_scaling_name(s.type), s.factor);
     if (s.type == RopeScalingType::yarn)
       text += fmt::format(" (original context {}, beta_fast {:g}, beta_slow {:g}, attn_factor {:g})", s.n_ctx_orig,

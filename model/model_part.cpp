@@ -24,7 +24,8 @@ bool flag(const GgufFile& f, const std::string& key) {
 int tensor_stage(const std::string& name, int n_layer) {
   if (name.rfind("blk.", 0) == 0) return std::atoi(name.c_str() + 4);
   if (name.rfind("token_embd.", 0) == 0) return -1;
-  if (name == "rope_freqs.weight") return n_layer + 1;
+  if (name == "rope_freqs.weight" || name == "rope_factors_long.weight" || name == "rope_factors_short.weight")
+    return n_layer + 1;
   return n_layer;
 }
 

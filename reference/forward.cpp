@@ -127,7 +127,8 @@ void Forward<T>::attention_block(int l, int p) {
     record("attn_k_norm", l, p, k_.data(), {KV});
   }
 
-  const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+  const char* factors_tensor = c_.rope_factors_tensor(n_ctx_);
+  const float* factors = factors_tensor ? w_.rope_factors.at(factors_tensor).data() : nullptr;
   rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
   rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
   record("attn_q.rope", l, p, q_.data(), {Q});

@@ -38,8 +38,10 @@ inline double rope_scaled_angle(double theta, int i, int n_rot, float base, cons
   return theta / s.factor * (1 - kept) + theta * kept;
 }
 
-// YaRN's magnitude on cos and sin: attn_factor · (0.1 ln factor + 1); 1 otherwise.
+// The magnitude on cos and sin: YaRN's attn_factor · (0.1 ln factor + 1), LongRoPE's attn_factor;
+// 1 otherwise. (LongRoPE's angles take its factors as frequency factors.)
 inline double rope_magnitude(const RopeScaling& s) {
+  if (s.type == RopeScalingType::longrope) return s.attn_factor;
   return s.type == RopeScalingType::yarn ? s.attn_factor * (0.1 * std::log(double(s.factor)) + 1) : 1.0;
 }
 

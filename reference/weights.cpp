@@ -57,7 +57,7 @@ Weights load_weights(const GgufFile& file, std::uint64_t kept_bytes) {
   };
   // The embedding table is read a row per token; kept only as the (tied) output head.
   w.token_embd = Matrix(tensor("token_embd.weight"));
-  if (c.rope_freq_factors) w.rope_freqs = get("rope_freqs.weight");
+  for (const char* name : c.rope_factors_tensors()) w.rope_factors[name] = get(name);
   w.layers.resize(static_cast<std::size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
@@ -127,7 +127,7 @@ void record_weight_taps(const Weights& w, const GgufFile& file, TraceWriter& tra
     fused.clear();
   };
   put("token_embd.weight", w.token_embd);
-  if (c.rope_freq_factors) put("rope_freqs.weight", w.rope_freqs);
+  for (const auto& [name, factors] : w.rope_factors) put(name, factors);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     const LayerWeights& L = w.layers[static_cast<std::size_t>(l)];

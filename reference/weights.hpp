@@ -5,6 +5,7 @@
 // weights exceed memory (a 7B model is 27 GB) still runs, at the cost of decoding.
 #pragma once
 
+#include <map>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,7 +63,9 @@ struct LayerWeights {
 struct Weights {
   ModelConfig config;
   Matrix token_embd;               // [n_vocab][n_embd]
-  std::vector<float> rope_freqs;   // [n_rot / 2] frequency factors; empty without them
+  // [n_rot / 2] RoPE frequency factors by tensor name: Llama 3.1's rope_freqs.weight, LongRoPE's
+  // rope_factors_long/short.weight (ModelConfig::rope_factors_tensor picks a run's).
+  std::map<std::string, std::vector<float>> rope_factors;
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // [n_embd]
   Matrix output;                   // [n_vocab][n_embd]; rows() == 0 when tied to token_embd

@@ -40,7 +40,8 @@ struct RopeArgs {
 // freq_dim). The correction dims: the pair index at which a wave of the original context turns
 // beta times, floor and ceil of n · ln(n_ctx_orig / (2π beta)) / (2 ln base), clamped to [0, n - 1].
 inline void rope_scale(RopeArgs& a, const RopeScaling& s) {
-  if (!s.scales()) return;
+  if (s.type == RopeScalingType::longrope) a.mscale = s.attn_factor;  // its factors are freq_factors
+  if (s.type != RopeScalingType::linear && s.type != RopeScalingType::yarn) return;
   a.freq_scale = 1.0f / s.factor;
   if (s.type != RopeScalingType::yarn) return;
   const int dims = a.freq_dim > 0 ? a.freq_dim : a.n_rot;

@@ -203,8 +203,10 @@ TEST(ModelConfig, RopeScalingLinearAndYarn) {
   linear_attn_factor.set("llama.rope.scaling.factor", GgufValue::f32(2.0f));
   linear_attn_factor.set("llama.rope.scaling.attn_factor", GgufValue::f32(0.5f));
   EXPECT_EQ(config_error(linear_attn_factor),
-            "cfg.gguf: llama.rope.scaling.attn_factor: expected 1 with linear scaling (llama.cpp and transformers "
+            "cfg.gguf: llama.rope.scaling.attn_factor: expected 1 without YaRN scaling (llama.cpp and transformers "
             "disagree on any other), got 0.5");
+  linear_attn_factor.set("llama.rope.scaling.factor", GgufValue::f32(1.0f));
+  EXPECT_NE(config_error(linear_attn_factor).find("attn_factor: expected 1 without YaRN"), std::string::npos);
   const RopeScaling betas = with(plain, {{"llama.rope.scaling.type", GgufValue::string("yarn")},
                                          {"llama.rope.scaling.factor", GgufValue::f32(4.0f)},
                                          {"llama.rope.scaling.yarn_beta_fast", GgufValue::f32(16.0f)},
