@@ -752,12 +752,12 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   rope_scaling_candidates(c, layer, [&](const RopeScaling& other) {
     return rotate(at_p, base, right, true, 0, nullptr, true, other);
   }, out);
-  // A layer rotated as the other kind (gemma3: its sliding layers at base 1e4 unscaled, the global
-  // ones at the GGUF's base and scaling): a layer-kind test off by one, or inverted.
-  if (c.sliding_window > 0 && (c.rope_freq_base_swa > 0 || !c.rope_scaling_swa)) {
+  // A layer rotated as the other kind (gemma3 4B+: its sliding layers at base 1e4 unscaled, the
+  // global ones at the GGUF's base and scaling): a layer-kind test off by one, or inverted. (The
+  // kinds' bases alone: the other kind's base variant above.)
+  if (c.sliding_window > 0 && !c.rope_scaling_swa && c.rope_scaling.scales()) {
     const int other = c.sliding(layer) ? c.swa_period - 1 : 0;
-    if (c.sliding(other) != c.sliding(layer) && (c.rope_base(other) != base || c.rope_scaling_of(other).scales() ||
-                                                  scaling.scales()))
+    if (c.sliding(other) != c.sliding(layer))
       out.push_back({fmt::format("rotated as a {} layer (base {:g}{}) instead of this {} layer's (base {:g}{}): the "
                                  "layer-kind test wrong",
                                  c.sliding(layer) ? "global" : "sliding", c.rope_base(other),

@@ -50,6 +50,8 @@ FIXTURES = {
     # RoPE scaling: Gemma 3 4B+'s linear 8 on the global layer (5), Qwen3 128k's YaRN 4 (original context 128).
     "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
     "qwen3-q8_0-yarn": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--rope-scaling", "yarn"],
+    # Phi-3.5's LongRoPE over an original context of 256 (8192 / 32): a run within it takes the short factors.
+    "phi3-f32-longrope": ["--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope"],
     # phi3: q/k/v fused in attn_qkv, gate/up in ffn_up (llama.cpp's fused MUL_MATs split into taps).
     "phi3-f32": ["--arch", "phi3", "--n-layer", "3"],
     "phi3-q4_k": ["--arch", "phi3", *K_SHAPE, "--type", "Q4_K"],
@@ -188,6 +190,24 @@ def test_llama_cpp_scales_rope_as_tapdiff_does(models, references, tmp_path, fix
     first = report["first_divergence"]
     assert code == 1 and (first["tap"], first["position"]) == (f"blk.{layer}.attn_q.rope", position), first
     assert report["diagnosis"]["variant"].startswith(variant), report["diagnosis"]
+
+
+def test_llama_cpp_picks_longrope_factors_by_its_padded_context(tmp_path):
+    """LongRoPE over an original context of 16: a run of 20 positions takes the long factors in both;
+    one of 16 takes the short ones in tapdiff (16 is within 16) and the long ones in llama.cpp,
+    which pads its context to 256 before it chooses. diff names that choice."""
+    model = tmp_path / "phi3.gguf"
+    assert tapdiff("fixture", "--arch", "phi3", "--rope-scaling", "longrope", "-o", model).returncode == 0
+    for n, verdict in ((12, "pass"), (8, "diverged")):
+        ref, trace = tmp_path / f"ref{n}.h5", tmp_path / f"llama{n}.h5"
+        for backend, out in (("reference", ref), ("llama.cpp", trace)):
+            p = tapdiff("run", "--backend", backend, "-m", model, "--tokens", PROMPT, "-n", n, "-o", out)
+            assert p.returncode == 0, p.stderr
+        code, report = diff_json(ref, trace)
+        assert report["verdict"] == verdict, (n, report["first_divergence"])
+    assert report["first_divergence"]["tap"] == "blk.0.attn_q.rope", report["first_divergence"]
+    assert report["diagnosis"]["variant"].startswith("LongRoPE's long factors instead of the short ones"), \
+        report["diagnosis"]
 
 
 def test_llama_cpp_caps_and_slides_gemma2_attention_as_tapdiff_does(models, references, tmp_path):

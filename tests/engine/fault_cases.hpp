@@ -153,6 +153,8 @@ inline std::vector<FaultCase> fault_cases() {
       {"rope-scaling-ignored", rope_scaled(llama_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
       {"rope-yarn-as-linear", rope_scaled(qwen2_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
       {"rope-q-not-rotated", rope_scaled(llama_spec(), RopeScalingType::yarn), {"blk.0.attn_q.rope", 0}},
+      // LongRoPE's magnitude factor (1.5) acts at position 0 too.
+      {"rope-scaling-ignored", rope_scaled(phi3_spec(), RopeScalingType::longrope), {"blk.0.attn_q.rope", 0}},
       {"moe-weights-unnormalized", mixtral_spec(GgmlType::Q8_0), {"blk.0.ffn.routing", 0}},
   };
 }

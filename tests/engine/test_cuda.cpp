@@ -43,10 +43,12 @@ TEST(CudaAvailability, NoDeviceIsAClearError) {
   }
 }
 
-// f32: the same 32 greedy tokens as the host executor, llama, qwen2 with YaRN and a mixture of experts.
+// f32: the same 32 greedy tokens as the host executor, llama, qwen2 with YaRN, phi3 with LongRoPE and a
+// mixture of experts.
 TEST_F(Cuda, TokensEqualHost) {
   for (const FixtureSpec& spec : {llama_spec(GgmlType::Q8_0),
                                   wide(rope_scaled(qwen2_spec(GgmlType::Q4_K), RopeScalingType::yarn)),
+                                  rope_scaled(phi3_spec(GgmlType::Q8_0), RopeScalingType::longrope),
                                   qwen3moe_spec(GgmlType::Q8_0)}) {
     const GgufFile model = fixture_file(spec);
     EngineOptions o;

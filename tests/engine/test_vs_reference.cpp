@@ -57,6 +57,14 @@ std::vector<FixtureCase> fixture_cases() {
       {"gemma3_linear_F32", rope_scaled(gemma3_spec(GgmlType::F32), RopeScalingType::linear)},
       {"llama_yarn_Q8_0", rope_scaled(llama_spec(GgmlType::Q8_0), RopeScalingType::yarn)},
       {"qwen3_yarn_Q4_K", wide(rope_scaled(qwen3_spec(GgmlType::Q4_K), RopeScalingType::yarn))},
+      // LongRoPE over an original context of 16 (n_ctx 512 / 32): this run's 37 positions take the long
+      // factors; over one of 64 (n_ctx 2048) the short ones.
+      {"phi3_longrope_long_Q8_0", rope_scaled(phi3_spec(GgmlType::Q8_0), RopeScalingType::longrope)},
+      {"phi3_longrope_short_F32", [] {
+         FixtureSpec s = rope_scaled(phi3_spec(GgmlType::F32), RopeScalingType::longrope);
+         s.n_ctx_train = 2048;
+         return s;
+       }()},
   };
 }
 

@@ -216,6 +216,39 @@ TEST(ModelConfig, RopeScalingLinearAndYarn) {
   EXPECT_FLOAT_EQ(betas.beta_slow, 2.0f);
 }
 
+// Phi-3.5's LongRoPE: factor tensors, the short ones for a run within the original context and
+// the long ones past it (llama.cpp's choice, by the run's context), and an attention factor.
+TEST(ModelConfig, LongRopeFactorsFollowTheRunsContext) {
+  FixtureSpec phi3;
+  phi3.arch = Arch::phi3;
+  phi3.rope_scaling = RopeScalingType::longrope;
+  const GgufFile f = parse(build_fixture(phi3));
+  const ModelConfig c = load_model_config(f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::longrope);
+  EXPECT_EQ(c.rope_scaling.n_ctx_orig, 16);
+  EXPECT_FLOAT_EQ(c.rope_scaling.attn_factor, 1.5f);  // sqrt(1 + ln 32 / ln 16)
+  EXPECT_STREQ(c.rope_factors_tensor(16), "rope_factors_short.weight");
+  EXPECT_STREQ(c.rope_factors_tensor(17), "rope_factors_long.weight");
+  EXPECT_EQ(c.rope_factors_tensors().size(), 2u);
+
+  GgufWriter zero;
+  for (const auto& [k, v] : f.metadata()) zero.set(k, v);
+  for (const auto& t : f.tensors())
+    if (t.name == "rope_factors_long.weight")
+      zero.add_tensor(t.name, GgmlType::F32, t.ne, quantize(GgmlType::F32, std::vector<float>(8, 0.0f)));
+    else
+      zero.add_tensor(t.name, t.type, t.ne, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  EXPECT_EQ(config_error(zero),
+            "cfg.gguf: tensor \"rope_factors_long.weight\": expected finite frequency factors > 0 (each divides a "
+            "RoPE angle), got 0 at index 0");
+
+  GgufWriter llama = build_fixture(FixtureSpec{});
+  llama.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, quantize(GgmlType::F32, std::vector<float>(8, 1)));
+  EXPECT_EQ(config_error(llama),
+            "cfg.gguf: tensor \"rope_factors_long.weight\": expected LongRoPE factors in a phi3 model only (llama.cpp "
+            "reads them for phi3), got llama");
+}
+
 TEST(ModelConfig, BadRopeScalingNamesTheKey) {
   const BadConfigCase cases[] = {
       {"LongRoPE", "qwen3.rope.scaling.type", GgufValue::string("longrope"), false,
@@ -326,9 +359,9 @@ TEST(ModelConfig, NewArchitectureTensorsAreChecked) {
             "cfg.gguf: tensor \"blk.0.attn_qkv.weight\": expected shape [64, 128], got [64, 64]");
   GgufWriter longrope = replaced(p3, "", {}, {});
   longrope.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, quantize(GgmlType::F32, std::vector<float>(8, 1)));
+  // LongRoPE's two sets of factors come together.
   EXPECT_EQ(config_error(longrope),
-            "cfg.gguf: tensor \"rope_factors_long.weight\": expected no LongRoPE factors (tapdiff implements "
-            "linear and YaRN RoPE scaling, not LongRoPE)");
+            "cfg.gguf: tensor \"rope_factors_short.weight\": required tensor is missing (expected shape [8])");
   std::vector<float> zero(8, 1.0f);
   zero[5] = 0.0f;
   EXPECT_EQ(config_error(replaced(l3, "rope_freqs.weight", {8}, zero)),
