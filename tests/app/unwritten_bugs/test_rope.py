@@ -256,3 +256,34 @@ def test_yarn_over_the_trained_context_instead_of_the_original_is_named(tmp_path
     write_tap(bad, "attn_q.rope", 0, np.stack([rope(x[p], hp["n_head"], p, hp, 0, None) for p in range(len(x))]))
     diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_q.rope", "original context taken as context_length 512",
              "rope", position=1)
+
+
+def test_gemma3s_layer_kind_test_off_by_one_is_named(tmp_path):
+    """Blind round 23: layer 0 taken for a global layer (`l % 6 == 0`): rotated at the global base 1e6
+    and scaled by 8."""
+    traced(tmp_path, "gemma3", "--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear", n=3)
+    bad = tmp_path / "eng.h5"
+    x = read_tap(bad, "attn_q_norm", 0)
+    write_tap(bad, "attn_q.rope", 0, np.stack([rope_neox(x[p], p, base=1e6, scale=1 / 8) for p in range(len(x))]))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "gemma3.gguf", "blk.0.attn_q.rope", "rotated as a global layer",
+             "rope", position=1)
+
+
+def test_positions_divided_by_a_linear_factor_in_integers_are_named(tmp_path):
+    """Blind round 23: Gemma 3's global layer rotated at p // 8: the prompt's first eight rows look
+    rotated at 0, which a positions bug would explain, but not the rows after."""
+    traced(tmp_path, "gemma3", "--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear", n=8)
+    bad = tmp_path / "eng.h5"
+    x = read_tap(bad, "attn_q_norm", 5)
+    write_tap(bad, "attn_q.rope", 5, np.stack([rope_neox(x[p], p // 8, base=1e6) for p in range(len(x))]))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "gemma3.gguf", "blk.5.attn_q.rope", "in integer arithmetic (p / 8",
+             "rope", position=1)
+
+
+def test_yarns_magnitude_applied_twice_is_named(tmp_path):
+    """Blind round 23: cos and sin times (1 + 0.1 ln 4)², the factor fitted."""
+    traced(tmp_path, "qwen3", "--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn", n=3)
+    bad = tmp_path / "eng.h5"
+    write_tap(bad, "attn_q.rope", 0, read_tap(bad, "attn_q.rope", 0) * (1 + 0.1 * np.log(4.0)))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "qwen3.gguf", "blk.0.attn_q.rope", "the magnitude applied twice",
+             "rope", position=0)
