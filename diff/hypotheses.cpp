@@ -564,22 +564,88 @@ std::string rope_scaling_text(const RopeScaling& s) {
   return fmt::format("{} x{:g}", rope_scaling_name(s.type), s.factor);
 }
 
-// The RoPE scaling misread: ignored, the factor multiplied in, YaRN taken for linear or without its
-// magnitude factor, Gemma 3's global-layer scaling on a sliding layer. `rotated` replays the
-// rotation under another scaling.
-void rope_scaling_candidates(const ModelConfig& c, int layer,
-                             const std::function<std::function<Row(std::int64_t)>(const RopeScaling&)>& rotated,
-                             std::vector<Candidate>& out) {
-  const RopeScaling s = c.rope_scaling_of(layer);
-  if (s.type == RopeScalingType::longrope) return;  // its factors are the frequency factors' (rope_candidates)
-  const auto add = [&](std::string variant, const RopeScaling& other) {
-    out.push_back({std::move(variant), "rope", false, rotated(other)});
+// What the scaling variants replay: the layer's rotation, with its factors (Llama 3.1's, or the
+// LongRoPE set the run's context picks).
+struct RopeReplay {
+  const ModelConfig& c;
+  int layer;
+  const std::string& name;
+  ReplayInputs& in;
+  const char* factors_tensor;
+  const std::vector<float>* factors;
+  float base;
+};
+// The rotation with another scaling, base, positions or factors (use_factors false: none).
+using Rotated = std::function<std::function<Row(std::int64_t)>(
+    const RopeScaling&, float base, std::function<std::int64_t(std::int64_t)> pos, const std::vector<float>* factors,
+    bool use_factors)>;
+
+// The RoPE scaling misread: ignored, the factor multiplied in or applied to integer positions, YaRN
+// taken for linear, over the wrong original context or with another magnitude, LongRoPE's other
+// set of factors or none of it, Gemma 3's global-layer scaling on a sliding layer or a layer
+// rotated as the other kind.
+void rope_scaling_candidates(const RopeReplay& r, const Rotated& rotated, std::vector<Candidate>& out) {
+  const ModelConfig& c = r.c;
+  const RopeScaling s = c.rope_scaling_of(r.layer);
+  const auto at_p = [](std::int64_t p) { return p; };
+  const auto add = [&](std::string variant, const RopeScaling& other, float base = 0,
+                       std::function<std::int64_t(std::int64_t)> pos = {}, const std::vector<float>* factors = nullptr,
+                       bool use_factors = true) {
+    out.push_back({std::move(variant), "rope", false,
+                   rotated(other, base > 0 ? base : r.base, pos ? pos : at_p, factors, use_factors)});
   };
+  // A layer rotated as the other kind (gemma3 4B+: its sliding layers at base 1e4 unscaled, the
+  // global ones at the GGUF's base and scaling): a layer-kind test off by one, or inverted. (The
+  // kinds' bases alone: the other kind's base variant in rope_candidates.)
+  if (c.sliding_window > 0 && !c.rope_scaling_swa && c.rope_scaling.scales()) {
+    const int other = c.sliding(r.layer) ? c.swa_period - 1 : 0;
+    const auto how = [&](int l) {
+      const RopeScaling o = c.rope_scaling_of(l);
+      return fmt::format("base {:g}, {}", c.rope_base(l), o.scales() ? rope_scaling_text(o) : "unscaled");
+    };
+    if (c.sliding(other) != c.sliding(r.layer))
+      add(fmt::format("rotated as a {} layer ({}) instead of this {} layer's ({}): the layer-kind test wrong",
+                      c.sliding(r.layer) ? "global" : "sliding", how(other), c.sliding(r.layer) ? "sliding" : "global",
+                      how(r.layer)),
+          c.rope_scaling_of(other), c.rope_base(other));
+  }
   if (!s.scales()) {
-    if (c.rope_scaling.scales() && c.sliding(layer))
-      add(fmt::format("the global layers' RoPE scaling ({} x{:g}) applied to this sliding layer, which is not scaled",
-                      rope_scaling_name(c.rope_scaling.type), c.rope_scaling.factor),
+    if (c.rope_scaling.scales() && c.sliding(r.layer))
+      add(fmt::format("the global layers' RoPE scaling ({}) applied to this sliding layer, which is not scaled",
+                      rope_scaling_text(c.rope_scaling)),
           c.rope_scaling);
+    return;
+  }
+  // cos and sin scaled by another magnitude than the scaling's (YaRN's applied twice, computed
+  // with another logarithm): the factor fitted to the actual rows at the last prompt position.
+  if (const double m = ref::rope_magnitude(s); m != 1.0) {
+    const std::int64_t at = std::max<std::int64_t>(r.in.prompt_length - 1, 0);
+    const Row correct = rotated(s, r.base, at_p, nullptr, true)(at);
+    if (const auto k = fit_scale(correct, trace_row(r.in.observed, r.name, r.layer, at));
+        k && std::isfinite(*k) && *k > 0 && std::abs(*k - 1) > 1e-4 && std::abs(m * *k - 1) > 1e-4) {
+      const double fitted = m * *k;
+      RopeScaling other = s;
+      other.attn_factor = float(s.attn_factor * *k);
+      add(fmt::format("cos and sin times {:.6g} instead of the scaling's {:.6g} (fitted){}", fitted, m,
+                      std::abs(fitted / (m * m) - 1) < 1e-4 ? ": the magnitude applied twice" : ""),
+          other);
+      out.back().fitted = true;
+    }
+  }
+  if (s.type == RopeScalingType::longrope) {  // its factors are the frequency factors
+    if (!r.factors) return;
+    const bool long_run = std::string(r.factors_tensor) == "rope_factors_long.weight";
+    const char* other = long_run ? "rope_factors_short.weight" : "rope_factors_long.weight";
+    if (const std::vector<float>* o = &r.in.model.weight(other); o->size() == r.factors->size())
+      add(fmt::format("LongRoPE's {} factors instead of the {} ones (the run's {} positions are {} the original "
+                      "context {})",
+                      long_run ? "short" : "long", long_run ? "long" : "short", r.in.n_ctx, long_run ? "past" : "within",
+                      s.n_ctx_orig),
+          s, 0, {}, o);
+    add(fmt::format("LongRoPE not applied: neither its factors nor its magnitude x{:g}", s.attn_factor), RopeScaling{},
+        0, {}, nullptr, false);
+    add(fmt::format("LongRoPE's factors without its magnitude factor x{:g} on cos and sin", s.attn_factor),
+        RopeScaling{});
     return;
   }
   const std::string what = rope_scaling_text(s);
@@ -589,6 +655,12 @@ void rope_scaling_candidates(const ModelConfig& c, int layer,
   add(fmt::format("the RoPE scaling's factor {:g} multiplied into the angles instead of dividing them ({})", s.factor,
                   what),
       inverted);
+  // Linear scaling as integer positions divided by a whole factor: p / 8 rounded down.
+  if (const auto k = std::int64_t(s.factor); s.type == RopeScalingType::linear && float(k) == s.factor)
+    add(fmt::format("positions divided by the scaling factor in integer arithmetic (p / {} rounded down) instead of "
+                    "the angles",
+                    k),
+        RopeScaling{}, 0, [k](std::int64_t p) { return p / k; });
   if (s.type != RopeScalingType::yarn) return;
   RopeScaling linear = s;
   linear.type = RopeScalingType::linear;
@@ -749,63 +821,12 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                      return f(p);
                    }});
   }
-  rope_scaling_candidates(c, layer, [&](const RopeScaling& other) {
-    return rotate(at_p, base, right, true, 0, nullptr, true, other);
-  }, out);
-  // A layer rotated as the other kind (gemma3 4B+: its sliding layers at base 1e4 unscaled, the
-  // global ones at the GGUF's base and scaling): a layer-kind test off by one, or inverted. (The
-  // kinds' bases alone: the other kind's base variant above.)
-  if (c.sliding_window > 0 && !c.rope_scaling_swa && c.rope_scaling.scales()) {
-    const int other = c.sliding(layer) ? c.swa_period - 1 : 0;
-    if (c.sliding(other) != c.sliding(layer))
-      out.push_back({fmt::format("rotated as a {} layer (base {:g}{}) instead of this {} layer's (base {:g}{}): the "
-                                 "layer-kind test wrong",
-                                 c.sliding(layer) ? "global" : "sliding", c.rope_base(other),
-                                 c.rope_scaling_of(other).scales() ? ", " + rope_scaling_text(c.rope_scaling_of(other))
-                                                                   : ", unscaled",
-                                 c.sliding(layer) ? "sliding" : "global", base,
-                                 scaling.scales() ? ", " + rope_scaling_text(scaling) : ", unscaled"),
-                     "rope", false,
-                     rotate(at_p, c.rope_base(other), right, true, 0, nullptr, true, c.rope_scaling_of(other))});
-  }
-  // cos and sin scaled by another magnitude than the scaling's (YaRN's applied twice, computed
-  // with another logarithm): the factor fitted to the actual rows at the last prompt position.
-  if (const double m = ref::rope_magnitude(scaling); m != 1.0) {
-    const std::int64_t at = std::max<std::int64_t>(prompt - 1, 0);
-    if (const auto k = fit_scale(rotate(at_p, base, right)(at), trace_row(in.observed, name, layer, at));
-        k && std::isfinite(*k) && *k > 0 && std::abs(*k - 1) > 1e-4 && std::abs(m * *k - 1) > 1e-4) {
-      const double fitted = m * *k;
-      const std::string why = std::abs(fitted / (m * m) - 1) < 1e-4 ? ": the magnitude applied twice" : "";
-      RopeScaling other = scaling;
-      other.attn_factor = float(scaling.attn_factor * *k);
-      out.push_back({fmt::format("cos and sin times {:.6g} instead of the scaling's {:.6g} (fitted){}", fitted, m, why),
-                     "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, other)});
-      out.back().fitted = true;
-    }
-  }
-  // LongRoPE: the other set of factors (the run's context against the original one misjudged), or
-  // none of it.
-  if (scaling.type == RopeScalingType::longrope && factors) {
-    const bool long_run = std::string(factors_tensor) == "rope_factors_long.weight";
-    const char* other = long_run ? "rope_factors_short.weight" : "rope_factors_long.weight";
-    if (const std::vector<float>* o = &in.model.weight(other); o->size() == factors->size())
-      out.push_back({fmt::format("LongRoPE's {} factors instead of the {} ones (the run's {} positions are {} the "
-                                 "original context {})",
-                                 long_run ? "short" : "long", long_run ? "long" : "short", in.n_ctx,
-                                 long_run ? "past" : "within", scaling.n_ctx_orig),
-                     "rope", false, rotate(at_p, base, right, true, 0, o)});
-    out.push_back({fmt::format("LongRoPE not applied: neither its factors nor its magnitude x{:g}", scaling.attn_factor),
-                   "rope", false, rotate(at_p, base, right, true, 0, nullptr, false, RopeScaling{})});
-    out.push_back({fmt::format("LongRoPE's factors without its magnitude factor x{:g} on cos and sin", scaling.attn_factor),
-                   "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, RopeScaling{})});
-  }
-  // Linear scaling as integer positions divided by a whole factor: p / 8 rounded down.
-  if (const auto k = std::int64_t(scaling.factor); scaling.type == RopeScalingType::linear && float(k) == scaling.factor)
-    out.push_back({fmt::format("positions divided by the scaling factor in integer arithmetic (p / {} rounded down) "
-                               "instead of the angles",
-                               k),
-                   "rope", false, rotate([k](std::int64_t p) { return p / k; }, base, right, true, 0, nullptr, true,
-                                         RopeScaling{})});
+  // Every replay under another scaling, base, positions or factors keeps the rest as the layer has it.
+  rope_scaling_candidates(
+      {c, layer, name, in, factors_tensor, factors, base},
+      [&](const RopeScaling& other, float b, std::function<std::int64_t(std::int64_t)> pos,
+          const std::vector<float>* f, bool use_factors) { return rotate(pos, b, right, true, 0, f, use_factors, other); },
+      out);
   Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
   unrotated.takes = full_tap_name(src, layer);
   out.push_back(std::move(unrotated));
