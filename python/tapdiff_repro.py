@@ -91,7 +91,9 @@ def rope(x, heads, position, hp, layer, factors):
     theta = position * np.power(float(base), -2.0 * i / n_rot) / (1.0 if factors is None else factors[:half])
     scaling = hp.get("rope_scaling", {"type": "none"})
     magnitude = 1.0
-    if scaling["type"] != "none" and not (sliding and not scaling["sliding_layers"]):
+    if scaling["type"] == "longrope":  # its factors came in as `factors`
+        magnitude = scaling["attn_factor"]
+    elif scaling["type"] != "none" and not (sliding and not scaling["sliding_layers"]):
         factor = scaling["factor"]
         if scaling["type"] == "linear":
             theta = theta / factor
@@ -124,6 +126,12 @@ class Replay:
 
     def __init__(self, trace, weights, hp, tokens):
         self.f, self.w, self.hp, self.tokens, self.taps = trace, weights, hp, tokens, {}
+        # The RoPE frequency factors: Llama 3.1's, or LongRoPE's set for the run's context.
+        n_ctx = int(trace["dims"].attrs["n_ctx"]) if "dims" in trace else 0
+        longrope = hp.get("rope_scaling", {}).get("type") == "longrope"
+        self.rope_factors = ("rope_freqs.weight" if hp["rope_freq_factors"] else
+                             ("rope_factors_long.weight" if n_ctx > hp["rope_scaling"]["n_ctx_orig"]
+                              else "rope_factors_short.weight") if longrope else None)
 
     def tap(self, name, layer, p):
         key = (name, layer)
@@ -158,7 +166,7 @@ class Replay:
         if name in ("attn_q.rope", "attn_k.rope"):
             q = name == "attn_q.rope"
             src = ("attn_q" if q else "attn_k") + ("_norm" if hp["qk_norm"] else "")
-            factors = self.vector("rope_freqs.weight") if hp["rope_freq_factors"] else None
+            factors = self.vector(self.rope_factors) if self.rope_factors else None
             return rope(self.tap(src, layer, p), hp["n_head"] if q else hp["n_head_kv"], p, hp, layer, factors)
         if name == "kv.k":
             return self.tap("attn_k.rope", layer, p)

@@ -200,3 +200,27 @@ def test_an_attention_bug_seen_in_the_summary_alone_reproduces(models, tmp_path)
     np.save(tmp_path / "clean.npy", np.stack([clean_rows[p] for p in sorted(recorded)]))
     numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
     assert numpy_fixed.returncode == 0, numpy_fixed.stdout + numpy_fixed.stderr
+
+
+@pytest.mark.parametrize("n_predict,factors", [("3", "short"), ("12", "long")])
+def test_longrope_replays_with_the_factors_of_the_runs_context(tmp_path, n_predict, factors):
+    # Phi-3.5's LongRoPE over an original context of 16: a run of 8 positions rotates with the short
+    # factors, one of 17 with the long ones; repro.py picks the same set from the trace's n_ctx.
+    model = tmp_path / "phi3.gguf"
+    tapdiff("fixture", "--arch", "phi3", "--rope-scaling", "longrope", "-o", model, code=0)
+    prompt = ["--tokens", "1,20,40,60,80", "-n", n_predict]
+    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
+    tapdiff("run", "-m", model, *prompt, "-o", ref, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *prompt, "--inject", "rope-scaling-ignored", "-o", faulty, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *prompt, "-o", clean, code=0)
+    repro = tmp_path / "repro"
+    tapdiff("repro", ref, faulty, "-o", repro, code=0)
+    manifest = json.loads((repro / "repro.json").read_text())
+    assert manifest["finding"]["tap"] == "blk.0.attn_q.rope", manifest["finding"]
+    assert python(repro / "repro.py").returncode == 1
+    recorded = rows_of(repro / "actual.h5", "attn_q.rope", 0)
+    clean_rows = rows_of(clean, "attn_q.rope", 0)
+    np.save(tmp_path / "clean.npy",
+            np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
+    numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
+    assert numpy_fixed.returncode == 0, f"{factors} factors: {numpy_fixed.stdout}{numpy_fixed.stderr}"
