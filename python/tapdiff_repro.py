@@ -127,11 +127,11 @@ class Replay:
     def __init__(self, trace, weights, hp, tokens):
         self.f, self.w, self.hp, self.tokens, self.taps = trace, weights, hp, tokens, {}
         # The RoPE frequency factors: Llama 3.1's, or LongRoPE's set for the run's context.
-        n_ctx = int(trace["dims"].attrs["n_ctx"]) if "dims" in trace else 0
-        longrope = hp.get("rope_scaling", {}).get("type") == "longrope"
-        self.rope_factors = ("rope_freqs.weight" if hp["rope_freq_factors"] else
-                             ("rope_factors_long.weight" if n_ctx > hp["rope_scaling"]["n_ctx_orig"]
-                              else "rope_factors_short.weight") if longrope else None)
+        self.rope_factors = "rope_freqs.weight" if hp["rope_freq_factors"] else None
+        if hp.get("rope_scaling", {}).get("type") == "longrope":
+            n_ctx = int(trace["dims"].attrs["n_ctx"]) if "dims" in trace else 0
+            past = n_ctx > hp["rope_scaling"]["n_ctx_orig"]
+            self.rope_factors = "rope_factors_long.weight" if past else "rope_factors_short.weight"
 
     def tap(self, name, layer, p):
         key = (name, layer)
