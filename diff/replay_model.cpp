@@ -27,10 +27,9 @@ HParams trace_hparams(const ModelConfig& c) {
     h["n_expert"] = std::int64_t(c.n_expert);
     h["n_expert_used"] = std::int64_t(c.n_expert_used);
   }
-  if (c.rope_scaling.scales()) {
-    h["rope_scaling"] = rope_scaling_name(c.rope_scaling.type);
+  if (c.rope_scaling.scales()) h["rope_scaling"] = rope_scaling_name(c.rope_scaling.type);
+  if (c.rope_scaling.type == RopeScalingType::linear || c.rope_scaling.type == RopeScalingType::yarn)
     h["rope_scaling_factor"] = double(c.rope_scaling.factor);
-  }
   return h;
 }
 

@@ -231,9 +231,10 @@ const std::vector<FaultSpec> kFaults = {
      "a Qwen2-MoE routing path (norm_topk_prob false) run for Qwen3-MoE or Mixtral, which renormalize",
      "moe-routing", "engine/forward_experts.cpp: the routing call", "a mixture of experts (qwen3moe)"},
     {Fault::rope_scaling_ignored, "rope-scaling-ignored",
-     "RoPE run without the model's scaling (rope.scaling.type linear or yarn): the angles of the short context",
-     "a loader reading rope.freq_base but not rope.scaling.*, running Gemma 3 4B+ or a 128k Qwen3 GGUF", "rope",
-     "engine/forward.cpp: the RoPE call", "a model with RoPE scaling (rope.scaling.type linear or yarn)"},
+     "RoPE run without the model's scaling (linear, YaRN, or LongRoPE's factors and magnitude): the angles of the "
+     "short context",
+     "a loader reading rope.freq_base but not rope.scaling.*, running Gemma 3 4B+, a 128k Qwen3 GGUF or Phi-3.5", "rope",
+     "engine/forward.cpp: the RoPE call", "a model with RoPE scaling (linear, YaRN, LongRoPE)"},
     {Fault::rope_yarn_as_linear, "rope-yarn-as-linear",
      "YaRN scaling run as linear interpolation: every angle divided by the factor, no ramp, no magnitude factor",
      "an engine that implements linear RoPE scaling only and maps every scaling type onto it", "rope",

@@ -35,10 +35,10 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
   if (!ok) throw InputError(f.path(), key, problem);
 }
 
-// `{arch}.rope.scaling.*` as llama.cpp reads them: the type defaults to linear and the factor to 1
-// (no scaling), the older `rope.scale_linear` stands for the factor, "none" never scales. A
-// scaling tapdiff does not implement (LongRoPE, ...) or a YaRN setting it would have to guess at
-// is refused rather than run as if the model had none.
+// `{arch}.rope.scaling.*` (and LongRoPE's factor tensors) as llama.cpp reads them: the type
+// defaults to linear and the factor to 1 (no scaling), the older `rope.scale_linear` stands for the
+// factor, "none" never scales. A setting tapdiff would have to guess at (YaRN's own magnitude rules,
+// an attention factor without YaRN or LongRoPE) is refused rather than run as if it were absent.
 RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx_train, Arch arch) {
   RopeScaling s;
   // LongRoPE (Phi-3.5, Phi-4-mini): llama.cpp goes by the factor tensors, whatever the type key says;

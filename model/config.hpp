@@ -116,7 +116,7 @@ std::string supported_arch_names();                     // "llama, qwen2, qwen3"
 
 std::string arch_name(Arch arch);
 std::string rope_pairing_name(RopePairing pairing);
-std::string rope_scaling_name(RopeScalingType type);  // "none", "linear", "yarn": the GGUF's words
+std::string rope_scaling_name(RopeScalingType type);  // "none", "linear", "yarn", "longrope": llama.cpp's words
 
 // Reads and validates the config. Missing keys, wrong types and inconsistent values
 // (n_head not divisible by n_head_kv, ...) throw InputError naming the file and the key.

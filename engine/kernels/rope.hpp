@@ -33,7 +33,7 @@ struct RopeArgs {
   float freq_scale = 1.0f;  // 1 / the scaling factor (linear, yarn)
   float ext_factor = 0.0f;  // 1 under yarn
   float corr_low = 0.0f, corr_high = 0.0f;
-  float mscale = 1.0f;      // yarn's attn_factor
+  float mscale = 1.0f;      // yarn's and longrope's attn_factor
 };
 
 // The scaling parameters of `s` for a rotation at `a.base` over the exponent's dims n (n_rot, or
