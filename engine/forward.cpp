@@ -48,6 +48,8 @@ Forward::Forward(Executor& ex, const EngineWeights& weights, const ModelConfig& 
       act_(ex, config, max_rows, n_ctx), taps_(trace, lockstep, ex),
       operand_type_(ex.weight_storage(precision_)), logits_all_(logits_all),
       scratch_elements_(scratch_elements) {
+  if (const char* tensor = config.rope_factors_tensor(n_ctx); tensor && weights.rope_factors.count(tensor))
+    rope_factors_ = weights.rope_factors.at(tensor).as<float>();
   if (logits_all_ && max_rows > 1)
     prompt_logits_ = ex.allocate(std::size_t(max_rows - 1) * std::size_t(config.n_vocab) * sizeof(float));
 }
@@ -249,10 +251,9 @@ void Forward::attention_block(int l, int p0, int n) {
   }
   // Fault rope-freq-factors-ignored: a Llama 2 code path never passes Llama 3.1's factors.
   // (LongRoPE's factors are its scaling: rope-scaling-ignored leaves them out too.)
-  if (const char* factors = c_.rope_factors_tensor(n_ctx_);
-      factors && !faults_.is(Fault::rope_freq_factors_ignored) &&
+  if (!faults_.is(Fault::rope_freq_factors_ignored) &&
       !(faults_.is(Fault::rope_scaling_ignored) && c_.rope_scaling.type == RopeScalingType::longrope))
-    rope.freq_factors = w_.rope_factors.at(factors).as<float>();
+    rope.freq_factors = rope_factors_;
   // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
   if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
   rope.x = k;

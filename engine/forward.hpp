@@ -70,6 +70,7 @@ private:
   const EngineWeights& w_;
   const ModelConfig& c_;
   int n_ctx_;
+  const float* rope_factors_ = nullptr;  // on the device: the RoPE frequency factors this run's context takes
   ElemType precision_;                   // what activations are stored as
   bool int8_activations_;                // precision q8
   FaultSwitch faults_;

@@ -35,6 +35,7 @@ void project(const Matrix& W, const T* x, T* y) {
 template <typename T>
 Forward<T>::Forward(const Weights& weights, int n_ctx, TraceWriter* trace)
     : w_(weights), c_(weights.config), n_ctx_(n_ctx), trace_(trace) {
+  if (const char* tensor = c_.rope_factors_tensor(n_ctx)) rope_factors_ = w_.rope_factors.at(tensor).data();
   const auto layers = static_cast<std::size_t>(c_.n_layer);
   const auto kv_row = static_cast<std::size_t>(c_.kv_dim());
   k_cache_.assign(layers * static_cast<std::size_t>(n_ctx) * kv_row, T(0));
@@ -127,8 +128,7 @@ void Forward<T>::attention_block(int l, int p) {
     record("attn_k_norm", l, p, k_.data(), {KV});
   }
 
-  const char* factors_tensor = c_.rope_factors_tensor(n_ctx_);
-  const float* factors = factors_tensor ? w_.rope_factors.at(factors_tensor).data() : nullptr;
+  const float* factors = rope_factors_;
   rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
   rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
   record("attn_q.rope", l, p, q_.data(), {Q});

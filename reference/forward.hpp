@@ -38,6 +38,7 @@ private:
   const Weights& w_;
   const ModelConfig& c_;
   int n_ctx_;
+  const float* rope_factors_ = nullptr;  // the RoPE frequency factors this run's context takes, if any
   TraceWriter* trace_;
 
   // The KV cache: [n_layer][n_ctx][kv_dim], keys after RoPE.
