@@ -51,6 +51,9 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
       ->capture_default_str();
   cmd->add_option("--head-dim", opt->spec.head_dim,
                   "Head width, written as attention.key_length (default: n_embd / n_head)");
+  cmd->add_option("--rope-dim", opt->spec.n_rot,
+                  "Dimensions of each head RoPE rotates, written as rope.dimension_count (default: all; "
+                  "Phi-4-mini rotates 96 of 128)");
   cmd->add_option("--rope-base", opt->spec.rope_freq_base,
                   "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
   cmd->add_option("--rope-scaling", opt->rope_scaling,

@@ -32,7 +32,9 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "qwen3, YaRN RoPE scaling x4 (Qwen3 128k)": ["--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn"],
     # A run within the original context of 256 (8192 / 32): the short factors, in llama.cpp too (it
     # pads its context to 256 before it chooses).
-    "phi3, LongRoPE (Phi-3.5, Phi-4-mini)": ["--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope"],
+    "phi3, LongRoPE (Phi-3.5)": ["--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope"],
+    "phi3, LongRoPE on 12 dimensions of each head, tied head (Phi-4-mini)": [
+        "--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope", "--rope-dim", "12", "--tied"],
 }
 TYPES = {  # every tensor type tapdiff reads
     "F32": [],

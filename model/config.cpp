@@ -220,6 +220,9 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.n_rot = optional_int(f, p + "rope.dimension_count", c.head_dim);
   require(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f, p + "rope.dimension_count",
           fmt::format("expected an even count <= head_dim {}, got {}", c.head_dim, c.n_rot));
+  require(c.n_rot == c.head_dim || traits->arch != Arch::llama, f, p + "rope.dimension_count",
+          fmt::format("expected head_dim {} (llama rotates whole heads; llama.cpp refuses any other count), got {}",
+                      c.head_dim, c.n_rot));
   // llama.cpp's default when the key is absent (stories260K has none).
   const double base = f.get_float_opt(p + "rope.freq_base").value_or(10000.0);
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",

@@ -7,11 +7,12 @@ model's own modules, and the trace written with tapdiff_trace.py.
 `tapdiff run --backend transformers` runs this module with build/venv's Python.
 
 Where each tap comes from (docs/taps.md, "transformers"): module outputs through forward
-hooks (q_proj, k_proj, v_proj, o_proj, the norms, gate_proj, up_proj, down_proj, lm_head), module
-inputs through pre-hooks (o_proj's input is attn.out, down_proj's ffn.act,
-post_attention_layernorm's resid.attn), the rotary application by wrapping the modeling
-module's apply_rotary_pos_emb, attn.probs from the eager attention's weights, and kv.k / kv.v
-read back from the cache after each step. transformers un-permutes llama's Q and K weights when
+hooks (q_proj, k_proj, v_proj or phi3's qkv_proj split, q_norm, k_norm, o_proj, the norms,
+gate_proj, up_proj or phi3's gate_up_proj split, down_proj), module inputs through pre-hooks
+(o_proj's input is attn.out, down_proj's ffn.act, the FFN's norm's resid.attn), the rotary
+application by wrapping the modeling module's apply_rotary_pos_emb, attn.probs from the eager
+attention's weights, kv.k / kv.v read back from the cache after each step, and the logits the
+model returns (gemma's soft-capped ones). transformers un-permutes llama's Q and K weights when
 it loads a GGUF (its rotary pairs dimension i with i + head_dim/2; llama.cpp's with 2i + 1), so
 for llama the Q and K taps are permuted back into the catalogue's (GGUF) order, and the trace
 says so in /producer_settings.
@@ -30,7 +31,10 @@ import numpy as np
 
 from tapdiff_trace import TraceWriter
 
-ARCHS = ("llama", "qwen2")  # model types whose module layout this producer knows
+# GGUF architecture -> the model type transformers loads it as, for those whose modules this
+# producer knows. (Mixtures of experts are not among them: transformers fuses its experts.)
+ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2",
+         "gemma3": "gemma3_text"}
 
 
 class InputError(Exception):
@@ -63,6 +67,7 @@ class Recorder:
         config = model.config
         self.model_type = config.model_type
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        q_width, kv_width = config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim
         self.permute_qk = self.model_type == "llama"
         self.step: Dict[Tuple[str, int], np.ndarray] = {}
         self.layer = -1  # the decoder layer running, for the rotary wrapper
@@ -73,21 +78,37 @@ class Recorder:
             attn, mlp = block.self_attn, block.mlp
             self.handles.append(attn.register_forward_pre_hook(self.entering(layer)))
             self.hook_output(block.input_layernorm, "attn_norm", layer)
-            self.hook_output(attn.q_proj, "attn_q", layer)
-            self.hook_output(attn.k_proj, "attn_k", layer)
-            self.hook_output(attn.v_proj, "attn_v", layer)
+            if hasattr(attn, "qkv_proj"):  # phi3
+                self.hook_split(attn.qkv_proj, {"attn_q": q_width, "attn_k": kv_width, "attn_v": kv_width}, layer)
+            else:
+                self.hook_output(attn.q_proj, "attn_q", layer)
+                self.hook_output(attn.k_proj, "attn_k", layer)
+                self.hook_output(attn.v_proj, "attn_v", layer)
+            if hasattr(attn, "q_norm"):  # qwen3 on (1, n, heads, head_dim), gemma3 on (1, heads, n, head_dim)
+                heads_first = self.model_type == "gemma3_text"
+                self.hook_heads(attn.q_norm, "attn_q_norm", layer, heads_first)
+                self.hook_heads(attn.k_norm, "attn_k_norm", layer, heads_first)
             self.handles.append(attn.register_forward_hook(self.attention_weights(layer)))
             self.hook_input(attn.o_proj, "attn.out", layer)
             self.hook_output(attn.o_proj, "attn_output", layer)
-            self.hook_input(block.post_attention_layernorm, "resid.attn", layer)
-            self.hook_output(block.post_attention_layernorm, "ffn_norm", layer)
-            self.hook_output(mlp.gate_proj, "ffn_gate", layer)
-            self.hook_output(mlp.up_proj, "ffn_up", layer)
+            if hasattr(block, "pre_feedforward_layernorm"):  # gemma: a norm on each block's output too
+                self.hook_output(block.post_attention_layernorm, "attn_post_norm", layer)
+                ffn_norm = block.pre_feedforward_layernorm
+                self.hook_output(block.post_feedforward_layernorm, "ffn_post_norm", layer)
+            else:
+                ffn_norm = block.post_attention_layernorm
+            self.hook_input(ffn_norm, "resid.attn", layer)
+            self.hook_output(ffn_norm, "ffn_norm", layer)
+            if hasattr(mlp, "gate_up_proj"):  # phi3
+                self.hook_split(mlp.gate_up_proj, {"ffn_gate": config.intermediate_size,
+                                                   "ffn_up": config.intermediate_size}, layer)
+            else:
+                self.hook_output(mlp.gate_proj, "ffn_gate", layer)
+                self.hook_output(mlp.up_proj, "ffn_up", layer)
             self.hook_input(mlp.down_proj, "ffn.act", layer)
             self.hook_output(mlp.down_proj, "ffn_down", layer)
             self.hook_output(block, "resid.ffn", layer)
         self.hook_output(inner.norm, "output_norm", -1)
-        self.hook_output(model.lm_head, "output", -1)
         # The rotary application is a function, not a module: wrap the modeling module's.
         self.modeling = importlib.import_module(type(model).__module__)
         self.apply_rotary = self.modeling.apply_rotary_pos_emb
@@ -111,6 +132,20 @@ class Recorder:
     def hook_output(self, module, name, layer):
         def hook(_module, _inputs, output):
             self.keep(name, layer, self.rows(output[0] if isinstance(output, tuple) else output))
+        self.handles.append(module.register_forward_hook(hook))
+
+    def hook_heads(self, module, name, layer, heads_first: bool):
+        def hook(_module, _inputs, output):
+            self.keep(name, layer, self.rows(output.transpose(1, 2) if heads_first else output))
+        self.handles.append(module.register_forward_hook(hook))
+
+    def hook_split(self, module, widths: Dict[str, int], layer):
+        """One fused projection's output, split into the taps its parts are (in GGUF's order)."""
+        def hook(_module, _inputs, output):
+            rows, at = self.rows(output), 0
+            for name, width in widths.items():
+                self.keep(name, layer, rows[:, at:at + width])
+                at += width
         self.handles.append(module.register_forward_hook(hook))
 
     def hook_input(self, module, name, layer):
@@ -142,8 +177,10 @@ class Recorder:
             self.step[("attn.probs", layer)] = rows
         return hook
 
-    def record(self, cache, first: int, n: int):
-        """Writes the step's taps (positions first .. first + n - 1) and the cache rows it wrote."""
+    def record(self, cache, logits, first: int, n: int):
+        """Writes the step's taps (positions first .. first + n - 1), the cache rows it wrote and the
+        logits the model returned (after gemma's soft-capping, which its lm_head does not apply)."""
+        self.keep("output", -1, self.rows(logits))
         for layer, cached in enumerate(cache.layers):
             for name, t in (("kv.k", cached.keys), ("kv.v", cached.values)):
                 self.keep(name, layer, self.rows(t[:, :, first:first + n].transpose(1, 2)))
@@ -158,38 +195,96 @@ class Recorder:
 def rope_theta(config) -> float:
     """transformers 5 keeps it in rope_parameters, earlier versions as rope_theta."""
     parameters = getattr(config, "rope_parameters", None) or {}
+    parameters = parameters.get("full_attention", parameters)  # gemma3's global layers'
     return float(parameters.get("rope_theta", getattr(config, "rope_theta", 0.0)) or 0.0)
 
 
-def set_rope_scaling(config, model_path: str) -> None:
-    """transformers' GGUF loader reads no rope.scaling.* key for llama or qwen2 (only gpt-oss's):
-    the GGUF's linear or YaRN scaling goes into the config here, or the run would rotate as if the
-    model had none. The keys are read as llama.cpp reads them (model/config.cpp)."""
-    import gguf
-    reader = gguf.GGUFReader(model_path)
-    arch = reader.fields["general.architecture"].contents()
+class GgufKeys:
+    """The `{arch}.*` metadata of a GGUF, and its small tensors, read without loading the weights."""
 
-    def key(name, default=None):
-        field = reader.fields.get(f"{arch}.{name}")
+    def __init__(self, model_path: str):
+        import gguf
+        self.path = model_path
+        self.reader = gguf.GGUFReader(model_path)
+        self.arch = self.reader.fields["general.architecture"].contents()
+
+    def get(self, name, default=None):
+        field = self.reader.fields.get(f"{self.arch}.{name}")
         return default if field is None else field.contents()
 
-    kind = key("rope.scaling.type", "linear")
-    factor = key("rope.scaling.factor", key("rope.scale_linear", 0.0))
+    def tensor(self, name):
+        for t in self.reader.tensors:
+            if t.name == name:
+                return [float(x) for x in np.asarray(t.data, dtype=np.float32).reshape(-1)]
+        return None
+
+
+def rope_scaling(keys: GgufKeys, config) -> dict:
+    """The GGUF's RoPE scaling as transformers' rope parameters, read as llama.cpp reads the keys
+    (model/config.cpp); {} for none."""
+    if keys.arch == "phi3" and keys.tensor("rope_factors_long.weight") is not None:
+        original = int(keys.get("rope.scaling.original_context_length", keys.get("context_length")))
+        parameters = {"rope_type": "longrope", "short_factor": keys.tensor("rope_factors_short.weight"),
+                      "long_factor": keys.tensor("rope_factors_long.weight"),
+                      "original_max_position_embeddings": original}
+        if keys.get("rope.scaling.attn_factor") is not None:
+            parameters["attention_factor"] = float(keys.get("rope.scaling.attn_factor"))
+        config.original_max_position_embeddings = original
+        return parameters
+    kind = keys.get("rope.scaling.type", "linear")
+    factor = keys.get("rope.scaling.factor", keys.get("rope.scale_linear", 0.0))
     if kind == "none" or factor in (0.0, 1.0):
-        return
+        return {}
     if kind not in ("linear", "yarn"):
-        raise InputError(f"{model_path}: {arch}.rope.scaling.type: expected none, linear or yarn, got {kind}")
+        raise InputError(f"{keys.path}: {keys.arch}.rope.scaling.type: expected none, linear or yarn, got {kind}")
     parameters = {"rope_type": kind, "factor": float(factor)}
     if kind == "yarn":
-        parameters["original_max_position_embeddings"] = int(key("rope.scaling.original_context_length",
-                                                                 key("context_length")))
+        parameters["original_max_position_embeddings"] = int(keys.get("rope.scaling.original_context_length",
+                                                                      keys.get("context_length")))
         for name, hf in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
-            if key(f"rope.scaling.{name}") is not None:
-                parameters[hf] = float(key(f"rope.scaling.{name}"))
-    if hasattr(config, "rope_parameters"):  # transformers 5
-        config.rope_parameters = {**(config.rope_parameters or {}), **parameters}
-    else:
-        config.rope_scaling = parameters
+            if keys.get(f"rope.scaling.{name}") is not None:
+                parameters[hf] = float(keys.get(f"rope.scaling.{name}"))
+    return parameters
+
+
+def complete_config(config, model_path: str) -> Dict[str, str]:
+    """What transformers' GGUF loader leaves out of the config, filled from the GGUF as llama.cpp
+    reads it: the head width (`attention.key_length`, read for gemma only), Phi's partial rotation
+    (`rope.dimension_count`), Gemma 2's soft-caps, the attention scale (gemma's
+    query_pre_attn_scalar: 1/sqrt(head_dim) in llama.cpp and tapdiff) and the RoPE scaling
+    (transformers reads none for these architectures). Without them transformers runs another model:
+    wrong shapes at best, at worst the same shapes rotated or scaled otherwise. Returns what it set,
+    for the trace's settings."""
+    keys = GgufKeys(model_path)
+    filled = {}
+
+    def put(name, value):
+        if getattr(config, name, None) != value:
+            setattr(config, name, value)
+            filled[name] = value
+
+    head_dim = int(keys.get("attention.key_length", config.hidden_size // config.num_attention_heads))
+    put("head_dim", head_dim)
+    if config.model_type.startswith("gemma"):
+        put("query_pre_attn_scalar", head_dim)
+    if config.model_type == "gemma2":
+        put("attn_logit_softcapping", float(keys.get("attn_logit_softcapping", 50.0)))
+        put("final_logit_softcapping", float(keys.get("final_logit_softcapping", 30.0)))
+    parameters = getattr(config, "rope_parameters", None)
+    if parameters is None:
+        raise InputError(f"{model_path}: transformers {__import__('transformers').__version__} keeps no "
+                         "rope_parameters in its config; this producer is written for transformers 5")
+    # Gemma 3 keeps one set per layer type; the scaling is the global layers' (model/config.cpp).
+    rope = parameters.get("full_attention", parameters)
+    rotated = int(keys.get("rope.dimension_count", head_dim))
+    if rotated != head_dim:
+        rope["partial_rotary_factor"] = rotated / head_dim
+        filled["partial_rotary_factor"] = rotated / head_dim
+    scaling = rope_scaling(keys, config)
+    if scaling:
+        rope.update(scaling)
+        filled["rope_scaling"] = scaling["rope_type"]
+    return {name: str(value) for name, value in filled.items()}
 
 
 def load(model_path: str):
@@ -211,10 +306,10 @@ def load(model_path: str):
     except Exception as e:  # transformers raises many kinds for a GGUF it cannot read
         raise InputError(f"{model_path}: transformers could not load the model: {e}") from e
     # Before the weights: transformers' loader fails on other layouts with messages about sizes.
-    if config.model_type not in ARCHS:
+    if config.model_type not in ARCHS.values():
         raise InputError(f"{model_path}: general.architecture: transformers loads it as {config.model_type}; "
                          f"this producer records {', '.join(ARCHS)}")
-    set_rope_scaling(config, model_path)
+    notes.update(complete_config(config, model_path))
     try:
         # llama2.c's exports store "no padding token" as (uint32) -1, which nn.Embedding
         # refuses; the padding index only matters to training.
@@ -250,24 +345,28 @@ def run(model_path: str, tokens: List[int], n_predict: int, output: str, logits_
             "n_vocab": c.vocab_size, "n_ctx": n_ctx}
     settings = {"torch": torch.__version__, "dtype": "float32", "attn_implementation": "eager",
                 "qk_layout": "permuted from transformers' half-split heads to GGUF order" if c.model_type == "llama"
-                else "as loaded (GGUF order)", **notes}
+                else "as loaded (GGUF order)", **{f"config.{k}" if k != "pad_token_id" else k: v
+                                                   for k, v in notes.items()}}
     out = list(tokens)
     with TraceWriter(output, producer="transformers", producer_version=f"transformers {transformers.__version__}",
                      model_path=model_path, model_sha256=sha256_of(model_path),
-                     hparams={"arch": c.model_type, "n_layer": c.num_hidden_layers,
+                     hparams={"arch": next(a for a, t in ARCHS.items() if t == c.model_type),
+                              "n_layer": c.num_hidden_layers,
                               "rope_freq_base": rope_theta(c),
                               "rms_eps": float(c.rms_norm_eps)},
                      precision="f32", prompt_length=len(tokens), tokens=tokens, dims=dims,
                      settings=settings) as trace:
         recorder = Recorder(model, trace, n_ctx, logits_all)
         try:
-            cache = transformers.DynamicCache(config=c)
+            # Full layers only: a sliding layer's cache drops the rows past its window, whose kv.k
+            # and kv.v the trace holds too. The window is the attention mask's, made from the config.
+            cache = transformers.DynamicCache()
             feed, first = list(tokens), 0
             with torch.no_grad():
                 while True:
                     result = model(input_ids=torch.tensor([feed]), cache=cache, use_cache=True,
                                    position_ids=torch.arange(first, first + len(feed)).unsqueeze(0))
-                    recorder.record(cache, first, len(feed))
+                    recorder.record(cache, result.logits, first, len(feed))
                     first += len(feed)
                     if len(out) < n_ctx:
                         out.append(int(result.logits[0, -1].argmax()))

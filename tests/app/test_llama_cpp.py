@@ -52,6 +52,9 @@ FIXTURES = {
     "qwen3-q8_0-yarn": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--rope-scaling", "yarn"],
     # Phi-3.5's LongRoPE over an original context of 256 (8192 / 32): a run within it takes the short factors.
     "phi3-f32-longrope": ["--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope"],
+    # Phi-4-mini: that, with 3/4 of each head rotated (12 of 16 dimensions) and a tied head.
+    "phi4mini-q8_0": ["--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope", "--rope-dim", "12", "--tied",
+                      "--type", "Q8_0"],
     # phi3: q/k/v fused in attn_qkv, gate/up in ffn_up (llama.cpp's fused MUL_MATs split into taps).
     "phi3-f32": ["--arch", "phi3", "--n-layer", "3"],
     "phi3-q4_k": ["--arch", "phi3", *K_SHAPE, "--type", "Q4_K"],

@@ -1,7 +1,9 @@
 """tapdiff run --backend transformers: the GGUF loaded by Hugging Face transformers (float32,
 eager attention), every catalogue tap recorded from its modules and its cache, diffed against
 tapdiff's reference: PASS at the f32 profile with every tap of every layer compared, llama's
-Q and K put back in GGUF order; bad input is exit 2."""
+Q and K put back in GGUF order, what transformers' GGUF loader leaves out of the config (head
+width, partial rotation, soft-caps, attention scale, RoPE scaling) filled from the GGUF; bad
+input is exit 2."""
 import json
 import os
 import subprocess
@@ -22,7 +24,20 @@ FIXTURES = {
     # transformers' GGUF loader reads no RoPE scaling for llama or qwen2: the producer sets it.
     "llama-f32-linear": ["--arch", "llama", "--rope-scaling", "linear", "--rope-scaling-factor", "4"],
     "qwen2-f32-yarn": ["--arch", "qwen2", "--rope-scaling", "yarn"],
+    # Real Qwen3 heads are wider than n_embd / n_head: transformers reads no key_length for qwen3.
+    "qwen3-f32-wide-heads-yarn": ["--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn"],
+    # Phi-4-mini: 3/4 of each head rotated, LongRoPE (the run's 14 positions within the original
+    # context 16: the short factors), a tied head; and Phi-3.5 past its original context (4).
+    "phi3-q8_0-partial-longrope": ["--arch", "phi3", "--type", "Q8_0", "--rope-dim", "12", "--tied",
+                                   "--rope-scaling", "longrope"],
+    "phi3-f32-longrope-long": ["--arch", "phi3", "--rope-scaling", "longrope", "--rope-scaling-factor", "128"],
+    # Soft-capped scores and logits, every other layer sliding over 4 keys, norms 1 + w.
+    "gemma2-q8_0": ["--arch", "gemma2", "--type", "Q8_0"],
+    # Five sliding layers (base 1e4, unscaled) to one global one (base 1e6, linear 8), q/k norm.
+    "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
 }
+# Taps each layer records beyond the 19 every architecture has: q/k norm, gemma's post-norms.
+EXTRA_TAPS = {"qwen3": 2, "gemma2": 2, "gemma3": 4}
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
 
@@ -64,7 +79,7 @@ def test_transformers_passes_against_the_reference(tmp_path, fixture):
         positions, _ = t.read("output", -1)
         assert list(positions) == list(range(8 + N_PREDICT - 1))  # --logits all
     # Every catalogue tap, the cache read-backs and the softmax weights (and their summary) included.
-    assert len(report["taps"]) == 3 + 19 * n_layer
+    assert len(report["taps"]) == 3 + (19 + EXTRA_TAPS.get(arch, 0)) * n_layer
     assert permuted == (arch == "llama")
     assert not [f for f in report["findings"] if f["kind"] != "metadata"], report["findings"]
 
@@ -98,15 +113,26 @@ def test_bad_input_is_exit_2(tmp_path):
         assert (needle or "-o") in p.stderr, (options, p.stderr)
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma2"])
-def test_an_architecture_the_producer_does_not_record_is_refused_by_name(tmp_path, arch):
-    """Before loading the weights, whose loader would fail with messages about tensor sizes."""
-    model = tmp_path / f"{arch}.gguf"
-    assert tapdiff("fixture", "--arch", arch, "-o", model).returncode == 0
+def test_an_architecture_the_producer_does_not_record_is_refused_by_name(tmp_path):
+    """Before loading the weights: transformers fuses qwen3moe's experts, whose taps it cannot hook."""
+    model = tmp_path / "qwen3moe.gguf"
+    assert tapdiff("fixture", "--arch", "qwen3moe", "-o", model).returncode == 0
     p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", "1,2", "-o", tmp_path / "x.h5")
     assert p.returncode == 2, p.stderr
-    assert f"transformers loads it as {arch}; this producer records llama, qwen2" in p.stderr, p.stderr
-    assert "size mismatch" not in p.stderr.lower()
+    assert ("transformers loads it as qwen3_moe; this producer records llama, qwen2, qwen3, phi3, gemma2, gemma3"
+            in p.stderr), p.stderr
+    assert "size mismatch" not in p.stderr.lower() and not (tmp_path / "x.h5").exists()
+
+
+def test_what_the_gguf_loader_leaves_out_is_filled_and_named(tmp_path):
+    """The trace's settings say which config fields the producer set from the GGUF."""
+    model, hf = tmp_path / "m.gguf", tmp_path / "hf.h5"
+    assert tapdiff("fixture", *FIXTURES["phi3-q8_0-partial-longrope"], "-o", model).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", "1,2", "-n", 1, "-o", hf)
+    assert p.returncode == 0, p.stderr
+    with TraceReader(str(hf)) as t:
+        assert t.settings["config.partial_rotary_factor"] == "0.75", t.settings
+        assert t.settings["config.rope_scaling"] == "longrope", t.settings
 
 
 def test_weights_the_gguf_does_not_fill_are_refused_not_initialized_at_random(tmp_path):
@@ -118,3 +144,21 @@ def test_weights_the_gguf_does_not_fill_are_refused_not_initialized_at_random(tm
     assert p.returncode == 2, p.stderr
     assert "transformers found no weights for 6 of the llama model's parameters" in p.stderr, p.stderr
     assert "initialized at random" in p.stderr and not (tmp_path / "x.h5").exists()
+
+
+def test_transformers_chooses_longrope_factors_per_call_and_diff_names_it(tmp_path):
+    """transformers picks LongRoPE's factors for each forward call by its last position; llama.cpp and
+    tapdiff once for the run. A prompt within the original context (8) whose generation passes it
+    is prefilled with the short factors there, with the long ones here: diff names exactly that."""
+    model, ref, hf = tmp_path / "m.gguf", tmp_path / "ref.h5", tmp_path / "hf.h5"
+    assert tapdiff("fixture", "--arch", "phi3", "--rope-scaling", "longrope", "--rope-scaling-factor", "64",
+                   "-o", model).returncode == 0
+    assert tapdiff("run", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "-o", ref).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT, "-o", hf)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(tapdiff("diff", ref, hf, "--format", "json").stdout)
+    first = report["first_divergence"]
+    assert (first["name"], first["layer"], first["position"]) == ("attn_q.rope", 0, 1), first
+    assert report["diagnosis"]["evidence"] == "reproduced", report["diagnosis"]
+    assert report["diagnosis"]["variant"] == ("LongRoPE's short factors instead of the long ones "
+                                              "(the run's 14 positions are past the original context 8)")

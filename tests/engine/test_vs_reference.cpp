@@ -65,6 +65,14 @@ std::vector<FixtureCase> fixture_cases() {
          s.n_ctx_train = 2048;
          return s;
        }()},
+      // Phi-4-mini's head: 3/4 of each head rotated (pairs i, i + 6 of the first 12 dimensions),
+      // LongRoPE's factors for those pairs only, a tied head.
+      {"phi4mini_partial_longrope_Q8_0", [] {
+         FixtureSpec s = rope_scaled(phi3_spec(GgmlType::Q8_0), RopeScalingType::longrope);
+         s.n_rot = 12;
+         s.tied_output = true;
+         return s;
+       }()},
   };
 }
 

@@ -140,6 +140,9 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
        "cfg.gguf: llama.attention.layer_norm_rms_epsilon: expected a number, got string"},
       {"rope dims odd", "llama.rope.dimension_count", GgufValue::u32(7), false,
        "cfg.gguf: llama.rope.dimension_count: expected an even count <= head_dim 16, got 7"},
+      {"llama rotating part of each head", "llama.rope.dimension_count", GgufValue::u32(8), false,
+       "cfg.gguf: llama.rope.dimension_count: expected head_dim 16 (llama rotates whole heads; llama.cpp refuses "
+       "any other count), got 8"},
       {"vocab size disagrees", "tokenizer.ggml.tokens", GgufValue::strings({"a", "b"}), false,
        "cfg.gguf: tokenizer.ggml.tokens: expected 320 tokens (token_embd.weight rows), got 2"},
   };

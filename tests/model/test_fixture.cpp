@@ -86,6 +86,16 @@ TEST(Fixture, BadShapesAreRejected) {
   spec = FixtureSpec{};
   spec.n_vocab = 100;
   EXPECT_THROW(build_fixture(spec), std::invalid_argument);
+  spec = FixtureSpec{};
+  spec.arch = Arch::phi3;
+  for (int n_rot : {7, 18, -2}) {
+    spec.n_rot = n_rot;
+    EXPECT_THROW(build_fixture(spec), std::invalid_argument) << n_rot;
+  }
+  spec.n_rot = 12;
+  EXPECT_NO_THROW(build_fixture(spec));
+  spec.arch = Arch::llama;  // llama.cpp refuses a partial rotation for llama
+  EXPECT_THROW(build_fixture(spec), std::invalid_argument);
 }
 
 std::vector<std::string> strings(const GgufFile& f, const char* key) {
