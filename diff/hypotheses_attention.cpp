@@ -157,7 +157,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                         : name == "attn.probs.summary" ? Output::summary
                                                        : Output::attn_out;
   const auto kv_dim = static_cast<std::size_t>(c.kv_dim());
-  const float right_scale = 1.0f / std::sqrt(float(c.head_dim));
+  const float right_scale = c.attn_scale();
   struct Setup {
     CacheReplay cache;
     float scale;
@@ -550,7 +550,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   // named together, as no trace tells them apart.
   // (n_embd / n_head: the head width a config without head_dim defaults to; kv_dim / n_head: the
   // head width taken from the K cache's row over the query heads.)
-  const std::pair<const char*, int> dims[] = {{"n_embd", c.n_embd},
+  // The model's own scale is 1/sqrt(head_dim), or Gemma 27B's 1/sqrt(n_embd / n_head) (ModelConfig).
+  const std::string right_name = c.attn_scale_dim == c.head_dim ? "head_dim" : "n_embd / n_head";
+  const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim},
+                                              {"n_embd", c.n_embd},
                                               {"n_head", c.n_head},
                                               {"kv_dim", c.kv_dim()},
                                               {"n_rot", c.n_rot},
@@ -565,14 +568,15 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   for (std::size_t i = 0; i < std::size(dims); ++i) {
     const int n = dims[i].second;
     const bool named_before = std::any_of(dims, dims + i, [n](const auto& d) { return d.second == n; });
-    if (n > 0 && n != c.head_dim && !named_before)
-      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt(head_dim)", names_of(n), n),
+    if (n > 0 && n != c.attn_scale_dim && !named_before)
+      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt({})", names_of(n), n,
+                         right_name),
              1.0f / std::sqrt(float(n)));
   }
   const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
   const auto dim_text = [&](float scale) {
     for (const auto& [what, n] : dims)
-      if (n > 0 && n != c.head_dim && near(scale, 1 / std::sqrt(double(n))))
+      if (n > 0 && n != c.attn_scale_dim && near(scale, 1 / std::sqrt(double(n))))
         return fmt::format(" = 1/sqrt({}) = 1/sqrt({})", names_of(n), n);
     return std::string();
   };
@@ -594,9 +598,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                  : "";
     s = right;
     s.scale = float(*k) * right_scale;
-    out.push_back({fmt::format("scores scaled by {:.4g} = {:.4g} x 1/sqrt(head_dim) (fitted to the actual "
+    out.push_back({fmt::format("scores scaled by {:.4g} = {:.4g} x 1/sqrt({}) (fitted to the actual "
                                "probabilities){}",
-                               s.scale, *k, why),
+                               s.scale, *k, right_name, why),
                    "attention-scale", false, replay(s)});
     out.back().fitted = true;
   }
@@ -610,9 +614,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     if (k_decode && !near(*k_decode, 1)) {
       s = right;
       s.decode_scale = float(*k_decode) * right_scale;
-      out.push_back({fmt::format("decode steps' scores scaled by {:.4g}{} = {:.4g} x 1/sqrt(head_dim), the prompt's "
+      out.push_back({fmt::format("decode steps' scores scaled by {:.4g}{} = {:.4g} x 1/sqrt({}), the prompt's "
                                  "right (fitted at the first decode step): the decode kernel's own scale",
-                                 s.decode_scale, dim_text(s.decode_scale), *k_decode),
+                                 s.decode_scale, dim_text(s.decode_scale), *k_decode, right_name),
                      "attention-scale", false, replay(s)});
       out.back().fitted = true;
     }

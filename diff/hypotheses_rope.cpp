@@ -180,11 +180,11 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   if (in.baseline_only) return;
   if (is_q)
-    out.push_back({"the rotated q times 1/sqrt(head_dim): q pre-scaled as a fused attention kernel expects, by an "
-                   "engine whose attention scales the scores again",
+    out.push_back({"the rotated q times the attention scale: q pre-scaled as a fused attention kernel expects, by "
+                   "an engine whose attention scales the scores again",
                    "attention-scale", false, [rotated = rotate(at_p, base, right), c](std::int64_t p) {
                      Row y = rotated(p);
-                     for (float& v : y) v /= std::sqrt(float(c.head_dim));
+                     for (float& v : y) v *= c.attn_scale();
                      return y;
                    }});
   // q's RoPE given K's head count: it reads the batch as rows of n_head_kv heads, so head slot j

@@ -30,6 +30,7 @@ HParams trace_hparams(const ModelConfig& c) {
   if (c.rope_scaling.scales()) h["rope_scaling"] = rope_scaling_name(c.rope_scaling.type);
   if (c.rope_scaling.type == RopeScalingType::linear || c.rope_scaling.type == RopeScalingType::yarn)
     h["rope_scaling_factor"] = double(c.rope_scaling.factor);
+  if (c.attn_scale_dim != c.head_dim) h["attn_scale_dim"] = std::int64_t(c.attn_scale_dim);
   return h;
 }
 

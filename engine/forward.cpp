@@ -292,7 +292,7 @@ void Forward::attention_block(int l, int p0, int n) {
   // an index, not a count: the step's last row misses its own key.
   if (faults_.is(Fault::attn_keys_off_by_one)) at.n_keys = cache_.visible_keys(n) - 1;
   at.probs_stride = cache_.capacity();
-  at.scale = 1.0f / sqrtf(float(D));
+  at.scale = c_.attn_scale();
   at.softcap = c_.attn_softcap;
   // Fault attn-softcap-missing: Gemma 2 run without its attention logit soft-cap.
   if (faults_.is(Fault::attn_softcap_missing)) at.softcap = 0.0f;

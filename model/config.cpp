@@ -212,6 +212,8 @@ ModelConfig load_model_config(const GgufFile& f) {
           p + (has_key_length ? "attention.key_length" : "attention.head_count"),
           fmt::format("expected head_count × key_length to fit in 32 bits, got {} × {}", c.n_head,
                       c.head_dim));
+  const bool gemma_27b = (c.arch == Arch::gemma2 && c.n_layer == 46) || (c.arch == Arch::gemma3 && c.n_layer == 62);
+  c.attn_scale_dim = gemma_27b ? c.n_embd / c.n_head : c.head_dim;
   const int value_length = optional_int(f, p + "attention.value_length", c.head_dim);
   require(value_length == c.head_dim, f, p + "attention.value_length",
           fmt::format("expected key_length {} (separate value widths are not supported), got {}",

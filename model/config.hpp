@@ -3,6 +3,7 @@
 // the shapes each must have.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +37,11 @@ struct ModelConfig {
   int n_vocab = 0;
   int n_ctx_train = 0;
   int n_rot = 0;      // dimensions of each head that RoPE rotates
+  // Scores are q·k / sqrt(attn_scale_dim): head_dim, except Gemma 2 and 3 27B's n_embd / n_head
+  // (query_pre_attn_scalar 144 and 168), which no GGUF key says: llama.cpp knows them by their
+  // layer counts, 46 and 62 (its models/gemma2.cpp, gemma3.cpp), and so does tapdiff.
+  int attn_scale_dim = 0;
+  float attn_scale() const { return 1.0f / std::sqrt(float(attn_scale_dim)); }
   float rope_freq_base = 10000.0f;
   RopePairing rope_pairing = RopePairing::norm;
   float rms_eps = 1e-5f;

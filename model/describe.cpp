@@ -59,6 +59,9 @@ std::string extras_text(const ModelConfig& c) {
   if (c.activation == Activation::gelu) parts.push_back("GeGLU");
   if (c.embed_scale) parts.push_back("embeddings times sqrt(n_embd)");
   if (c.post_norms) parts.push_back("post-attention and post-FFN norms");
+  if (c.attn_scale_dim != c.head_dim)
+    parts.push_back(fmt::format("scores scaled by 1/sqrt(n_embd / n_head) = 1/sqrt({}) (Gemma 27B, by its {} layers)",
+                                c.attn_scale_dim, c.n_layer));
   if (c.attn_softcap > 0) parts.push_back(fmt::format("attention soft-cap {:g}", c.attn_softcap));
   if (c.final_softcap > 0) parts.push_back(fmt::format("logit soft-cap {:g}", c.final_softcap));
   if (c.sliding_window > 0)
@@ -97,6 +100,7 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"n_vocab", c.n_vocab},
           {"n_ctx_train", c.n_ctx_train},
           {"n_rot", c.n_rot},
+          {"attn_scale_dim", c.attn_scale_dim},
           {"rope_freq_base", c.rope_freq_base},
           {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
           {"rms_eps", c.rms_eps},

@@ -244,7 +244,7 @@ class Replay:
         probs, out = np.zeros((H, width)), np.zeros((H, D))
         for h in range(H):
             g = h // (H // G)
-            s = softcap(K[:, g] @ q[h] / math.sqrt(D), hp["attn_softcap"])
+            s = softcap(K[:, g] @ q[h] / math.sqrt(hp.get("attn_scale_dim", D)), hp["attn_softcap"])
             e = np.exp(s - s.max())
             probs[h, first:p + 1] = e / e.sum()
             out[h] = probs[h, first:p + 1] @ V[:, g]

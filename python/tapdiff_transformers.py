@@ -251,7 +251,7 @@ def complete_config(config, model_path: str) -> Dict[str, str]:
     """What transformers' GGUF loader leaves out of the config, filled from the GGUF as llama.cpp
     reads it: the head width (`attention.key_length`, read for gemma only), Phi's partial rotation
     (`rope.dimension_count`), Gemma 2's soft-caps, the attention scale (gemma's
-    query_pre_attn_scalar: 1/sqrt(head_dim) in llama.cpp and tapdiff) and the RoPE scaling
+    query_pre_attn_scalar) and the RoPE scaling
     (transformers reads none for these architectures). Without them transformers runs another model:
     wrong shapes at best, at worst the same shapes rotated or scaled otherwise. Returns what it set,
     for the trace's settings."""
@@ -266,7 +266,10 @@ def complete_config(config, model_path: str) -> Dict[str, str]:
     head_dim = int(keys.get("attention.key_length", config.hidden_size // config.num_attention_heads))
     put("head_dim", head_dim)
     if config.model_type.startswith("gemma"):
-        put("query_pre_attn_scalar", head_dim)
+        # llama.cpp's rule (model/config.hpp, attn_scale_dim): n_embd / n_head for the 27B models,
+        # known by their layer counts; head_dim for the others.
+        gemma_27b = config.num_hidden_layers == (46 if config.model_type == "gemma2" else 62)
+        put("query_pre_attn_scalar", config.hidden_size // config.num_attention_heads if gemma_27b else head_dim)
     if config.model_type == "gemma2":
         put("attn_logit_softcapping", float(keys.get("attn_logit_softcapping", 50.0)))
         put("final_logit_softcapping", float(keys.get("final_logit_softcapping", 30.0)))

@@ -47,6 +47,8 @@ FIXTURES = {
     # gemma3: gemma2's layout without soft-caps, q/k norm, five sliding layers (RoPE base 1e4) to one global (1e6).
     "gemma3-f32": ["--arch", "gemma3", "--n-layer", "6"],
     "gemma3-q4_k": ["--arch", "gemma3", *K_SHAPE, "--type", "Q4_K"],
+    # Gemma 3 27B's attention scale, 1/sqrt(n_embd / n_head) (llama.cpp knows the model by its 62 layers).
+    "gemma3-f32-27b-scale": ["--arch", "gemma3", "--n-layer", "62", "--head-dim", "32"],
     # RoPE scaling: Gemma 3 4B+'s linear 8 on the global layer (5), Qwen3 128k's YaRN 4 (original context 128).
     "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
     "qwen3-q8_0-yarn": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--rope-scaling", "yarn"],

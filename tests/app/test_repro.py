@@ -224,3 +224,26 @@ def test_longrope_replays_with_the_factors_of_the_runs_context(tmp_path, n_predi
             np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
     numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
     assert numpy_fixed.returncode == 0, f"{factors} factors: {numpy_fixed.stdout}{numpy_fixed.stderr}"
+
+
+def test_gemma_27b_attention_replays_with_its_own_scale(tmp_path):
+    # Gemma 3 27B (62 layers) scales scores by 1/sqrt(n_embd / n_head), not 1/sqrt(head_dim):
+    # repro.py's attention takes the scale the trace's model declares, so a clean engine passes.
+    model = tmp_path / "gemma3.gguf"
+    tapdiff("fixture", "--arch", "gemma3", "--n-layer", "62", "--head-dim", "32", "-o", model, code=0)
+    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
+    tapdiff("run", "-m", model, *PROMPT, "-o", ref, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "--inject", "attn-scale", "-o", faulty, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "-o", clean, code=0)
+    repro = tmp_path / "repro"
+    tapdiff("repro", ref, faulty, "-o", repro, code=0)
+    manifest = json.loads((repro / "repro.json").read_text())
+    tap = manifest["finding"]["tap"]
+    assert tap == "blk.0.attn.probs", manifest["finding"]
+    assert python(repro / "repro.py").returncode == 1
+    recorded = rows_of(repro / "actual.h5", "attn.probs", 0)
+    clean_rows = rows_of(clean, "attn.probs", 0)
+    np.save(tmp_path / "clean.npy",
+            np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
+    numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
+    assert numpy_fixed.returncode == 0, numpy_fixed.stdout + numpy_fixed.stderr

@@ -35,6 +35,8 @@ FIXTURES = {
     "gemma2-q8_0": ["--arch", "gemma2", "--type", "Q8_0"],
     # Five sliding layers (base 1e4, unscaled) to one global one (base 1e6, linear 8), q/k norm.
     "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
+    # Gemma 2 27B's attention scale, 1/sqrt(n_embd / n_head): its 46 layers say so.
+    "gemma2-f32-27b-scale": ["--arch", "gemma2", "--n-layer", "46", "--head-dim", "32"],
 }
 # Taps each layer records beyond the 19 every architecture has: q/k norm, gemma's post-norms.
 EXTRA_TAPS = {"qwen3": 2, "gemma2": 2, "gemma3": 4}

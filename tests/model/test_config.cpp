@@ -113,6 +113,26 @@ void check_bad_metadata(const BadConfigCase (&cases)[N], const FixtureSpec& spec
   }
 }
 
+// Gemma 2 and 3 27B scale scores by 1/sqrt(n_embd / n_head), no key saying so: llama.cpp knows
+// them by their layer counts (46, 62). Every other model, by 1/sqrt(head_dim).
+TEST(ModelConfig, Gemma27BAttentionScaleByLayerCount) {
+  struct Case {
+    Arch arch;
+    int n_layer;
+    int scale_dim;
+  };
+  for (const Case& k : {Case{Arch::gemma2, 46, 16}, Case{Arch::gemma3, 62, 16}, Case{Arch::gemma2, 42, 32},
+                        Case{Arch::gemma3, 48, 32}, Case{Arch::gemma3, 46, 32}, Case{Arch::qwen3, 62, 32}}) {
+    FixtureSpec spec;
+    spec.arch = k.arch;
+    spec.n_layer = k.n_layer;
+    spec.head_dim = 32;  // n_embd 64 / 4 heads = 16
+    const ModelConfig c = load_model_config(parse(build_fixture(spec)));
+    EXPECT_EQ(c.attn_scale_dim, k.scale_dim) << arch_name(k.arch) << " " << k.n_layer;
+    EXPECT_FLOAT_EQ(c.attn_scale(), 1.0f / std::sqrt(float(k.scale_dim)));
+  }
+}
+
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
