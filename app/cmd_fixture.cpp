@@ -56,6 +56,9 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
                   "Phi-4-mini rotates 96 of 128)");
   cmd->add_option("--rope-base", opt->spec.rope_freq_base,
                   "RoPE frequency base (default: llama 1e4, llama3 5e5, qwen2 and qwen3 1e6)");
+  cmd->add_option("--rope-base-swa", opt->spec.rope_freq_base_swa,
+                  "gemma2, gemma3: the sliding layers' RoPE base, written as rope.freq_base_swa (default: no key; "
+                  "Gemma 2 rotates them at the model's base, Gemma 3 at 1e4)");
   cmd->add_option("--rope-scaling", opt->rope_scaling,
                   "RoPE scaling: linear (by 8, as Gemma 3 4B+: its global layers), yarn (by 4 with an original "
                   "context of --n-ctx / 4, as Qwen3's 128k GGUFs) or longrope (factor tensors over an original "

@@ -35,6 +35,26 @@ void require(bool ok, const GgufFile& f, const std::string& key, const std::stri
   if (!ok) throw InputError(f.path(), key, problem);
 }
 
+// `attention.sliding_window_pattern` as llama.cpp reads it: a period n (layer l slides when
+// l % n < n - 1; 1: no layer does), or one bool per layer, taken where it is such a period.
+int load_swa_period(const GgufFile& f, const std::string& p, int period, int n_layer) {
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  if (!v) return period;
+  if (v->type() != GgufValueType::ARRAY) return optional_int(f, key, period);
+  const auto& layers = v->as_array();
+  require(v->array_type() == GgufValueType::BOOL && layers.size() == std::size_t(n_layer), f, key,
+          fmt::format("expected {} bools, one per layer, got {}", n_layer, v->describe()));
+  for (int n = 1; n <= n_layer; ++n) {
+    bool periodic = true;
+    for (int l = 0; l < n_layer && periodic; ++l) periodic = layers[l].as_bool() == (l % n < n - 1);
+    if (periodic) return n;
+  }
+  throw InputError(f.path(), key,
+                   "expected a periodic pattern (layer l sliding when l % n < n - 1 for some n); tapdiff runs no "
+                   "other, got one that is not");
+}
+
 // `{arch}.rope.scaling.*` (and LongRoPE's factor tensors) as llama.cpp reads them: the type
 // defaults to linear and the factor to 1 (no scaling), the older `rope.scale_linear` stands for the
 // factor, "none" never scales. A setting tapdiff would have to guess at (YaRN's own magnitude rules,
@@ -240,8 +260,15 @@ ModelConfig load_model_config(const GgufFile& f) {
     }
   if (traits->swa_period > 0) {
     c.sliding_window = optional_int(f, p + "attention.sliding_window", 0);
-    c.swa_period = traits->swa_period;
+    c.swa_period = load_swa_period(f, p, traits->swa_period, c.n_layer);
+    // The converter writes the sliding layers' base from HF's rope_parameters["sliding_attention"];
+    // llama.cpp reads it for both Gemmas.
+    const std::string swa_base = p + "rope.freq_base_swa";
     c.rope_freq_base_swa = traits->rope_freq_base_swa;
+    if (const auto v = f.get_float_opt(swa_base)) {
+      require(std::isfinite(*v) && *v > 1.0, f, swa_base, fmt::format("expected a finite base > 1, got {}", *v));
+      c.rope_freq_base_swa = float(*v);
+    }
     c.rope_scaling_swa = traits->rope_scaling_swa;
     require(c.sliding_window <= c.n_ctx_train, f, p + "attention.sliding_window",
             fmt::format("expected a window within the context length {}, got {}", c.n_ctx_train, c.sliding_window));

@@ -277,6 +277,19 @@ def complete_config(config, model_path: str) -> Dict[str, str]:
     if parameters is None:
         raise InputError(f"{model_path}: transformers {__import__('transformers').__version__} keeps no "
                          "rope_parameters in its config; this producer is written for transformers 5")
+    # Which layers slide, and at what base they rotate, where the GGUF says (model/config.cpp).
+    pattern = keys.get("attention.sliding_window_pattern")
+    if pattern is not None and getattr(config, "layer_types", None) is not None:
+        sliding = ([bool(s) for s in pattern] if isinstance(pattern, list)
+                   else [layer % pattern < pattern - 1 for layer in range(config.num_hidden_layers)])
+        put("layer_types", ["sliding_attention" if s else "full_attention" for s in sliding])
+    swa_base = keys.get("rope.freq_base_swa")
+    if swa_base is not None and "sliding_attention" in parameters:
+        parameters["sliding_attention"]["rope_theta"] = float(swa_base)
+        filled["rope_theta_sliding"] = float(swa_base)
+    elif swa_base is not None and float(swa_base) != rope_theta(config):
+        raise InputError(f"{model_path}: {keys.arch}.rope.freq_base_swa: transformers' {config.model_type} rotates "
+                         f"every layer at one base ({rope_theta(config):g}), this model its sliding ones at {swa_base:g}")
     # Gemma 3 keeps one set per layer type; the scaling is the global layers' (model/config.cpp).
     rope = parameters.get("full_attention", parameters)
     rotated = int(keys.get("rope.dimension_count", head_dim))

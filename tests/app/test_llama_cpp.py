@@ -49,6 +49,9 @@ FIXTURES = {
     "gemma3-q4_k": ["--arch", "gemma3", *K_SHAPE, "--type", "Q4_K"],
     # Gemma 3 27B's attention scale, 1/sqrt(n_embd / n_head) (llama.cpp knows the model by its 62 layers).
     "gemma3-f32-27b-scale": ["--arch", "gemma3", "--n-layer", "62", "--head-dim", "32"],
+    # The sliding layers' own RoPE base, rope.freq_base_swa (the converter writes it from HF's rope_parameters).
+    "gemma3-f32-swa-base": ["--arch", "gemma3", "--n-layer", "6", "--rope-base-swa", "20000"],
+    "gemma2-f32-swa-base": ["--arch", "gemma2", "--rope-base-swa", "20000"],
     # RoPE scaling: Gemma 3 4B+'s linear 8 on the global layer (5), Qwen3 128k's YaRN 4 (original context 128).
     "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
     "qwen3-q8_0-yarn": ["--arch", "qwen3", "--head-dim", "32", "--type", "Q8_0", "--rope-scaling", "yarn"],

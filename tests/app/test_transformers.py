@@ -37,6 +37,8 @@ FIXTURES = {
     "gemma3-f32-linear": ["--arch", "gemma3", "--n-layer", "6", "--rope-scaling", "linear"],
     # Gemma 2 27B's attention scale, 1/sqrt(n_embd / n_head): its 46 layers say so.
     "gemma2-f32-27b-scale": ["--arch", "gemma2", "--n-layer", "46", "--head-dim", "32"],
+    # The sliding layers' own base, rope.freq_base_swa, into rope_parameters["sliding_attention"].
+    "gemma3-f32-swa-base": ["--arch", "gemma3", "--n-layer", "6", "--rope-base-swa", "20000"],
 }
 # Taps each layer records beyond the 19 every architecture has: q/k norm, gemma's post-norms.
 EXTRA_TAPS = {"qwen3": 2, "gemma2": 2, "gemma3": 4}
@@ -124,6 +126,17 @@ def test_an_architecture_the_producer_does_not_record_is_refused_by_name(tmp_pat
     assert ("transformers loads it as qwen3_moe; this producer records llama, qwen2, qwen3, phi3, gemma2, gemma3"
             in p.stderr), p.stderr
     assert "size mismatch" not in p.stderr.lower() and not (tmp_path / "x.h5").exists()
+
+
+def test_a_sliding_base_transformers_cannot_hold_is_refused(tmp_path):
+    """transformers' gemma2 rotates every layer at one base: a model whose sliding layers have their
+    own would run otherwise than it says."""
+    model = tmp_path / "gemma2.gguf"
+    assert tapdiff("fixture", "--arch", "gemma2", "--rope-base-swa", "20000", "-o", model).returncode == 0
+    p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", "1,2", "-o", tmp_path / "x.h5")
+    assert p.returncode == 2, p.stderr
+    assert ("gemma2.rope.freq_base_swa: transformers' gemma2 rotates every layer at one base (10000), this model its "
+            "sliding ones at 20000") in p.stderr, p.stderr
 
 
 def test_what_the_gguf_loader_leaves_out_is_filled_and_named(tmp_path):

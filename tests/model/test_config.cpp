@@ -180,10 +180,51 @@ TEST(ModelConfig, BadGemma2MetadataNamesTheKey) {
        "cfg.gguf: gemma2.attention.sliding_window: expected a window within the context length 512, got 4096"},
       {"zero window", "gemma2.attention.sliding_window", GgufValue::u32(0), false,
        "cfg.gguf: gemma2.attention.sliding_window: expected a positive 32-bit count, got 0"},
+      {"sliding layers' base below 1", "gemma2.rope.freq_base_swa", GgufValue::f32(0.5f), false,
+       "cfg.gguf: gemma2.rope.freq_base_swa: expected a finite base > 1, got 0.5"},
+      {"zero pattern (every layer sliding)", "gemma2.attention.sliding_window_pattern", GgufValue::u32(0), false,
+       "cfg.gguf: gemma2.attention.sliding_window_pattern: expected a positive 32-bit count, got 0"},
+      {"pattern of another length", "gemma2.attention.sliding_window_pattern",
+       GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true)}), false,
+       "cfg.gguf: gemma2.attention.sliding_window_pattern: expected 2 bools, one per layer, got array<bool>[1]"},
+      {"pattern of no period", "gemma2.attention.sliding_window_pattern",
+       GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true), GgufValue::boolean(true)}), false,
+       "cfg.gguf: gemma2.attention.sliding_window_pattern: expected a periodic pattern (layer l sliding when "
+       "l % n < n - 1 for some n); tapdiff runs no other, got one that is not"},
   };
   FixtureSpec gemma2;
   gemma2.arch = Arch::gemma2;
   check_bad_metadata(cases, gemma2);
+}
+
+// The keys llama.cpp reads for the Gemmas' sliding layers: their own RoPE base (the converter writes
+// it from HF's rope_parameters) and which layers slide (a period, or one bool per layer).
+TEST(ModelConfig, GemmaSlidingLayersFromTheirKeys) {
+  FixtureSpec spec;
+  spec.arch = Arch::gemma3;
+  spec.n_layer = 6;
+  const ModelConfig plain = load_model_config(parse(build_fixture(spec)));
+  EXPECT_FLOAT_EQ(plain.rope_base(0), 10000.0f);
+  EXPECT_FLOAT_EQ(plain.rope_base(5), 1e6f);
+  spec.rope_freq_base_swa = 20000.0f;
+  const GgufFile base = parse(build_fixture(spec));
+  const ModelConfig own = load_model_config(base);
+  EXPECT_FLOAT_EQ(own.rope_base(0), 20000.0f);
+  EXPECT_FLOAT_EQ(own.rope_base(5), 1e6f);
+
+  auto with_pattern = [&](const GgufValue& pattern) {
+    GgufWriter w = without_keys(base, {});
+    w.set("gemma3.attention.sliding_window_pattern", pattern);
+    return load_model_config(parse(w));
+  };
+  const ModelConfig by_three = with_pattern(GgufValue::u32(3));
+  EXPECT_EQ(by_three.swa_period, 3);
+  EXPECT_TRUE(by_three.sliding(0) && by_three.sliding(1) && !by_three.sliding(2) && by_three.sliding(3));
+  std::vector<GgufValue> every_other;
+  for (int l = 0; l < 6; ++l) every_other.push_back(GgufValue::boolean(l % 2 == 0));
+  EXPECT_EQ(with_pattern(GgufValue::array(GgufValueType::BOOL, every_other)).swa_period, 2);
+  const ModelConfig none = with_pattern(GgufValue::u32(1));
+  for (int l = 0; l < 6; ++l) EXPECT_FALSE(none.sliding(l)) << l;
 }
 
 // RoPE scaling as llama.cpp reads it: the type defaults to linear and the factor to 1 (none), the
