@@ -265,7 +265,8 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
 }
 
 // The norms' variants: each constant replaced (epsilon), the definition changed (mean removed as
-// in LayerNorm, (1 + w) as in Gemma, no normalization at all), another norm's weight wired in.
+// in LayerNorm, (1 + w) as in Gemma or Gemma's offset taken off again, no normalization at all),
+// another norm's weight wired in.
 // The q/k norms (qwen3) normalize each head on its own: the same variants, per head.
 void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
@@ -273,23 +274,24 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const std::string x_name = input.name;
   const int x_layer = input.layer;
   const bool per_head = name == "attn_q_norm" || name == "attn_k_norm";
-  std::string w_name = fmt::format("blk.{}.ffn_norm.weight", layer), other_w = fmt::format("blk.{}.attn_norm.weight", layer);
-  if (name == "attn_norm") {
-    std::swap(w_name, other_w);
-  } else if (name == "output_norm") {
-    w_name = "output_norm.weight";
-    other_w = fmt::format("blk.{}.ffn_norm.weight", c.n_layer - 1);
-  } else if (per_head) {
-    w_name = fmt::format("blk.{}.{}.weight", layer, name);
-    other_w = fmt::format("blk.{}.{}.weight", layer, name == "attn_q_norm" ? "attn_k_norm" : "attn_q_norm");
-  } else if (name == "attn_post_norm" || name == "ffn_post_norm") {
-    w_name = fmt::format("blk.{}.post_attention_norm.weight", layer);
-    other_w = fmt::format("blk.{}.post_ffw_norm.weight", layer);
-    if (name == "ffn_post_norm") std::swap(w_name, other_w);
-  }
+  const std::string w_name = name == "output_norm"      ? "output_norm.weight"
+                             : name == "attn_post_norm" ? fmt::format("blk.{}.post_attention_norm.weight", layer)
+                             : name == "ffn_post_norm"  ? fmt::format("blk.{}.post_ffw_norm.weight", layer)
+                                                        : fmt::format("blk.{}.{}.weight", layer, name);
+  // Another norm's weight wired in (names swapped where the weights are bound): any other norm of
+  // the layer the shapes allow; the output norm's neighbour, the last layer's FFN norm.
+  std::vector<std::string> others;
+  if (name == "output_norm")
+    others.push_back(fmt::format("blk.{}.ffn_norm.weight", c.n_layer - 1));
+  else
+    for (const char* norm : {"attn_norm", "ffn_norm", "post_attention_norm", "post_ffw_norm", "attn_q_norm",
+                             "attn_k_norm"})
+      if (const std::string other = fmt::format("blk.{}.{}.weight", layer, norm); other != w_name)
+        others.push_back(other);
+  const std::size_t own_layer = others.size();
   enum class Form {
-    rms, mean_removed, one_plus_w, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first, after_rope,
-    squares_in_f16
+    rms, mean_removed, one_plus_w, minus_one, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first,
+    after_rope, squares_in_f16
   };
   auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                             Form form = Form::rms, double x_scale = 1) {
@@ -312,9 +314,9 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;
       const float* w = weight ? weight->data() : nullptr;
-      if (form == Form::one_plus_w && weight) {
+      if ((form == Form::one_plus_w || form == Form::minus_one) && weight) {
         w1 = *weight;
-        for (float& v : w1) v += 1.0f;
+        for (float& v : w1) v += form == Form::one_plus_w ? 1.0f : -1.0f;
         w = w1.data();
       }
       Row y(x.size());
@@ -531,6 +533,11 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back(std::move(squares_in_f16));
   out.push_back({"rmsnorm(x) * (1 + w): the weight stored as an offset from one", "normalization", false,
                  run(w, eps, Form::one_plus_w)});
+  // Gemma's converter stores 1 + w; code written for HF's weights computes x * (1 + w) on them, code
+  // that takes the one off again (or, on HF's weights, forgets it) multiplies by w - 1.
+  out.push_back({"rmsnorm(x) * (w - 1): a weight the GGUF stores as 1 + w (Gemma's) taken as the offset itself, "
+                 "the one dropped",
+                 "normalization", false, run(w, eps, Form::minus_one)});
   out.push_back({"rmsnorm(x * w): the weight multiplied in before the mean square instead of after", "normalization",
                  false, run(w, eps, Form::weighted_first)});
   out.push_back({"x * w: the weight applied, the normalization skipped", "normalization", false,
@@ -539,18 +546,18 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
                     run(nullptr, eps, Form::unnormalized)};
   skipped.takes = full_tap_name(x_name, x_layer);
   out.push_back(std::move(skipped));
-  std::vector<std::string> others{other_w};
   const std::string prefix = fmt::format("blk.{}.", layer);
   // The same norm of another layer: the one before or after (an index off by one), or any (a name
   // matched by its prefix, "blk.1." finding "blk.19.").
   if (name != "output_norm" && w_name.rfind(prefix, 0) == 0)
     for (int l = 0; l < c.n_layer; ++l)
       if (l != layer) others.push_back(fmt::format("blk.{}.{}", l, w_name.substr(prefix.size())));
-  for (const std::string& other : others) {
-    const int l = other == other_w ? layer : std::stoi(other.substr(4));
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    const std::string& other = others[i];
+    const int l = i < own_layer ? layer : std::stoi(other.substr(4));
     if (const std::vector<float>* o = &in.model.weight(other); !o->empty() && o->size() == w->size())
       out.push_back({fmt::format("rmsnorm(x) * {} ({})", other,
-                                 other == other_w ? "another norm's weight wired in"
+                                 i < own_layer ? "another norm's weight wired in"
                                  : std::abs(l - layer) == 1
                                      ? "another layer's weight: a layer index off by one, where the weights are bound "
                                        "or where the layer loop reads them"

@@ -323,3 +323,25 @@ def test_epsilon_outside_the_square_root_is_named(llama, tmp_path):
     assert d["class"] == "normalization" and "epsilon added outside the square root" in d["variant"], d
     below = [f["detail"] for f in r["findings"] if f["kind"] == "below-threshold"]
     assert below and "where its inputs agree exactly" in below[0], r["findings"]  # not a ratio to a zero error
+
+
+def test_gemmas_offset_dropped_from_a_norm_weight_is_named(gemma2, tmp_path):
+    """Gemma's GGUF stores each norm weight as 1 + w; HF-style code that multiplies by its own w
+    computes x * (w_gguf - 1). Was unexplained (blind round 24, G5 and H1)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    w = gguf_tensor(gemma2 / "gemma2.gguf", "blk.0.attn_norm.weight")
+    write_tap(bad, "attn_norm", 0, rmsnorm(read_tap(bad, "token_embd", -1), w - 1, 1e-6))
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.0.attn_norm", "rmsnorm(x) * (w - 1)",
+             "normalization")
+
+
+def test_a_post_norm_bound_to_the_ffn_norms_weight_is_named(gemma2, tmp_path):
+    """Weights bound by swapped names: the post-attention norm run with the FFN's pre-norm weight.
+    Was unexplained (blind round 24, G1): only the post-FFN norm's weight was tried."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(gemma2 / "eng.h5", bad)
+    w = gguf_tensor(gemma2 / "gemma2.gguf", "blk.0.ffn_norm.weight")
+    write_tap(bad, "attn_post_norm", 0, rmsnorm(read_tap(bad, "attn_output", 0), w, 1e-6))
+    diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.0.attn_post_norm",
+             "rmsnorm(x) * blk.0.ffn_norm.weight (another norm's weight wired in)", "weight-loading")

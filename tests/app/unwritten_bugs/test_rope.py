@@ -287,3 +287,19 @@ def test_yarns_magnitude_applied_twice_is_named(tmp_path):
     write_tap(bad, "attn_q.rope", 0, read_tap(bad, "attn_q.rope", 0) * (1 + 0.1 * np.log(4.0)))
     diagnose(tmp_path / "ref.h5", bad, tmp_path / "qwen3.gguf", "blk.0.attn_q.rope", "the magnitude applied twice",
              "rope", position=0)
+
+
+def test_a_partial_rotation_of_the_heads_last_dimensions_is_named(tmp_path):
+    """Phi-4-mini rotates the first 12 of each head's 16 dimensions (NEOX pairs i, i + 6): a slice
+    taken from the wrong end rotates the last 12. Was unexplained (blind round 24, P2)."""
+    traced(tmp_path, "phi3", "--arch", "phi3", "--rope-dim", "12")
+    bad = tmp_path / "eng.h5"
+    q = read_tap(bad, "attn_q", 0).astype(np.float64)
+    heads = q.reshape(q.shape[0], -1, 16)
+    theta = np.arange(q.shape[0])[:, None] * 1e4 ** (-2 * np.arange(6) / 12)[None, :]
+    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    a, b = heads[..., 4:10].copy(), heads[..., 10:16].copy()
+    heads[..., 4:10], heads[..., 10:16] = a * c - b * s, b * c + a * s
+    write_tap(bad, "attn_q.rope", 0, heads.reshape(read_tap(bad, "attn_q.rope", 0).shape))
+    diagnose(tmp_path / "ref.h5", bad, tmp_path / "phi3.gguf", "blk.0.attn_q.rope",
+             "the last 12 dimensions of each head rotated instead of the first 12", "rope")
