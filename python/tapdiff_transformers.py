@@ -32,9 +32,9 @@ import numpy as np
 from tapdiff_trace import TraceWriter
 
 # GGUF architecture -> the model type transformers loads it as, for those whose modules this
-# producer knows. (Mixtures of experts are not among them: transformers fuses its experts.)
+# producer knows.
 ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2",
-         "gemma3": "gemma3_text"}
+         "gemma3": "gemma3_text", "qwen3moe": "qwen3_moe"}
 
 
 class InputError(Exception):
@@ -70,6 +70,8 @@ class Recorder:
         q_width, kv_width = config.num_attention_heads * self.head_dim, config.num_key_value_heads * self.head_dim
         self.permute_qk = self.model_type == "llama"
         self.step: Dict[Tuple[str, int], np.ndarray] = {}
+        self.linear = None          # torch's linear, while the experts' products are recorded
+        self.expert_calls = None    # the running experts module's (input, output) of each product
         self.layer = -1  # the decoder layer running, for the rotary wrapper
         self.handles = []
         inner = model.model
@@ -99,14 +101,17 @@ class Recorder:
                 ffn_norm = block.post_attention_layernorm
             self.hook_input(ffn_norm, "resid.attn", layer)
             self.hook_output(ffn_norm, "ffn_norm", layer)
-            if hasattr(mlp, "gate_up_proj"):  # phi3
-                self.hook_split(mlp.gate_up_proj, {"ffn_gate": config.intermediate_size,
-                                                   "ffn_up": config.intermediate_size}, layer)
+            if hasattr(mlp, "experts"):  # qwen3moe
+                self.hook_experts(mlp, layer)
             else:
-                self.hook_output(mlp.gate_proj, "ffn_gate", layer)
-                self.hook_output(mlp.up_proj, "ffn_up", layer)
-            self.hook_input(mlp.down_proj, "ffn.act", layer)
-            self.hook_output(mlp.down_proj, "ffn_down", layer)
+                if hasattr(mlp, "gate_up_proj"):  # phi3
+                    self.hook_split(mlp.gate_up_proj, {"ffn_gate": config.intermediate_size,
+                                                       "ffn_up": config.intermediate_size}, layer)
+                else:
+                    self.hook_output(mlp.gate_proj, "ffn_gate", layer)
+                    self.hook_output(mlp.up_proj, "ffn_up", layer)
+                self.hook_input(mlp.down_proj, "ffn.act", layer)
+                self.hook_output(mlp.down_proj, "ffn_down", layer)
             self.hook_output(block, "resid.ffn", layer)
         self.hook_output(inner.norm, "output_norm", -1)
         # The rotary application is a function, not a module: wrap the modeling module's.
@@ -118,6 +123,8 @@ class Recorder:
         for h in self.handles:
             h.remove()
         self.modeling.apply_rotary_pos_emb = self.apply_rotary
+        if self.linear is not None:
+            self.torch.nn.functional.linear = self.linear
 
     def rows(self, t) -> np.ndarray:
         """(1, n, ...) -> (n, width) float32."""
@@ -133,6 +140,60 @@ class Recorder:
         def hook(_module, _inputs, output):
             self.keep(name, layer, self.rows(output[0] if isinstance(output, tuple) else output))
         self.handles.append(module.register_forward_hook(hook))
+
+    def hook_experts(self, mlp, layer):
+        """transformers keeps a layer's experts in one module whose forward multiplies each used
+        expert's rows with plain functional linears, which no module hook sees: those calls are
+        recorded while the module runs (torch's linear wrapped), in its own order (experts
+        ascending, a gate_up then a down product each), and put in the catalogue's rows."""
+        torch = self.torch
+        if self.linear is None:
+            self.linear = torch.nn.functional.linear
+
+            def linear(x, weight, *args, **kwargs):
+                y = self.linear(x, weight, *args, **kwargs)
+                if self.expert_calls is not None:
+                    self.expert_calls.append((x, y))
+                return y
+            torch.nn.functional.linear = linear
+
+        def router(_module, _inputs, output):
+            logits, scores, chosen = output
+            self.step[("ffn_gate_inp", layer)] = logits.detach().float().numpy()
+            dense = torch.zeros_like(logits).scatter(1, chosen, scores.to(logits.dtype))
+            self.step[("ffn.routing", layer)] = dense.detach().float().numpy()
+
+        def entering(_module, inputs):
+            self.expert_calls, self.expert_choice = [], inputs[1]
+
+        def leaving(module, _inputs, _output):
+            calls, chosen = self.expert_calls, self.expert_choice
+            self.expert_calls = None
+            n, k, n_ff = chosen.shape[0], chosen.shape[1], module.intermediate_dim
+            mask = torch.nn.functional.one_hot(chosen, num_classes=module.num_experts + 1).permute(2, 1, 0)
+            used = [e for e in range(module.num_experts) if mask[e].sum() > 0]
+            if len(calls) != 2 * len(used):
+                raise RuntimeError(f"layer {layer}: the experts module made {len(calls)} products for "
+                                   f"{len(used)} experts; this producer expects two each")
+            rows = {name: np.zeros((n, k, n_ff), dtype=np.float32)
+                    for name in ("ffn_gate_exps", "ffn_up_exps", "ffn.act_exps")}
+            order = torch.sort(chosen, dim=1).values  # slot j of a token: its j-th smallest expert
+            for i, e in enumerate(used):
+                _, tokens = torch.where(mask[e])
+                gate, up = calls[2 * i][1].detach().float().chunk(2, dim=-1)
+                act = calls[2 * i + 1][0].detach().float()
+                for r, t in enumerate(tokens.tolist()):
+                    slot = int((order[t] == e).nonzero()[0, 0])
+                    rows["ffn_gate_exps"][t, slot] = gate[r].numpy()
+                    rows["ffn_up_exps"][t, slot] = up[r].numpy()
+                    rows["ffn.act_exps"][t, slot] = act[r].numpy()
+            for name, value in rows.items():
+                self.step[(name, layer)] = value
+
+        self.handles.append(mlp.gate.register_forward_hook(router))
+        self.handles.append(mlp.experts.register_forward_pre_hook(entering))
+        self.handles.append(mlp.experts.register_forward_hook(leaving))
+        self.hook_output(mlp, "ffn_down", layer)
 
     def hook_heads(self, module, name, layer, heads_first: bool):
         def hook(_module, _inputs, output):
@@ -270,6 +331,8 @@ def complete_config(config, model_path: str) -> Dict[str, str]:
         # known by their layer counts; head_dim for the others.
         gemma_27b = config.num_hidden_layers == (46 if config.model_type == "gemma2" else 62)
         put("query_pre_attn_scalar", config.hidden_size // config.num_attention_heads if gemma_27b else head_dim)
+    if config.model_type == "qwen3_moe":
+        put("moe_intermediate_size", int(keys.get("expert_feed_forward_length", config.intermediate_size)))
     if config.model_type == "gemma2":
         put("attn_logit_softcapping", float(keys.get("attn_logit_softcapping", 50.0)))
         put("final_logit_softcapping", float(keys.get("final_logit_softcapping", 30.0)))
@@ -332,9 +395,11 @@ def load(model_path: str):
         if config.pad_token_id is not None and not 0 <= config.pad_token_id < config.vocab_size:
             notes["pad_token_id"] = f"{config.pad_token_id} (outside the vocabulary) dropped"
             config.pad_token_id = None
+        # The experts too run eagerly, their own loop over the used experts (hook_experts records it).
+        eager = {"experts_implementation": "eager"} if hasattr(config, "num_experts") else {}
         model, loading = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, config=config,
                                                               dtype=torch.float32, attn_implementation="eager",
-                                                              output_loading_info=True)
+                                                              output_loading_info=True, **eager)
     except Exception as e:  # transformers raises many kinds for a GGUF it cannot read
         raise InputError(f"{model_path}: transformers could not load the model: {e}") from e
     # A parameter the GGUF does not fill is initialized at random: a run of another model. (A llama
