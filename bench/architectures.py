@@ -36,6 +36,7 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "phi3, LongRoPE on 12 dimensions of each head, tied head (Phi-4-mini)": [
         "--arch", "phi3", "--n-ctx", "8192", "--rope-scaling", "longrope", "--rope-dim", "12", "--tied"],
 }
+HF_TYPES = ("F32", "Q4_K")  # the rows transformers runs too: float and a K-quant (its own dequantizer)
 TYPES = {  # every tensor type tapdiff reads
     "F32": [],
     "F16": ["--type", "F16"],
@@ -64,10 +65,24 @@ def main():
         p = tapdiff("diff", a, b, "--format", "json")
         return json.loads(p.stdout)
 
+    def vs_transformers(model, reference):
+        trace = pathlib.Path(str(model) + "-transformers.h5")
+        p = tapdiff("run", "--backend", "transformers", "-m", model, "--tokens", PROMPT, "-n", N_PREDICT,
+                    "--logits", "all", "-o", trace)
+        if p.returncode != 0:
+            said = [line for line in p.stderr.splitlines() if line.startswith("tapdiff_transformers: error: ")]
+            return "refused: " + (said[0].split("error: ", 1)[1].replace(f"{model}: ", "") if said else p.stderr.strip())
+        r = diff(reference, trace)
+        text = f"{r['verdict'].upper()} ({r['profile']}, {len(r['taps'])} taps)"
+        if r["verdict"] != "pass":
+            first, d = r["first_divergence"], r["diagnosis"]
+            text += f" at {first['tap']} @ {first['position']}: {d['class']} ({d['evidence']}): {d.get('variant', '')}"
+        return text
+
     def tokens(trace):
         return json.loads(tapdiff("inspect", "--json", trace).stdout)["tokens"]
 
-    rows = []
+    rows, hf_rows = [], []
     with tempfile.TemporaryDirectory() as d:
         for arch, arch_options in ARCHS.items():
             for type_name, type_options in TYPES.items():
@@ -98,6 +113,9 @@ def main():
                             f"{len(vs_llama['taps'])} taps) | {vs_engine['verdict'].upper()} ({vs_engine['profile']}, "
                             f"{len(vs_engine['taps'])} taps) | {ids} |")
                 print(rows[-1], flush=True)
+                if type_name in HF_TYPES:
+                    hf_rows.append(f"| {arch} | {type_name} | {vs_transformers(model, traces['reference'])} |")
+                    print(hf_rows[-1], flush=True)
     lines = [
         "# Every architecture against llama.cpp",
         "",
@@ -115,6 +133,17 @@ def main():
         "| architecture | weights | reference vs llama.cpp | engine vs reference | greedy ids vs llama.cpp |",
         "|---|---|---|---|---|",
         *rows,
+        "",
+        "## Against transformers",
+        "",
+        "The same fixtures in F32 and Q4_K, run by Hugging Face transformers (`--backend transformers`, float32,",
+        "eager attention and experts; `docs/cross-engine.md`), against the reference. transformers ignores Llama",
+        "3.1's `rope_freqs.weight` (its GGUF loader's limit, named by the diff), and loads a llama GGUF with",
+        "experts as a dense llama (refused: it would run the missing FFN weights initialized at random).",
+        "",
+        "| architecture | weights | reference vs transformers |",
+        "|---|---|---|",
+        *hf_rows,
         "",
     ]
     pathlib.Path(args.out).write_text("\n".join(lines))

@@ -11,8 +11,9 @@ hooks (q_proj, k_proj, v_proj or phi3's qkv_proj split, q_norm, k_norm, o_proj, 
 gate_proj, up_proj or phi3's gate_up_proj split, down_proj), module inputs through pre-hooks
 (o_proj's input is attn.out, down_proj's ffn.act, the FFN's norm's resid.attn), the rotary
 application by wrapping the modeling module's apply_rotary_pos_emb, attn.probs from the eager
-attention's weights, kv.k / kv.v read back from the cache after each step, and the logits the
-model returns (gemma's soft-capped ones). transformers un-permutes llama's Q and K weights when
+attention's weights, kv.k / kv.v read back from the cache after each step, qwen3moe's router
+and its experts' own products (hook_experts), and the logits the model returns (gemma's
+soft-capped ones). transformers un-permutes llama's Q and K weights when
 it loads a GGUF (its rotary pairs dimension i with i + head_dim/2; llama.cpp's with 2i + 1), so
 for llama the Q and K taps are permuted back into the catalogue's (GGUF) order, and the trace
 says so in /producer_settings.
@@ -72,6 +73,7 @@ class Recorder:
         self.step: Dict[Tuple[str, int], np.ndarray] = {}
         self.linear = None          # torch's linear, while the experts' products are recorded
         self.expert_calls = None    # the running experts module's (input, output) of each product
+        self.expert_choice = None   # ... and the experts each token was routed to
         self.layer = -1  # the decoder layer running, for the rotary wrapper
         self.handles = []
         inner = model.model

@@ -202,28 +202,35 @@ def test_an_attention_bug_seen_in_the_summary_alone_reproduces(models, tmp_path)
     assert numpy_fixed.returncode == 0, numpy_fixed.stdout + numpy_fixed.stderr
 
 
+def replays_clean_after_failing(tmp_path, model, prompt, fault, tap):
+    """`fault` on `model`: its repro finds `tap` (blk.L.name), and repro.py fails on the recorded
+    rows and passes on a clean engine's. Returns repro.py's run on the clean rows."""
+    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
+    tapdiff("run", "-m", model, *prompt, "-o", ref, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *prompt, "--inject", fault, "-o", faulty, code=0)
+    tapdiff("run", "--backend", "host", "-m", model, *prompt, "-o", clean, code=0)
+    repro = tmp_path / "repro"
+    tapdiff("repro", ref, faulty, "-o", repro, code=0)
+    manifest = json.loads((repro / "repro.json").read_text())
+    assert manifest["finding"]["tap"] == tap, manifest["finding"]
+    assert python(repro / "repro.py").returncode == 1
+    _, layer, name = tap.split(".", 2)
+    recorded = rows_of(repro / "actual.h5", name, int(layer))
+    clean_rows = rows_of(clean, name, int(layer))
+    np.save(tmp_path / "clean.npy",
+            np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
+    return python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
+
+
 @pytest.mark.parametrize("n_predict,factors", [("3", "short"), ("12", "long")])
 def test_longrope_replays_with_the_factors_of_the_runs_context(tmp_path, n_predict, factors):
     # Phi-3.5's LongRoPE over an original context of 16: a run of 8 positions rotates with the short
     # factors, one of 17 with the long ones; repro.py picks the same set from the trace's n_ctx.
     model = tmp_path / "phi3.gguf"
     tapdiff("fixture", "--arch", "phi3", "--rope-scaling", "longrope", "-o", model, code=0)
-    prompt = ["--tokens", "1,20,40,60,80", "-n", n_predict]
-    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
-    tapdiff("run", "-m", model, *prompt, "-o", ref, code=0)
-    tapdiff("run", "--backend", "host", "-m", model, *prompt, "--inject", "rope-scaling-ignored", "-o", faulty, code=0)
-    tapdiff("run", "--backend", "host", "-m", model, *prompt, "-o", clean, code=0)
-    repro = tmp_path / "repro"
-    tapdiff("repro", ref, faulty, "-o", repro, code=0)
-    manifest = json.loads((repro / "repro.json").read_text())
-    assert manifest["finding"]["tap"] == "blk.0.attn_q.rope", manifest["finding"]
-    assert python(repro / "repro.py").returncode == 1
-    recorded = rows_of(repro / "actual.h5", "attn_q.rope", 0)
-    clean_rows = rows_of(clean, "attn_q.rope", 0)
-    np.save(tmp_path / "clean.npy",
-            np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
-    numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
-    assert numpy_fixed.returncode == 0, f"{factors} factors: {numpy_fixed.stdout}{numpy_fixed.stderr}"
+    fixed = replays_clean_after_failing(tmp_path, model, ["--tokens", "1,20,40,60,80", "-n", n_predict],
+                                        "rope-scaling-ignored", "blk.0.attn_q.rope")
+    assert fixed.returncode == 0, f"{factors} factors: {fixed.stdout}{fixed.stderr}"
 
 
 def test_gemma_27b_attention_replays_with_its_own_scale(tmp_path):
@@ -231,19 +238,5 @@ def test_gemma_27b_attention_replays_with_its_own_scale(tmp_path):
     # repro.py's attention takes the scale the trace's model declares, so a clean engine passes.
     model = tmp_path / "gemma3.gguf"
     tapdiff("fixture", "--arch", "gemma3", "--n-layer", "62", "--head-dim", "32", "-o", model, code=0)
-    ref, faulty, clean = tmp_path / "ref.h5", tmp_path / "faulty.h5", tmp_path / "clean.h5"
-    tapdiff("run", "-m", model, *PROMPT, "-o", ref, code=0)
-    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "--inject", "attn-scale", "-o", faulty, code=0)
-    tapdiff("run", "--backend", "host", "-m", model, *PROMPT, "-o", clean, code=0)
-    repro = tmp_path / "repro"
-    tapdiff("repro", ref, faulty, "-o", repro, code=0)
-    manifest = json.loads((repro / "repro.json").read_text())
-    tap = manifest["finding"]["tap"]
-    assert tap == "blk.0.attn.probs", manifest["finding"]
-    assert python(repro / "repro.py").returncode == 1
-    recorded = rows_of(repro / "actual.h5", "attn.probs", 0)
-    clean_rows = rows_of(clean, "attn.probs", 0)
-    np.save(tmp_path / "clean.npy",
-            np.stack([clean_rows[p] for p in sorted(recorded) if p < manifest["compared_positions"]]))
-    numpy_fixed = python(repro / "repro.py", "--actual", tmp_path / "clean.npy")
-    assert numpy_fixed.returncode == 0, numpy_fixed.stdout + numpy_fixed.stderr
+    fixed = replays_clean_after_failing(tmp_path, model, PROMPT, "attn-scale", "blk.0.attn.probs")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
