@@ -186,9 +186,12 @@ void experts_projection_candidates(const std::string& name, int layer, ReplayInp
   };
   out.push_back({fmt::format("W[e] ffn_norm for each used expert e ({}, ascending)", name), "", true, rows(W, 0, false)});
   if (in.baseline_only) return;
-  out.push_back({fmt::format("expert e reads expert e + 1's matrix of {}.weight (an expert stride or index one off)",
-                             name),
-                 "weight-loading", false, rows(W, 1, false)});
+  std::vector<std::pair<int, const char*>> shifts{{1, "e + 1"}};
+  if (W->count() > 2) shifts.emplace_back(W->count() - 1, "e - 1");  // with two experts, the same one
+  for (const auto& [shift, text] : shifts)
+    out.push_back({fmt::format("expert e reads expert {}'s matrix of {}.weight (an expert stride or index one off)",
+                               text, name),
+                   "weight-loading", false, rows(W, shift, false)});
   const std::string other = name == "ffn_gate_exps" ? "ffn_up_exps" : "ffn_gate_exps";
   if (const auto W_other = experts_of(in.model, layer, other))
     out.push_back({fmt::format("{}.weight's matrices instead of {}.weight's (gate and up exchanged)", other, name),

@@ -142,9 +142,12 @@ class Recorder:
 
     def hook_experts(self, mlp, layer):
         """transformers keeps a layer's experts in one module whose forward multiplies each used
-        expert's rows with plain functional linears, which no module hook sees: those calls are
-        recorded while the module runs (torch's linear wrapped), in its own order (experts
-        ascending, a gate_up then a down product each), and put in the catalogue's rows."""
+        expert's rows with plain functional linears, which no module hook sees: those products are
+        recorded while the module runs (torch's linear wrapped) and put in the catalogue's rows, in
+        the module's own order: the used experts ascending, a gate_up then a down product each (a
+        product belongs to the expert whose turn it is, whatever matrix it multiplies), on the
+        tokens routed to that expert in the module's order (slot, then token), or on that same set
+        in whatever order the product's input rows hold them."""
         torch = self.torch
         if self.linear is None:
             self.linear = torch.nn.functional.linear
@@ -165,12 +168,11 @@ class Recorder:
         def entering(_module, inputs):
             self.expert_calls, self.expert_choice = [], inputs[1]
 
-        def leaving(module, _inputs, _output):
-            calls, chosen = self.expert_calls, self.expert_choice
+        def leaving(module, inputs, _output):
+            calls, chosen, hidden = self.expert_calls, self.expert_choice, inputs[0]
             self.expert_calls = None
             n, k, n_ff = chosen.shape[0], chosen.shape[1], module.intermediate_dim
-            mask = torch.nn.functional.one_hot(chosen, num_classes=module.num_experts + 1).permute(2, 1, 0)
-            used = [e for e in range(module.num_experts) if mask[e].sum() > 0]
+            used = sorted(set(chosen.flatten().tolist()))
             if len(calls) != 2 * len(used):
                 raise RuntimeError(f"layer {layer}: the experts module made {len(calls)} products for "
                                    f"{len(used)} experts; this producer expects two each")
@@ -178,10 +180,15 @@ class Recorder:
                     for name in ("ffn_gate_exps", "ffn_up_exps", "ffn.act_exps")}
             order = torch.sort(chosen, dim=1).values  # slot j of a token: its j-th smallest expert
             for i, e in enumerate(used):
-                _, tokens = torch.where(mask[e])
-                gate, up = calls[2 * i][1].detach().float().chunk(2, dim=-1)
-                act = calls[2 * i + 1][0].detach().float()
-                for r, t in enumerate(tokens.tolist()):
+                (x, gate_up), (act, _) = calls[2 * i], calls[2 * i + 1]
+                _, tokens = torch.where(chosen.T == e)  # the module's order: slot, then token
+                if x.shape[0] != len(tokens) or act.shape[0] != len(tokens):
+                    raise RuntimeError(f"layer {layer}: the experts module's products {2 * i} and {2 * i + 1} hold "
+                                       f"{x.shape[0]} and {act.shape[0]} rows for expert {e}, routed {len(tokens)} "
+                                       "tokens; this producer expects the used experts in ascending order")
+                gate, up = gate_up.detach().float().chunk(2, dim=-1)
+                act = act.detach().float()
+                for r, t in enumerate(self.follow_rows(x, hidden, tokens)):
                     slot = int((order[t] == e).nonzero()[0, 0])
                     rows["ffn_gate_exps"][t, slot] = gate[r].numpy()
                     rows["ffn_up_exps"][t, slot] = up[r].numpy()
@@ -193,6 +200,22 @@ class Recorder:
         self.handles.append(mlp.experts.register_forward_pre_hook(entering))
         self.handles.append(mlp.experts.register_forward_hook(leaving))
         self.hook_output(mlp, "ffn_down", layer)
+
+    def follow_rows(self, x, hidden, tokens):
+        """`tokens` as the rows of x hold them, where x holds exactly their inputs in another order;
+        otherwise as given (x is then not their inputs at all: what the module computed for them)."""
+        torch = self.torch
+        if torch.equal(x, hidden[tokens]):
+            return tokens.tolist()
+        same = (x[:, None, :] == hidden[tokens][None, :, :]).all(dim=-1)  # (rows of x, tokens)
+        followed, taken = [], set()
+        for r in range(x.shape[0]):
+            free = [j for j in same[r].nonzero()[:, 0].tolist() if j not in taken]
+            if not free:
+                return tokens.tolist()
+            taken.add(free[0])
+            followed.append(int(tokens[free[0]]))
+        return followed
 
     def hook_heads(self, module, name, layer, heads_first: bool):
         def hook(_module, _inputs, output):

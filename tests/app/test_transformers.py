@@ -184,3 +184,31 @@ def test_transformers_chooses_longrope_factors_per_call_and_diff_names_it(tmp_pa
     assert report["diagnosis"]["evidence"] == "reproduced", report["diagnosis"]
     assert report["diagnosis"]["variant"] == ("LongRoPE's short factors instead of the long ones "
                                               "(the run's 14 positions are past the original context 8)")
+
+
+def test_experts_taken_in_another_token_order_are_recorded_on_their_tokens(tmp_path):
+    """The producer records an expert's products on the tokens whose inputs they hold: an experts
+    loop (a user's rewrite) that takes each expert's tokens in ascending order rather than
+    transformers' slot-then-token order still passes."""
+    model, ref, hf = tmp_path / "m.gguf", tmp_path / "ref.h5", tmp_path / "hf.h5"
+    assert tapdiff("fixture", *FIXTURES["qwen3moe-q8_0"], "-o", model).returncode == 0
+    assert tapdiff("run", "-m", model, "--tokens", PROMPT, "-n", 2, "-o", ref).returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(Path(os.environ["TAPDIFF_SOURCE_DIR"]) / "python"))
+    script = f"""
+import sys, torch, tapdiff_transformers as t
+from transformers.models.qwen3_moe import modeling_qwen3_moe as m
+def forward(self, hidden, chosen, weights):
+    out = torch.zeros_like(hidden)
+    for e in sorted(set(chosen.flatten().tolist())):
+        tokens, slots = (chosen == e).nonzero(as_tuple=True)
+        gate, up = torch.nn.functional.linear(hidden[tokens], self.gate_up_proj[e]).chunk(2, dim=-1)
+        y = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[e])
+        out.index_add_(0, tokens, y * weights[tokens, slots, None])
+    return out
+m.Qwen3MoeExperts.forward = forward
+sys.exit(t.main(['-m', '{model}', '--tokens', '{PROMPT}', '-n', '2', '-o', '{hf}']))
+"""
+    p = subprocess.run([os.environ["TAPDIFF_PYTHON"], "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(tapdiff("diff", ref, hf, "--format", "json").stdout)
+    assert report["verdict"] == "pass", report["first_divergence"]
