@@ -395,17 +395,17 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   if (c.n_rot < c.head_dim)
     out.push_back({fmt::format("the last {} dimensions of each head rotated instead of the first {}", c.n_rot, c.n_rot),
                    "rope", false, [&in, src, layer, heads, c, base, right, factors, scaling](std::int64_t p) {
-                     Row x = trace_row(in.actual, src, layer, p);
-                     if (x.size() != std::size_t(heads) * std::size_t(c.head_dim)) return x;
+                     Row row = trace_row(in.actual, src, layer, p);
+                     if (row.size() != std::size_t(heads) * std::size_t(c.head_dim)) return row;
                      std::vector<double> slice(std::size_t(c.n_rot));
                      for (int h = 0; h < heads; ++h) {
-                       float* tail = x.data() + std::size_t(h) * std::size_t(c.head_dim) + (c.head_dim - c.n_rot);
+                       float* tail = row.data() + std::size_t(h) * std::size_t(c.head_dim) + (c.head_dim - c.n_rot);
                        std::copy(tail, tail + c.n_rot, slice.begin());
                        ref::rope(slice.data(), 1, c.n_rot, c.n_rot, p, base, right, factors ? factors->data() : nullptr,
                                  scaling);
                        std::copy(slice.begin(), slice.end(), tail);
                      }
-                     return x;
+                     return row;
                    }});
 }
 
