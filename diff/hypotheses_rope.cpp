@@ -177,8 +177,29 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const auto at_p = [](std::int64_t p) { return p; };
   const float base = c.rope_base(layer);
   const std::int64_t prompt = in.prompt_length;
+  // A NoPE layer (SmolLM3's every fourth) passes q and k through; rotating it is the bug to name.
+  if (!c.rotates(layer)) {
+    out.push_back({"not rotated (a layer without positional encoding)", "", true, rotate(at_p, base, right, false)});
+    if (!in.baseline_only)
+      out.push_back({fmt::format("rotated at p, though layer {} has no positional encoding (NoPE: layer l rotates "
+                                 "unless (l + 1) % {} == 0): every layer rotated, or the NoPE test wrong",
+                                 layer, c.nope_period),
+                     "rope", false, rotate(at_p, base, right)});
+    return;
+  }
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   if (in.baseline_only) return;
+  const auto push_unrotated = [&](std::string variant) {
+    Candidate unrotated{std::move(variant), "rope", false, rotate(at_p, base, right, false)};
+    unrotated.takes = full_tap_name(src, layer);
+    out.push_back(std::move(unrotated));
+  };
+  // In a model with NoPE layers, a rotating layer passed through is first the NoPE test's doing: it
+  // ties with "rotated at position 0" below, the same numbers, and names the likelier code.
+  if (c.nope_period > 0)
+    push_unrotated(fmt::format("not rotated at all, as the NoPE layers are: layer {} rotates ((l + 1) % {} != 0), "
+                               "the NoPE test wrong",
+                               layer, c.nope_period));
   if (is_q)
     out.push_back({"the rotated q times the attention scale: q pre-scaled as a fused attention kernel expects, by "
                    "an engine whose attention scales the scores again",
@@ -290,9 +311,7 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       [&](const RopeScaling& other, float b, std::function<std::int64_t(std::int64_t)> pos,
           const std::vector<float>* f, bool use_factors) { return rotate(pos, b, right, true, 0, f, use_factors, other); },
       out);
-  Candidate unrotated{"not rotated at all", "rope", false, rotate(at_p, base, right, false)};
-  unrotated.takes = full_tap_name(src, layer);
-  out.push_back(std::move(unrotated));
+  if (c.nope_period == 0) push_unrotated("not rotated at all");
   // Some heads rotated, the others left as they came (a head loop's bound, a head count of the
   // other projection's): each head of the last row read as one or the other.
   if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->n_rows > 1) {

@@ -239,6 +239,10 @@ const std::vector<FaultSpec> kFaults = {
      "YaRN scaling run as linear interpolation: every angle divided by the factor, no ramp, no magnitude factor",
      "an engine that implements linear RoPE scaling only and maps every scaling type onto it", "rope",
      "engine/forward.cpp: the RoPE call", "a model with YaRN RoPE scaling"},
+    {Fault::rope_nope_rotated, "rope-nope-rotated",
+     "q and k rotated in the layers without positional encoding (NoPE) too",
+     "SmolLM3 run on a llama code path, which rotates every layer: its every fourth layer has no RoPE", "rope",
+     "engine/forward.cpp: the RoPE call", "layers without RoPE (smollm3)"},
 };
 // clang-format on
 
@@ -474,6 +478,12 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     }
+    case Fault::rope_nope_rotated:
+      if (c.nope_period == 0 || c.n_layer < c.nope_period)
+        return no(fmt::format("the model's {} layers all rotate (no NoPE layer)", c.n_layer));
+      if (n_prompt < 2 && n_predict < 2)
+        return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
+      break;
     case Fault::rope_yarn_as_linear:
       if (c.rope_scaling.type != RopeScalingType::yarn)
         return no(fmt::format("the model's RoPE scaling is {}, not yarn", rope_scaling_name(c.rope_scaling.type)));

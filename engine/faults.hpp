@@ -76,6 +76,7 @@ enum class Fault : std::uint8_t {
   moe_weights_unnormalized,
   rope_scaling_ignored,
   rope_yarn_as_linear,
+  rope_nope_rotated,
 };
 
 struct FaultSpec {

@@ -254,11 +254,14 @@ void Forward::attention_block(int l, int p0, int n) {
   if (!faults_.is(Fault::rope_freq_factors_ignored) &&
       !(faults_.is(Fault::rope_scaling_ignored) && c_.rope_scaling.type == RopeScalingType::longrope))
     rope.freq_factors = rope_factors_;
-  // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
-  if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
-  rope.x = k;
-  rope.n_heads = HKV;
-  ex_.rope(rope);
+  // Fault rope-nope-rotated: SmolLM3's NoPE layers rotated too, as a llama code path would.
+  if (c_.rotates(l) || faults_.is(Fault::rope_nope_rotated)) {
+    // Fault rope-q-not-rotated: the Q call is missing; only K is rotated.
+    if (!faults_.is(Fault::rope_q_not_rotated)) ex_.rope(rope);
+    rope.x = k;
+    rope.n_heads = HKV;
+    ex_.rope(rope);
+  }
   round(q, std::int64_t(n) * Q);  // attention's q input
   taps_.probe("attn_q.rope", l, p0, n, {Q}, q);
   taps_.probe("attn_k.rope", l, p0, n, {KV}, k);

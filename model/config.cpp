@@ -146,6 +146,8 @@ constexpr ArchTraits kArchs[] = {
     {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true, true},
     // Qwen3-MoE: qwen3's attention, a mixture of experts in every layer (its expert count says so).
     {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
+    // SmolLM3: llama without RoPE in every fourth layer (llama.cpp's n_no_rope_layer_step).
+    {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -186,6 +188,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.embed_scale = traits->embed_scale;
   c.post_norms = traits->post_norms;
   c.fused_gate_up = traits->fused_gate_up;
+  c.nope_period = traits->nope_period;
   const std::string p = arch + ".";
 
   c.n_layer = required_int(f, p + "block_count");
@@ -242,9 +245,10 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.n_rot = optional_int(f, p + "rope.dimension_count", c.head_dim);
   require(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f, p + "rope.dimension_count",
           fmt::format("expected an even count <= head_dim {}, got {}", c.head_dim, c.n_rot));
-  require(c.n_rot == c.head_dim || traits->arch != Arch::llama, f, p + "rope.dimension_count",
-          fmt::format("expected head_dim {} (llama rotates whole heads; llama.cpp refuses any other count), got {}",
-                      c.head_dim, c.n_rot));
+  require(c.n_rot == c.head_dim || (traits->arch != Arch::llama && traits->arch != Arch::smollm3), f,
+          p + "rope.dimension_count",
+          fmt::format("expected head_dim {} ({} rotates whole heads; llama.cpp refuses any other count), got {}",
+                      c.head_dim, arch, c.n_rot));
   // llama.cpp's default when the key is absent (stories260K has none).
   const double base = f.get_float_opt(p + "rope.freq_base").value_or(10000.0);
   require(std::isfinite(base) && base > 1.0, f, p + "rope.freq_base",

@@ -1,5 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3` and `phi3` architectures, and the weight names with
+// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe` and `smollm3` architectures, and the
+// weight names with
 // the shapes each must have.
 #pragma once
 
@@ -13,7 +14,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3 };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -58,6 +59,10 @@ struct ModelConfig {
   int sliding_window = 0;    // sliding layers attend to the last `sliding_window` positions; 0: none
   int swa_period = 0;        // layer l slides when l % swa_period < swa_period - 1 (Gemma 2: 2, the even layers)
   float rope_freq_base_swa = 0;  // the sliding layers' RoPE base (Gemma 3: 10000); 0: rope_freq_base
+  // Layers without positional encoding (NoPE): layer l rotates q and k unless (l + 1) % nope_period
+  // == 0 (SmolLM3: 4, layers 3, 7, 11, ...; no GGUF key says so, llama.cpp fixes it per
+  // architecture). 0: every layer rotates.
+  int nope_period = 0;
   RopeScaling rope_scaling;      // the global (non-sliding) layers'; the sliding ones' below
   bool rope_scaling_swa = true;  // whether the sliding layers are scaled too (Gemma 3: not)
   bool fused_qkv = false;      // blk.*.attn_qkv.weight holds q, k and v rows (phi3; model/fused_weights.hpp)
@@ -77,6 +82,7 @@ struct ModelConfig {
   bool holds(int stage) const { return stage >= first_stage && stage <= last_stage; }
 
   bool sliding(int layer) const { return sliding_window > 0 && layer % swa_period < swa_period - 1; }
+  bool rotates(int layer) const { return nope_period == 0 || (layer + 1) % nope_period != 0; }
   float rope_base(int layer) const {
     return sliding(layer) && rope_freq_base_swa > 0 ? rope_freq_base_swa : rope_freq_base;
   }
@@ -115,6 +121,7 @@ struct ArchTraits {
   float rope_freq_base_swa;  // the sliding layers' own RoPE base; 0: none
   bool rope_scaling_swa;     // whether a declared RoPE scaling applies to the sliding layers too
   bool fused_gate_up;        // ffn_up.weight is [gate; up], 2 * n_ff rows
+  int nope_period = 0;       // ModelConfig::nope_period
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

@@ -70,6 +70,9 @@ std::string extras_text(const ModelConfig& c) {
                                                     c.swa_period, c.swa_period - 1));
   if (c.rope_freq_base_swa > 0 && c.sliding_window > 0)
     parts.push_back(fmt::format("sliding layers' RoPE base {:g}", c.rope_freq_base_swa));
+  if (c.nope_period > 0)
+    parts.push_back(fmt::format("no RoPE in every {}th layer (NoPE: layers {}, {}, ...)", c.nope_period,
+                                c.nope_period - 1, 2 * c.nope_period - 1));
   if (const RopeScaling& s = c.rope_scaling; s.type == RopeScalingType::longrope) {
     parts.push_back(fmt::format("LongRoPE (rope_factors_short, rope_factors_long past an original context of {}), "
                                 "attn_factor {:g}",
@@ -116,6 +119,7 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"sliding_window", c.sliding_window},
           {"swa_period", c.swa_period},
           {"rope_freq_base_swa", c.rope_freq_base_swa},
+          {"nope_period", c.nope_period},
           {"rope_scaling",
            {{"type", rope_scaling_name(c.rope_scaling.type)},
             {"factor", c.rope_scaling.factor},

@@ -83,6 +83,8 @@ def rms(x, w, eps):
 
 def rope(x, heads, position, hp, layer, factors):
     d, n_rot = hp["head_dim"], hp["n_rot"]
+    if hp.get("nope_period", 0) and (layer + 1) % hp["nope_period"] == 0:  # a NoPE layer (SmolLM3)
+        return x.copy()
     sliding = hp["sliding_window"] > 0 and layer % hp["swa_period"] < hp["swa_period"] - 1
     base = hp["rope_freq_base_swa"] if sliding and hp["rope_freq_base_swa"] > 0 else hp["rope_freq_base"]
     out = x.copy().reshape(heads, d)

@@ -128,9 +128,11 @@ void Forward<T>::attention_block(int l, int p) {
     record("attn_k_norm", l, p, k_.data(), {KV});
   }
 
-  const float* factors = rope_factors_;
-  rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
-  rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
+  if (c_.rotates(l)) {
+    const float* factors = rope_factors_;
+    rope(q_.data(), H, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
+    rope(k_.data(), c_.n_head_kv, D, c_.n_rot, p, c_.rope_base(l), pairing_of(c_), factors, c_.rope_scaling_of(l));
+  }
   record("attn_q.rope", l, p, q_.data(), {Q});
   record("attn_k.rope", l, p, k_.data(), {KV});
 

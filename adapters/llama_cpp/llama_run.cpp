@@ -187,6 +187,7 @@ NodeOp node_op(const ggml_tensor* t) {
     case GGML_OP_MUL_MAT: return NodeOp::mul_mat;
     case GGML_OP_ADD: return NodeOp::add;
     case GGML_OP_ROPE: return NodeOp::rope;
+    case GGML_OP_RESHAPE: return NodeOp::reshape;
     case GGML_OP_GET_ROWS: return NodeOp::get_rows;
     default: return NodeOp::other;
   }

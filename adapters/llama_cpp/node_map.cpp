@@ -85,7 +85,9 @@ std::optional<TapTarget> tap_for_node(const GraphNode& node) {
     }
   }
   const auto [base, layer] = split_layer(node.name);
-  if (node.op == NodeOp::rope && layer >= 0) {
+  // Q and K as attention takes them: the ROPE named Qcur, after the RESHAPE of the same name; in a
+  // layer without RoPE (smollm3's NoPE layers) that RESHAPE is the last.
+  if ((node.op == NodeOp::rope || node.op == NodeOp::reshape) && layer >= 0) {
     if (base == "Qcur") return TapTarget{"attn_q.rope", layer};
     if (base == "Kcur") return TapTarget{"attn_k.rope", layer};
   }
@@ -121,8 +123,8 @@ const std::vector<NodeMapRow>& node_map_table() {
       {"attn_v", "the `MUL_MAT` of `blk.{l}.attn_v.weight`, then the `ADD` of its bias"},
       {"attn_q_norm", "`Qcur_normed-{l}` (qwen3)"},
       {"attn_k_norm", "`Kcur_normed-{l}` (qwen3)"},
-      {"attn_q.rope", "the `ROPE` named `Qcur-{l}`"},
-      {"attn_k.rope", "the `ROPE` named `Kcur-{l}`"},
+      {"attn_q.rope", "the `ROPE` named `Qcur-{l}` (a layer without RoPE: the `RESHAPE` named so, smollm3)"},
+      {"attn_k.rope", "the `ROPE` named `Kcur-{l}` (a layer without RoPE: the `RESHAPE` named so, smollm3)"},
       {"kv.k", "not available from llama.cpp"},
       {"kv.v", "not available from llama.cpp"},
       {"attn.probs", "`kq_soft_max-{l}`, `[n_kv, n_tokens, n_head]` permuted to `[n_head, n_ctx]`; "

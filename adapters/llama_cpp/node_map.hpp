@@ -19,7 +19,7 @@
 
 namespace tapdiff::adapters::llama_cpp {
 
-enum class NodeOp { mul_mat, add, rope, get_rows, other };
+enum class NodeOp { mul_mat, add, rope, reshape, get_rows, other };
 
 // What the callback sees of a graph node: its name, its op and the names of its first two
 // sources (weights carry their GGUF names).

@@ -72,6 +72,12 @@ TEST(LlamaNodeMap, RopeOutputsOnly) {
   EXPECT_EQ(tap_of("Qcur-3", NodeOp::rope, "Qcur-3"), "attn_q.rope@3");
   EXPECT_EQ(tap_of("Kcur-3", NodeOp::rope, "Kcur-3"), "attn_k.rope@3");
   EXPECT_EQ(tap_of("Vcur-3", NodeOp::rope, "Vcur-3"), "-");
+  // The RESHAPE of the projection into heads, named Qcur too: the ROPE after it replaces it, but a
+  // layer without RoPE (smollm3's NoPE layers) hands attention this node.
+  EXPECT_EQ(tap_of("Qcur-3", NodeOp::reshape, "Qcur-3"), "attn_q.rope@3");
+  EXPECT_EQ(tap_of("Kcur-3", NodeOp::reshape, "Kcur-3"), "attn_k.rope@3");
+  EXPECT_EQ(tap_of("Vcur-3", NodeOp::reshape, "Vcur-3"), "-");
+  EXPECT_EQ(tap_of("Qcur", NodeOp::reshape, "Qcur"), "-");
 }
 
 TEST(LlamaNodeMap, TheTableCoversTheCatalogueAndNamesOnlyItsTaps) {

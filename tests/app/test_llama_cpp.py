@@ -67,6 +67,9 @@ FIXTURES = {
     "qwen3moe-f32": ["--arch", "qwen3moe", "--head-dim", "32", "--n-layer", "3"],
     "qwen3moe-q4_k": ["--arch", "qwen3moe", *K_SHAPE, "--head-dim", "64", "--type", "Q4_K"],
     "mixtral-q8_0": ["--arch", "llama", "--n-expert", "4", "--n-expert-used", "2", "--type", "Q8_0"],
+    # SmolLM3: llama without RoPE in every fourth layer (3, 7, ...), a tied head.
+    "smollm3-f32": ["--arch", "smollm3", "--n-layer", "4", "--tied"],
+    "smollm3-q4_k": ["--arch", "smollm3", *K_SHAPE, "--n-layer", "4", "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -249,6 +252,25 @@ def test_llama_cpp_rotates_gemma3_sliding_layers_at_their_own_base(models, tmp_p
     code, report = diff_json(trace, one_base)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
     assert "of the global layers instead of this sliding layer's" in report["diagnosis"]["variant"]
+
+
+def test_llama_cpp_leaves_smollm3_nope_layers_unrotated(models, tmp_path):
+    """llama.cpp hands attention a NoPE layer's q and k as projected (no ROPE node): the trace holds
+    them, and an engine that rotates every layer is caught at the first NoPE layer, named so."""
+    trace, rotated = tmp_path / "llama.h5", tmp_path / "rotated.h5"
+    llama_run(models["smollm3-f32"], trace)
+    with TraceReader(str(trace)) as t:
+        _, q = t.read("attn_q", 3)
+        _, q_rope = t.read("attn_q.rope", 3)
+        _, q_rope_0 = t.read("attn_q.rope", 0)
+        _, q_0 = t.read("attn_q", 0)
+    assert (q_rope == q).all() and not (q_rope_0[1:] == q_0[1:]).all()
+    p = tapdiff("run", "--backend", "host", "-m", models["smollm3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "rope-nope-rotated", "-o", rotated)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, rotated)
+    assert code == 1 and report["first_divergence"]["tap"] == "blk.3.attn_q.rope", report["first_divergence"]
+    assert report["diagnosis"]["class"] == "rope" and "no positional encoding" in report["diagnosis"]["variant"]
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

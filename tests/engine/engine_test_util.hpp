@@ -102,6 +102,17 @@ inline FixtureSpec phi3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// SmolLM3's shape: llama with no RoPE in every fourth layer; four layers, the last without RoPE,
+// a tied head, base 5e6.
+inline FixtureSpec smollm3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::smollm3;
+  s.n_layer = 4;
+  s.tied_output = true;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 // The spec with RoPE scaling as the real models declare it (linear 8; yarn 4 from n_ctx / 4).
 inline FixtureSpec rope_scaled(FixtureSpec s, RopeScalingType type) {

@@ -156,6 +156,8 @@ inline std::vector<FaultCase> fault_cases() {
       // LongRoPE's magnitude factor (1.5) acts at position 0 too.
       {"rope-scaling-ignored", rope_scaled(phi3_spec(), RopeScalingType::longrope), {"blk.0.attn_q.rope", 0}},
       {"moe-weights-unnormalized", mixtral_spec(GgmlType::Q8_0), {"blk.0.ffn.routing", 0}},
+      // Layers 0..2 rotate as they should; layer 3, without RoPE, is rotated from position 1 on.
+      {"rope-nope-rotated", smollm3_spec(), {"blk.3.attn_q.rope", 1}},
   };
 }
 

@@ -66,7 +66,8 @@ TEST(FaultCatalogue, FiftyThreeFaultsInDesignOrderWithEveryField) {
                                           "kv-chunk-offset",
                                           "moe-weights-unnormalized",
                                           "rope-scaling-ignored",
-                                          "rope-yarn-as-linear"};
+                                          "rope-yarn-as-linear",
+                                          "rope-nope-rotated"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

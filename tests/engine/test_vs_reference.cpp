@@ -53,6 +53,8 @@ std::vector<FixtureCase> fixture_cases() {
       {"qwen3moe_Q8_0", qwen3moe_spec(GgmlType::Q8_0)},
       {"qwen3moe_Q4_K", wide(qwen3moe_spec(GgmlType::Q4_K))},
       {"mixtral_F32", mixtral_spec(GgmlType::F32)},
+      {"smollm3_F32", smollm3_spec(GgmlType::F32)},
+      {"smollm3_Q4_K", wide(smollm3_spec(GgmlType::Q4_K))},
       {"mixtral_Q5_K", wide(mixtral_spec(GgmlType::Q5_K))},
       {"gemma3_linear_F32", rope_scaled(gemma3_spec(GgmlType::F32), RopeScalingType::linear)},
       {"llama_yarn_Q8_0", rope_scaled(llama_spec(GgmlType::Q8_0), RopeScalingType::yarn)},

@@ -62,6 +62,28 @@ TEST(ModelConfig, Qwen2FixtureUsesNeoxAndBiases) {
   EXPECT_FLOAT_EQ(c.rms_eps, 1e-6f);
 }
 
+// SmolLM3: llama's keys and tensors, and no RoPE in layers 3, 7, 11, ... (llama.cpp's
+// n_no_rope_layer_step, fixed by the architecture: no key says so). Whole heads rotate, as llama's.
+TEST(ModelConfig, SmolLM3LeavesEveryFourthLayerUnrotated) {
+  FixtureSpec spec;
+  spec.arch = Arch::smollm3;
+  spec.n_layer = 8;
+  const ModelConfig c = load_model_config(parse(build_fixture(spec)));
+  EXPECT_EQ(c.arch, Arch::smollm3);
+  EXPECT_EQ(c.rope_pairing, RopePairing::norm);
+  EXPECT_EQ(c.nope_period, 4);
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(c.rotates(l), l != 3 && l != 7) << "layer " << l;
+  FixtureSpec llama;
+  llama.n_layer = 8;
+  const ModelConfig every = load_model_config(parse(build_fixture(llama)));
+  for (int l = 0; l < 8; ++l) EXPECT_TRUE(every.rotates(l)) << "layer " << l;
+
+  GgufWriter partial = build_fixture(spec);
+  partial.set("smollm3.rope.dimension_count", GgufValue::u32(8));
+  EXPECT_EQ(config_error(partial), "cfg.gguf: smollm3.rope.dimension_count: expected head_dim 16 (smollm3 rotates whole "
+                                   "heads; llama.cpp refuses any other count), got 8");
+}
+
 // A copy of `base` without the metadata keys in `drop`.
 GgufWriter without_keys(const GgufFile& base, const std::vector<std::string>& drop) {
   GgufWriter w;
@@ -136,7 +158,7 @@ TEST(ModelConfig, Gemma27BAttentionScaleByLayerCount) {
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, got "
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, got "
        "\"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},

@@ -303,3 +303,13 @@ def test_a_partial_rotation_of_the_heads_last_dimensions_is_named(tmp_path):
     write_tap(bad, "attn_q.rope", 0, heads.reshape(read_tap(bad, "attn_q.rope", 0).shape))
     diagnose(tmp_path / "ref.h5", bad, tmp_path / "phi3.gguf", "blk.0.attn_q.rope",
              "the last 12 dimensions of each head rotated instead of the first 12", "rope")
+
+
+def test_a_nope_test_off_by_one_is_named(tmp_path):
+    """SmolLM3 with its NoPE test written l % 4 == 0 instead of (l + 1) % 4 == 0: layer 0 passes q
+    and k through unrotated, and the diagnosis names the NoPE test, not a position bug."""
+    model = traced(tmp_path, "smollm3", "--arch", "smollm3", "--n-layer", "4", n=4)
+    bad = tmp_path / "eng.h5"
+    for name in ("attn_q", "attn_k"):
+        write_tap(bad, name + ".rope", 0, read_tap(bad, name, 0))
+    diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_q.rope", "the NoPE test wrong", "rope", position=1)
