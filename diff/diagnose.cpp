@@ -72,6 +72,10 @@ std::string separating_experiment(const std::vector<std::string>& classes, bool 
     return "no rerun separates them: a mask hiding keys and a cache that lost them give the same numbers; read the "
            "cache back at the first diverging position (its length, its capacity, which slot holds which key): a "
            "cache holding every key points at the mask";
+  if (has("sampling") && has("weight-loading"))
+    return "record the weights in both runs (`--weights`) and diff them: a head weight that differs names the loader; "
+           "one that agrees leaves the forward pass's scale of the logits and the sampler's in-place edit, which the "
+           "logits before the sampler tell apart";
   if (identical)
     return "a rerun may not separate them: they compute the same numbers from these inputs; read the code each "
            "names";

@@ -188,6 +188,9 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
     bool window_at_zero_in_decode = false;  // decode steps measure the window from query position 0
     float decode_scale = 0;              // decode steps' scores scaled by this (0: by `scale`)
+    // Llama 4's temperature (ModelConfig::attn_temperature): the model's, none, at p + 1 (its offset),
+    // or without the floor's rounding down, ln(p / floor + 1) · beta + 1.
+    enum class Temperature { model, none, next_position, unfloored } temperature = Temperature::model;
   };
   // The row of tap `as` (one of the three outputs) at position p, computed under setup s.
   auto compute = [&in, layer, kv_dim, c](const Setup& s, Output as, std::int64_t p) {
@@ -276,7 +279,15 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     std::int64_t n_keys = whole_batch ? std::min(in.prompt_length, in.n_ctx) : visible;
     std::vector<double> o(q.size()), pr(std::size_t(c.n_head) * std::size_t(in.n_ctx), 0.0);
     const std::int64_t query_at = s.window_at_zero_in_decode && p >= in.prompt_length ? 0 : p;
-    const float score_scale = s.decode_scale > 0 && p >= in.prompt_length ? s.decode_scale : s.scale;
+    float score_scale = s.decode_scale > 0 && p >= in.prompt_length ? s.decode_scale : s.scale;
+    switch (s.temperature) {
+      case Setup::Temperature::model: score_scale *= c.attn_temperature(p); break;
+      case Setup::Temperature::none: break;
+      case Setup::Temperature::next_position: score_scale *= c.attn_temperature(p + 1); break;
+      case Setup::Temperature::unfloored:
+        score_scale *= float(std::log(double(p) / c.attn_temp_floor + 1) * c.attn_temp_scale + 1);
+        break;
+    }
     std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, query_at - s.window + 1)
                                       : first_visible_key(s.cache, in.prompt_length, in.prefill_chunk, p);
     if (s.mask_from_actual) std::tie(first, n_keys) = seen;
@@ -321,6 +332,23 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                  "", true, replay(right)});
   if (in.baseline_only) return;
   Setup s = right;
+  if (c.attn_temp_scale != 0) {
+    const auto tempered = [&](std::string variant, Setup::Temperature t) {
+      s.temperature = t;
+      out.push_back({std::move(variant), "attention-scale", false, replay(s)});
+    };
+    const std::string rule = fmt::format("ln(floor(p / {}) + 1) x {:g} + 1", c.attn_temp_floor, c.attn_temp_scale);
+    tempered(fmt::format("Llama 4's attention temperature not applied: the scores not multiplied by {} from position "
+                         "{} on",
+                         rule, c.attn_temp_floor),
+             Setup::Temperature::none);
+    tempered(fmt::format("the attention temperature {} taken at p + 1 (an offset of 1)", rule),
+             Setup::Temperature::next_position);
+    tempered(fmt::format("the attention temperature without its floor: ln(p / {} + 1) x {:g} + 1 instead of {}",
+                         c.attn_temp_floor, c.attn_temp_scale, rule),
+             Setup::Temperature::unfloored);
+    s = right;
+  }
   if (c.attn_softcap > 0) {
     s.softcap = 0;
     out.push_back({fmt::format("scores not soft-capped (the model caps them at {:g})", c.attn_softcap),

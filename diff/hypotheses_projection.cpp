@@ -226,18 +226,26 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
       out.back().fitted = T != 1.0;
     }
   }
-  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.  // A sampler that edits the logits in place before they are recorded: a temperature, fitted.
+  // Every logit times one factor, fitted: a sampler's temperature applied in place before they are
+  // recorded, or the head scaled (its weight as loaded, a logit scale in the forward pass). The
+  // logits alone cannot tell them apart: both are offered, and tie (the weights separate them).
   if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output")
     if (const auto k = fit_scale(with(W, B)(last), trace_row(in.observed, name, layer, last));
         k && *k > 0 && std::abs(*k - 1) > 1e-3) {
-      out.push_back({fmt::format("the logits times {:.4g} = 1 / {:.4g} (fitted where the prompt ends): a sampling "
-                                 "temperature applied to the logits buffer in place",
-                                 *k, 1 / *k),
-                     "sampling", false, [=, k = float(*k)](std::int64_t p) {
-                       Row r = with(W, B)(p);
-                       for (float& v : r) v *= k;
-                       return r;
-                     }});
+      const auto scaled = [=, k = float(*k)](std::int64_t p) {
+        Row r = with(W, B)(p);
+        for (float& v : r) v *= k;
+        return r;
+      };
+      const std::string factor = fmt::format("the logits times {:.4g} = 1 / {:.4g} (fitted where the prompt ends)", *k,
+                                             1 / *k);
+      out.push_back({factor + ": a sampling temperature applied to the logits buffer in place", "sampling", false,
+                     scaled});
+      out.back().fitted = true;
+      out.push_back({fmt::format("{}: the head scaled, its weight {} as loaded or its output in the forward pass (a "
+                                 "logit scale)",
+                                 factor, wname),
+                     "weight-loading", false, scaled});
       out.back().fitted = true;
     }
   // ... or its penalties on the tokens seen so far (positions 0..p), fitted where the trace ends:

@@ -31,6 +31,10 @@ HParams trace_hparams(const ModelConfig& c) {
   if (c.rope_scaling.type == RopeScalingType::linear || c.rope_scaling.type == RopeScalingType::yarn)
     h["rope_scaling_factor"] = double(c.rope_scaling.factor);
   if (c.attn_scale_dim != c.head_dim) h["attn_scale_dim"] = std::int64_t(c.attn_scale_dim);
+  if (c.attn_temp_scale != 0) {
+    h["attn_temp_scale"] = double(c.attn_temp_scale);
+    h["attn_temp_floor"] = std::int64_t(c.attn_temp_floor);
+  }
   return h;
 }
 

@@ -243,6 +243,10 @@ const std::vector<FaultSpec> kFaults = {
      "q and k rotated in the layers without positional encoding (NoPE) too",
      "SmolLM3 run on a llama code path, which rotates every layer: its every fourth layer has no RoPE", "rope",
      "engine/forward.cpp: the RoPE call", "layers without RoPE (smollm3)"},
+    {Fault::attn_temperature_ignored, "attn-temperature-ignored",
+     "attention scores not multiplied by Llama 4's temperature ln(floor(p / floor) + 1) * beta + 1",
+     "Ministral 3 run on a llama code path: right below YaRN's original context, wrong from there on", "attention-scale",
+     "engine/forward.cpp: the attention call", "an attention temperature (mistral3) and a position past its floor"},
 };
 // clang-format on
 
@@ -478,6 +482,13 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     }
+    case Fault::attn_temperature_ignored:
+      if (c.attn_temp_scale == 0) return no("the model has no attention temperature");
+      // The last token generated is not run: the last position is n_prompt + n_predict - 2.
+      if (n_prompt + n_predict - 2 < c.attn_temp_floor)
+        return no(fmt::format("its temperature is 1 below position {}, and the run's last position is {}",
+                              c.attn_temp_floor, n_prompt + n_predict - 2));
+      break;
     case Fault::rope_nope_rotated:
       if (c.nope_period == 0 || c.n_layer < c.nope_period)
         return no(fmt::format("the model's {} layers all rotate (no NoPE layer)", c.n_layer));

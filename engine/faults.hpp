@@ -77,6 +77,7 @@ enum class Fault : std::uint8_t {
   rope_scaling_ignored,
   rope_yarn_as_linear,
   rope_nope_rotated,
+  attn_temperature_ignored,
 };
 
 struct FaultSpec {

@@ -296,6 +296,11 @@ void Forward::attention_block(int l, int p0, int n) {
   if (faults_.is(Fault::attn_keys_off_by_one)) at.n_keys = cache_.visible_keys(n) - 1;
   at.probs_stride = cache_.capacity();
   at.scale = c_.attn_scale();
+  // Fault attn-temperature-ignored: Mistral 3 run on a llama path, without Llama 4's temperature.
+  if (!faults_.is(Fault::attn_temperature_ignored)) {
+    at.temp_scale = c_.attn_temp_scale;
+    at.temp_floor = float(c_.attn_temp_floor);
+  }
   at.softcap = c_.attn_softcap;
   // Fault attn-softcap-missing: Gemma 2 run without its attention logit soft-cap.
   if (faults_.is(Fault::attn_softcap_missing)) at.softcap = 0.0f;

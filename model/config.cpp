@@ -109,9 +109,17 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
     }
   require(s.beta_fast > s.beta_slow, f, p + "rope.scaling.yarn_beta_fast",
           fmt::format("expected beta_fast > beta_slow {}, got {}", s.beta_slow, s.beta_fast));
-  // DeepSeek's and gpt-oss's own YaRN magnitude rules: refused rather than guessed.
-  for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor",
-                          "rope.scaling.yarn_attn_factor"})
+  // Mistral 3's magnitude (HF's mscale_all_dim, written as yarn_log_multiplier), as llama.cpp
+  // computes it (llama-context.cpp): cos and sin times get_mscale(factor, 1) / get_mscale(factor, m)
+  // · attn_factor, get_mscale(f, m) = 1 + 0.1 m ln f; held as the attn_factor that the usual
+  // (1 + 0.1 ln factor) multiplies into that.
+  const std::string log_key = p + "rope.scaling.yarn_log_multiplier";
+  if (const auto m = f.get_float_opt(log_key)) {
+    require(std::isfinite(*m) && *m >= 0, f, log_key, fmt::format("expected a finite value >= 0, got {}", *m));
+    if (*m != 0) s.attn_factor = float(s.attn_factor / (1 + 0.1 * *m * std::log(double(s.factor))));
+  }
+  // DeepSeek's and gpt-oss's own YaRN rules: refused rather than guessed.
+  for (const char* key : {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor"})
     require(f.find(p + key) == nullptr, f, p + key,
             "expected no such key (tapdiff implements YaRN with an extrapolation factor of 1 and attn_factor only)");
   return s;
@@ -148,6 +156,8 @@ constexpr ArchTraits kArchs[] = {
     {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
     // SmolLM3: llama without RoPE in every fourth layer (llama.cpp's n_no_rope_layer_step).
     {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4},
+    // Mistral 3 (Ministral 3): llama with YaRN and Llama 4's attention temperature.
+    {Arch::mistral3, "mistral3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -245,7 +255,9 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.n_rot = optional_int(f, p + "rope.dimension_count", c.head_dim);
   require(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f, p + "rope.dimension_count",
           fmt::format("expected an even count <= head_dim {}, got {}", c.head_dim, c.n_rot));
-  require(c.n_rot == c.head_dim || (traits->arch != Arch::llama && traits->arch != Arch::smollm3), f,
+  require(c.n_rot == c.head_dim || (traits->arch != Arch::llama && traits->arch != Arch::smollm3 &&
+                                    traits->arch != Arch::mistral3),
+          f,
           p + "rope.dimension_count",
           fmt::format("expected head_dim {} ({} rotates whole heads; llama.cpp refuses any other count), got {}",
                       c.head_dim, arch, c.n_rot));
@@ -255,6 +267,15 @@ ModelConfig load_model_config(const GgufFile& f) {
           fmt::format("expected a finite base > 1, got {}", base));
   c.rope_freq_base = static_cast<float>(base);
   c.rope_scaling = load_rope_scaling(f, p, c.n_ctx_train, c.arch);
+  // Llama 4's temperature, as llama.cpp reads it for mistral3: its floor is YaRN's original context.
+  const std::string temp_key = p + "attention.temperature_scale";
+  if (const auto t = f.get_float_opt(temp_key)) {
+    require(c.arch == Arch::mistral3, f, temp_key,
+            fmt::format("expected no attention temperature in a {} model (llama.cpp reads it for mistral3)", arch));
+    require(std::isfinite(*t), f, temp_key, fmt::format("expected a finite value, got {}", *t));
+    c.attn_temp_scale = float(*t);
+    c.attn_temp_floor = optional_int(f, p + "rope.scaling.original_context_length", c.n_ctx_train);
+  }
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})

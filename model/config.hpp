@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe` and `smollm3` architectures, and the
-// weight names with
+// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3` and `mistral3`
+// architectures, and the weight names with
 // the shapes each must have.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3 };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, mistral3 };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -43,6 +43,15 @@ struct ModelConfig {
   // layer counts, 46 and 62 (its models/gemma2.cpp, gemma3.cpp), and so does tapdiff.
   int attn_scale_dim = 0;
   float attn_scale() const { return 1.0f / std::sqrt(float(attn_scale_dim)); }
+  // Llama 4's attention temperature (Mistral 3): the scores of the query at position p times
+  // ln(floor(p / attn_temp_floor) + 1) · attn_temp_scale + 1, as llama.cpp computes it
+  // (llm_graph_input_attn_temp): 1 below the floor, YaRN's original context. 0: none.
+  float attn_temp_scale = 0;
+  int attn_temp_floor = 0;
+  float attn_temperature(std::int64_t p) const {
+    if (attn_temp_scale == 0) return 1.0f;
+    return float(std::log(std::floor(float(p) / float(attn_temp_floor)) + 1.0) * attn_temp_scale + 1.0);
+  }
   float rope_freq_base = 10000.0f;
   RopePairing rope_pairing = RopePairing::norm;
   float rms_eps = 1e-5f;

@@ -62,6 +62,9 @@ std::string extras_text(const ModelConfig& c) {
   if (c.attn_scale_dim != c.head_dim)
     parts.push_back(fmt::format("scores scaled by 1/sqrt(n_embd / n_head) = 1/sqrt({}) (Gemma 27B, by its {} layers)",
                                 c.attn_scale_dim, c.n_layer));
+  if (c.attn_temp_scale != 0)
+    parts.push_back(fmt::format("attention temperature ln(floor(p / {}) + 1) x {:g} + 1 on the scores (Llama 4's)",
+                                c.attn_temp_floor, c.attn_temp_scale));
   if (c.attn_softcap > 0) parts.push_back(fmt::format("attention soft-cap {:g}", c.attn_softcap));
   if (c.final_softcap > 0) parts.push_back(fmt::format("logit soft-cap {:g}", c.final_softcap));
   if (c.sliding_window > 0)
@@ -104,6 +107,8 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"n_ctx_train", c.n_ctx_train},
           {"n_rot", c.n_rot},
           {"attn_scale_dim", c.attn_scale_dim},
+          {"attn_temp_scale", c.attn_temp_scale},
+          {"attn_temp_floor", c.attn_temp_floor},
           {"rope_freq_base", c.rope_freq_base},
           {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
           {"rms_eps", c.rms_eps},

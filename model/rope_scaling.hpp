@@ -2,6 +2,8 @@
 // (model/config.cpp reads it; the reference and the engine each compute the angles on their own):
 #pragma once
 
+#include <cmath>
+
 namespace tapdiff {
 
 //   linear: every angle divided by `factor` (position interpolation; Gemma 3's global layers);
@@ -24,7 +26,8 @@ struct RopeScaling {
   bool scales() const { return type != RopeScalingType::none; }
   // cos and sin scaled too, so that position 0 (angle 0) is not left as it was.
   bool scales_magnitude() const {
-    return type == RopeScalingType::yarn || (type == RopeScalingType::longrope && attn_factor != 1.0f);
+    if (type == RopeScalingType::yarn) return std::abs(attn_factor * (0.1 * std::log(double(factor)) + 1) - 1) > 1e-6;
+    return type == RopeScalingType::longrope && attn_factor != 1.0f;
   }
 };
 

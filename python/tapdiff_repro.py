@@ -244,9 +244,12 @@ class Replay:
         V = np.stack([self.tap("kv.v", layer, t).reshape(G, D) for t in keys])
         width = len(self.tap("attn.probs", layer, p)) // H if name == "attn.probs" else p + 1
         probs, out = np.zeros((H, width)), np.zeros((H, D))
+        scale = 1 / math.sqrt(hp.get("attn_scale_dim", D))
+        if hp.get("attn_temp_scale", 0):  # Llama 4's temperature (Mistral 3)
+            scale *= math.log(math.floor(p / hp["attn_temp_floor"]) + 1) * hp["attn_temp_scale"] + 1
         for h in range(H):
             g = h // (H // G)
-            s = softcap(K[:, g] @ q[h] / math.sqrt(hp.get("attn_scale_dim", D)), hp["attn_softcap"])
+            s = softcap(K[:, g] @ q[h] * scale, hp["attn_softcap"])
             e = np.exp(s - s.max())
             probs[h, first:p + 1] = e / e.sum()
             out[h] = probs[h, first:p + 1] @ V[:, g]

@@ -145,7 +145,7 @@ void Forward<T>::attention_block(int l, int p) {
   record("kv.v", l, p, v_layer + std::int64_t(p) * KV, {KV});
 
   std::fill(probs_.begin(), probs_.end(), T(0));
-  const float scale = c_.attn_scale();
+  const float scale = c_.attn_scale() * c_.attn_temperature(p);
   // A sliding layer sees the last sliding_window positions, its own included.
   const std::int64_t first_key = c_.sliding(l) ? std::max<std::int64_t>(0, p - c_.sliding_window + 1) : 0;
   attention(q_.data(), k_layer, v_layer, first_key, std::int64_t(p) + 1, AttentionShape{H, c_.n_head_kv, D},

@@ -1,7 +1,9 @@
 // Attention for one (query row, head), over the keys of one layer's KV cache:
 //   visible keys t: t < n_keys, t <= positions[row] when causal, and
 //                   positions[row] - t < window for a sliding layer (window > 0)
-//   s_t = softcap · tanh(scale · (q_h · K[t, g]) / softcap) (softcap > 0; else no tanh),
+//   s_t = softcap · tanh(scale_r · (q_h · K[t, g]) / softcap) (softcap > 0; else no tanh),
+//   scale_r = scale · (ln(floor(positions[row] / temp_floor) + 1) · temp_scale + 1) with Llama 4's
+//   temperature (temp_scale != 0), scale without,
 //   p = softmax(s) in float32,  out_h = Σ_t p_t V[t, g]
 //   g = kv head of query head h: h / (n_head / n_head_kv) (grouped), or h % n_head_kv
 //   (modulo: the fault gqa-head-map)
@@ -35,6 +37,8 @@ struct AttentionArgs {
   std::int64_t n_keys = 0;        // cache rows attention may read
   std::int64_t probs_stride = 0;  // >= n_keys: the cache capacity
   float scale = 1.0f;
+  float temp_scale = 0.0f;   // Llama 4's attention temperature (Mistral 3); 0: none
+  float temp_floor = 1.0f;   // its floor: YaRN's original context
   float softcap = 0.0f;      // Gemma 2's attention logit soft-cap; 0: none
   std::int64_t window = 0;   // a sliding layer's window; 0: every earlier key
   bool causal = true;
@@ -55,6 +59,7 @@ struct AttentionSpan {
   std::int64_t first = 0;     // the first visible key
   std::int64_t visible = 0;   // keys [first, visible) are visible
   std::int64_t softmax_len = 0;
+  float scale = 1.0f;  // the scores' scale at this row's position
 };
 
 TD_HD inline AttentionSpan attention_span(const AttentionArgs& a, std::int64_t index) {
@@ -72,6 +77,9 @@ TD_HD inline AttentionSpan attention_span(const AttentionArgs& a, std::int64_t i
   if (a.window > 0 && std::int64_t(a.positions[row]) - a.window + 1 > 0)
     s.first = std::int64_t(a.positions[row]) - a.window + 1;
   s.softmax_len = a.softmax_over_all_keys ? a.n_keys : s.visible;
+  s.scale = a.scale;
+  if (a.temp_scale != 0.0f)
+    s.scale *= float(log(floor(float(a.positions[row]) / a.temp_floor) + 1.0) * a.temp_scale + 1.0);
   return s;
 }
 
@@ -91,8 +99,8 @@ TD_HD inline float head_dot(const float* q, const void* k, std::int64_t at, int 
 }
 
 // A key's score from its dot product with the query.
-TD_HD inline float attention_logit(const AttentionArgs& a, float dot) {
-  return a.softcap > 0.0f ? a.softcap * tanhf(a.scale * dot / a.softcap) : a.scale * dot;
+TD_HD inline float attention_logit(const AttentionArgs& a, const AttentionSpan& s, float dot) {
+  return a.softcap > 0.0f ? a.softcap * tanhf(s.scale * dot / a.softcap) : s.scale * dot;
 }
 
 // The score of key t, before the softmax.
@@ -110,7 +118,7 @@ TD_HD inline float attention_score(const AttentionArgs& a, const AttentionSpan& 
       dot = head_dot<ElemType::bf16>(s.q, a.k_cache, k_row, a.head_dim);
       break;
   }
-  return attention_logit(a, dot);
+  return attention_logit(a, s, dot);
 }
 
 // Output element d: the visible keys' values weighted by their probabilities, in key order.

@@ -79,9 +79,9 @@ __attribute__((target("avx2,f16c"), noinline)) void scores_avx2(const AttentionA
     if (a.softcap > 0.0f) {
       alignas(32) float dot[8];
       _mm256_store_ps(dot, dots);
-      for (int j = 0; j < 8; ++j) s.p[t + j] = attention_logit(a, dot[j]);
+      for (int j = 0; j < 8; ++j) s.p[t + j] = attention_logit(a, s, dot[j]);
     } else {  // attention_logit without the cap: scale · dot
-      _mm256_storeu_ps(s.p + t, _mm256_mul_ps(_mm256_set1_ps(a.scale), dots));
+      _mm256_storeu_ps(s.p + t, _mm256_mul_ps(_mm256_set1_ps(s.scale), dots));
     }
   }
   for (; t < s.softmax_len; ++t) s.p[t] = attention_score(a, s, t);
@@ -135,9 +135,9 @@ __attribute__((target("avx512f,f16c"), noinline)) std::int64_t scores_avx512(con
     if (a.softcap > 0.0f) {
       alignas(64) float dot[16];
       _mm512_store_ps(dot, dots);
-      for (int j = 0; j < 16; ++j) s.p[t + j] = attention_logit(a, dot[j]);
+      for (int j = 0; j < 16; ++j) s.p[t + j] = attention_logit(a, s, dot[j]);
     } else {
-      _mm512_storeu_ps(s.p + t, _mm512_mul_ps(_mm512_set1_ps(a.scale), dots));
+      _mm512_storeu_ps(s.p + t, _mm512_mul_ps(_mm512_set1_ps(s.scale), dots));
     }
   }
   return t;

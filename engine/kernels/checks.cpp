@@ -124,7 +124,10 @@ void validate(const RopeArgs& a) {
   require(a.n_rot >= 2 && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim, "rope",
           [&] { return fmt::format("n_rot {}: expected even, in [2, head_dim {}]", a.n_rot, a.head_dim); });
   require(a.base > 0, "rope", [&] { return fmt::format("base {}", a.base); });
-  require(std::isfinite(a.freq_scale) && a.freq_scale > 0 && std::isfinite(a.mscale) && a.corr_low <= a.corr_high,
+  // A tiny original context puts corr_high below corr_low; the ramp's max(0.001, high - low) takes
+  // that as llama.cpp does.
+  require(std::isfinite(a.freq_scale) && a.freq_scale > 0 && std::isfinite(a.mscale) && std::isfinite(a.corr_low) &&
+              std::isfinite(a.corr_high),
           "rope", [&] {
             return fmt::format("scaling: freq_scale {}, mscale {}, correction dims [{}, {}]", a.freq_scale, a.mscale,
                                a.corr_low, a.corr_high);
@@ -148,6 +151,8 @@ void validate(const AttentionArgs& a) {
                                    a.n_head_kv, a.head_dim); });
   require(a.n_keys >= 1 && a.n_keys <= a.probs_stride, "attention",
           [&] { return fmt::format("n_keys {}: expected in [1, capacity {}]", a.n_keys, a.probs_stride); });
+  require(a.temp_scale == 0.0f || a.temp_floor >= 1.0f, "attention",
+          [&] { return fmt::format("temperature floor {}: expected >= 1", a.temp_floor); });
   require_pointers("attention", a.n_rows, {a.q, a.k_cache, a.v_cache, a.positions, a.probs, a.out});
 }
 

@@ -70,6 +70,10 @@ FIXTURES = {
     # SmolLM3: llama without RoPE in every fourth layer (3, 7, ...), a tied head.
     "smollm3-f32": ["--arch", "smollm3", "--n-layer", "4", "--tied"],
     "smollm3-q4_k": ["--arch", "smollm3", *K_SHAPE, "--n-layer", "4", "--type", "Q4_K"],
+    # Ministral 3: YaRN x16 of magnitude 1 (yarn_log_multiplier), Llama 4's attention temperature from
+    # YaRN's original context, 4 here, on.
+    "mistral3-f32": ["--arch", "mistral3", "--n-ctx", "64"],
+    "mistral3-q4_k": ["--arch", "mistral3", *K_SHAPE, "--n-ctx", "64", "--type", "Q4_K"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -271,6 +275,20 @@ def test_llama_cpp_leaves_smollm3_nope_layers_unrotated(models, tmp_path):
     code, report = diff_json(trace, rotated)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.3.attn_q.rope", report["first_divergence"]
     assert report["diagnosis"]["class"] == "rope" and "no positional encoding" in report["diagnosis"]["variant"]
+
+
+def test_llama_cpp_tempers_mistral3_attention_as_tapdiff_does(models, tmp_path):
+    """Llama 4's temperature is 1 below position 4 here: an engine without it is right there and
+    caught from position 4 on in llama.cpp's own trace, named so."""
+    trace, untempered = tmp_path / "llama.h5", tmp_path / "untempered.h5"
+    llama_run(models["mistral3-f32"], trace)
+    p = tapdiff("run", "--backend", "host", "-m", models["mistral3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", "attn-temperature-ignored", "-o", untempered)
+    assert p.returncode == 0, p.stderr
+    code, report = diff_json(trace, untempered)
+    first = report["first_divergence"]
+    assert code == 1 and (first["tap"], first["position"]) == ("blk.0.attn.probs", 4), first
+    assert report["diagnosis"]["class"] == "attention-scale" and "temperature not applied" in report["diagnosis"]["variant"]
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

@@ -113,6 +113,16 @@ inline FixtureSpec smollm3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Ministral 3's shape: llama with YaRN x16 of magnitude 1 and Llama 4's attention temperature,
+// which acts from YaRN's original context on: 8 here (n_ctx 128 / 16).
+inline FixtureSpec mistral3_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::mistral3;
+  s.n_ctx_train = 128;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 // The spec with RoPE scaling as the real models declare it (linear 8; yarn 4 from n_ctx / 4).
 inline FixtureSpec rope_scaled(FixtureSpec s, RopeScalingType type) {

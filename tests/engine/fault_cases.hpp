@@ -158,6 +158,8 @@ inline std::vector<FaultCase> fault_cases() {
       {"moe-weights-unnormalized", mixtral_spec(GgmlType::Q8_0), {"blk.0.ffn.routing", 0}},
       // Layers 0..2 rotate as they should; layer 3, without RoPE, is rotated from position 1 on.
       {"rope-nope-rotated", smollm3_spec(), {"blk.3.attn_q.rope", 1}},
+      // Right below position 8, YaRN's original context, where the temperature is still 1.
+      {"attn-temperature-ignored", mistral3_spec(), {"blk.0.attn.probs", 8}},
   };
 }
 

@@ -67,7 +67,8 @@ TEST(FaultCatalogue, FiftyThreeFaultsInDesignOrderWithEveryField) {
                                           "moe-weights-unnormalized",
                                           "rope-scaling-ignored",
                                           "rope-yarn-as-linear",
-                                          "rope-nope-rotated"};
+                                          "rope-nope-rotated",
+                                          "attn-temperature-ignored"};
   const auto& table = fault_catalogue();
   ASSERT_EQ(table.size(), names.size());
   std::set<Fault> ids;

@@ -1,5 +1,6 @@
 // ModelConfig from GGUF metadata: both architectures, defaults, and errors that name the key.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <gtest/gtest.h>
 
@@ -158,8 +159,8 @@ TEST(ModelConfig, Gemma27BAttentionScaleByLayerCount) {
 TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
-       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, got "
-       "\"mamba\""},
+       "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, "
+       "smollm3, mistral3, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -346,14 +347,44 @@ TEST(ModelConfig, BadRopeScalingNamesTheKey) {
        "cfg.gguf: qwen3.rope.scaling.original_context_length: expected a positive 32-bit count, got 0"},
       {"beta_slow past beta_fast", "qwen3.rope.scaling.yarn_beta_slow", GgufValue::f32(64.0f), false,
        "cfg.gguf: qwen3.rope.scaling.yarn_beta_fast: expected beta_fast > beta_slow 64, got 32"},
-      {"DeepSeek's log multiplier", "qwen3.rope.scaling.yarn_log_multiplier", GgufValue::f32(0.1f), false,
-       "cfg.gguf: qwen3.rope.scaling.yarn_log_multiplier: expected no such key (tapdiff implements YaRN with an "
+      {"negative log multiplier", "qwen3.rope.scaling.yarn_log_multiplier", GgufValue::f32(-1.0f), false,
+       "cfg.gguf: qwen3.rope.scaling.yarn_log_multiplier: expected a finite value >= 0, got -1"},
+      {"an extrapolation factor", "qwen3.rope.scaling.yarn_ext_factor", GgufValue::f32(0.5f), false,
+       "cfg.gguf: qwen3.rope.scaling.yarn_ext_factor: expected no such key (tapdiff implements YaRN with an "
        "extrapolation factor of 1 and attn_factor only)"},
+      {"a temperature outside mistral3", "qwen3.attention.temperature_scale", GgufValue::f32(0.1f), false,
+       "cfg.gguf: qwen3.attention.temperature_scale: expected no attention temperature in a qwen3 model (llama.cpp "
+       "reads it for mistral3)"},
   };
   FixtureSpec yarn;
   yarn.arch = Arch::qwen3;
   yarn.rope_scaling = RopeScalingType::yarn;
   check_bad_metadata(cases, yarn);
+}
+
+// Mistral 3 (Ministral 3): YaRN whose magnitude its log multiplier (HF's mscale_all_dim) sets, as
+// llama.cpp computes it: get_mscale(f, 1) / get_mscale(f, m), 1 at m = 1; and Llama 4's attention
+// temperature, ln(floor(p / original context) + 1) · beta + 1.
+TEST(ModelConfig, Mistral3YarnMagnitudeAndTemperature) {
+  FixtureSpec spec;
+  spec.arch = Arch::mistral3;
+  spec.n_ctx_train = 64;  // YaRN x16 over an original context of 4
+  GgufWriter w = build_fixture(spec);
+  const ModelConfig c = load_model_config(parse(w));
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::yarn);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 16.0f);
+  const auto magnitude = [](const RopeScaling& s) { return s.attn_factor * (0.1 * std::log(double(s.factor)) + 1); };
+  EXPECT_NEAR(magnitude(c.rope_scaling), 1.0, 1e-6);
+  EXPECT_FALSE(c.rope_scaling.scales_magnitude());
+  EXPECT_EQ(c.attn_temp_floor, 4);
+  EXPECT_FLOAT_EQ(c.attn_temp_scale, 0.1f);
+  for (int p : {0, 3}) EXPECT_FLOAT_EQ(c.attn_temperature(p), 1.0f) << p;
+  EXPECT_FLOAT_EQ(c.attn_temperature(4), float(0.1 * std::log(2.0) + 1));
+  EXPECT_FLOAT_EQ(c.attn_temperature(13), float(0.1 * std::log(4.0) + 1));
+
+  w.set("mistral3.rope.scaling.yarn_log_multiplier", GgufValue::f32(0.5f));
+  const double f = 16, expected = (1 + 0.1 * std::log(f)) / (1 + 0.05 * std::log(f));
+  EXPECT_NEAR(magnitude(load_model_config(parse(w)).rope_scaling), expected, 1e-6);
 }
 
 // A mixture of experts: its counts, each expert's width, and the stacked tensors' shapes.

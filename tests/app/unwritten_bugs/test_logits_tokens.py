@@ -226,12 +226,18 @@ def test_token_ids_cast_to_bf16_are_named(tmp_path):
              "embedding", position=2)
 
 
-def test_a_temperature_applied_to_the_recorded_logits_is_named(llama, tmp_path):
-    """A sampler dividing the logits by its temperature in place, before the tap records them."""
+def test_logits_times_one_factor_tie_a_temperature_with_a_scaled_head(llama, tmp_path):
+    """Every logit times 1.25: a sampler's temperature applied in place before the tap records them,
+    or the head scaled (its weight as loaded, a logit scale in the forward pass: blind round 26's
+    B70 and B84, once named "sampling"). The logits cannot tell them apart: the factor is fitted, the
+    class withheld, and the weights named as what separates them."""
     bad = tmp_path / "eng.h5"
     shutil.copy(llama / "eng.h5", bad)
     write_tap(bad, "output", -1, read_tap(bad, "output", -1) / np.float32(0.8))
-    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "times 1.25 = 1 / 0.8", "sampling")
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "times 1.25 = 1 / 0.8", "unexplained",
+                 evidence="tied")
+    assert {t["class"] for t in d["ties"]} == {"sampling", "weight-loading"}, d["ties"]
+    assert "--weights" in d["separating_experiment"], d
 
 
 @pytest.mark.parametrize("edit, words", [
