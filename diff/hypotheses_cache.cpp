@@ -49,11 +49,16 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
   if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
   taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
              is_k ? "attn_v" : "attn_k.rope");
-  if (!is_k) {
-    const ModelConfig& c = in.model.config();
+  // V rotated as K is; in a layer without RoPE (smollm3's NoPE layers) K rotated too, on its way
+  // into the cache.
+  if (const ModelConfig& c = in.model.config(); !is_k || !c.rotates(layer)) {
     const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
     const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
-    out.push_back({"V rotated by RoPE at p, as K is (the rotation applied to V too)", "rope", false,
+    out.push_back({is_k ? fmt::format("K rotated by RoPE at p into the cache, though layer {} has no positional "
+                                      "encoding (NoPE): the cache write's own rotation, or the NoPE test wrong there",
+                                      layer)
+                        : std::string("V rotated by RoPE at p, as K is (the rotation applied to V too)"),
+                   "rope", false,
                    [row = row_of(src, 0), c, factors, layer, base = c.rope_base(layer)](std::int64_t p) {
                      const Row v = row(p);
                      if (v.size() != std::size_t(c.kv_dim())) return Row{};

@@ -177,18 +177,69 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   const auto at_p = [](std::int64_t p) { return p; };
   const float base = c.rope_base(layer);
   const std::int64_t prompt = in.prompt_length;
+  // q or k times a factor after the rotation (a temperature, a pre-scale of another model's), fitted
+  // at the last prompt position; a factor the named pre-scale gives is left to it. In a rotated
+  // layer the same numbers are cos and sin times that factor, a RoPE magnitude (YaRN's attn_factor):
+  // the two tie. (In a layer whose scaling has a magnitude, its fitted misreading below stands for both.)
+  const auto scaled_after = [&](const std::function<Row(std::int64_t)>& correct, bool rotated) {
+    const std::int64_t at = std::max<std::int64_t>(prompt - 1, 0);
+    const auto k = fit_scale(correct(at), trace_row(in.observed, name, layer, at));
+    const bool magnitude = ref::rope_magnitude(c.rope_scaling_of(layer)) != 1.0;
+    if (!k || !std::isfinite(*k) || std::abs(*k - 1) < 1e-3 || (is_q && std::abs(*k / c.attn_scale() - 1) < 1e-3) ||
+        (rotated && magnitude))
+      return;
+    const auto times_k = [correct, k = *k](std::int64_t p) {
+      Row y = correct(p);
+      for (float& v : y) v = float(v * k);
+      return y;
+    };
+    out.push_back({fmt::format("{} times {:.4g} (fitted at position {}), {}: a scale applied to {} before attention "
+                               "(a temperature, another model's pre-scale)",
+                               is_q ? "q" : "k", *k, at, rotated ? "rotated at p" : "not rotated",
+                               is_q ? "the queries" : "the keys"),
+                   "attention-scale", false, times_k});
+    out.back().fitted = true;
+    if (rotated) {
+      out.push_back({fmt::format("cos and sin times {:.4g} (fitted at position {}): a RoPE magnitude factor (YaRN's "
+                                 "attn_factor) the model does not declare",
+                                 *k, at),
+                     "rope", false, times_k});
+      out.back().fitted = true;
+    }
+  };
   // A NoPE layer (SmolLM3's every fourth) passes q and k through; rotating it is the bug to name.
   if (!c.rotates(layer)) {
     out.push_back({"not rotated (a layer without positional encoding)", "", true, rotate(at_p, base, right, false)});
-    if (!in.baseline_only)
-      out.push_back({fmt::format("rotated at p, though layer {} has no positional encoding (NoPE: layer l rotates "
-                                 "unless (l + 1) % {} == 0): every layer rotated, or the NoPE test wrong",
-                                 layer, c.nope_period),
-                     "rope", false, rotate(at_p, base, right)});
+    if (in.baseline_only) return;
+    out.push_back({fmt::format("rotated at p, though layer {} has no positional encoding (NoPE: layer l rotates "
+                               "unless (l + 1) % {} == 0): every layer rotated, or the NoPE test wrong",
+                               layer, c.nope_period),
+                   "rope", false, rotate(at_p, base, right)});
+    scaled_after(rotate(at_p, base, right, false), false);
     return;
   }
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   if (in.baseline_only) return;
+  scaled_after(rotate(at_p, base, right), true);
+  // A position counter that stops advancing: every position from k on rotated at k, k fitted at
+  // the tap's last position (0 is "rotated at the start position 0" below).
+  if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->last_position() > 1) {
+    const std::int64_t last = tap->last_position();
+    const Row y = trace_row(in.observed, name, layer, last);
+    std::int64_t stuck = -1;
+    double best = INFINITY;
+    for (std::int64_t k = 1; k < last && !y.empty(); ++k) {
+      const Row r = rotate([k](std::int64_t) { return k; }, base, right)(last);
+      if (r.size() != y.size()) break;
+      if (const double e = row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse; e < best) best = e, stuck = k;
+    }
+    if (stuck > 0 && best < 1e-6)
+      out.push_back({fmt::format("every position from {0} on rotated at {0} (fitted at position {1}): the position "
+                                 "counter stops advancing at {0}{2}",
+                                 stuck, last, stuck == prompt ? ", the prompt's length: decode steps never advance it" : ""),
+                     "rope", false, rotate([stuck](std::int64_t p) { return std::min(p, stuck); }, base, right)});
+    if (stuck > 0 && best < 1e-6) out.back().fitted = true;
+  }
   const auto push_unrotated = [&](std::string variant) {
     Candidate unrotated{std::move(variant), "rope", false, rotate(at_p, base, right, false)};
     unrotated.takes = full_tap_name(src, layer);

@@ -313,3 +313,55 @@ def test_a_nope_test_off_by_one_is_named(tmp_path):
     for name in ("attn_q", "attn_k"):
         write_tap(bad, name + ".rope", 0, read_tap(bad, name, 0))
     diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_q.rope", "the NoPE test wrong", "rope", position=1)
+
+
+@pytest.fixture(scope="module")
+def smollm3(tmp_path_factory):
+    """smollm3, four layers: layer 3 has no RoPE (NoPE); base 5e6."""
+    d = tmp_path_factory.mktemp("smollm3")
+    return d, traced(d, "smollm3", "--arch", "smollm3", "--n-layer", "4", n=4)
+
+
+def test_a_nope_layers_keys_rotated_into_the_cache_are_named(smollm3, tmp_path):
+    """Blind round 26's B72: attention reads a NoPE layer's k as projected, but its cache write
+    rotates it; the read-back is the rotated row."""
+    d, model = smollm3
+    bad = tmp_path / "eng.h5"
+    shutil.copy(d / "eng.h5", bad)
+    k = read_tap(bad, "attn_k", 3)
+    write_tap(bad, "kv.k", 3, np.stack([rope_norm(k[p], p, base=5e6) for p in range(k.shape[0])]))
+    diagnose(d / "ref.h5", bad, model, "blk.3.kv.k", "K rotated by RoPE at p into the cache", "rope", position=1)
+
+
+def test_a_nope_layers_queries_scaled_are_fitted(smollm3, tmp_path):
+    """Blind round 26's B86: q times 1.5 in the NoPE layer (a temperature put where RoPE is skipped)."""
+    d, model = smollm3
+    bad = tmp_path / "eng.h5"
+    shutil.copy(d / "eng.h5", bad)
+    write_tap(bad, "attn_q.rope", 3, read_tap(bad, "attn_q.rope", 3) * np.float32(1.5))
+    diagnose(d / "ref.h5", bad, model, "blk.3.attn_q.rope", "q times 1.5", "attention-scale", position=0)
+
+
+def test_rotated_queries_times_a_factor_tie_a_scale_with_a_rope_magnitude(llama, tmp_path):
+    """Blind round 26's B80: q times 1.1 after the rotation, in a model without RoPE scaling: a scale
+    of the queries and cos and sin times 1.1 are the same numbers; the class is withheld."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "attn_q.rope", 0, read_tap(bad, "attn_q.rope", 0) * np.float32(1.1))
+    d = diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "q times 1.1", "unexplained",
+                 evidence="tied", position=0)
+    assert {t["class"] for t in d["ties"]} == {"attention-scale", "rope"}, d["ties"]
+
+
+def test_a_position_counter_stuck_at_the_prompt_length_is_fitted(llama, tmp_path):
+    """Blind round 26's B71: decode steps never advance the position: every one rotated at the prompt's
+    length, the first of them right."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, q_rope = read_tap(bad, "attn_q", 0), read_tap(bad, "attn_q.rope", 0)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt + 1, q.shape[0]):
+        q_rope[p] = rope_norm(q[p], prompt)
+    write_tap(bad, "attn_q.rope", 0, q_rope)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "the position counter stops advancing at 6",
+             "rope", position=prompt + 1)
