@@ -290,8 +290,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
         others.push_back(other);
   const std::size_t own_layer = others.size();
   enum class Form {
-    rms, mean_removed, one_plus_w, minus_one, unnormalized, over_n_minus_1, eps_outside_sqrt, weighted_first,
-    after_rope, squares_in_f16
+    rms, mean_removed, one_plus_w, minus_one, weight_squared, unnormalized, over_n_minus_1, eps_outside_sqrt,
+    weighted_first, after_rope, squares_in_f16
   };
   auto run = [&in, x_name, x_layer, per_head, layer, head_dim = c.head_dim](const std::vector<float>* weight, float eps,
                                                                             Form form = Form::rms, double x_scale = 1) {
@@ -314,9 +314,9 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;
       const float* w = weight ? weight->data() : nullptr;
-      if ((form == Form::one_plus_w || form == Form::minus_one) && weight) {
+      if ((form == Form::one_plus_w || form == Form::minus_one || form == Form::weight_squared) && weight) {
         w1 = *weight;
-        for (float& v : w1) v += form == Form::one_plus_w ? 1.0f : -1.0f;
+        for (float& v : w1) v = form == Form::weight_squared ? v * v : v + (form == Form::one_plus_w ? 1.0f : -1.0f);
         w = w1.data();
       }
       Row y(x.size());
@@ -538,6 +538,8 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rmsnorm(x) * (w - 1): a weight the GGUF stores as 1 + w (Gemma's) taken as the offset itself, "
                  "the one dropped",
                  "normalization", false, run(w, eps, Form::minus_one)});
+  out.push_back({"rmsnorm(x) * w * w: the weight applied twice", "normalization", false,
+                 run(w, eps, Form::weight_squared)});
   out.push_back({"rmsnorm(x * w): the weight multiplied in before the mean square instead of after", "normalization",
                  false, run(w, eps, Form::weighted_first)});
   out.push_back({"x * w: the weight applied, the normalization skipped", "normalization", false,

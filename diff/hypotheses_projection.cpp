@@ -18,6 +18,7 @@
 #include "diff/tap_graph.hpp"
 #include "diff/weight_variants.hpp"
 #include "model/dequantize.hpp"
+#include "model/ggml_type.hpp"
 #include "model/fused_weights.hpp"
 #include "reference/ops.hpp"
 #include "tapdiff/weight_taps.hpp"
@@ -246,6 +247,46 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                                  "logit scale)",
                                  factor, wname),
                      "weight-loading", false, scaled});
+      out.back().fitted = true;
+    }
+  // Logits soft-capped where the model has no cap (gemma2's code path, a cap read from another key):
+  // c fitted on the logit of largest magnitude where the prompt ends, c·tanh(x / c) = y.
+  if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name == "output" && cap == 0) {
+    const Row right = with(W, B)(last), y = trace_row(in.observed, name, layer, last);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < right.size() && right.size() == y.size(); ++i)
+      if (std::abs(right[i]) > std::abs(right[at])) at = i;
+    const double x0 = at < right.size() && right.size() == y.size() ? std::abs(double(right[at])) : 0;
+    const double y0 = x0 > 0 ? std::abs(double(y[at])) : 0;
+    if (x0 > 0 && y0 > 0 && y0 < x0 * (1 - 1e-4) && (y[at] > 0) == (right[at] > 0)) {
+      double lo = y0, hi = 1e6 * x0;  // c·tanh(x0 / c) rises from tanh(1)·y0.. to x0 as c grows
+      for (int i = 0; i < 200; ++i) {
+        const double mid = std::sqrt(lo * hi);
+        (mid * std::tanh(x0 / mid) < y0 ? lo : hi) = mid;
+      }
+      out.push_back({fmt::format("the logits soft-capped at {:.4g} (fitted where the prompt ends), c·tanh(x / c), "
+                                 "though the model declares no cap",
+                                 lo),
+                     "softcap", false, with(W, B, false, {}, float(lo))});
+      out.back().fitted = true;
+    }
+  }
+  // A projection times one factor, fitted where the prompt ends: its weight scaled as loaded (a
+  // block scale decoded wrong by a power of two, a factor folded in at load). The bias, if any, stays.
+  if (const std::int64_t last = std::max<std::int64_t>(in.prompt_length - 1, 0); name != "output" && !B)
+    if (const auto k = fit_scale(with(W, B)(last), trace_row(in.observed, name, layer, last));
+        k && *k > 0 && std::abs(*k - 1) > 1e-3) {
+      const bool quantized = ggml_type_traits(wt->type).block_elems > 1;
+      out.push_back({fmt::format("W times {:.4g} (fitted where the prompt ends): {} {} as loaded{}", *k, wname,
+                                 quantized ? "decoded" : "scaled",
+                                 quantized ? fmt::format(" (its {} block scales wrong by that factor)",
+                                                         ggml_type_traits(wt->type).name)
+                                           : " (a factor folded in at load)"),
+                     quantized ? "dequantization" : "weight-loading", false, [=, k = float(*k)](std::int64_t p) {
+                       Row r = with(W, B)(p);
+                       for (float& v : r) v *= k;
+                       return r;
+                     }});
       out.back().fitted = true;
     }
   // ... or its penalties on the tokens seen so far (positions 0..p), fitted where the trace ends:

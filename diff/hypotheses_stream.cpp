@@ -269,6 +269,17 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  }});
   out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
                  gated(false, silu, false)});
+  out.push_back({fmt::format("{0}(ffn_gate) * {0}(ffn_up): the activation applied to both projections", geglu ? "gelu" : "silu"),
+                 "activation", false, [&in, layer, geglu](std::int64_t p) {
+                   const Row g = trace_row(in.actual, "ffn_gate", layer, p), u = trace_row(in.actual, "ffn_up", layer, p);
+                   return elementwise(g, u, [geglu](double a, double b) {
+                     return geglu ? gelu(a) * gelu(b) : ref::silu(a) * ref::silu(b);
+                   });
+                 }});
+  out.push_back({fmt::format("ffn_gate * sigmoid(1.702 ffn_gate) * ffn_up: the quick GELU (GPT-2's, CLIP's) instead of "
+                             "the model's {}",
+                             geglu ? "tanh GELU" : "SiLU"),
+                 "activation", false, gated(false, [](double x) { return x * sigmoid(1.702 * x); })});
   // Both projections written to one scratch row: the later one's values read as both operands.
   for (const auto& [kept, lost] : {std::pair{"ffn_up", "gate"}, std::pair{"ffn_gate", "up projection"}})
     out.push_back({fmt::format("silu({0}) * {0}: the {1}'s buffer overwritten by {0} (both written to one scratch row)",

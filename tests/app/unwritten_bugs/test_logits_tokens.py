@@ -264,3 +264,13 @@ def test_penalties_on_the_tokens_seen_edited_into_the_logits_are_fitted(tmp_path
         row[seen] = edit(row[seen], counts)
     write_tap(bad, "output", -1, logits)
     diagnose(tmp_path / "ref.h5", bad, model, "output", words, "sampling")
+
+
+def test_logits_soft_capped_in_a_model_without_a_cap_are_fitted(llama, tmp_path):
+    """Blind round 26's B79: the logits capped as gemma2's are, c·tanh(x / c), in a llama model."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    logits = read_tap(bad, "output", -1).astype(np.float64)
+    cap = 0.5 * np.abs(logits).max()
+    write_tap(bad, "output", -1, cap * np.tanh(logits / cap))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output", "though the model declares no cap", "softcap")

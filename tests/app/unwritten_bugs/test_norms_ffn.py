@@ -345,3 +345,26 @@ def test_a_post_norm_bound_to_the_ffn_norms_weight_is_named(gemma2, tmp_path):
     write_tap(bad, "attn_post_norm", 0, rmsnorm(read_tap(bad, "attn_output", 0), w, 1e-6))
     diagnose(gemma2 / "ref.h5", bad, gemma2 / "gemma2.gguf", "blk.0.attn_post_norm",
              "rmsnorm(x) * blk.0.ffn_norm.weight (another norm's weight wired in)", "weight-loading")
+
+
+def test_a_norm_weight_applied_twice_is_named(llama, tmp_path):
+    """Blind round 26's B78: the output norm's weight multiplied in twice."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    w = gguf_tensor(llama / "llama.gguf", "output_norm.weight")
+    write_tap(bad, "output_norm", -1, rmsnorm(read_tap(bad, "resid.ffn", 1), w * w, 1e-5))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output_norm", "the weight applied twice", "normalization")
+
+
+@pytest.mark.parametrize("act, words", [
+    (lambda g, u: g / (1 + np.exp(-1.702 * g)) * u, "the quick GELU"),
+    (lambda g, u: g / (1 + np.exp(-g)) * (u / (1 + np.exp(-u))), "the activation applied to both projections"),
+])
+def test_an_activation_of_another_model_or_on_both_projections_is_named(llama, tmp_path, act, words):
+    """Blind round 26's B46 and B69: x·sigmoid(1.702x) for SiLU; silu(gate) · silu(up)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    g = read_tap(bad, "ffn_gate", 0).astype(np.float64)
+    u = read_tap(bad, "ffn_up", 0).astype(np.float64)
+    write_tap(bad, "ffn.act", 0, act(g, u))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", words, "activation")

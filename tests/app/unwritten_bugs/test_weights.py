@@ -370,3 +370,13 @@ def test_a_norm_weight_found_by_another_layers_name_is_named(tmp_path):
     diagnose(tmp_path / "ref.h5", bad, model, "blk.0.attn_norm", "rmsnorm(x) * blk.2.attn_norm.weight (another layer's "
              "weight: the weight found by another layer's index or name", "weight-loading")
 
+
+
+def test_a_projection_times_one_factor_is_its_weight_scaled(llama, tmp_path):
+    """Blind round 26's B85: attn_v's weight doubled at load (an F32 weight: a factor folded in); the
+    cache stores the doubled rows too."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    for name in ("attn_v", "kv.v"):
+        write_tap(bad, name, 0, read_tap(bad, name, 0) * np.float32(2))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_v", "W times 2", "weight-loading")
