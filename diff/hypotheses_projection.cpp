@@ -259,7 +259,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     const double x0 = at < right.size() && right.size() == y.size() ? std::abs(double(right[at])) : 0;
     const double y0 = x0 > 0 ? std::abs(double(y[at])) : 0;
     if (x0 > 0 && y0 > 0 && y0 < x0 * (1 - 1e-4) && (y[at] > 0) == (right[at] > 0)) {
-      double lo = y0, hi = 1e6 * x0;  // c·tanh(x0 / c) rises from tanh(1)·y0.. to x0 as c grows
+      double lo = y0, hi = 1e6 * x0;  // c·tanh(x0 / c) rises with c: below y0 at c = y0, towards x0 as c grows
       for (int i = 0; i < 200; ++i) {
         const double mid = std::sqrt(lo * hi);
         (mid * std::tanh(x0 / mid) < y0 ? lo : hi) = mid;
@@ -277,11 +277,10 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     if (const auto k = fit_scale(with(W, B)(last), trace_row(in.observed, name, layer, last));
         k && *k > 0 && std::abs(*k - 1) > 1e-3) {
       const bool quantized = ggml_type_traits(wt->type).block_elems > 1;
-      out.push_back({fmt::format("W times {:.4g} (fitted where the prompt ends): {} {} as loaded{}", *k, wname,
-                                 quantized ? "decoded" : "scaled",
-                                 quantized ? fmt::format(" (its {} block scales wrong by that factor)",
+      out.push_back({fmt::format("W times {:.4g} (fitted where the prompt ends): {} {}", *k, wname,
+                                 quantized ? fmt::format("decoded with its {} block scales off by that factor",
                                                          ggml_type_traits(wt->type).name)
-                                           : " (a factor folded in at load)"),
+                                           : "scaled by that factor as loaded (a factor folded in at load)"),
                      quantized ? "dequantization" : "weight-loading", false, [=, k = float(*k)](std::int64_t p) {
                        Row r = with(W, B)(p);
                        for (float& v : r) v *= k;

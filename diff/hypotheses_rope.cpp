@@ -233,12 +233,13 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       if (r.size() != y.size()) break;
       if (const double e = row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse; e < best) best = e, stuck = k;
     }
-    if (stuck > 0 && best < 1e-6)
+    if (stuck > 0 && best < 1e-6) {
       out.push_back({fmt::format("every position from {0} on rotated at {0} (fitted at position {1}): the position "
                                  "counter stops advancing at {0}{2}",
                                  stuck, last, stuck == prompt ? ", the prompt's length: decode steps never advance it" : ""),
                      "rope", false, rotate([stuck](std::int64_t p) { return std::min(p, stuck); }, base, right)});
-    if (stuck > 0 && best < 1e-6) out.back().fitted = true;
+      out.back().fitted = true;
+    }
   }
   const auto push_unrotated = [&](std::string variant) {
     Candidate unrotated{std::move(variant), "rope", false, rotate(at_p, base, right, false)};

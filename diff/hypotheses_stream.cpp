@@ -269,7 +269,8 @@ void activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& 
                  }});
   out.push_back({"silu(ffn_gate): the up projection never multiplied in", "activation", false,
                  gated(false, silu, false)});
-  out.push_back({fmt::format("{0}(ffn_gate) * {0}(ffn_up): the activation applied to both projections", geglu ? "gelu" : "silu"),
+  out.push_back({fmt::format("{0}(ffn_gate) * {0}(ffn_up): the activation applied to both projections",
+                             geglu ? "gelu" : "silu"),
                  "activation", false, [&in, layer, geglu](std::int64_t p) {
                    const Row g = trace_row(in.actual, "ffn_gate", layer, p), u = trace_row(in.actual, "ffn_up", layer, p);
                    return elementwise(g, u, [geglu](double a, double b) {

@@ -139,7 +139,7 @@ std::string rope_scaling_name(RopeScalingType type) {
 
 // qwen2 and qwen3 keep HF's half-split RoPE pairing (see RopePairing).
 constexpr ArchTraits kArchs[] = {
-    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false},
+    {Arch::llama, "llama", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
     {Arch::qwen2, "qwen2", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true, false},
     {Arch::qwen3, "qwen3", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
     // Gemma 2: GeGLU, embeddings scaled, post-norms, soft-capping, every other layer sliding. Its
@@ -155,9 +155,9 @@ constexpr ArchTraits kArchs[] = {
     // Qwen3-MoE: qwen3's attention, a mixture of experts in every layer (its expert count says so).
     {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
     // SmolLM3: llama without RoPE in every fourth layer (llama.cpp's n_no_rope_layer_step).
-    {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4},
+    {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4, true},
     // Mistral 3 (Ministral 3): llama with YaRN and Llama 4's attention temperature.
-    {Arch::mistral3, "mistral3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false},
+    {Arch::mistral3, "mistral3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -255,10 +255,7 @@ ModelConfig load_model_config(const GgufFile& f) {
   c.n_rot = optional_int(f, p + "rope.dimension_count", c.head_dim);
   require(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, f, p + "rope.dimension_count",
           fmt::format("expected an even count <= head_dim {}, got {}", c.head_dim, c.n_rot));
-  require(c.n_rot == c.head_dim || (traits->arch != Arch::llama && traits->arch != Arch::smollm3 &&
-                                    traits->arch != Arch::mistral3),
-          f,
-          p + "rope.dimension_count",
+  require(c.n_rot == c.head_dim || !traits->whole_heads, f, p + "rope.dimension_count",
           fmt::format("expected head_dim {} ({} rotates whole heads; llama.cpp refuses any other count), got {}",
                       c.head_dim, arch, c.n_rot));
   // llama.cpp's default when the key is absent (stories260K has none).

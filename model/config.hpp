@@ -1,7 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
 // `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3` and `mistral3`
-// architectures, and the weight names with
-// the shapes each must have.
+// architectures, and the weight names with the shapes each must have.
 #pragma once
 
 #include <cmath>
@@ -131,6 +130,8 @@ struct ArchTraits {
   bool rope_scaling_swa;     // whether a declared RoPE scaling applies to the sliding layers too
   bool fused_gate_up;        // ffn_up.weight is [gate; up], 2 * n_ff rows
   int nope_period = 0;       // ModelConfig::nope_period
+  // llama.cpp refuses a partial rotation ("invalid n_rot"; the graphs built on llama's assert against one).
+  bool whole_heads = false;
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

@@ -245,15 +245,20 @@ def test_llama_cpp_caps_and_slides_gemma2_attention_as_tapdiff_does(models, refe
     assert report["diagnosis"]["class"] == "softcap", report["diagnosis"]
 
 
+def faulty_engine_against_llama_cpp(models, fixture, fault, tmp_path):
+    """llama.cpp's trace of `fixture`, and the diff of the host engine with `fault` against it."""
+    trace, faulty = tmp_path / "llama.h5", tmp_path / "faulty.h5"
+    llama_run(models[fixture], trace)
+    p = tapdiff("run", "--backend", "host", "-m", models[fixture], "--tokens", PROMPT, "-n", N_PREDICT,
+                "--inject", fault, "-o", faulty)
+    assert p.returncode == 0, p.stderr
+    return (trace, *diff_json(trace, faulty))
+
+
 def test_llama_cpp_rotates_gemma3_sliding_layers_at_their_own_base(models, tmp_path):
     """A PASS could hide a base llama.cpp does not use: an engine rotating the sliding layers at the
     global base is caught in llama.cpp's trace, named as such."""
-    trace, one_base = tmp_path / "llama.h5", tmp_path / "one_base.h5"
-    llama_run(models["gemma3-f32"], trace)
-    p = tapdiff("run", "--backend", "host", "-m", models["gemma3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
-                "--inject", "rope-local-base-ignored", "-o", one_base)
-    assert p.returncode == 0, p.stderr
-    code, report = diff_json(trace, one_base)
+    _, code, report = faulty_engine_against_llama_cpp(models, "gemma3-f32", "rope-local-base-ignored", tmp_path)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.0.attn_q.rope"
     assert "of the global layers instead of this sliding layer's" in report["diagnosis"]["variant"]
 
@@ -261,18 +266,13 @@ def test_llama_cpp_rotates_gemma3_sliding_layers_at_their_own_base(models, tmp_p
 def test_llama_cpp_leaves_smollm3_nope_layers_unrotated(models, tmp_path):
     """llama.cpp hands attention a NoPE layer's q and k as projected (no ROPE node): the trace holds
     them, and an engine that rotates every layer is caught at the first NoPE layer, named so."""
-    trace, rotated = tmp_path / "llama.h5", tmp_path / "rotated.h5"
-    llama_run(models["smollm3-f32"], trace)
+    trace, code, report = faulty_engine_against_llama_cpp(models, "smollm3-f32", "rope-nope-rotated", tmp_path)
     with TraceReader(str(trace)) as t:
         _, q = t.read("attn_q", 3)
         _, q_rope = t.read("attn_q.rope", 3)
         _, q_rope_0 = t.read("attn_q.rope", 0)
         _, q_0 = t.read("attn_q", 0)
     assert (q_rope == q).all() and not (q_rope_0[1:] == q_0[1:]).all()
-    p = tapdiff("run", "--backend", "host", "-m", models["smollm3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
-                "--inject", "rope-nope-rotated", "-o", rotated)
-    assert p.returncode == 0, p.stderr
-    code, report = diff_json(trace, rotated)
     assert code == 1 and report["first_divergence"]["tap"] == "blk.3.attn_q.rope", report["first_divergence"]
     assert report["diagnosis"]["class"] == "rope" and "no positional encoding" in report["diagnosis"]["variant"]
 
@@ -280,12 +280,7 @@ def test_llama_cpp_leaves_smollm3_nope_layers_unrotated(models, tmp_path):
 def test_llama_cpp_tempers_mistral3_attention_as_tapdiff_does(models, tmp_path):
     """Llama 4's temperature is 1 below position 4 here: an engine without it is right there and
     caught from position 4 on in llama.cpp's own trace, named so."""
-    trace, untempered = tmp_path / "llama.h5", tmp_path / "untempered.h5"
-    llama_run(models["mistral3-f32"], trace)
-    p = tapdiff("run", "--backend", "host", "-m", models["mistral3-f32"], "--tokens", PROMPT, "-n", N_PREDICT,
-                "--inject", "attn-temperature-ignored", "-o", untempered)
-    assert p.returncode == 0, p.stderr
-    code, report = diff_json(trace, untempered)
+    _, code, report = faulty_engine_against_llama_cpp(models, "mistral3-f32", "attn-temperature-ignored", tmp_path)
     first = report["first_divergence"]
     assert code == 1 and (first["tap"], first["position"]) == ("blk.0.attn.probs", 4), first
     assert report["diagnosis"]["class"] == "attention-scale" and "temperature not applied" in report["diagnosis"]["variant"]
