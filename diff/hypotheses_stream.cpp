@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "diff/cache_replay.hpp"
 #include "diff/fitted_constants.hpp"
 #include "diff/hypothesis_families.hpp"
 #include "diff/replay_rows.hpp"
@@ -43,13 +44,9 @@ double silu_f16_table(double x) { return f16(ref::silu(f16(x))); }
 // The position whose row the same buffer slot held one step before position q's step (a step:
 // one prefill batch or chunk, or one decode position); -1 before the first step.
 std::int64_t previous_step_row(std::int64_t q, const ReplayInputs& in) {
-  const auto step_start = [&](std::int64_t x) {
-    if (x >= in.prompt_length) return x;
-    return in.prefill_chunk > 0 ? x / in.prefill_chunk * in.prefill_chunk : std::int64_t(0);
-  };
-  const std::int64_t start = step_start(q);
+  const std::int64_t start = step_start(q, in.prompt_length, in.prefill_chunk);
   if (start == 0) return -1;
-  const std::int64_t row = step_start(start - 1) + (q - start);
+  const std::int64_t row = step_start(start - 1, in.prompt_length, in.prefill_chunk) + (q - start);
   return row < start ? row : -1;
 }
 

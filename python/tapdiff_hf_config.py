@@ -4,6 +4,7 @@ describes (docs/cross-engine.md, "What transformers' GGUF loader leaves out").""
 
 from __future__ import annotations
 
+import math
 from typing import Dict
 
 import numpy as np
@@ -65,6 +66,15 @@ def rope_scaling(keys: GgufKeys, config) -> dict:
         for name, hf in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
             if keys.get(f"rope.scaling.{name}") is not None:
                 parameters[hf] = float(keys.get(f"rope.scaling.{name}"))
+        # cos and sin's magnitude as llama.cpp computes it (model/config.cpp): attn_factor times
+        # get_mscale(f, 1) / get_mscale(f, m), m the log multiplier (HF's mscale_all_dim; Mistral 3).
+        attn_factor = keys.get("rope.scaling.attn_factor")
+        log_multiplier = keys.get("rope.scaling.yarn_log_multiplier")
+        if attn_factor is not None or log_multiplier:
+            def get_mscale(m):
+                return 0.1 * m * math.log(float(factor)) + 1
+            divisor = get_mscale(float(log_multiplier)) if log_multiplier else 1.0
+            parameters["attention_factor"] = float(attn_factor if attn_factor is not None else 1.0) * get_mscale(1) / divisor
     return parameters
 
 

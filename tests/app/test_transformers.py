@@ -212,3 +212,32 @@ sys.exit(t.main(['-m', '{model}', '--tokens', '{PROMPT}', '-n', '2', '-o', '{hf}
     assert p.returncode == 0, p.stderr
     report = json.loads(tapdiff("diff", ref, hf, "--format", "json").stdout)
     assert report["verdict"] == "pass", report["first_divergence"]
+
+
+@pytest.mark.parametrize("log_multiplier", [1.0, 0.5])
+def test_yarns_magnitude_reaches_transformers_as_llama_cpp_computes_it(tmp_path, log_multiplier):
+    """Mistral 3's yarn_log_multiplier (HF's mscale_all_dim) sets cos and sin's magnitude: the rope
+    parameters the producer gives transformers carry the magnitude tapdiff's config computes
+    (`inspect`: attn_factor times 1 + 0.1 ln factor), 1 at a multiplier of 1."""
+    import gguf
+    import math
+    from tapdiff_hf_config import GgufKeys, rope_scaling
+    fixture, model = tmp_path / "fixture.gguf", tmp_path / "m.gguf"
+    assert tapdiff("fixture", "--arch", "mistral3", "--n-ctx", "64", "-o", fixture).returncode == 0
+    reader, writer = gguf.GGUFReader(str(fixture)), gguf.GGUFWriter(str(model), "mistral3")
+    for field in reader.fields.values():  # a copy with the multiplier changed
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        value = log_multiplier if field.name == "mistral3.rope.scaling.yarn_log_multiplier" else field.contents()
+        writer.add_key_value(field.name, value, field.types[0], field.types[-1] if len(field.types) > 1 else None)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_shape=list(reversed([int(n) for n in t.shape])), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    config = json.loads(tapdiff("inspect", "--json", model).stdout)["config"]["rope_scaling"]
+    expected = config["attn_factor"] * (0.1 * math.log(config["factor"]) + 1)
+    given = rope_scaling(GgufKeys(str(model)), type("Config", (), {})())["attention_factor"]
+    assert abs(given - expected) < 1e-6 * expected, (given, expected)
+    assert (abs(expected - 1) < 1e-6) == (log_multiplier == 1.0)
