@@ -29,6 +29,7 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "llama with experts (Mixtral: 4 experts, 2 a token)": ["--arch", "llama", "--n-expert", "4", "--n-expert-used", "2"],
     "smollm3 (4 layers, the last without RoPE)": ["--arch", "smollm3", "--n-layer", "4"],
     "mistral3 (YaRN x16, attention temperature from position 4)": ["--arch", "mistral3", "--n-ctx", "64"],
+    "granite (embedding, residual, attention and logit multipliers; tied head)": ["--arch", "granite", "--tied"],
     "gemma3, linear RoPE scaling x8 on the global layer (Gemma 3 4B+)": ["--arch", "gemma3", "--n-layer", "6",
                                                                          "--rope-scaling", "linear"],
     "qwen3, YaRN RoPE scaling x4 (Qwen3 128k)": ["--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn"],

@@ -248,7 +248,10 @@ std::string code_area(const std::string& cls) {
   if (cls == "token-sequence") return "the tokens fed to the model: the prompt's assembly (BOS) and the generation loop's bookkeeping";
   if (cls == "layer-loop") return "the forward pass's loop over the layers: its bounds, the layer range or stages it runs";
   if (cls == "sampling") return "the sampler's edits of the logits (temperature, penalties, top-k): on a copy, not the buffer the head wrote";
-  if (cls == "residual") return "the residual adds around attention and the FFN";
+  if (cls == "residual")
+    return "the residual adds around attention and the FFN, and any multiplier on the block's output (Granite's "
+           "residual multiplier)";
+  if (cls == "logit-scale") return "the head's scaling of the logits (Granite's logit scale divides them) and its value";
   if (cls == "activation") return "the FFN's gated activation: which projection is gated and the activation function";
   if (cls == "tap-layout")
     return "how the engine lays the tap's rows out as it records them (the catalogue's layout: docs/taps.md); the "

@@ -81,19 +81,32 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
     };
   };
   const std::vector<float>* W = &in.model.weight("token_embd.weight");
-  // gemma2 scales the row by sqrt(n_embd); every variant keeps the model's scale but one.
-  const float scale = in.model.config().embed_scale ? float(std::sqrt(double(E))) : 1.0f;
+  // gemma2 scales the row by sqrt(n_embd), granite by its multiplier; every variant keeps the model's
+  // scale but those that name it.
+  const ModelConfig& config = in.model.config();
+  const float scale = config.embedding_factor();
+  const std::string scale_text = config.embed_scale ? fmt::format("sqrt(n_embd) = {:.4g}", scale)
+                                               : fmt::format("the embedding multiplier {:.4g}", scale);
   auto lookup_scaled = [lookup, scale](const std::vector<float>* table,
                                        std::function<std::int64_t(std::int64_t)> token_at, float by = 1.0f,
                                        std::size_t column_stride = 0) {
     return lookup(table, std::move(token_at), by * scale, column_stride);
   };
-  out.push_back({scale != 1.0f ? fmt::format("the token's embedding row times sqrt(n_embd) = {:.4g}", scale)
-                               : std::string("the token's embedding row"),
+  out.push_back({scale != 1.0f ? "the token's embedding row times " + scale_text : std::string("the token's embedding row"),
                  "", true, lookup_scaled(W, token(0, 0))});
   if (in.baseline_only) return;
   if (scale != 1.0f)
-    out.push_back({"the token's embedding row, not scaled by sqrt(n_embd)", "embedding", false, lookup(W, token(0, 0))});
+    out.push_back({"the token's embedding row, not scaled by " + scale_text, "embedding", false, lookup(W, token(0, 0))});
+  // Granite's multiplier mistaken for Gemma's scale (a port from a Gemma path), or applied twice.
+  if (config.embedding_multiplier > 0) {
+    const float root = std::sqrt(float(E));
+    out.push_back({fmt::format("the token's embedding row times sqrt(n_embd) = {:.4g} (Gemma's scale) instead of the "
+                               "embedding multiplier {:.4g}",
+                               root, scale),
+                   "embedding", false, lookup(W, token(0, 0), root)});
+    out.push_back({fmt::format("the token's embedding row times the embedding multiplier twice ({:.4g})", scale * scale),
+                   "embedding", false, lookup_scaled(W, token(0, 0), scale)});
+  }
   out.push_back({"the row of token id + 1 (index off by one)", "embedding", false, lookup_scaled(W, token(1, 0))});
   out.push_back({"the row of token id - 1 (index off by one)", "embedding", false, lookup_scaled(W, token(-1, 0))});
   // Position 0 keeps the first token: a first token fed twice (a BOS added to a prompt that has one)

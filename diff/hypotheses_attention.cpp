@@ -488,20 +488,25 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    "attention-mask", false, replay(s)});
   }
   std::vector<float> named_scales;  // of the variants below
+  const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
+  // The model's own scale is 1/sqrt(head_dim), Gemma 27B's 1/sqrt(n_embd / n_head) (ModelConfig), or
+  // Granite's attention multiplier.
+  const std::string right_name = c.attention_multiplier > 0   ? fmt::format("the attention multiplier {:.4g}", right_scale)
+                                 : c.attn_scale_dim == c.head_dim ? "1/sqrt(head_dim)"
+                                                                  : "1/sqrt(n_embd / n_head)";
   auto scaled = [&](std::string variant, float scale) {
+    if (near(scale, right_scale)) return;  // the model's own (Granite's 1/head_dim)
     s = right;
     s.scale = scale;
     named_scales.push_back(scale);
     out.push_back({std::move(variant), "attention-scale", false, replay(s)});
   };
-  scaled("scores scaled by 1/d instead of 1/sqrt(d)", 1.0f / float(c.head_dim));
+  scaled(fmt::format("scores scaled by 1/d instead of {}", right_name), 1.0f / float(c.head_dim));
   scaled("scores not scaled", 1.0f);
   // The scale built from another dimension of the model; dimensions equal in this model are
   // named together, as no trace tells them apart.
   // (n_embd / n_head: the head width a config without head_dim defaults to; kv_dim / n_head: the
   // head width taken from the K cache's row over the query heads.)
-  // The model's own scale is 1/sqrt(head_dim), or Gemma 27B's 1/sqrt(n_embd / n_head) (ModelConfig).
-  const std::string right_name = c.attn_scale_dim == c.head_dim ? "head_dim" : "n_embd / n_head";
   const std::pair<const char*, int> dims[] = {{"head_dim", c.head_dim},
                                               {"n_embd", c.n_embd},
                                               {"n_head", c.n_head},
@@ -518,15 +523,14 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   for (std::size_t i = 0; i < std::size(dims); ++i) {
     const int n = dims[i].second;
     const bool named_before = std::any_of(dims, dims + i, [n](const auto& d) { return d.second == n; });
-    if (n > 0 && n != c.attn_scale_dim && !named_before)
-      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of 1/sqrt({})", names_of(n), n,
-                         right_name),
+    if (n > 0 && !named_before)
+      scaled(fmt::format("scores scaled by 1/sqrt({}) = 1/sqrt({}) instead of {}{}", names_of(n), n, right_name,
+                         c.attention_multiplier > 0 && n == c.head_dim ? " (the model's attention.scale ignored)" : ""),
              1.0f / std::sqrt(float(n)));
   }
-  const auto near = [](double x, double y) { return std::abs(x / y - 1) < 1e-2; };
   const auto dim_text = [&](float scale) {
     for (const auto& [what, n] : dims)
-      if (n > 0 && n != c.attn_scale_dim && near(scale, 1 / std::sqrt(double(n))))
+      if (n > 0 && !near(right_scale, 1 / std::sqrt(double(n))) && near(scale, 1 / std::sqrt(double(n))))
         return fmt::format(" = 1/sqrt({}) = 1/sqrt({})", names_of(n), n);
     return std::string();
   };
@@ -548,7 +552,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                                                  : "";
     s = right;
     s.scale = float(*k) * right_scale;
-    out.push_back({fmt::format("scores scaled by {:.4g} = {:.4g} x 1/sqrt({}) (fitted to the actual "
+    out.push_back({fmt::format("scores scaled by {:.4g} = {:.4g} x {} (fitted to the actual "
                                "probabilities){}",
                                s.scale, *k, right_name, why),
                    "attention-scale", false, replay(s)});
@@ -564,7 +568,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     if (k_decode && !near(*k_decode, 1)) {
       s = right;
       s.decode_scale = float(*k_decode) * right_scale;
-      out.push_back({fmt::format("decode steps' scores scaled by {:.4g}{} = {:.4g} x 1/sqrt({}), the prompt's "
+      out.push_back({fmt::format("decode steps' scores scaled by {:.4g}{} = {:.4g} x {}, the prompt's "
                                  "right (fitted at the first decode step): the decode kernel's own scale",
                                  s.decode_scale, dim_text(s.decode_scale), *k_decode, right_name),
                      "attention-scale", false, replay(s)});

@@ -41,11 +41,11 @@ std::string input_of(const std::string& name) {
 }
 
 Row matvec_row(const std::vector<float>& W, const Row& x, std::size_t n_out, bool transposed,
-               const std::vector<float>* bias, float cap = 0) {
+               const std::vector<float>* bias, float cap = 0, double scale = 1) {
   if (x.empty() || W.size() != x.size() * n_out) return {};
   std::vector<double> xd(x.begin(), x.end()), y(n_out);
   ref::matvec(W.data(), xd.data(), int(x.size()), int(n_out), y.data(), transposed);
-  for (std::size_t i = 0; i < n_out; ++i) y[i] += bias && !bias->empty() ? (*bias)[i] : 0.0f;
+  for (std::size_t i = 0; i < n_out; ++i) y[i] = (y[i] + (bias && !bias->empty() ? (*bias)[i] : 0.0f)) * scale;
   ref::softcap(y.data(), std::int64_t(n_out), cap);
   return Row(y.begin(), y.end());
 }
@@ -107,27 +107,41 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   if (!wt || W->empty()) return;
   const auto n_out = static_cast<std::size_t>(wt->ne.size() > 1 ? wt->ne[1] : 1);
   auto x = [&, x_name, x_layer](std::int64_t p) { return trace_row(in.actual, x_name, x_layer, p); };
-  // The logits' soft-cap (gemma2) belongs to the head: every variant of it keeps the cap but one.
+  // The logits' soft-cap (gemma2) and scale (granite) belong to the head: every variant keeps them
+  // but those that name them.
   const float cap = name == "output" ? c.final_softcap : 0.0f;
+  const double lf = name == "output" ? c.logit_factor() : 1.0;
   // keep: owns a weight or bias made here for one variant.
   auto with = [=](const std::vector<float>* weight, const std::vector<float>* bias, bool transposed = false,
                   std::shared_ptr<const void> keep = {}, float capped = -1) {
     return [=](std::int64_t p) {
       (void)keep;
-      return matvec_row(*weight, x(p), n_out, transposed, bias, capped < 0 ? cap : capped);
+      return matvec_row(*weight, x(p), n_out, transposed, bias, capped < 0 ? cap : capped, lf);
     };
   };
 
-  out.push_back({"W x" + std::string(has_bias ? " + b" : "") + (cap > 0 ? fmt::format(", soft-capped at {:g}", cap) : ""),
+  out.push_back({"W x" + std::string(has_bias ? " + b" : "") + (lf != 1 ? fmt::format(" / {:g}", c.logit_scale) : "") +
+                     (cap > 0 ? fmt::format(", soft-capped at {:g}", cap) : ""),
                  "", true, with(W, B)});
   if (in.baseline_only) return;
+  if (lf != 1) {
+    const auto times = [=](double k) {
+      return [=](std::int64_t p) { return matvec_row(*W, x(p), n_out, false, B, cap, k); };
+    };
+    out.push_back({fmt::format("W x: the logits not divided by the logit scale {:g}", c.logit_scale), "logit-scale",
+                   false, times(1)});
+    out.push_back({fmt::format("W x * {:g}: the logits multiplied by the logit scale instead of divided", c.logit_scale),
+                   "logit-scale", false, times(c.logit_scale)});
+    out.push_back({fmt::format("W x / {:g}: the logits divided by the logit scale twice", c.logit_scale * c.logit_scale),
+                   "logit-scale", false, times(double(lf) * lf)});
+  }
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
   if (cap > 0 && cap != 1)  // at 1 the two forms agree
     out.push_back({fmt::format("the logits soft-capped as {0:g}·tanh(x) instead of {0:g}·tanh(x / {0:g}): the division by "
                                "the cap left out", cap),
                    "softcap", false, [=](std::int64_t p) {
-                     Row y = matvec_row(*W, x(p), n_out, false, B);
+                     Row y = matvec_row(*W, x(p), n_out, false, B, 0, lf);
                      for (float& v : y) v = float(cap * std::tanh(double(v)));
                      return y;
                    }});
@@ -139,7 +153,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     out.push_back({"the prompt's logits from the hidden state of the position before its last (the head read the "
                    "batch's row before the last)",
                    "buffer", false,
-                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? p - 1 : p), n_out, false, B, cap); }});
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? p - 1 : p), n_out, false, B, cap, lf); }});
   // A head written for one-token steps reads row 0 of a prompt's batch.
   if (const std::int64_t last = in.prompt_length - 1, step = in.prefill_chunk > 0 ? in.prefill_chunk : last + 1,
       first = last / step * step;
@@ -147,7 +161,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     out.push_back({"the prompt's logits from the hidden state of its batch's first row (the head read row 0 of the "
                    "batch, not its last)",
                    "buffer", false,
-                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap); }});
+                   [=](std::int64_t p) { return matvec_row(*W, x(p == last ? first : p), n_out, false, B, cap, lf); }});
   // ... or another row of the prompt (a stale staging row, an index from another loop): the row
   // whose logits the last position's are, searched over the prompt's last 64.
   if (const std::int64_t last = in.prompt_length - 1; name == "output" && last > 1) {
@@ -155,7 +169,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     std::int64_t found = -1;
     double best = 1e-6;
     for (std::int64_t j = std::max<std::int64_t>(0, last - 64); j < last && !y.empty(); ++j) {
-      const Row r = matvec_row(*W, x(j), n_out, false, B, cap);
+      const Row r = matvec_row(*W, x(j), n_out, false, B, cap, lf);
       if (r.size() != y.size()) continue;
       if (const double e = row_metrics(r.data(), y.data(), std::int64_t(y.size())).nmse; e < best)
         std::tie(best, found) = std::pair{e, j};
@@ -165,7 +179,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                                  "another row of the batch than its last, a stale row of a staging buffer)",
                                  found),
                      "buffer", false,
-                     [=](std::int64_t p) { return matvec_row(*W, x(p == last ? found : p), n_out, false, B, cap); }});
+                     [=](std::int64_t p) { return matvec_row(*W, x(p == last ? found : p), n_out, false, B, cap, lf); }});
       out.back().fitted = true;
     }
   }
@@ -366,7 +380,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                          if (p < from || xs.size() <= *k) return with(W, B)(p);
                          Row cut = xs;
                          std::fill(cut.begin() + std::ptrdiff_t(*k), cut.end(), 0.0f);
-                         return matvec_row(*W, cut, n_out, false, B, cap);
+                         return matvec_row(*W, cut, n_out, false, B, cap, lf);
                        }});
         out.back().fitted = true;
       }
@@ -435,7 +449,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     const ResolvedInput raw = tap_inputs(x_name, x_layer, c.n_layer).front();
     out.push_back({fmt::format("W applied to {} (the un-normalized input) instead of {}", raw.name, x_name), "buffer",
                    false, [=, &in](std::int64_t p) {
-                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B, cap);
+                     return matvec_row(*W, trace_row(in.actual, raw.name, raw.layer, p), n_out, false, B, cap, lf);
                    }});
   }
   // The down projection fed one of the activation's operands (an in-place activation assumed).
@@ -443,7 +457,7 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
     for (const char* operand : {"ffn_gate", "ffn_up"})
       out.push_back({fmt::format("W applied to {} instead of ffn.act (the activation assumed in place)", operand),
                      "buffer", false, [=, &in](std::int64_t p) {
-                       return matvec_row(*W, trace_row(in.actual, operand, layer, p), n_out, false, B, cap);
+                       return matvec_row(*W, trace_row(in.actual, operand, layer, p), n_out, false, B, cap, lf);
                      }});
   // Another tensor of the same shape wired in: another layer's, or a sibling projection's.
   std::vector<std::string> others;
@@ -556,14 +570,16 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                                  O->size() > n_out ? fmt::format(" (its first {} elements)", n_out) : "", bname),
                      "bias", false, with(W, head.get(), false, head)});
     }
-  // A tied head reading a table that Gemma's sqrt(n_embd) scaled in place at load (meant for
-  // the lookups only).
+  // A tied head reading a table that the embedding's scale (Gemma's sqrt(n_embd), Granite's
+  // multiplier) scaled in place at load (meant for the lookups only).
   if (name == "output" && c.tied_output) {
-    const float root = std::sqrt(float(c.n_embd));
-    out.push_back({"the logits times sqrt(n_embd) (before any soft-cap): the tied table scaled in place for the "
-                   "embedding lookups",
+    const float root = c.embedding_multiplier > 0 ? c.embedding_factor() : std::sqrt(float(c.n_embd));
+    out.push_back({fmt::format("the logits times {} (before any soft-cap): the tied table scaled in place for the "
+                               "embedding lookups",
+                               c.embedding_multiplier > 0 ? fmt::format("the embedding multiplier {:g}", root)
+                                                          : std::string("sqrt(n_embd)")),
                    "embedding", false, [=](std::int64_t q) {
-                     Row r = matvec_row(*W, x(q), n_out, false, B);
+                     Row r = matvec_row(*W, x(q), n_out, false, B, 0, lf);
                      for (float& v : r) v *= root;
                      ref::softcap(r.data(), std::int64_t(r.size()), cap);
                      return r;

@@ -118,11 +118,14 @@ std::optional<Candidate> accumulated_onto(const TapInfo& self, const std::functi
 
 ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, const ModelConfig& config) {
   const std::string x = x_name + (x_layer >= 0 ? fmt::format("[{}]", x_layer) : "");
-  const double root_n_embd = std::sqrt(double(config.n_embd));
+  const double root_n_embd = std::sqrt(double(config.n_embd)), own = config.embedding_factor();
+  if (x_name == "token_embd" && own != 1 && std::abs(c / own - 1) < 1e-2)
+    return {fmt::format("the embeddings scaled by {:.4g} after the {} tap: the model's embedding scale applied twice", c, x),
+            "embedding"};
   if (x_name == "token_embd" && std::abs(c / root_n_embd - 1) < 1e-2)
-    return {fmt::format("the embeddings scaled by {:.4g} = sqrt(n_embd) after the {} tap: {}", c, x,
-                        config.embed_scale ? "the model's embedding scale applied twice"
-                                           : "an embedding scale (Gemma's) the model does not have"),
+    return {fmt::format("the embeddings scaled by {:.4g} = sqrt(n_embd) after the {} tap: an embedding scale (Gemma's) "
+                        "the model does not have",
+                        c, x),
             "embedding"};
   return {fmt::format("the stream {} scaled by {:.4g} between its tap and the ops that read it", x, c), "residual"};
 }
@@ -131,71 +134,96 @@ Row stream_added_by(const std::string& resid, int layer, ReplayInputs& in, std::
   // (the block's post-norm, the block's output, the stream)
   const auto inputs = tap_inputs(resid, layer, in.model.config().n_layer);
   const std::string o_name = inputs[in.model.config().post_norms ? 0 : 1].name;
+  const double r_o = in.model.config().residual_factor();
   return elementwise(trace_row(in.observed, resid, layer, p), trace_row(in.actual, o_name, layer, p),
-                     [](double r, double o) { return r - o; });
+                     [r_o](double r, double o) { return r - r_o * o; });
 }
 
-// resid = x + o, x the stream entering the block, o the block's output projection (gemma2: its
-// post-norm).
+// resid = x + r·o, x the stream entering the block, o the block's output projection (gemma2: its
+// post-norm), r the model's residual multiplier (granite's; 1 elsewhere).
 void residual_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const bool attn = name == "resid.attn";
+  const ModelConfig& config = in.model.config();
   // (the block's post-norm, the block's output, the stream)
-  const auto inputs = tap_inputs(name, layer, in.model.config().n_layer);
-  const std::string o_name = inputs[in.model.config().post_norms ? 0 : 1].name, x_name = inputs[2].name;
+  const auto inputs = tap_inputs(name, layer, config.n_layer);
+  const std::string o_name = inputs[config.post_norms ? 0 : 1].name, x_name = inputs[2].name;
   const int x_layer = inputs[2].layer;
-  auto add = [&in, x_name, x_layer, o_name, layer](double wx, double wo) {
-    return [&in, x_name, x_layer, o_name, layer, wx, wo](std::int64_t p) {
+  const double r = config.residual_factor();
+  auto add = [&in, x_name, x_layer, o_name, layer, r](double wx, double wo) {
+    return [&in, x_name, x_layer, o_name, layer, wx, wo = wo * r](std::int64_t p) {
       return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, o_name, layer, p),
                          [wx, wo](double x, double o) { return wx * x + wo * o; });
     };
   };
   const std::string x = x_name + (x_layer >= 0 ? fmt::format("[{}]", x_layer) : "");
-  out.push_back({fmt::format("{} + {}", x, o_name), "", true, add(1, 1)});
+  const std::string o = r == 1 ? o_name : fmt::format("{:.4g} * {}", r, o_name);  // o times the multiplier
+  out.push_back({fmt::format("{} + {}", x, o), "", true, add(1, 1)});
   if (in.baseline_only) return;
   Candidate x_alone{fmt::format("{} alone: {} never added", x, o_name), "residual", false, add(1, 0)};
   x_alone.takes = full_tap_name(x_name, x_layer);
   out.push_back(std::move(x_alone));
-  Candidate o_alone{fmt::format("{} alone: the residual connection dropped", o_name), "residual", false, add(0, 1)};
+  Candidate o_alone{fmt::format("{} alone: the residual connection dropped", o), "residual", false, add(0, 1)};
   o_alone.takes = full_tap_name(o_name, layer);
   out.push_back(std::move(o_alone));
-  out.push_back({fmt::format("{} + 2 * {}: the block's output added twice", x, o_name), "residual", false, add(1, 2)});
-  out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o_name), "residual", false, add(2, 1)});
-  out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o_name), "residual", false, add(1, -1)});
+  out.push_back({fmt::format("{} + 2 * {}: the block's output added twice", x, o), "residual", false, add(1, 2)});
+  out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o), "residual", false, add(2, 1)});
+  out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o), "residual", false, add(1, -1)});
   // The stream scaled by an op between its tap and the add: the scale fitted at position 0.
   const auto c = fit_scale(trace_row(in.actual, x_name, x_layer, 0), stream_added_by(name, layer, in, 0));
   if (c && std::isfinite(*c) && std::abs(*c - 1) > 1e-2 && std::abs(*c - 2) > 1e-2 && std::abs(*c) > 1e-2) {
-    const ScaledStream s = scaled_stream(x_name, x_layer, *c, in.model.config());
-    out.push_back({fmt::format("{:.4g} * {} + {}: {}", *c, x, o_name, s.variant), s.bug_class, false, add(*c, 1)});
+    const ScaledStream s = scaled_stream(x_name, x_layer, *c, config);
+    out.push_back({fmt::format("{:.4g} * {} + {}: {}", *c, x, o, s.variant), s.bug_class, false, add(*c, 1)});
     out.back().fitted = true;
   }
-  if (in.model.config().post_norms) {
+  // The block's output times another factor than the model's (its residual multiplier left out, or
+  // one where the model has none, or applied twice): that factor fitted at position 0.
+  const Row x0 = trace_row(in.actual, x_name, x_layer, 0), o0 = trace_row(in.actual, o_name, layer, 0);
+  if (const auto k = fit_scale(o0, elementwise(trace_row(in.observed, name, layer, 0), x0,
+                                               [](double y, double s) { return y - s; }));
+      k && std::isfinite(*k) && std::abs(*k / r - 1) > 1e-2 && std::abs(*k) > 1e-2 &&
+      std::abs(*k / r - 2) > 1e-2 && std::abs(*k / r + 1) > 1e-2) {
+    const std::string why = r != 1 && std::abs(*k - 1) < 1e-3
+                                ? fmt::format("the residual multiplier {:.4g} not applied", r)
+                            : r != 1 && std::abs(*k / (r * r) - 1) < 1e-2
+                                ? fmt::format("the residual multiplier {:.4g} applied twice", r)
+                            : r != 1 ? fmt::format("the block's output scaled by {:.4g} (fitted) instead of the residual "
+                                                   "multiplier {:.4g}",
+                                                   *k, r)
+                                     : fmt::format("the block's output scaled by {:.4g} (fitted), though the model has no "
+                                                   "residual multiplier",
+                                                   *k);
+    out.push_back({fmt::format("{} + {:.4g} * {}: {}", x, *k, o_name, why), "residual", false,
+                   add(1, *k / r)});
+    out.back().fitted = std::abs(*k - 1) >= 1e-3 && std::abs(*k / (r * r) - 1) >= 1e-2;
+  }
+  if (config.post_norms) {
     // The post-norm computed and left unused: the add reads the block's output before it.
     const std::string raw = inputs[1].name;
     out.push_back({fmt::format("{} + {}: the add reads {} before its post-norm; {} computed and left unused", x, raw,
                                raw, o_name),
-                   "residual", false, [&in, x_name, x_layer, raw, layer](std::int64_t p) {
+                   "residual", false, [&in, x_name, x_layer, raw, layer, r](std::int64_t p) {
                      return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, raw, layer, p),
-                                        [](double a, double b) { return a + b; });
+                                        [r](double a, double b) { return a + r * b; });
                    }});
   }
   if (!attn) {
     // The stream entering the layer, read where the FFN's add should read the attention's sum.
-    const auto layer_in = tap_inputs("resid.attn", layer, in.model.config().n_layer)[2];
+    const auto layer_in = tap_inputs("resid.attn", layer, config.n_layer)[2];
     const std::string y = layer_in.name + (layer_in.layer >= 0 ? fmt::format("[{}]", layer_in.layer) : "");
     out.push_back({fmt::format("{} + {}: the add reads the stream entering the layer, not {}: the attention "
                                "block's output dropped from the stream",
-                               y, o_name, x),
-                   "residual", false, [&in, layer_in, o_name, layer](std::int64_t p) {
+                               y, o, x),
+                   "residual", false, [&in, layer_in, o_name, layer, r](std::int64_t p) {
                      return elementwise(trace_row(in.actual, layer_in.name, layer_in.layer, p),
-                                        trace_row(in.actual, o_name, layer, p), [](double a, double b) { return a + b; });
+                                        trace_row(in.actual, o_name, layer, p), [r](double a, double b) { return a + r * b; });
                    }});
   }
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";
-  out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o_name, x),
-                 "residual", false, [&in, norm, o_name, layer](std::int64_t p) {
+  out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o, x),
+                 "residual", false, [&in, norm, o_name, layer, r](std::int64_t p) {
                    return elementwise(trace_row(in.actual, norm, layer, p), trace_row(in.actual, o_name, layer, p),
-                                      [](double a, double b) { return a + b; });
+                                      [r](double a, double b) { return a + r * b; });
                  }});
 }
 

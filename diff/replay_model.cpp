@@ -31,6 +31,11 @@ HParams trace_hparams(const ModelConfig& c) {
   if (c.rope_scaling.type == RopeScalingType::linear || c.rope_scaling.type == RopeScalingType::yarn)
     h["rope_scaling_factor"] = double(c.rope_scaling.factor);
   if (c.attn_scale_dim != c.head_dim) h["attn_scale_dim"] = std::int64_t(c.attn_scale_dim);
+  for (const auto& [key, value] : {std::pair{"embedding_multiplier", c.embedding_multiplier},
+                                   std::pair{"residual_multiplier", c.residual_multiplier},
+                                   std::pair{"attention_multiplier", c.attention_multiplier},
+                                   std::pair{"logit_scale", c.logit_scale}})
+    if (value > 0) h[key] = double(value);
   if (c.attn_temp_scale != 0) {
     h["attn_temp_scale"] = double(c.attn_temp_scale);
     h["attn_temp_floor"] = std::int64_t(c.attn_temp_floor);

@@ -47,6 +47,7 @@ protected:
   void launch(const MoeCombineArgs& a) override { moe_combine_cuda(a, stream_); }
   void launch(const CopyRowsArgs& a) override { copy_rows_cuda(a, stream_); }
   void launch(const SoftcapArgs& a) override { softcap_cuda(a, stream_); }
+  void launch(const ScaleArgs& a) override { scale_cuda(a, stream_); }
   void launch(const ArgmaxArgs& a) override { argmax_cuda(a, stream_); }
   void launch(const GemmArgs& a) override;
   void launch(const MatvecArgs& a) override { matvec_cuda(a, stream_); }

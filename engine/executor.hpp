@@ -17,6 +17,7 @@
 #include "engine/device/elem_type.hpp"
 #include "engine/gemm/gemm.hpp"
 #include "engine/kernels/add.hpp"
+#include "engine/kernels/scale.hpp"
 #include "engine/kernels/softcap.hpp"
 #include "engine/kernels/argmax.hpp"
 #include "engine/kernels/attention.hpp"
@@ -134,6 +135,10 @@ public:
     validate(a);
     launch(a);
   }
+  void scale(const ScaleArgs& a) {
+    validate(a);
+    launch(a);
+  }
   void argmax(const ArgmaxArgs& a) {
     validate(a);
     launch(a);
@@ -177,6 +182,7 @@ protected:
   virtual void launch(const MoeCombineArgs& a) = 0;
   virtual void launch(const CopyRowsArgs& a) = 0;
   virtual void launch(const SoftcapArgs& a) = 0;
+  virtual void launch(const ScaleArgs& a) = 0;
   virtual void launch(const ArgmaxArgs& a) = 0;
   virtual void launch(const GemmArgs& a) = 0;
   virtual void launch(const MatvecArgs& a) = 0;

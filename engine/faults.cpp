@@ -247,6 +247,14 @@ const std::vector<FaultSpec> kFaults = {
      "attention scores not multiplied by Llama 4's temperature ln(floor(p / floor) + 1) * beta + 1",
      "Ministral 3 run on a llama code path: right below YaRN's original context, wrong from there on", "attention-scale",
      "engine/forward.cpp: the attention call", "an attention temperature (mistral3) and a position past its floor"},
+    {Fault::resid_multiplier_ignored, "resid-multiplier-ignored",
+     "each block's output added to the stream without the residual multiplier",
+     "Granite run on a llama code path: its residual_multiplier read but never applied", "residual",
+     "engine/forward.cpp: the residual adds", "a residual multiplier (granite)"},
+    {Fault::logit_scale_ignored, "logit-scale-ignored",
+     "the logits not divided by the logit scale",
+     "Granite's logits_scaling left out of the head: greedy choices unchanged, sampling and probabilities wrong",
+     "logit-scale", "engine/forward.cpp: Forward::logits_out", "a logit scale (granite)"},
 };
 // clang-format on
 
@@ -303,6 +311,7 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
   };
   switch (fault) {
     case Fault::none:
+    case Fault::count:
       break;
     case Fault::kv_stuck_length:
     case Fault::kv_append_offset:
@@ -342,6 +351,8 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       break;
     case Fault::attn_scale:
       if (c.head_dim <= 1) return no("head_dim 1: 1/d equals 1/sqrt(d)");
+      if (c.attention_multiplier * float(c.head_dim) == 1.0f)
+        return no(fmt::format("the model's attention multiplier is 1/d (1/{}) already", c.head_dim));
       break;
     case Fault::gqa_head_map:
       if (c.n_head_kv <= 1 || c.n_head_kv >= c.n_head)
@@ -386,7 +397,8 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
       if (c.activation == Activation::gelu) return no(fmt::format("the {} model's activation is gelu", arch_name(c.arch)));
       break;
     case Fault::embed_scaled:
-      if (c.embed_scale) return no(fmt::format("the {} model scales its embeddings already", arch_name(c.arch)));
+      if (c.embedding_factor() != 1.0f)
+        return no(fmt::format("the {} model scales its embeddings already", arch_name(c.arch)));
       break;
     case Fault::kv_layer_shared:
       // One layer alone owns the shared buffer; the prefill reads only what it just wrote.
@@ -482,6 +494,12 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
         return no("every position run is 0 (needs a prompt of >= 2 tokens or n-predict >= 2)");
       break;
     }
+    case Fault::resid_multiplier_ignored:
+      if (c.residual_multiplier == 0) return no("the model has no residual multiplier");
+      break;
+    case Fault::logit_scale_ignored:
+      if (c.logit_scale == 0) return no("the model has no logit scale");
+      break;
     case Fault::attn_temperature_ignored:
       if (c.attn_temp_scale == 0) return no("the model has no attention temperature");
       // The last token generated is not run: the last position is n_prompt + n_predict - 2.

@@ -78,6 +78,9 @@ enum class Fault : std::uint8_t {
   rope_yarn_as_linear,
   rope_nope_rotated,
   attn_temperature_ignored,
+  resid_multiplier_ignored,
+  logit_scale_ignored,
+  count,  // not a fault: the number of enumerators, which FaultSwitch's mask must hold
 };
 
 struct FaultSpec {
@@ -114,6 +117,8 @@ std::optional<std::string> fault_not_applicable(Fault fault, const GgufFile& mod
 // The active faults (usually one; `--inject a,b,c` sets several), passed to every place that
 // has a fault branch.
 class FaultSwitch {
+  static_assert(unsigned(Fault::count) <= 64, "FaultSwitch keeps one bit per fault in 64");
+
 public:
   FaultSwitch() = default;
   explicit FaultSwitch(Fault active) { add(active); }

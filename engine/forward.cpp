@@ -180,9 +180,9 @@ void Forward::stream_in(int p0, int n) {
   }
   EmbedArgs embed{w_.token_embd.encoded(), act_.tokens.as<std::int32_t>(), act_.x.as<float>(), n, E,
                   c_.n_vocab, precision_};
-  embed.scale_sqrt_n_embd = c_.embed_scale;
+  embed.scale = c_.embedding_factor();
   // Fault embed-scaled: the gather scales by sqrt(n_embd), as for Gemma.
-  if (faults_.is(Fault::embed_scaled)) embed.scale_sqrt_n_embd = true;
+  if (faults_.is(Fault::embed_scaled)) embed.scale = sqrtf(float(E));
   // Fault embed-position-for-token: the gather reads the positions buffer as its ids.
   if (faults_.is(Fault::embed_position_for_token)) embed.tokens = act_.positions.as<std::int32_t>();
   ex_.embed(embed);
@@ -337,7 +337,7 @@ void Forward::attention_block(int l, int p0, int n) {
     taps_.probe("attn_post_norm", l, p0, n, {E}, proj);
   }
 
-  AddArgs residual{act_.x.as<float>(), proj, std::int64_t(n) * E};
+  AddArgs residual{act_.x.as<float>(), proj, std::int64_t(n) * E, residual_factor()};
   // Fault resid-attn-dropped: this call site uses the add kernel's copy mode: x = attn_output.
   if (faults_.is(Fault::resid_attn_dropped)) residual.copy = true;
   ex_.add(residual);
@@ -363,7 +363,7 @@ void Forward::ffn_block(int l, int p0, int n) {
     taps_.probe("ffn_post_norm", l, p0, n, {E}, proj);
   }
 
-  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E});
+  ex_.add(AddArgs{act_.x.as<float>(), proj, std::int64_t(n) * E, residual_factor()});
   taps_.probe("resid.ffn", l, p0, n, {E}, act_.x.as<float>());
 }
 
@@ -412,6 +412,19 @@ void Forward::dense_ffn(const LayerWeights& L, int l, int p0, int n) {
   taps_.probe("ffn_down", l, p0, n, {E}, proj);
 }
 
+// Fault resid-multiplier-ignored: Granite's adds on llama's path, without its multiplier.
+float Forward::residual_factor() const {
+  return faults_.is(Fault::resid_multiplier_ignored) ? 1.0f : c_.residual_factor();
+}
+
+// What the head does to its product: Granite's logit scale, Gemma 2's soft-cap. Fault
+// logit-scale-ignored: the scale left out.
+void Forward::logits_out(float* logits, std::int64_t n) {
+  if (c_.logit_factor() != 1.0f && !faults_.is(Fault::logit_scale_ignored))
+    ex_.scale(ScaleArgs{logits, n, c_.logit_factor()});
+  if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{logits, n, c_.final_softcap});
+}
+
 int Forward::output_head(int p0, int n) {
   const int E = c_.n_embd, V = c_.n_vocab;
   // The head's input: output_norm of the residual stream. Fault final-norm-skipped: the head
@@ -429,7 +442,7 @@ int Forward::output_head(int p0, int n) {
       gemm(OP_N, V, n - 1, E, w_.lm_head(), V, head_in, E, rows, V);
     else
       gemm(OP_T, V, n - 1, E, w_.lm_head(), E, head_in, E, rows, V);
-    if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{rows, std::int64_t(n - 1) * V, c_.final_softcap});
+    logits_out(rows, std::int64_t(n - 1) * V);
     taps_.probe("output", -1, p0, n - 1, {V}, rows);
   }
   // Logits for the step's last position (prefill needs no others).
@@ -449,7 +462,7 @@ int Forward::output_head(int p0, int n) {
     gemm(OP_N, V, 1, E, w_.lm_head(), V, last, E, logits, V);
   else
     gemm(OP_T, V, 1, E, w_.lm_head(), E, last, E, logits, V);
-  if (c_.final_softcap > 0) ex_.softcap(SoftcapArgs{logits, V, c_.final_softcap});
+  logits_out(logits, V);
   taps_.probe("output", -1, p0 + n - 1, 1, {V}, logits);
 
   ex_.argmax(ArgmaxArgs{logits, act_.next_token.as<std::int32_t>(), 1, V});

@@ -54,6 +54,8 @@ private:
   void dense_ffn(const LayerWeights& L, int layer, int p0, int n);    // act_.proj = ffn_down
   void experts_ffn(const LayerWeights& L, int layer, int p0, int n);  // act_.proj = ffn_down (forward_experts.cpp)
   int output_head(int p0, int n);
+  void logits_out(float* logits, std::int64_t n);
+  float residual_factor() const;
   void norm(const Buffer& weight, int n);    // act_.norm = RMSNorm(act_.x), rounded
   void round(float* x, std::int64_t count);  // to the precision; nothing in f32
   // C = op(W) B for a weight W in its GGUF encoding (B not transposed; see forward.cpp).

@@ -38,6 +38,7 @@ void HostKernels::launch(const MoeSelectArgs& a) { moe_select_host(a); }
 void HostKernels::launch(const MoeCombineArgs& a) { moe_combine_host(a); }
 void HostKernels::launch(const CopyRowsArgs& a) { copy_rows_host(a); }
 void HostKernels::launch(const SoftcapArgs& a) { softcap_host(a); }
+void HostKernels::launch(const ScaleArgs& a) { scale_host(a); }
 void HostKernels::launch(const ArgmaxArgs& a) { argmax_host(a); }
 void HostKernels::launch(const GemmArgs& a) { gemm_host(a); }
 void HostKernels::launch(const MatvecArgs& a) { matvec_host(a); }

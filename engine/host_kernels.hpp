@@ -29,6 +29,7 @@ protected:
   void launch(const MoeCombineArgs& a) override;
   void launch(const CopyRowsArgs& a) override;
   void launch(const SoftcapArgs& a) override;
+  void launch(const ScaleArgs& a) override;
   void launch(const ArgmaxArgs& a) override;
   void launch(const GemmArgs& a) override;
   void launch(const MatvecArgs& a) override;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <unordered_set>
 #include <utility>
 
 #include "model/dequantize.hpp"
@@ -125,6 +126,23 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
   return s;
 }
 
+// Granite's multipliers, read for granite only, as llama.cpp reads them: logit_scale is required,
+// the others default to 0, which means none.
+void load_granite_multipliers(const GgufFile& f, const std::string& p, ModelConfig& c) {
+  const std::string logit_key = p + "logit_scale";
+  const double logit = f.get_float(logit_key);
+  require(std::isfinite(logit) && logit > 0, f, logit_key,
+          fmt::format("expected a finite divisor > 0 of the logits, got {}", logit));
+  c.logit_scale = float(logit);
+  for (const auto& [key, value] : {std::pair{p + "embedding_scale", &c.embedding_multiplier},
+                                   std::pair{p + "residual_scale", &c.residual_multiplier},
+                                   std::pair{p + "attention.scale", &c.attention_multiplier}})
+    if (const auto v = f.get_float_opt(key)) {
+      require(std::isfinite(*v) && *v >= 0, f, key, fmt::format("expected a finite multiplier >= 0 (0: none), got {}", *v));
+      *value = float(*v);
+    }
+}
+
 }  // namespace
 
 std::string rope_scaling_name(RopeScalingType type) {
@@ -158,6 +176,8 @@ constexpr ArchTraits kArchs[] = {
     {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4, true},
     // Mistral 3 (Ministral 3): llama with YaRN and Llama 4's attention temperature.
     {Arch::mistral3, "mistral3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
+    // Granite (3.x): llama with four multipliers (ModelConfig::embedding_multiplier and after).
+    {Arch::granite, "granite", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -273,6 +293,8 @@ ModelConfig load_model_config(const GgufFile& f) {
     c.attn_temp_scale = float(*t);
     c.attn_temp_floor = optional_int(f, p + "rope.scaling.original_context_length", c.n_ctx_train);
   }
+
+  if (c.arch == Arch::granite) load_granite_multipliers(f, p, c);
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})
@@ -395,8 +417,19 @@ std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
 }
 
 void validate_weights(const GgufFile& file, const ModelConfig& config) {
-  for (const auto& spec : expected_weights(config))
+  const std::vector<WeightSpec> expected = expected_weights(config);
+  for (const auto& spec : expected)
     if (stages_read(config, spec.name)) file.tensor(spec.name, spec.ne);
+  // A tensor no forward pass here reads (a bias llama.cpp would add, a norm of another
+  // architecture) would make every run silently another model's.
+  std::unordered_set<std::string> names;
+  for (const auto& spec : expected) names.insert(spec.name);
+  for (const GgufTensorInfo& t : file.tensors())
+    if (names.count(t.name) == 0)
+      throw InputError(file.path(), fmt::format("tensor \"{}\"", t.name),
+                       fmt::format("expected no such tensor (tapdiff's {} forward pass would not read it, and a "
+                                   "run would silently compute another model)",
+                                   arch_name(config.arch)));
 }
 
 }  // namespace tapdiff

@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3` and `mistral3`
-// architectures, and the weight names with the shapes each must have.
+// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3`, `mistral3` and
+// `granite` architectures, and the weight names with the shapes each must have.
 #pragma once
 
 #include <cmath>
@@ -13,7 +13,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, mistral3 };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, mistral3, granite };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -41,7 +41,23 @@ struct ModelConfig {
   // (query_pre_attn_scalar 144 and 168), which no GGUF key says: llama.cpp knows them by their
   // layer counts, 46 and 62 (its models/gemma2.cpp, gemma3.cpp), and so does tapdiff.
   int attn_scale_dim = 0;
-  float attn_scale() const { return 1.0f / std::sqrt(float(attn_scale_dim)); }
+  // Granite's multipliers, as llama.cpp applies them (0: none): the embedding row times
+  // embedding_multiplier, each block's output (attn_output, ffn_down) times residual_multiplier
+  // before its residual add, scores times attention_multiplier in place of 1 / sqrt(attn_scale_dim),
+  // the logits divided by logit_scale.
+  float embedding_multiplier = 0;
+  float residual_multiplier = 0;
+  float attention_multiplier = 0;
+  float logit_scale = 0;
+  float attn_scale() const {
+    return attention_multiplier > 0 ? attention_multiplier : 1.0f / std::sqrt(float(attn_scale_dim));
+  }
+  float embedding_factor() const {
+    if (embed_scale) return std::sqrt(float(n_embd));
+    return embedding_multiplier > 0 ? embedding_multiplier : 1.0f;
+  }
+  float residual_factor() const { return residual_multiplier > 0 ? residual_multiplier : 1.0f; }
+  float logit_factor() const { return logit_scale > 0 ? 1.0f / logit_scale : 1.0f; }
   // Llama 4's attention temperature (Mistral 3): the scores of the query at position p times
   // ln(floor(p / attn_temp_floor) + 1) · attn_temp_scale + 1, as llama.cpp computes it
   // (llm_graph_input_attn_temp): 1 below the floor, YaRN's original context. 0: none.

@@ -62,6 +62,13 @@ std::string extras_text(const ModelConfig& c) {
   if (c.attn_scale_dim != c.head_dim)
     parts.push_back(fmt::format("scores scaled by 1/sqrt(n_embd / n_head) = 1/sqrt({}) (Gemma 27B, by its {} layers)",
                                 c.attn_scale_dim, c.n_layer));
+  if (c.embedding_multiplier > 0) parts.push_back(fmt::format("embeddings times {:g}", c.embedding_multiplier));
+  if (c.residual_multiplier > 0)
+    parts.push_back(fmt::format("each block's output times {:g} before its residual add", c.residual_multiplier));
+  if (c.attention_multiplier > 0)
+    parts.push_back(fmt::format("scores scaled by {:g} (attention.scale, in place of 1/sqrt(head_dim))",
+                                c.attention_multiplier));
+  if (c.logit_scale > 0) parts.push_back(fmt::format("logits divided by {:g}", c.logit_scale));
   if (c.attn_temp_scale != 0)
     parts.push_back(fmt::format("attention temperature ln(floor(p / {}) + 1) x {:g} + 1 on the scores (Llama 4's)",
                                 c.attn_temp_floor, c.attn_temp_scale));
@@ -109,6 +116,10 @@ nlohmann::json config_json(const ModelConfig& c) {
           {"attn_scale_dim", c.attn_scale_dim},
           {"attn_temp_scale", c.attn_temp_scale},
           {"attn_temp_floor", c.attn_temp_floor},
+          {"embedding_multiplier", c.embedding_multiplier},
+          {"residual_multiplier", c.residual_multiplier},
+          {"attention_multiplier", c.attention_multiplier},
+          {"logit_scale", c.logit_scale},
           {"rope_freq_base", c.rope_freq_base},
           {"rope_pairing", c.rope_pairing == RopePairing::norm ? "norm" : "neox"},
           {"rms_eps", c.rms_eps},

@@ -119,6 +119,11 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap > 0 else x
 
 
+def residual(hp):
+    """What a block's output is multiplied by before its residual add (Granite's multiplier)."""
+    return hp.get("residual_multiplier", 0) or 1.0
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
 
@@ -154,7 +159,9 @@ class Replay:
         eps, E = hp["rms_eps"], hp["n_embd"]
         if name == "token_embd":
             row = self.w.tensor("token_embd.weight")[self.tokens[p]]
-            return row * math.sqrt(E) if hp["embed_scale"] else row
+            if hp["embed_scale"]:
+                return row * math.sqrt(E)
+            return row * hp["embedding_multiplier"] if hp.get("embedding_multiplier", 0) else row
         if name == "attn_norm":
             return rms(self.stream_in(layer, p), self.vector(b + "attn_norm.weight"), eps)
         if name in ("attn_q", "attn_k", "attn_v"):
@@ -182,7 +189,7 @@ class Replay:
             return rms(self.tap("attn_output", layer, p), self.vector(b + "post_attention_norm.weight"), eps)
         if name == "resid.attn":
             added = self.tap("attn_post_norm" if hp["post_norms"] else "attn_output", layer, p)
-            return self.stream_in(layer, p) + added
+            return self.stream_in(layer, p) + residual(hp) * added
         if name == "ffn_norm":
             return rms(self.tap("resid.attn", layer, p), self.vector(b + "ffn_norm.weight"), eps)
         if name in ("ffn_gate", "ffn_up"):
@@ -199,12 +206,15 @@ class Replay:
             return rms(self.tap("ffn_down", layer, p), self.vector(b + "post_ffw_norm.weight"), eps)
         if name == "resid.ffn":
             added = self.tap("ffn_post_norm" if hp["post_norms"] else "ffn_down", layer, p)
-            return self.tap("resid.attn", layer, p) + added
+            return self.tap("resid.attn", layer, p) + residual(hp) * added
         if name == "output_norm":
             return rms(self.tap("resid.ffn", hp["n_layer"] - 1, p), self.vector("output_norm.weight"), eps)
         if name == "output":
             head = self.w.tensor("token_embd.weight" if hp["tied_output"] else "output.weight")
-            return softcap(head @ self.tap("output_norm", -1, p), hp["final_softcap"])
+            logits = head @ self.tap("output_norm", -1, p)
+            if hp.get("logit_scale", 0):  # Granite divides its logits
+                logits = logits / hp["logit_scale"]
+            return softcap(logits, hp["final_softcap"])
         raise ReproError(f"no numpy replay for tap {name}")
 
     def experts(self, name, layer, p):
@@ -244,7 +254,7 @@ class Replay:
         V = np.stack([self.tap("kv.v", layer, t).reshape(G, D) for t in keys])
         width = len(self.tap("attn.probs", layer, p)) // H if name == "attn.probs" else p + 1
         probs, out = np.zeros((H, width)), np.zeros((H, D))
-        scale = 1 / math.sqrt(hp.get("attn_scale_dim", D))
+        scale = hp.get("attention_multiplier", 0) or 1 / math.sqrt(hp.get("attn_scale_dim", D))
         if hp.get("attn_temp_scale", 0):  # Llama 4's temperature (Mistral 3)
             scale *= math.log(math.floor(p / hp["attn_temp_floor"]) + 1) * hp["attn_temp_scale"] + 1
         for h in range(H):

@@ -83,8 +83,8 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
   embed_row_.resize(static_cast<std::size_t>(E));
   w_.token_embd.row(token, embed_row_.data());
   std::copy(embed_row_.begin(), embed_row_.end(), x_.begin());
-  if (c_.embed_scale)
-    for (T& v : x_) v *= T(std::sqrt(double(E)));
+  if (const T factor = T(c_.embedding_factor()); factor != T(1))
+    for (T& v : x_) v *= factor;
   record("token_embd", -1, position, x_.data(), {E});
 
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -96,6 +96,8 @@ const std::vector<T>& Forward<T>::step(int token, int position, bool record_logi
   record("output_norm", -1, position, norm_.data(), {E});
   // logits = W_out [n_vocab][n_embd] · x
   project(w_.lm_head(), norm_.data(), logits_.data());
+  if (const T factor = T(c_.logit_factor()); factor != T(1))
+    for (T& v : logits_) v *= factor;
   softcap(logits_.data(), c_.n_vocab, c_.final_softcap);
   if (record_logits) record("output", -1, position, logits_.data(), {c_.n_vocab});
   return logits_;
@@ -159,7 +161,7 @@ void Forward<T>::attention_block(int l, int p) {
     rmsnorm(proj_.data(), L.attn_post_norm.data(), E, c_.rms_eps, proj_.data());
     record("attn_post_norm", l, p, proj_.data(), {E});
   }
-  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
+  add_residual();
   record("resid.attn", l, p, x_.data(), {E});
 }
 
@@ -179,8 +181,15 @@ void Forward<T>::ffn_block(int l, int p) {
     rmsnorm(proj_.data(), L.ffn_post_norm.data(), E, c_.rms_eps, proj_.data());
     record("ffn_post_norm", l, p, proj_.data(), {E});
   }
-  for (int i = 0; i < E; ++i) x_[static_cast<std::size_t>(i)] += proj_[static_cast<std::size_t>(i)];
+  add_residual();
   record("resid.ffn", l, p, x_.data(), {E});
+}
+
+// x += proj, the block's output times the model's residual multiplier (Granite's; 1 elsewhere).
+template <typename T>
+void Forward<T>::add_residual() {
+  const T scale = T(c_.residual_factor());
+  for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += scale * proj_[i];
 }
 
 // proj = W_down (act(W_gate norm) * W_up norm)

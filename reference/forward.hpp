@@ -30,6 +30,7 @@ public:
 private:
   void attention_block(int layer, int position);
   void ffn_block(int layer, int position);
+  void add_residual();
   void dense_ffn(const LayerWeights& L, int layer, int position);
   void experts_ffn(const LayerWeights& L, int layer, int position);
   void record(const char* name, int layer, int position, const T* data, const RowShape& shape);

@@ -47,7 +47,8 @@ struct NamedNode {
   std::string_view tap;
   NodeLayout layout;
 };
-constexpr std::array<NamedNode, 19> kNamed = {{
+constexpr std::array<NamedNode, 20> kNamed = {{
+    {"embd", "token_embd", NodeLayout::rows},
     {"inp_scaled", "token_embd", NodeLayout::rows},
     {"attn_norm", "attn_norm", NodeLayout::rows},
     {"Qcur_normed", "attn_q_norm", NodeLayout::rows},
@@ -116,7 +117,8 @@ std::optional<TapTarget> tap_for_input(const GraphNode& node) {
 
 const std::vector<NodeMapRow>& node_map_table() {
   static const std::vector<NodeMapRow> table = {
-      {"token_embd", "the `GET_ROWS` of `token_embd.weight` (gemma2: `inp_scaled`, the row times sqrt(n_embd))"},
+      {"token_embd", "the `GET_ROWS` of `token_embd.weight` (gemma2: `inp_scaled`, the row times sqrt(n_embd); "
+                     "granite: `embd`, the row times its embedding multiplier)"},
       {"attn_norm", "`attn_norm-{l}`"},
       {"attn_q", "the `MUL_MAT` of `blk.{l}.attn_q.weight`, then the `ADD` of its bias (phi3: the first n_head * head_dim of each row of `blk.{l}.attn_qkv.weight`'s, k and v the next)"},
       {"attn_k", "the `MUL_MAT` of `blk.{l}.attn_k.weight`, then the `ADD` of its bias"},

@@ -22,6 +22,7 @@
 #include "engine/kernels/rope.hpp"
 #include "engine/kernels/round.hpp"
 #include "engine/kernels/silu_mul.hpp"
+#include "engine/kernels/scale.hpp"
 #include "engine/kernels/softcap.hpp"
 #include "engine/require.hpp"
 
@@ -162,7 +163,7 @@ void validate(const SiluMulArgs& a) {
 }
 
 void validate(const AddArgs& a) {
-  require(a.n >= 0, "add", [&] { return fmt::format("n = {}", a.n); });
+  require(a.n >= 0 && std::isfinite(a.scale), "add", [&] { return fmt::format("n = {}, scale = {}", a.n, a.scale); });
   require_pointers("add", a.n, {a.x, a.y});
 }
 
@@ -196,6 +197,11 @@ void validate(const CopyRowsArgs& a) {
 void validate(const SoftcapArgs& a) {
   require(a.n >= 0 && a.cap > 0, "softcap", [&] { return fmt::format("n = {}, cap = {}", a.n, a.cap); });
   require_pointers("softcap", a.n, {a.x});
+}
+
+void validate(const ScaleArgs& a) {
+  require(a.n >= 0 && std::isfinite(a.factor), "scale", [&] { return fmt::format("n = {}, factor = {}", a.n, a.factor); });
+  require_pointers("scale", a.n, {a.x});
 }
 
 void validate(const ArgmaxArgs& a) {

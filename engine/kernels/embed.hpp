@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <math.h>
 
 #include "engine/device/stream.hpp"
 #include "engine/kernels/dequant.hpp"
@@ -17,8 +16,8 @@ struct EmbedArgs {
   std::int64_t n_embd = 0;               // a multiple of the table's block size
   std::int64_t n_vocab = 0;
   ElemType round = ElemType::f32;        // the precision the table's values are rounded to
-  // Gemma's sqrt(n_embd) embedding scale (and fault embed-scaled, for a model that has none).
-  bool scale_sqrt_n_embd = false;
+  // The row's multiplier: Gemma's sqrt(n_embd), Granite's embedding multiplier, 1 elsewhere.
+  float scale = 1.0f;
 };
 
 inline std::int64_t embed_runs_per_row(const EmbedArgs& a) { return decode_runs(a.n_embd); }
@@ -30,9 +29,8 @@ TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i, std::int64_t ru
   float v[kDecodeRun];
   decode_run(a.table, std::int64_t(a.tokens[r]) * a.n_embd + c0, len, v);
   float* out = a.out + r * a.n_embd + c0;
-  const float scale = sqrtf(float(a.n_embd));
   round_run(a.round, v, len);
-  for (int j = 0; j < len; ++j) out[j] = a.scale_sqrt_n_embd ? v[j] * scale : v[j];
+  for (int j = 0; j < len; ++j) out[j] = a.scale == 1.0f ? v[j] : v[j] * a.scale;
 }
 
 void validate(const EmbedArgs& a);

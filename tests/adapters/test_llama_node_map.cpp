@@ -24,6 +24,10 @@ TEST(LlamaNodeMap, NamedNodesCarryTheirLayer) {
   EXPECT_EQ(tap_of("ffn_norm-3"), "ffn_norm@3");
   EXPECT_EQ(tap_of("l_out-29"), "resid.ffn@29");
   EXPECT_EQ(tap_of("result_norm"), "output_norm@-1");
+  // The embedding as the stream takes it: granite's multiplier is a SCALE named "embd" (elsewhere
+  // that name is the GET_ROWS's own), gemma's sqrt(n_embd) "inp_scaled".
+  EXPECT_EQ(tap_of("embd"), "token_embd@-1");
+  EXPECT_EQ(tap_of("inp_scaled"), "token_embd@-1");
   EXPECT_EQ(tap_of("result_output", NodeOp::mul_mat, "output.weight"), "output@-1");
   const auto probs = tap_for_node({"kq_soft_max-7", NodeOp::other, "kq-7", "KQ_mask"});
   ASSERT_TRUE(probs);

@@ -74,6 +74,9 @@ FIXTURES = {
     # YaRN's original context, 4 here, on.
     "mistral3-f32": ["--arch", "mistral3", "--n-ctx", "64"],
     "mistral3-q4_k": ["--arch", "mistral3", *K_SHAPE, "--n-ctx", "64", "--type", "Q4_K"],
+    # Granite: llama with its embedding, residual, attention (1/head_dim) and logit multipliers.
+    "granite-f32": ["--arch", "granite", "--tied"],
+    "granite-q5_0": ["--arch", "granite", "--type", "Q5_0"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 
@@ -284,6 +287,20 @@ def test_llama_cpp_tempers_mistral3_attention_as_tapdiff_does(models, tmp_path):
     first = report["first_divergence"]
     assert code == 1 and (first["tap"], first["position"]) == ("blk.0.attn.probs", 4), first
     assert report["diagnosis"]["class"] == "attention-scale" and "temperature not applied" in report["diagnosis"]["variant"]
+
+
+@pytest.mark.parametrize("fault, tap, position, cls, words", [
+    ("resid-multiplier-ignored", "blk.0.resid.attn", 0, "residual", "residual multiplier 0.22 not applied"),
+    # The faulty engine records logits from the prompt's last position on.
+    ("logit-scale-ignored", "output", 7, "logit-scale", "not divided by the logit scale 8"),
+])
+def test_llama_cpp_applies_granites_multipliers_as_tapdiff_does(models, tmp_path, fault, tap, position, cls, words):
+    """A PASS could hide a multiplier neither side applies: an engine leaving one out is caught in
+    llama.cpp's own trace, where it first acts, and named."""
+    _, code, report = faulty_engine_against_llama_cpp(models, "granite-f32", fault, tmp_path)
+    first = report["first_divergence"]
+    assert code == 1 and (first["tap"], first["position"]) == (tap, position), first
+    assert report["diagnosis"]["class"] == cls and words in report["diagnosis"]["variant"], report["diagnosis"]
 
 
 def test_trace_says_how_llama_cpp_ran(models, tmp_path):

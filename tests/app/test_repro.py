@@ -19,7 +19,7 @@ PROMPT = ["--tokens", "1,20,40,60,80", "-n", "4"]
 # The self-test's models (fixtures/fault_expectations.cpp), in its order: each fault runs on the
 # first one it applies to.
 MODELS = ["llama-q8_0", "qwen2-f16", "qwen3-f32", "llama3-q4_0", "gemma2-q8_0", "gemma3-f16", "phi3-q8_0",
-          "qwen3moe-q8_0", "smollm3-q4_k", "mistral3-f32"]
+          "qwen3moe-q8_0", "smollm3-q4_k", "mistral3-f32", "granite-q5_1"]
 # A fault only a chunked prefill exposes runs with one.
 RUN_OPTIONS = {"kv-chunk-offset": ["--prefill-chunk", "2"]}
 

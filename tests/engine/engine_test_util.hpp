@@ -123,6 +123,15 @@ inline FixtureSpec mistral3_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Granite 3's shape: llama with its four multipliers (embedding 12, residual 0.22, attention
+// 1/head_dim, logits divided by 8).
+inline FixtureSpec granite_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s;
+  s.arch = Arch::granite;
+  s.weight_type = type;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 // The spec with RoPE scaling as the real models declare it (linear 8; yarn 4 from n_ctx / 4).
 inline FixtureSpec rope_scaled(FixtureSpec s, RopeScalingType type) {

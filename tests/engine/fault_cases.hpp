@@ -160,6 +160,9 @@ inline std::vector<FaultCase> fault_cases() {
       {"rope-nope-rotated", smollm3_spec(), {"blk.3.attn_q.rope", 1}},
       // Right below position 8, YaRN's original context, where the temperature is still 1.
       {"attn-temperature-ignored", mistral3_spec(), {"blk.0.attn.probs", 8}},
+      {"resid-multiplier-ignored", granite_spec(), {"blk.0.resid.attn", 0}},
+      // Logits are recorded from the last prompt position on.
+      {"logit-scale-ignored", granite_spec(GgmlType::Q8_0), {"output", 4}},
   };
 }
 

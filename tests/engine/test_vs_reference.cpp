@@ -57,6 +57,8 @@ std::vector<FixtureCase> fixture_cases() {
       {"smollm3_Q4_K", wide(smollm3_spec(GgmlType::Q4_K))},
       {"mistral3_F32", mistral3_spec(GgmlType::F32)},
       {"mistral3_Q4_K", wide(mistral3_spec(GgmlType::Q4_K))},
+      {"granite_F32", granite_spec(GgmlType::F32)},
+      {"granite_Q6_K", wide(granite_spec(GgmlType::Q6_K))},
       {"mixtral_Q5_K", wide(mixtral_spec(GgmlType::Q5_K))},
       {"gemma3_linear_F32", rope_scaled(gemma3_spec(GgmlType::F32), RopeScalingType::linear)},
       {"llama_yarn_Q8_0", rope_scaled(llama_spec(GgmlType::Q8_0), RopeScalingType::yarn)},

@@ -160,7 +160,7 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
        "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, "
-       "smollm3, mistral3, got \"mamba\""},
+       "smollm3, mistral3, granite, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -387,6 +387,47 @@ TEST(ModelConfig, Mistral3YarnMagnitudeAndTemperature) {
   EXPECT_NEAR(magnitude(load_model_config(parse(w)).rope_scaling), expected, 1e-6);
 }
 
+// Granite: its four multipliers as llama.cpp reads them, for granite alone; logit_scale required.
+TEST(ModelConfig, GraniteMultipliers) {
+  FixtureSpec spec;
+  spec.arch = Arch::granite;
+  GgufWriter w = build_fixture(spec);
+  const ModelConfig c = load_model_config(parse(w));
+  EXPECT_FLOAT_EQ(c.embedding_factor(), 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_factor(), 0.22f);
+  EXPECT_FLOAT_EQ(c.attn_scale(), 1.0f / 16);  // Granite 3's 1/head_dim, not 1/sqrt(head_dim)
+  EXPECT_FLOAT_EQ(c.logit_factor(), 1.0f / 8);
+
+  // 0 means none, as in llama.cpp: the model's defaults return.
+  w.set("granite.residual_scale", GgufValue::f32(0.0f));
+  w.set("granite.attention.scale", GgufValue::f32(0.0f));
+  const ModelConfig d = load_model_config(parse(w));
+  EXPECT_FLOAT_EQ(d.residual_factor(), 1.0f);
+  EXPECT_FLOAT_EQ(d.attn_scale(), 0.25f);
+
+  // The same keys in a llama model are not llama's: llama.cpp ignores them, and so does tapdiff.
+  GgufWriter l = build_fixture(FixtureSpec{});
+  l.set("llama.logit_scale", GgufValue::f32(8.0f));
+  l.set("llama.embedding_scale", GgufValue::f32(12.0f));
+  const ModelConfig e = load_model_config(parse(l));
+  EXPECT_FLOAT_EQ(e.logit_factor(), 1.0f);
+  EXPECT_FLOAT_EQ(e.embedding_factor(), 1.0f);
+
+  FixtureSpec granite;
+  granite.arch = Arch::granite;
+  const BadConfigCase cases[] = {
+      {"logit scale missing", "granite.logit_scale", {}, true,
+       "cfg.gguf: granite.logit_scale: required metadata key is missing"},
+      {"logit scale 0", "granite.logit_scale", GgufValue::f32(0.0f), false,
+       "cfg.gguf: granite.logit_scale: expected a finite divisor > 0 of the logits, got 0"},
+      {"negative residual multiplier", "granite.residual_scale", GgufValue::f32(-0.22f), false,
+       "cfg.gguf: granite.residual_scale: expected a finite multiplier >= 0 (0: none), got -0.2199999988079071"},
+      {"embedding multiplier not a number", "granite.embedding_scale", GgufValue::string("12"), false,
+       "cfg.gguf: granite.embedding_scale: expected a number, got string"},
+  };
+  check_bad_metadata(cases, granite);
+}
+
 // A mixture of experts: its counts, each expert's width, and the stacked tensors' shapes.
 TEST(ModelConfig, Qwen3MoeFixtureRoutesToExperts) {
   FixtureSpec spec;
@@ -496,6 +537,16 @@ TEST(ModelConfig, MissingWeightNamesTheTensorAndShape) {
   EXPECT_EQ(config_error(w),
             "cfg.gguf: tensor \"blk.1.ffn_up.weight\": required tensor is missing (expected "
             "shape [64, 128])");
+}
+
+// A tensor the forward pass would not read (a bias llama.cpp adds, another architecture's norm) is
+// refused: a run without it would silently be another model's.
+TEST(ModelConfig, UnreadTensorNamesTheTensor) {
+  GgufWriter w = build_fixture(FixtureSpec{});
+  w.add_tensor("blk.1.attn_output.bias", GgmlType::F32, {64}, quantize(GgmlType::F32, std::vector<float>(64, 0.5f)));
+  EXPECT_EQ(config_error(w),
+            "cfg.gguf: tensor \"blk.1.attn_output.bias\": expected no such tensor (tapdiff's llama forward pass would "
+            "not read it, and a run would silently compute another model)");
 }
 
 // The real model in ../shared, when present: its metadata as SOURCES.md describes it.
