@@ -97,6 +97,11 @@ void embedding_candidates(ReplayInputs& in, std::vector<Candidate>& out) {
   if (in.baseline_only) return;
   if (scale != 1.0f)
     out.push_back({"the token's embedding row, not scaled by " + scale_text, "embedding", false, lookup(W, token(0, 0))});
+  // The scale applied to the batch's first row only (x[0] *= s for x *= s).
+  if (scale != 1.0f && in.prompt_length > 1)
+    out.push_back({"the embedding scaled on the prompt batch's first row only, its other rows not scaled", "embedding",
+                   false, [scaled = lookup_scaled(W, token(0, 0)), raw = lookup(W, token(0, 0)),
+                           prompt = in.prompt_length](std::int64_t p) { return p > 0 && p < prompt ? raw(p) : scaled(p); }});
   // Granite's multiplier mistaken for Gemma's scale (a port from a Gemma path), or applied twice.
   if (config.embedding_multiplier > 0) {
     const float root = std::sqrt(float(E));
@@ -373,6 +378,13 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rmsnorm(x) * w", "", true, run(w, eps)});
   if (in.baseline_only) return;
   out.push_back({"rmsnorm(x) without the norm weight", "normalization", false, run(nullptr, eps)});
+  // A decode step's norm over its input's previous row (the input buffer's row not updated for the
+  // step: a stale copy, a pointer to last step's row).
+  if (!per_head)
+    out.push_back({"in decode steps, the norm of its input's previous position (a stale input row)", "buffer", false,
+                   [normed = run(w, eps), prompt = in.prompt_length](std::int64_t p) {
+                     return normed(p >= prompt ? p - 1 : p);
+                   }});
   if (name == "output_norm" || (name == "attn_norm" && x_layer >= 0)) {
     // The stream as an earlier layer left it: the layers before this norm absent from the actual
     // trace, every tap of them (the layer loop stopped short, a pipeline stage skipped a layer), or

@@ -157,7 +157,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     if (p >= in.prompt_length || s.other_layer_in_prefill)
       for (auto [rows, tap, from] : {std::tuple{&k_all, "attn_k.rope", s.decode_k_layer},
                                      std::tuple{&v_all, "attn_v", s.decode_v_layer}})
-        if (from >= 0) *rows = trace_rows_upto(in.actual, tap, from, upto);
+        if (from >= 0) {
+          *rows = trace_rows_upto(in.actual, tap, from, upto);
+          // A later layer has not written this step's row yet when this one reads: an empty slot.
+          if (from > layer && rows->size() > std::size_t(p)) (*rows)[std::size_t(p)] = Row(kv_dim, 0.0f);
+        }
     for (std::int64_t t = 0; t <= upto; ++t)
       if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
@@ -638,17 +642,19 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});
-  if (layer > 0)
+  // Layer l - 1's cache; layer 0's index -1 wraps to the last layer's (Python's negative index, an
+  // unsigned index modulo the layer count), whose row for this step is not written yet.
+  if (const int previous = layer > 0 ? layer - 1 : c.n_layer - 1; previous != layer)
     for (const auto& [keys, values, what] : {std::tuple{false, true, "V"}, std::tuple{true, false, "K"},
                                              std::tuple{true, true, "K and V"}}) {
       s = right;
-      s.decode_k_layer = keys ? layer - 1 : -1;
-      s.decode_v_layer = values ? layer - 1 : -1;
+      s.decode_k_layer = keys ? previous : -1;
+      s.decode_v_layer = values ? previous : -1;
       out.push_back({fmt::format("decode steps read {} from layer {}'s cache (the layer index of the cache read off "
-                                 "by one)",
-                                 what, layer - 1),
+                                 "by one{})",
+                                 what, previous, layer == 0 ? ": -1 wrapping to the last layer" : ""),
                      "kv-cache", false, replay(s)});
-      if (keys && values) {
+      if (keys && values && layer > 0) {
         s.other_layer_in_prefill = true;
         out.push_back({fmt::format("every step reads K and V from layer {}'s cache, the prompt's batch too (the layer "
                                    "index of the cache read off by one; each layer writes its own)",
@@ -725,6 +731,15 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                          moved[std::size_t(i) * std::size_t(n_head) + std::size_t(h)] =
                              o[std::size_t(h) * std::size_t(d) + std::size_t(i)];
                      return moved;
+                   }});
+    // An accumulator not cleared between heads: slot h holds the sum of heads 0..h.
+    out.push_back({"head h's slot holds the sum of heads 0..h (an accumulator not cleared between heads)", "buffer", false,
+                   [correct = replay(right), n_head](std::int64_t p) {
+                     Row o = correct(p);
+                     if (o.empty() || o.size() % std::size_t(n_head) != 0) return Row{};
+                     const std::size_t size = o.size() / std::size_t(n_head);
+                     for (std::size_t i = size; i < o.size(); ++i) o[i] += o[i - size];
+                     return o;
                    }});
   }
   // Heads in slots nobody listed (pairs swapped, an index off by one): each slot's head fitted to

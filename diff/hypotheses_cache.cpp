@@ -47,6 +47,14 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
     out.push_back(std::move(c));
   };
   if (is_k) taken_from("K before RoPE: the cache written from attn_k instead of attn_k.rope", "attn_k");
+  // K pre-scaled as it is cached, by the attention's scale (a kernel that folds the scale into K).
+  if (const float scale = in.model.config().attn_scale(); is_k)
+    out.push_back({fmt::format("K times the attention scale {:.4g} as it is cached (the scale folded into K)", scale),
+                   "attention-scale", false, [row = row_of(src, 0), scale](std::int64_t p) {
+                     Row r = row(p);
+                     for (float& v : r) v *= scale;
+                     return r;
+                   }});
   taken_from(is_k ? "the V row: K and V caches swapped" : "the K row: K and V caches swapped",
              is_k ? "attn_v" : "attn_k.rope");
   // V rotated as K is; in a layer without RoPE (smollm3's NoPE layers) K rotated too, on its way

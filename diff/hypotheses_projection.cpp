@@ -134,6 +134,15 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
                    "logit-scale", false, times(c.logit_scale)});
     out.push_back({fmt::format("W x / {:g}: the logits divided by the logit scale twice", c.logit_scale * c.logit_scale),
                    "logit-scale", false, times(double(lf) * lf)});
+    // The divisor read from another of Granite's keys.
+    for (const auto& [key, value] : {std::pair{"embedding_scale", c.embedding_multiplier},
+                                     std::pair{"residual_scale", c.residual_multiplier},
+                                     std::pair{"attention.scale", c.attention_multiplier}})
+      if (value > 0 && value != c.logit_scale)
+        out.push_back({fmt::format("W x / {:.4g}: the logits divided by {} instead of the logit scale {:g} (the key "
+                                   "read wrong)",
+                                   value, key, c.logit_scale),
+                       "logit-scale", false, times(1.0 / value)});
   }
   if (cap > 0)
     out.push_back({"W x: the logits not soft-capped", "softcap", false, with(W, B, false, {}, 0.0f)});
@@ -466,8 +475,9 @@ void projection_candidates(const std::string& name, int layer, ReplayInputs& in,
   } else {
     for (int l : {layer - 1, layer + 1})
       if (l >= 0 && l < c.n_layer) others.push_back(fmt::format("blk.{}.{}.weight", l, name));
-    for (const char* sibling : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})
-      if (sibling != name && input_of(sibling) == x_name) others.push_back(fmt::format("blk.{}.{}.weight", layer, sibling));
+    // Any projection of the layer of the same shape (a square attn_q where attn_output belongs).
+    for (const char* sibling : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+      if (sibling != name) others.push_back(fmt::format("blk.{}.{}.weight", layer, sibling));
   }
   for (const auto& other : others) {
     const GgufTensorInfo* ot = in.model.tensor(other);

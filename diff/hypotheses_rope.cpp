@@ -221,6 +221,31 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
   out.push_back({"rotated at position p", "", true, rotate(at_p, base, right)});
   if (in.baseline_only) return;
   scaled_after(rotate(at_p, base, right), true);
+  // A linear RoPE scaling the model does not declare for any layer (positions p / f: another model's
+  // config, a context-extension flag left on).
+  if (!c.rope_scaling.scales())
+    for (const float f : {2.0f, 4.0f, 8.0f})
+      out.push_back({fmt::format("rotated at p / {:g}: a linear RoPE scaling by {:g} the model does not declare", f, f),
+                     "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, RopeScaling{RopeScalingType::linear, f})});
+  // A q/k norm the model does not have (qwen3's), weight 1, before the rotation.
+  if (!c.qk_norm)
+    out.push_back({fmt::format("{} RMS-normalized per head (weight 1) before RoPE, though the model has no q/k norm",
+                               is_q ? "q" : "k"),
+                   "normalization", false, [&in, src, layer, heads, c, base, right, factors, scaling](std::int64_t p) {
+                     const Row x = trace_row(in.actual, src, layer, p);
+                     const auto d = std::size_t(c.head_dim);
+                     if (x.size() != std::size_t(heads) * d) return x;
+                     std::vector<double> xd(x.begin(), x.end());
+                     for (std::size_t h = 0; h < std::size_t(heads); ++h) {
+                       double ms = 0;
+                       for (std::size_t i = 0; i < d; ++i) ms += xd[h * d + i] * xd[h * d + i];
+                       const double inv = 1 / std::sqrt(ms / double(d) + double(c.rms_eps));
+                       for (std::size_t i = 0; i < d; ++i) xd[h * d + i] *= inv;
+                     }
+                     ref::rope(xd.data(), heads, c.head_dim, c.n_rot, p, base, right, factors ? factors->data() : nullptr,
+                               scaling);
+                     return Row(xd.begin(), xd.end());
+                   }});
   // A position counter that stops advancing: every position from k on rotated at k, k fitted at
   // the tap's last position (0 is "rotated at the start position 0" below).
   if (const TapInfo* tap = in.observed.find(name, layer); tap && tap->last_position() > 1) {

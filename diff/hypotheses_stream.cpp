@@ -127,6 +127,18 @@ ScaledStream scaled_stream(const std::string& x_name, int x_layer, double c, con
                         "the model does not have",
                         c, x),
             "embedding"};
+  // Granite's multipliers put on the stream: the logit scale before the final norm (which cancels it
+  // but for its epsilon, so the logits go unscaled), the residual multiplier after a block.
+  const double logit = config.logit_factor(), residual = config.residual_factor();
+  if (logit != 1 && x_name == "resid.ffn" && x_layer == config.n_layer - 1 && std::abs(c / logit - 1) < 1e-2)
+    return {fmt::format("the stream {} divided by the logit scale {:g} before output_norm, which cancels it but for its "
+                        "epsilon: the logit scale applied to the stream instead of the logits",
+                        x, config.logit_scale),
+            "logit-scale"};
+  if (residual != 1 && std::abs(c / residual - 1) < 1e-2)
+    return {fmt::format("the stream {} times the residual multiplier {:.4g} between its tap and the ops that read it", x,
+                        residual),
+            "residual"};
   return {fmt::format("the stream {} scaled by {:.4g} between its tap and the ops that read it", x, c), "residual"};
 }
 
@@ -168,6 +180,19 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
   out.push_back({fmt::format("{} + 2 * {}: the block's output added twice", x, o), "residual", false, add(1, 2)});
   out.push_back({fmt::format("2 * {} + {}: the stream added twice", x, o), "residual", false, add(2, 1)});
   out.push_back({fmt::format("{} - {}: subtracted instead of added", x, o), "residual", false, add(1, -1)});
+  if (r != 1) {
+    out.push_back({fmt::format("{:.4g} * {} + {}: the residual multiplier applied to the stream instead of the block's "
+                               "output",
+                               r, x, o_name),
+                   "residual", false, add(r, 1 / r)});
+    // The decode path's add written apart from the prompt's, without the multiplier.
+    out.push_back({fmt::format("{} + {} in decode steps: the residual multiplier {:.4g} not applied there, the prompt's "
+                               "adds right",
+                               x, o_name, r),
+                   "residual", false, [unscaled = add(1, 1 / r), scaled = add(1, 1), prompt = in.prompt_length](std::int64_t p) {
+                     return p >= prompt ? unscaled(p) : scaled(p);
+                   }});
+  }
   // The stream scaled by an op between its tap and the add: the scale fitted at position 0.
   const auto c = fit_scale(trace_row(in.actual, x_name, x_layer, 0), stream_added_by(name, layer, in, 0));
   if (c && std::isfinite(*c) && std::abs(*c - 1) > 1e-2 && std::abs(*c - 2) > 1e-2 && std::abs(*c) > 1e-2) {
@@ -218,6 +243,14 @@ void residual_candidates(const std::string& name, int layer, ReplayInputs& in, s
                                         trace_row(in.actual, o_name, layer, p), [r](double a, double b) { return a + r * b; });
                    }});
   }
+  // The block's output read before its projection (attn.out, ffn.act) where their widths agree.
+  const std::string unprojected = attn ? "attn.out" : "ffn.act";
+  out.push_back({fmt::format("{} + {}: the add reads {} (before the output projection) instead of {}", x,
+                             r == 1 ? unprojected : fmt::format("{:.4g} * {}", r, unprojected), unprojected, o_name),
+                 "residual", false, [&in, x_name, x_layer, unprojected, layer, r](std::int64_t p) {
+                   return elementwise(trace_row(in.actual, x_name, x_layer, p), trace_row(in.actual, unprojected, layer, p),
+                                      [r](double a, double b) { return a + r * b; });
+                 }});
   // The stream operand read from the block's norm output, which has its shape.
   const std::string norm = attn ? "attn_norm" : "ffn_norm";
   out.push_back({fmt::format("{} + {}: the stream read from the norm's output instead of {}", norm, o, x),

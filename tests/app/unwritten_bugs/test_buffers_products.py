@@ -197,3 +197,27 @@ def test_a_row_written_only_in_part_is_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "output",
              "only the first 256 of 320 elements written, the rest left zero (320 rounded down to a multiple of 256)",
              "buffer")
+
+
+def test_heads_accumulated_into_one_another_are_named(llama, tmp_path):
+    """Blind round 27: an accumulator not cleared between heads: slot h holds heads 0..h summed."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    out = read_tap(bad, "attn.out", 0)
+    heads = out.reshape(out.shape[0], 4, 16)
+    write_tap(bad, "attn.out", 0, np.cumsum(heads, axis=1).reshape(out.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out",
+             "head h's slot holds the sum of heads 0..h", "buffer", position=0)
+
+
+def test_a_decode_norm_over_last_steps_row_is_named(llama, tmp_path):
+    """Blind round 27: a decode step's ffn_norm over resid.attn's previous row (its input buffer not
+    updated for the step)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    prompt = len(PROMPT.split(","))
+    rows = read_tap(bad, "ffn_norm", 0)
+    rows[prompt:] = rows[prompt - 1:-1]
+    write_tap(bad, "ffn_norm", 0, rows)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn_norm",
+             "in decode steps, the norm of its input's previous position", "buffer", position=prompt)

@@ -112,6 +112,28 @@ def test_decode_reading_the_layer_befores_v_cache_is_named(llama, tmp_path):
              "kv-cache", position=len(PROMPT.split(",")))
 
 
+def test_layer_0_reading_the_last_layers_v_cache_is_named(llama, tmp_path):
+    """Blind round 26's B47: the cache's layer index l - 1 is -1 at layer 0, which Python's negative
+    index (or an unsigned one modulo the layer count) wraps to the last layer: layer 0's decode steps
+    weigh layer 1's values, its row for the current step not written yet (zeros)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0).astype(np.float64)
+    out = read_tap(bad, "attn.out", 0).astype(np.float64)
+    n, heads = probs.shape[0], probs.shape[1]
+    v = read_tap(bad, "attn_v", 1).astype(np.float64).reshape(n, -1, 16)
+    o = out.reshape(n, heads, 16)
+    for p in range(len(PROMPT.split(",")), n):
+        seen = v[: p + 1].copy()
+        seen[p] = 0
+        for h in range(heads):
+            o[p, h] = probs[p, h, : p + 1] @ seen[:, h // 2]
+    write_tap(bad, "attn.out", 0, o.reshape(out.shape))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.out",
+             "decode steps read V from layer 1's cache (the layer index of the cache read off by one: -1 wrapping to "
+             "the last layer)", "kv-cache", position=len(PROMPT.split(",")))
+
+
 def test_prefill_rows_cached_last_first_are_fitted(llama, tmp_path):
     """A batched K append with its row index reversed: slot p holds the prompt's row P - 1 - p."""
     bad = tmp_path / "eng.h5"
@@ -315,3 +337,12 @@ def test_every_step_reading_the_layer_befores_cache_is_named(llama, tmp_path):
                                                  probs.shape[2], [0, 0, 1, 1]))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.1.attn.probs",
              "every step reads K and V from layer 0's cache, the prompt's batch too", "kv-cache")
+
+
+def test_keys_scaled_as_they_are_cached_are_named(llama, tmp_path):
+    """Blind round 27: the attention's scale (1/4 here) folded into K as it is cached."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "kv.k", 0, read_tap(bad, "attn_k.rope", 0) * np.float32(0.25))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "K times the attention scale 0.25 as it is cached",
+             "attention-scale", position=0)

@@ -368,3 +368,13 @@ def test_an_activation_of_another_model_or_on_both_projections_is_named(llama, t
     u = read_tap(bad, "ffn_up", 0).astype(np.float64)
     write_tap(bad, "ffn.act", 0, act(g, u))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.ffn.act", words, "activation")
+
+
+def test_a_residual_add_of_the_unprojected_attention_is_named(llama, tmp_path):
+    """Blind round 26's B67: the add reads attn.out, the attention before its output projection
+    (the same width here), instead of attn_output."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    write_tap(bad, "resid.attn", 0, read_tap(bad, "token_embd", -1) + read_tap(bad, "attn.out", 0))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.resid.attn",
+             "the add reads attn.out (before the output projection) instead of attn_output", "residual", position=0)

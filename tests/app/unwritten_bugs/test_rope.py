@@ -365,3 +365,28 @@ def test_a_position_counter_stuck_at_the_prompt_length_is_fitted(llama, tmp_path
     write_tap(bad, "attn_q.rope", 0, q_rope)
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", "the position counter stops advancing at 6",
              "rope", position=prompt + 1)
+
+
+def test_a_linear_scaling_the_model_does_not_declare_is_named(llama, tmp_path):
+    """Blind round 26's B81: positions p / 2 (a linear RoPE scaling of 2, another model's config)
+    in a model that declares none."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q = read_tap(bad, "attn_q", 0)
+    write_tap(bad, "attn_q.rope", 0, np.stack([rope_norm(q[p], p / 2) for p in range(q.shape[0])]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope",
+             "rotated at p / 2: a linear RoPE scaling by 2 the model does not declare", "rope", position=1)
+
+
+def test_a_qk_norm_the_model_does_not_have_is_named(llama, tmp_path):
+    """Blind round 26's B65: q RMS-normalized per head (weight 1) before RoPE, qwen3's habit in a
+    model without q/k norms."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q = read_tap(bad, "attn_q", 0).astype(np.float64)
+    heads = q.reshape(q.shape[0], -1, 16)
+    normed = (heads / np.sqrt((heads * heads).mean(axis=-1, keepdims=True) + 1e-5)).reshape(q.shape)
+    write_tap(bad, "attn_q.rope", 0, np.stack([rope_norm(normed[p], p) for p in range(q.shape[0])]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope",
+             "q RMS-normalized per head (weight 1) before RoPE, though the model has no q/k norm", "normalization",
+             position=0)

@@ -380,3 +380,14 @@ def test_a_projection_times_one_factor_is_its_weight_scaled(llama, tmp_path):
     for name in ("attn_v", "kv.v"):
         write_tap(bad, name, 0, read_tap(bad, name, 0) * np.float32(2))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_v", "W times 2", "weight-loading")
+
+
+def test_another_projections_square_weight_is_named(llama, tmp_path):
+    """Blind round 26's B73: the attention's output projection multiplied by attn_q.weight (square
+    here), a sibling whose input is another tap."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    wq = gguf_tensor(llama / "llama.gguf", "blk.0.attn_q.weight")
+    write_tap(bad, "attn_output", 0, read_tap(bad, "attn.out", 0).astype(np.float64) @ wq.T)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_output",
+             "x multiplied by blk.0.attn_q.weight instead of blk.0.attn_output.weight", "weight-loading", position=0)
