@@ -43,8 +43,8 @@ void add_fixture_command(CLI::App& app, SetExit set_exit) {
   cmd->add_option("--n-head-kv", opt->spec.n_head_kv, "Key/value heads")->capture_default_str();
   cmd->add_option("--n-ff", opt->spec.n_ff, "Feed-forward width")->capture_default_str();
   cmd->add_option("--n-expert", opt->spec.n_expert,
-                  "Experts per layer, a mixture of experts of --n-ff wide SwiGLU FFNs (default: qwen3moe 8, "
-                  "otherwise 0: a dense FFN)");
+                  "Experts per layer, a mixture of experts of --n-ff wide SwiGLU FFNs (default: qwen3moe and "
+                  "granitemoe 8, otherwise 0: a dense FFN)");
   cmd->add_option("--n-expert-used", opt->spec.n_expert_used, "Experts each token is routed to (default: 2)");
   cmd->add_option("--n-vocab", opt->spec.n_vocab, "Vocabulary size")->capture_default_str();
   cmd->add_option("--n-ctx", opt->spec.n_ctx_train, "Training context length")

@@ -30,6 +30,7 @@ ARCHS = {  # name -> fixture options shared by its tensor types
     "smollm3 (4 layers, the last without RoPE)": ["--arch", "smollm3", "--n-layer", "4"],
     "mistral3 (YaRN x16, attention temperature from position 4)": ["--arch", "mistral3", "--n-ctx", "64"],
     "granite (embedding, residual, attention and logit multipliers; tied head)": ["--arch", "granite", "--tied"],
+    "granitemoe (Granite's multipliers, 8 experts, 2 a token)": ["--arch", "granitemoe"],
     "gemma3, linear RoPE scaling x8 on the global layer (Gemma 3 4B+)": ["--arch", "gemma3", "--n-layer", "6",
                                                                          "--rope-scaling", "linear"],
     "qwen3, YaRN RoPE scaling x4 (Qwen3 128k)": ["--arch", "qwen3", "--head-dim", "32", "--rope-scaling", "yarn"],

@@ -126,8 +126,8 @@ RopeScaling load_rope_scaling(const GgufFile& f, const std::string& p, int n_ctx
   return s;
 }
 
-// Granite's multipliers, read for granite only, as llama.cpp reads them: logit_scale is required,
-// the others default to 0, which means none.
+// Granite's multipliers, read for granite and granitemoe only, as llama.cpp reads them: logit_scale
+// is required, the others default to 0, which means none.
 void load_granite_multipliers(const GgufFile& f, const std::string& p, ModelConfig& c) {
   const std::string logit_key = p + "logit_scale";
   const double logit = f.get_float(logit_key);
@@ -171,13 +171,17 @@ constexpr ArchTraits kArchs[] = {
     // ignores its sliding_window ("Phi SWA is currently disabled"); so does tapdiff.
     {Arch::phi3, "phi3", RopePairing::neox, false, Activation::silu, false, false, 0, 0, true, true},
     // Qwen3-MoE: qwen3's attention, a mixture of experts in every layer (its expert count says so).
-    {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false},
+    {Arch::qwen3moe, "qwen3moe", RopePairing::neox, true, Activation::silu, false, false, 0, 0, true, false, 0, false, true},
     // SmolLM3: llama without RoPE in every fourth layer (llama.cpp's n_no_rope_layer_step).
     {Arch::smollm3, "smollm3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 4, true},
     // Mistral 3 (Ministral 3): llama with YaRN and Llama 4's attention temperature.
     {Arch::mistral3, "mistral3", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
-    // Granite (3.x): llama with four multipliers (ModelConfig::embedding_multiplier and after).
-    {Arch::granite, "granite", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true},
+    // Granite (3.x): llama with four multipliers (ModelConfig::embedding_multiplier and after); Granite
+    // MoE: the same with a mixture of experts in every layer.
+    {Arch::granite, "granite", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true, false,
+     true},
+    {Arch::granitemoe, "granitemoe", RopePairing::norm, false, Activation::silu, false, false, 0, 0, true, false, 0, true,
+     true, true},
 };
 
 const ArchTraits& arch_traits(Arch arch) {
@@ -243,13 +247,17 @@ ModelConfig load_model_config(const GgufFile& f) {
     require(!traits->fused_gate_up && traits->activation == Activation::silu, f, p + "expert_count",
             fmt::format("expected no experts in a {} model (tapdiff runs experts with SwiGLU and separate "
                         "gate and up tensors)", arch));
+    const std::string shared_key = p + "expert_shared_feed_forward_length";
+    require(f.get_uint_opt(shared_key).value_or(0) == 0, f, shared_key,
+            "expected none: tapdiff runs routed experts only, without a shared expert (Granite MoE shared, "
+            "Qwen2-MoE and DeepSeek's are not supported)");
     // Each expert's width; feed_forward_length, where present, is a dense layer's.
     const auto expert_width = f.get_uint_opt(p + "expert_feed_forward_length");
     c.n_ff = expert_width ? positive_int(f, p + "expert_feed_forward_length", *expert_width)
                           : required_int(f, p + "feed_forward_length");
   } else {
-    require(traits->arch != Arch::qwen3moe, f, p + "expert_count",
-            "expected a positive expert count (a qwen3moe model routes every layer to experts)");
+    require(!traits->experts, f, p + "expert_count",
+            fmt::format("expected a positive expert count (a {} model routes every layer to experts)", arch));
     c.n_ff = required_int(f, p + "feed_forward_length");
   }
   c.n_ctx_train = required_int(f, p + "context_length");
@@ -294,7 +302,7 @@ ModelConfig load_model_config(const GgufFile& f) {
     c.attn_temp_floor = optional_int(f, p + "rope.scaling.original_context_length", c.n_ctx_train);
   }
 
-  if (c.arch == Arch::granite) load_granite_multipliers(f, p, c);
+  if (traits->multipliers) load_granite_multipliers(f, p, c);
 
   for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_softcap},
                                  std::pair{p + "final_logit_softcapping", &c.final_softcap}})

@@ -1,6 +1,6 @@
 // ModelConfig: the hyperparameters a forward pass needs, derived from GGUF metadata for the
-// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3`, `mistral3` and
-// `granite` architectures, and the weight names with the shapes each must have.
+// `llama`, `qwen2`, `qwen3`, `gemma2`, `gemma3`, `phi3`, `qwen3moe`, `smollm3`, `mistral3`, `granite`
+// and `granitemoe` architectures, and the weight names with the shapes each must have.
 #pragma once
 
 #include <cmath>
@@ -13,7 +13,7 @@
 
 namespace tapdiff {
 
-enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, mistral3, granite };
+enum class Arch { llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, smollm3, mistral3, granite, granitemoe };
 
 // The gated FFN's activation: silu(gate) * up (SwiGLU), or gelu_tanh(gate) * up (GeGLU, Gemma).
 enum class Activation { silu, gelu };
@@ -148,6 +148,8 @@ struct ArchTraits {
   int nope_period = 0;       // ModelConfig::nope_period
   // llama.cpp refuses a partial rotation ("invalid n_rot"; the graphs built on llama's assert against one).
   bool whole_heads = false;
+  bool experts = false;      // every layer a mixture of experts: the file must count them
+  bool multipliers = false;  // Granite's four (ModelConfig::embedding_multiplier and after)
 };
 const ArchTraits& arch_traits(Arch arch);
 const ArchTraits* find_arch(const std::string& name);  // nullptr for an architecture not supported

@@ -119,7 +119,7 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap > 0 else x
 
 
-def residual(hp):
+def residual_factor(hp):
     """What a block's output is multiplied by before its residual add (Granite's multiplier)."""
     return hp.get("residual_multiplier", 0) or 1.0
 
@@ -189,7 +189,7 @@ class Replay:
             return rms(self.tap("attn_output", layer, p), self.vector(b + "post_attention_norm.weight"), eps)
         if name == "resid.attn":
             added = self.tap("attn_post_norm" if hp["post_norms"] else "attn_output", layer, p)
-            return self.stream_in(layer, p) + residual(hp) * added
+            return self.stream_in(layer, p) + residual_factor(hp) * added
         if name == "ffn_norm":
             return rms(self.tap("resid.attn", layer, p), self.vector(b + "ffn_norm.weight"), eps)
         if name in ("ffn_gate", "ffn_up"):
@@ -206,7 +206,7 @@ class Replay:
             return rms(self.tap("ffn_down", layer, p), self.vector(b + "post_ffw_norm.weight"), eps)
         if name == "resid.ffn":
             added = self.tap("ffn_post_norm" if hp["post_norms"] else "ffn_down", layer, p)
-            return self.tap("resid.attn", layer, p) + residual(hp) * added
+            return self.tap("resid.attn", layer, p) + residual_factor(hp) * added
         if name == "output_norm":
             return rms(self.tap("resid.ffn", hp["n_layer"] - 1, p), self.vector("output_norm.weight"), eps)
         if name == "output":

@@ -77,6 +77,7 @@ FIXTURES = {
     # Granite: llama with its embedding, residual, attention (1/head_dim) and logit multipliers.
     "granite-f32": ["--arch", "granite", "--tied"],
     "granite-q5_0": ["--arch", "granite", "--type", "Q5_0"],
+    "granitemoe-q8_0": ["--arch", "granitemoe", "--type", "Q8_0"],
 }
 STORIES = Path(os.environ["TAPDIFF_SOURCE_DIR"]).parent / "shared" / "models" / "stories260K.gguf"
 

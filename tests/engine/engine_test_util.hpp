@@ -132,6 +132,13 @@ inline FixtureSpec granite_spec(GgmlType type = GgmlType::F32) {
   return s;
 }
 
+// Granite 3 MoE's: Granite's multipliers, 8 experts, 2 a token.
+inline FixtureSpec granitemoe_spec(GgmlType type = GgmlType::F32) {
+  FixtureSpec s = granite_spec(type);
+  s.arch = Arch::granitemoe;
+  return s;
+}
+
 // k-quants need rows that are multiples of 256.
 // The spec with RoPE scaling as the real models declare it (linear 8; yarn 4 from n_ctx / 4).
 inline FixtureSpec rope_scaled(FixtureSpec s, RopeScalingType type) {

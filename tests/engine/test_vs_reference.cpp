@@ -59,6 +59,7 @@ std::vector<FixtureCase> fixture_cases() {
       {"mistral3_Q4_K", wide(mistral3_spec(GgmlType::Q4_K))},
       {"granite_F32", granite_spec(GgmlType::F32)},
       {"granite_Q6_K", wide(granite_spec(GgmlType::Q6_K))},
+      {"granitemoe_Q8_0", granitemoe_spec(GgmlType::Q8_0)},
       {"mixtral_Q5_K", wide(mixtral_spec(GgmlType::Q5_K))},
       {"gemma3_linear_F32", rope_scaled(gemma3_spec(GgmlType::F32), RopeScalingType::linear)},
       {"llama_yarn_Q8_0", rope_scaled(llama_spec(GgmlType::Q8_0), RopeScalingType::yarn)},
@@ -100,7 +101,7 @@ TEST_P(EngineVsReference, F32TapsAndTokens) {
   // + q/k norms (qwen3, gemma3, qwen3moe), + post-norms (gemma2, gemma3), + a mixture of experts'
   // router, routing and experts for the dense gate, up and activation
   const bool qk_norm = arch == Arch::qwen3 || arch == Arch::gemma3 || arch == Arch::qwen3moe;
-  const bool experts = arch == Arch::qwen3moe || GetParam().spec.n_expert > 0;
+  const bool experts = arch_traits(arch).experts || GetParam().spec.n_expert > 0;
   const std::size_t layer_taps = 19u + (qk_norm ? 2u : 0u) + (arch == Arch::gemma2 || arch == Arch::gemma3 ? 2u : 0u) +
                                  (experts ? 2u : 0u);
   EXPECT_EQ(errors.size(), 2u + layer_taps * std::size_t(GetParam().spec.n_layer) + 1u);

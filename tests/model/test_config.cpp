@@ -160,7 +160,7 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
   const BadConfigCase cases[] = {
       {"unknown architecture", "general.architecture", GgufValue::string("mamba"), false,
        "cfg.gguf: general.architecture: expected one of llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, "
-       "smollm3, mistral3, granite, got \"mamba\""},
+       "smollm3, mistral3, granite, granitemoe, got \"mamba\""},
       {"architecture missing", "general.architecture", {}, true,
        "cfg.gguf: general.architecture: required metadata key is missing"},
       {"block_count missing", "llama.block_count", {}, true,
@@ -460,10 +460,24 @@ TEST(ModelConfig, BadExpertMetadataNamesTheKey) {
        "to experts)"},
       {"more experts than the tensors stack", "qwen3moe.expert_count", GgufValue::u32(16), false,
        "cfg.gguf: tensor \"blk.0.ffn_gate_inp.weight\": expected shape [64, 16], got [64, 8]"},
+      {"a shared expert", "qwen3moe.expert_shared_feed_forward_length", GgufValue::u32(64), false,
+       "cfg.gguf: qwen3moe.expert_shared_feed_forward_length: expected none: tapdiff runs routed experts only, "
+       "without a shared expert (Granite MoE shared, Qwen2-MoE and DeepSeek's are not supported)"},
   };
   FixtureSpec spec;
   spec.arch = Arch::qwen3moe;
   check_bad_metadata(cases, spec);
+
+  FixtureSpec granitemoe;
+  granitemoe.arch = Arch::granitemoe;
+  const BadConfigCase granite_cases[] = {
+      {"no experts", "granitemoe.expert_count", {}, true,
+       "cfg.gguf: granitemoe.expert_count: expected a positive expert count (a granitemoe model routes every layer "
+       "to experts)"},
+      {"logit scale missing", "granitemoe.logit_scale", {}, true,
+       "cfg.gguf: granitemoe.logit_scale: required metadata key is missing"},
+  };
+  check_bad_metadata(granite_cases, granitemoe);
 }
 
 // The tensors qwen3 and Llama 3.1 add are checked like every other: shape, and for the RoPE
