@@ -105,6 +105,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     int decode_k_layer = -1, decode_v_layer = -1;  // decode steps read K (V) from this layer's cache
     bool other_layer_in_prefill = false;           // ... and the prompt's batch too
     bool cache_as_read_back = false;     // K and V the actual run's kv.k and kv.v rows, not its computed ones
+    bool keys_rotated_on_read = false;   // each cached key rotated again by its position as attention reads it
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
     bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
@@ -164,6 +165,18 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
         }
     for (std::int64_t t = 0; t <= upto; ++t)
       if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
+    if (s.keys_rotated_on_read)
+      for (std::int64_t t = 0; t <= upto; ++t) {
+        Row& k = k_all[std::size_t(t)];
+        std::vector<double> kd(k.begin(), k.end());
+        const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
+        const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
+        ref::rope(kd.data(), c.n_head_kv, c.head_dim, c.n_rot, t, c.rope_base(layer),
+                  c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
+                  factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr,
+                  c.rope_scaling_of(layer));
+        k.assign(kd.begin(), kd.end());
+      }
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
     auto V = s.decode_v_from_k && p >= in.prompt_length
                  ? K
@@ -639,6 +652,13 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
   out.push_back({"an online softmax whose running sum is not rescaled when the running max grows (S += exp(s - M) "
                  "without S · exp(M_old - M))",
                  "softmax", false, replay(s)});
+  if (c.rotates(layer)) {
+    s = right;
+    s.keys_rotated_on_read = true;
+    out.push_back({"the cached keys rotated again by their positions as attention reads them (RoPE applied at the "
+                   "cache write and again at the read)",
+                   "rope", false, replay(s)});
+  }
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});

@@ -227,6 +227,37 @@ void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::
     for (const float f : {2.0f, 4.0f, 8.0f})
       out.push_back({fmt::format("rotated at p / {:g}: a linear RoPE scaling by {:g} the model does not declare", f, f),
                      "rope", false, rotate(at_p, base, right, true, 0, nullptr, true, RopeScaling{RopeScalingType::linear, f})});
+  // Plain RoPE (no factors, no scaling) computed from a wrong angle table: pair i turned by cos of
+  // cos_angle(i, p) and sin of sin_angle(i, p).
+  if (!factors && !scaling.scales()) {
+    const auto table = [&in, src, layer, heads, c, base, right](std::function<double(int, std::int64_t)> cos_angle,
+                                                                std::function<double(int, std::int64_t)> sin_angle) {
+      return [=, &in](std::int64_t p) {
+        Row x = trace_row(in.actual, src, layer, p);
+        const int d = c.head_dim, half = c.n_rot / 2;
+        if (x.size() != std::size_t(heads) * std::size_t(d)) return Row{};
+        for (int h = 0; h < heads; ++h)
+          for (int i = 0; i < half; ++i) {
+            float* head = x.data() + std::size_t(h) * std::size_t(d);
+            const int a = right == ref::Pairing::norm ? 2 * i : i, b = right == ref::Pairing::norm ? 2 * i + 1 : i + half;
+            const double x0 = head[a], x1 = head[b], cs = std::cos(cos_angle(i, p)), sn = std::sin(sin_angle(i, p));
+            head[a] = float(x0 * cs - x1 * sn);
+            head[b] = float(x0 * sn + x1 * cs);
+          }
+        return x;
+      };
+    };
+    const auto theta = [base, n_rot = c.n_rot](int i, std::int64_t p) {
+      return double(p) * std::pow(double(base), -2.0 * i / n_rot);
+    };
+    const auto theta_f16 = [theta](int i, std::int64_t p) { return double(rounded_16bit(float(theta(i, p)), false)); };
+    out.push_back({"the angles p * base^(-2i/n_rot) rounded to f16 before cos and sin (an angle table in half "
+                   "precision)",
+                   "rope", false, table(theta_f16, theta_f16)});
+    out.push_back({"sin taken at the next pair's angle (cos of angle i, sin of angle i + 1: the sin table one "
+                   "frequency off)",
+                   "rope", false, table(theta, [theta](int i, std::int64_t p) { return theta(i + 1, p); })});
+  }
   // A q/k norm the model does not have (qwen3's), weight 1, before the rotation.
   if (!c.qk_norm)
     out.push_back({fmt::format("{} RMS-normalized per head (weight 1) before RoPE, though the model has no q/k norm",

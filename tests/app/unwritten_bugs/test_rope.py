@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bug_traces import (PROMPT, run, read_tap, write_tap, traced, diff_json, gguf_tensor, rmsnorm, diagnose,
-                        gguf_field, rounded_to)
+                        causal_probs, gguf_field, rounded_to)
 
 
 def rope_norm(x, position, head_dim=16, base=1e4, table=np.float32):
@@ -390,3 +390,47 @@ def test_a_qk_norm_the_model_does_not_have_is_named(llama, tmp_path):
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope",
              "q RMS-normalized per head (weight 1) before RoPE, though the model has no q/k norm", "normalization",
              position=0)
+
+
+def rope_norm_by(x, cos_angle, sin_angle, head_dim=16):
+    """The llama fixture's pairs (adjacent) of one row turned by cos of cos_angle and sin of
+    sin_angle, each an array over the pairs."""
+    x = x.reshape(-1, head_dim // 2, 2).astype(np.float64)
+    c, s = np.cos(cos_angle), np.sin(sin_angle)
+    return np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], axis=-1).reshape(-1)
+
+
+@pytest.mark.parametrize("bug, words, position", [
+    ("f16", "the angles p * base^(-2i/n_rot) rounded to f16 before cos and sin", None),
+    ("sin_next", "sin taken at the next pair's angle", 1),
+])
+def test_an_angle_table_made_wrong_is_named(llama, tmp_path, bug, words, position):
+    """Blind round 26's B59 and B60: the angles rounded to f16 before cos and sin; the sin table one
+    frequency off (cos of angle i, sin of angle i + 1)."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q = read_tap(bad, "attn_q", 0)
+    inv = 1e4 ** (-2 * np.arange(9) / 16)
+    rows = []
+    for p in range(q.shape[0]):
+        theta = p * inv
+        if bug == "f16":
+            angle = theta[:8].astype(np.float32).astype(np.float16).astype(np.float64)
+            rows.append(rope_norm_by(q[p], angle, angle))
+        else:
+            rows.append(rope_norm_by(q[p], theta[:8], theta[1:9]))
+    write_tap(bad, "attn_q.rope", 0, np.stack(rows))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn_q.rope", words, "rope", position=position)
+
+
+def test_keys_rotated_again_as_they_are_read_are_named(llama, tmp_path):
+    """Blind round 26's B82: keys cached rotated, and rotated again by their positions as attention
+    reads them."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    q, k = read_tap(bad, "attn_q.rope", 0), read_tap(bad, "attn_k.rope", 0)
+    twice = np.stack([rope_norm(k[t], t) for t in range(k.shape[0])])
+    keys = read_tap(bad, "attn.probs", 0).shape[2]
+    write_tap(bad, "attn.probs", 0, causal_probs(q.reshape(q.shape[0], -1), twice, 4, keys, [0, 0, 1, 1]))
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs",
+             "the cached keys rotated again by their positions as attention reads them", "rope", position=1)
