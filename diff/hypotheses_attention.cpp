@@ -106,6 +106,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
     bool other_layer_in_prefill = false;           // ... and the prompt's batch too
     bool cache_as_read_back = false;     // K and V the actual run's kv.k and kv.v rows, not its computed ones
     bool keys_rotated_on_read = false;   // each cached key rotated again by its position as attention reads it
+    bool decode_slots_reversed = false;  // decode steps read the cache's slots 0..p last to first
     float softcap = 0;                   // scores soft-capped at this value (0: not capped)
     std::int64_t window = 0;             // keys p - window + 1 .. p only (0: every earlier key)
     bool ring = false;                   // the window's keys held in `window` cells, key t in cell t mod window
@@ -165,6 +166,10 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
         }
     for (std::int64_t t = 0; t <= upto; ++t)
       if (k_all[std::size_t(t)].empty() || v_all[std::size_t(t)].empty()) return Row{};
+    if (s.decode_slots_reversed && p >= in.prompt_length && upto == p) {
+      std::reverse(k_all.begin(), k_all.begin() + p + 1);
+      std::reverse(v_all.begin(), v_all.begin() + p + 1);
+    }
     if (s.keys_rotated_on_read)
       for (std::int64_t t = 0; t <= upto; ++t) {
         Row& k = k_all[std::size_t(t)];
@@ -659,6 +664,11 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
                    "cache write and again at the read)",
                    "rope", false, replay(s)});
   }
+  s = right;
+  s.decode_slots_reversed = true;
+  out.push_back({"decode steps read the cache's slots last to first (K and V alike: the output right, the "
+                 "probabilities by slot reversed)",
+                 "kv-cache", false, replay(s)});
   s = right;
   s.decode_v_from_k = true;
   out.push_back({"decode steps read V from the K cache (its pointer copied from K's)", "kv-cache", false, replay(s)});

@@ -346,3 +346,17 @@ def test_keys_scaled_as_they_are_cached_are_named(llama, tmp_path):
     write_tap(bad, "kv.k", 0, read_tap(bad, "attn_k.rope", 0) * np.float32(0.25))
     diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.kv.k", "K times the attention scale 0.25 as it is cached",
              "attention-scale", position=0)
+
+
+def test_decode_reading_the_slots_last_to_first_is_named(llama, tmp_path):
+    """Blind round 26's B87: a decode step reads the cache's slots last to first, K and V alike: its
+    output is right, its probabilities by slot reversed."""
+    bad = tmp_path / "eng.h5"
+    shutil.copy(llama / "eng.h5", bad)
+    probs = read_tap(bad, "attn.probs", 0)
+    prompt = len(PROMPT.split(","))
+    for p in range(prompt, probs.shape[0]):
+        probs[p, :, : p + 1] = probs[p, :, p::-1]
+    write_tap(bad, "attn.probs", 0, probs)
+    diagnose(llama / "ref.h5", bad, llama / "llama.gguf", "blk.0.attn.probs",
+             "decode steps read the cache's slots last to first", "kv-cache", position=prompt)
