@@ -317,17 +317,7 @@ void norm_candidates(const std::string& name, int layer, ReplayInputs& in, std::
       Row x = trace_row(in.actual, x_name, x_layer, p);
       if (x_scale != 1)
         for (float& v : x) v = float(v * x_scale);
-      if (form == Form::after_rope && !x.empty()) {  // q/k rotated first, then normed (the two ops swapped)
-        const ModelConfig& m = in.model.config();
-        const char* tensor = m.rope_factors_tensor(int(in.n_ctx));
-        const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
-        std::vector<double> xd(x.begin(), x.end());
-        ref::rope(xd.data(), int(x.size()) / head_dim, head_dim, m.n_rot, p, m.rope_base(layer),
-                  m.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                  factors && factors->size() == std::size_t(m.n_rot / 2) ? factors->data() : nullptr,
-                  m.rope_scaling_of(layer));
-        x.assign(xd.begin(), xd.end());
-      }
+      if (form == Form::after_rope && !x.empty()) x = rotated_as_model(in, layer, x, p);  // q/k rotated, then normed
       const std::size_t group = per_head ? std::size_t(head_dim) : x.size();
       if (x.empty() || group == 0 || x.size() % group != 0 || (weight && weight->size() != group)) return Row{};
       std::vector<float> w1;

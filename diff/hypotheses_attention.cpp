@@ -171,17 +171,7 @@ void attention_candidates(const std::string& name, int layer, ReplayInputs& in, 
       std::reverse(v_all.begin(), v_all.begin() + p + 1);
     }
     if (s.keys_rotated_on_read)
-      for (std::int64_t t = 0; t <= upto; ++t) {
-        Row& k = k_all[std::size_t(t)];
-        std::vector<double> kd(k.begin(), k.end());
-        const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
-        const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
-        ref::rope(kd.data(), c.n_head_kv, c.head_dim, c.n_rot, t, c.rope_base(layer),
-                  c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                  factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr,
-                  c.rope_scaling_of(layer));
-        k.assign(kd.begin(), kd.end());
-      }
+      for (std::int64_t t = 0; t <= upto; ++t) k_all[std::size_t(t)] = rotated_as_model(in, layer, k_all[std::size_t(t)], t);
     auto K = simulate_cache(k_all, in.prompt_length, in.prefill_chunk, in.n_ctx, kv_dim, s.cache, upto);
     auto V = s.decode_v_from_k && p >= in.prompt_length
                  ? K

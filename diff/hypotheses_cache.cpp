@@ -11,7 +11,6 @@
 
 #include "diff/replay_rows.hpp"
 #include "model/half.hpp"
-#include "reference/ops.hpp"
 
 namespace tapdiff::diff {
 
@@ -59,23 +58,15 @@ void cache_candidates(const std::string& name, int layer, ReplayInputs& in, std:
              is_k ? "attn_v" : "attn_k.rope");
   // V rotated as K is; in a layer without RoPE (smollm3's NoPE layers) K rotated too, on its way
   // into the cache.
-  if (const ModelConfig& c = in.model.config(); !is_k || !c.rotates(layer)) {
-    const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
-    const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
+  if (!is_k || !in.model.config().rotates(layer)) {
     out.push_back({is_k ? fmt::format("K rotated by RoPE at p into the cache, though layer {} has no positional "
                                       "encoding (NoPE): the cache write's own rotation, or the NoPE test wrong there",
                                       layer)
                         : std::string("V rotated by RoPE at p, as K is (the rotation applied to V too)"),
                    "rope", false,
-                   [row = row_of(src, 0), c, factors, layer, base = c.rope_base(layer)](std::int64_t p) {
+                   [&in, row = row_of(src, 0), layer, kv_dim = std::size_t(in.model.config().kv_dim())](std::int64_t p) {
                      const Row v = row(p);
-                     if (v.size() != std::size_t(c.kv_dim())) return Row{};
-                     std::vector<double> x(v.begin(), v.end());
-                     ref::rope(x.data(), c.n_head_kv, c.head_dim, c.n_rot, p, base,
-                               c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
-                               factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr,
-                               c.rope_scaling_of(layer));
-                     return Row(x.begin(), x.end());
+                     return v.size() == kv_dim ? rotated_as_model(in, layer, v, p) : Row{};
                    }});
   }
   // The rows stored transposed ([kv_dim][n_ctx], ggml's V layout without flash attention) and

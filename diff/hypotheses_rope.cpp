@@ -144,6 +144,18 @@ void rope_scaling_candidates(const RopeReplay& r, const Rotated& rotated, std::v
 
 }  // namespace
 
+Row rotated_as_model(ReplayInputs& in, int layer, const Row& row, std::int64_t position) {
+  const ModelConfig& c = in.model.config();
+  if (row.empty() || row.size() % std::size_t(c.head_dim) != 0) return {};
+  const char* tensor = c.rope_factors_tensor(int(in.n_ctx));
+  const std::vector<float>* factors = tensor ? &in.model.weight(tensor) : nullptr;
+  std::vector<double> x(row.begin(), row.end());
+  ref::rope(x.data(), int(row.size()) / c.head_dim, c.head_dim, c.n_rot, position, c.rope_base(layer),
+            c.rope_pairing == RopePairing::norm ? ref::Pairing::norm : ref::Pairing::neox,
+            factors && factors->size() == std::size_t(c.n_rot / 2) ? factors->data() : nullptr, c.rope_scaling_of(layer));
+  return Row(x.begin(), x.end());
+}
+
 void rope_candidates(const std::string& name, int layer, ReplayInputs& in, std::vector<Candidate>& out) {
   const ModelConfig& c = in.model.config();
   const bool is_q = name == "attn_q.rope";

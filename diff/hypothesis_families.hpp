@@ -25,6 +25,9 @@ void experts_projection_candidates(const std::string& name, int layer, ReplayInp
 void experts_activation_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
 // ffn_down from ffn.routing and ffn.act_exps.
 void experts_down_candidates(int layer, ReplayInputs& in, std::vector<Candidate>& out);
+// `row` (whole heads of head_dim) rotated at `position` as the model rotates layer `layer`: its base,
+// pairing, frequency factors (as the run's context picks them) and scaling.
+Row rotated_as_model(ReplayInputs& in, int layer, const Row& row, std::int64_t position);
 // The residual stream x (tap x_name at x_layer) scaled by c between its tap and the ops that read
 // it: the variant's text and class (an embedding scale where x is token_embd and c is √n_embd, as
 // Gemma scales its embeddings; else the residual stream's).

@@ -30,7 +30,7 @@ TD_HD inline void embed_body(const EmbedArgs& a, std::int64_t i, std::int64_t ru
   decode_run(a.table, std::int64_t(a.tokens[r]) * a.n_embd + c0, len, v);
   float* out = a.out + r * a.n_embd + c0;
   round_run(a.round, v, len);
-  for (int j = 0; j < len; ++j) out[j] = a.scale == 1.0f ? v[j] : v[j] * a.scale;
+  for (int j = 0; j < len; ++j) out[j] = v[j] * a.scale;  // exact at 1
 }
 
 void validate(const EmbedArgs& a);
